@@ -1,0 +1,289 @@
+"""Loaders that turn every supported problem source into the record of design.md section 2.
+
+Sources, picked by what ``source`` is on disk:
+
+- ``.jsonl`` / ``.json`` files, in the project's record or in the published dataset's schema
+  (a ``datasets`` JSON export), one problem per line or a JSON array;
+- ``.parquet`` exports of the published dataset;
+- ``Dataset.save_to_disk`` / ``DatasetDict.save_to_disk`` folders;
+- the reference's ``SFT_Data/{train,test}/<problem>/`` folders (SFT_Data itself or one split folder);
+- a Hugging Face hub dataset name, tried only when ``source`` is not an existing path.
+"""
+
+import json
+import logging
+import random
+import re
+from pathlib import Path
+
+from data.validate import LANGUAGES, SPLITS, DataError, validate_records
+
+logger = logging.getLogger(__name__)
+
+DATA_DIR = Path(__file__).resolve().parent
+DATASET_SCHEMA_FIELDS = ("problem_id", "problem_description", "q_solution", "python_solution", "test_cases")
+FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
+OFFLINE_HINT = "offline, pass a save_to_disk folder, a .parquet file or a .json/.jsonl export instead"
+SFT_TEST_FILE = re.compile(r"q_test_case_(\d+)\.q")
+SFT_ANSWER_FILE = re.compile(r"q_exact_ans_test_case_(\d+)\.txt")
+OVERLAP_EXAMPLES = 5
+
+
+def bundled_path(language):
+    """Path of the problem set shipped with the project for ``language``."""
+    if language not in LANGUAGES:
+        raise ValueError(f"language {language!r} is not one of {', '.join(LANGUAGES)}")
+    return DATA_DIR / f"{language}_problems.jsonl"
+
+
+def load_problems(source, language="q"):
+    """Load, convert and validate every problem in ``source``; raises DataError on the first bad record."""
+    if language not in LANGUAGES:
+        raise ValueError(f"language {language!r} is not one of {', '.join(LANGUAGES)}")
+    path = Path(source)
+    if path.is_dir():
+        problems = _load_folder(path, language)
+    elif path.is_file():
+        problems = _load_file(path, language)
+    elif _looks_like_path(str(source)):
+        raise DataError(str(source), "no such file or folder")
+    else:
+        problems = _load_hub(str(source), language)
+    if not problems:
+        raise DataError(str(source), "no problems found")
+    return problems
+
+
+def _looks_like_path(source):
+    return source.endswith(FILE_SUFFIXES) or source.startswith((".", "/", "~")) or source.count("/") > 1
+
+
+def _load_file(path, language):
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet
+
+        rows = pyarrow.parquet.read_table(path).to_pylist()
+        return _from_rows(((f"{path}:row {number}", row) for number, row in enumerate(rows, 1)), language)
+    if suffix not in (".jsonl", ".json"):
+        raise DataError(str(path), f"unsupported file type {suffix or '(none)'}; use .jsonl, .json or .parquet")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise DataError(str(path), f"not UTF-8 text ({error.reason} at byte {error.start})") from None
+    if suffix == ".json" and text.lstrip().startswith("["):
+        located = _json_array_items(text, path)
+    else:
+        located = _json_lines(text, path)
+    return _from_rows(located, language)
+
+
+def _json_lines(text, path):
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield f"{path}:{number}", json.loads(line)
+        except json.JSONDecodeError as error:
+            raise DataError(f"{path}:{number}", f"invalid JSON ({error.msg} at column {error.colno}); "
+                                                "write one problem object per line") from None
+
+
+def _json_array_items(text, path):
+    """``(file:line, item)`` for each element of a top-level JSON array, the line being where it starts."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as error:
+        raise DataError(f"{path}:{error.lineno}", f"invalid JSON ({error.msg} at column {error.colno})") from None
+    decoder = json.JSONDecoder()
+    whitespace = re.compile(r"\s*")
+    index = whitespace.match(text, text.index("[") + 1).end()
+    line, counted_to = 1, 0
+    items = []
+    while text[index] != "]":
+        line += text.count("\n", counted_to, index)
+        counted_to = index
+        item, index = decoder.raw_decode(text, index)
+        items.append((f"{path}:{line}", item))
+        index = whitespace.match(text, index).end()
+        if text[index] == ",":
+            index = whitespace.match(text, index + 1).end()
+    return items
+
+
+def _from_rows(located_rows, language):
+    """Validate rows of one source unit, converting rows in the published dataset's schema first."""
+    located = []
+    for location, row in located_rows:
+        if isinstance(row, dict) and "test_cases" in row and "tests" not in row:
+            row = _from_dataset_schema(row, location, language)
+        located.append((location, row))
+    return validate_records(located, language)
+
+
+def _from_dataset_schema(row, location, language):
+    """Convert a published-dataset row (problem_id, test_cases[...], q_/python_ fields) for ``language``."""
+    for key in ("problem_id", "problem_description"):
+        if row.get(key) is None:
+            raise DataError(location, f"missing '{key}'")
+    test_cases = row["test_cases"]
+    if not isinstance(test_cases, list):
+        raise DataError(location, f"'test_cases' must be a list, got {type(test_cases).__name__}")
+    code_key, expected_key = f"{language}_test_code", f"{language}_expected_output"
+    tests = []
+    for index, case in enumerate(test_cases):
+        if not isinstance(case, dict):
+            raise DataError(location, f"test_cases[{index}] must be an object")
+        for key in (code_key, expected_key):
+            if case.get(key) is None:
+                raise DataError(location, f"test_cases[{index}] has no '{key}' (loading for language {language})")
+        tests.append((case.get("test_case_number"), index, {"test_code": case[code_key],
+                                                            "expected_output": case[expected_key]}))
+    if all(isinstance(number, int) for number, _, _ in tests):
+        tests.sort(key=lambda numbered: numbered[0])
+    extras = {key: value for key, value in row.items() if key not in DATASET_SCHEMA_FIELDS}
+    return {
+        **extras,
+        "id": row["problem_id"],
+        "language": language,
+        "description": row["problem_description"],
+        "tests": [test for _, _, test in tests],
+        "solution": row.get(f"{language}_solution"),
+        "split": row.get("split"),
+    }
+
+
+def _load_folder(path, language):
+    if (path / "dataset_dict.json").is_file() or (path / "state.json").is_file():
+        import datasets
+
+        return _from_datasets(datasets.load_from_disk(str(path)), str(path), language)
+    split_folders = [(path / split, split) for split in SPLITS if (path / split).is_dir()]
+    if not split_folders:
+        split_folders = [(path, path.name if path.name in SPLITS else None)]
+    if not any((problem / "problem_description.txt").is_file()
+               for folder, _ in split_folders for problem in _problem_folders(folder)):
+        raise DataError(str(path), "not a problem folder; expected SFT_Data/{train,test}/<problem>/"
+                                   "problem_description.txt, one split folder of it, or a save_to_disk folder")
+    if language != "q":
+        raise DataError(str(path), "SFT_Data folders hold q tests only; use language q, or a JSONL or "
+                                   "dataset source for python")
+    problems = []
+    for folder, split in split_folders:
+        problems += validate_records(
+            ((str(problem), _read_problem_folder(problem, split)) for problem in _problem_folders(folder)), language
+        )
+    return problems
+
+
+def _problem_folders(folder):
+    return sorted(child for child in folder.iterdir() if child.is_dir() and not child.name.startswith("."))
+
+
+def _read_problem_folder(folder, split):
+    """One ``SFT_Data/<split>/<problem>/`` folder as a record; its name is the id."""
+    description_file = folder / "problem_description.txt"
+    if not description_file.is_file():
+        raise DataError(str(folder), "no problem_description.txt")
+    test_files = _numbered_files(folder, SFT_TEST_FILE)
+    answer_files = _numbered_files(folder, SFT_ANSWER_FILE)
+    if not test_files:
+        raise DataError(str(folder), "no q_test_case_N.q files")
+    unpaired = sorted(set(test_files) ^ set(answer_files))
+    if unpaired and unpaired[0] in test_files:
+        raise DataError(str(test_files[unpaired[0]]), f"no matching q_exact_ans_test_case_{unpaired[0]}.txt")
+    if unpaired:
+        raise DataError(str(answer_files[unpaired[0]]), f"no matching q_test_case_{unpaired[0]}.q")
+    return {
+        "id": folder.name,
+        "language": "q",
+        "description": _read_text(description_file),
+        "tests": [{"test_code": _read_text(test_files[number]), "expected_output": _read_text(answer_files[number])}
+                  for number in sorted(test_files)],
+        "split": split,
+    }
+
+
+def _numbered_files(folder, pattern):
+    found = {}
+    for child in folder.iterdir():
+        match = pattern.fullmatch(child.name)
+        if match:
+            found[int(match.group(1))] = child
+    return found
+
+
+def _read_text(path):
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise DataError(str(path), f"not UTF-8 text ({error.reason} at byte {error.start})") from None
+
+
+def _from_datasets(loaded, name, language):
+    """Records from a ``datasets`` Dataset or DatasetDict; a DatasetDict's train/test become ``split``."""
+    import datasets
+
+    if isinstance(loaded, datasets.Dataset):
+        return _from_rows(((f"{name}:row {number}", row) for number, row in enumerate(loaded, 1)), language)
+    ignored = sorted(set(loaded) - set(SPLITS))
+    if ignored:
+        logger.warning("%s: ignoring splits %s; only train and test are used", name, ", ".join(ignored))
+    if not set(loaded) & set(SPLITS):
+        raise DataError(name, f"no train or test split (found {', '.join(sorted(loaded))})")
+    problems = []
+    for split in SPLITS:
+        if split in loaded:
+            rows = ((f"{name}/{split}:row {number}", {**row, "split": row.get("split") or split})
+                    for number, row in enumerate(loaded[split], 1))
+            problems += _from_rows(rows, language)
+    return problems
+
+
+def _load_hub(name, language):
+    import datasets
+
+    try:
+        loaded = datasets.load_dataset(name)
+    except Exception as error:  # the hub client raises many types (connection, offline, not found, auth)
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise DataError(name, f"cannot load from the Hugging Face hub ({reason}); {OFFLINE_HINT}") from None
+    return _from_datasets(loaded, name, language)
+
+
+def split_problems(problems, test_fraction=0.2, seed=42, max_train=None, max_test=None):
+    """Split into (train, test): by each record's ``split`` when all have one, else by a seeded shuffle.
+
+    Caps apply after the split. Problems shared by train and test (same id or same description) are
+    logged as warnings, since testing on training problems overstates pass@k.
+    """
+    if not 0 <= test_fraction < 1:
+        raise ValueError(f"test_fraction must be in [0, 1), got {test_fraction}")
+    if problems and all(problem.get("split") in SPLITS for problem in problems):
+        train = [problem for problem in problems if problem["split"] == "train"]
+        test = [problem for problem in problems if problem["split"] == "test"]
+    else:
+        shuffled = list(problems)
+        random.Random(seed).shuffle(shuffled)
+        test_count = round(len(shuffled) * test_fraction)
+        if test_fraction > 0 and len(shuffled) > 1:
+            test_count = min(max(test_count, 1), len(shuffled) - 1)
+        test, train = shuffled[:test_count], shuffled[test_count:]
+    train, test = train[:max_train], test[:max_test]
+    _warn_overlap(train, test)
+    return train, test
+
+
+def _warn_overlap(train, test):
+    train_ids = {problem["id"] for problem in train}
+    shared_ids = [problem["id"] for problem in test if problem["id"] in train_ids]
+    train_descriptions = {_normalized(problem["description"]) for problem in train}
+    shared_descriptions = [problem["id"] for problem in test if _normalized(problem["description"]) in train_descriptions]
+    for what, ids in (("id", shared_ids), ("description", shared_descriptions)):
+        if ids:
+            logger.warning("%d test problems share their %s with a train problem: %s%s", len(ids), what,
+                           ", ".join(ids[:OVERLAP_EXAMPLES]), " ..." if len(ids) > OVERLAP_EXAMPLES else "")
+
+
+def _normalized(text):
+    return " ".join(text.split())

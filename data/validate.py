@@ -1,0 +1,112 @@
+"""Validation of problem records (design.md section 2).
+
+Every loader hands raw records here together with a location string (``file:line`` for text files,
+``path/to/file`` for folders, ``file:row N`` for datasets), so a bad source fails before any model
+is loaded with one line that says where and what to fix.
+"""
+
+LANGUAGES = ("q", "python")
+SPLITS = ("train", "test")
+
+
+class DataError(ValueError):
+    """A problem source that cannot be used; ``str(error)`` is ``location: reason`` on one line."""
+
+    def __init__(self, location, reason):
+        super().__init__(f"{location}: {reason}")
+        self.location = location
+        self.reason = reason
+
+
+def _require_text(record, key, location, allow_empty=False):
+    if key not in record or record[key] is None:
+        raise DataError(location, f"missing '{key}'")
+    value = record[key]
+    if not isinstance(value, str):
+        raise DataError(location, f"'{key}' must be a string, got {type(value).__name__}")
+    if not allow_empty and not value.strip():
+        raise DataError(location, f"'{key}' is empty")
+    return value
+
+
+def _check_id(record, location):
+    if "id" not in record or record["id"] is None:
+        raise DataError(location, "missing 'id'")
+    value = record["id"]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str):
+        raise DataError(location, f"'id' must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise DataError(location, "'id' is empty")
+    return value
+
+
+def _check_test(test, index, location):
+    name = f"tests[{index}]"
+    if not isinstance(test, dict):
+        raise DataError(location, f"{name} must be an object with test_code and expected_output")
+    if "test_code" not in test or test["test_code"] is None:
+        raise DataError(location, f"{name} has no 'test_code'")
+    if not isinstance(test["test_code"], str):
+        raise DataError(location, f"{name}.test_code must be a string, got {type(test['test_code']).__name__}")
+    if not test["test_code"].strip():
+        raise DataError(location, f"{name}.test_code is empty")
+    if "expected_output" not in test or test["expected_output"] is None:
+        raise DataError(location, f"{name} has no 'expected_output' (use \"\" for a test that prints nothing)")
+    expected = test["expected_output"]
+    if isinstance(expected, (int, float)) and not isinstance(expected, bool):
+        raise DataError(
+            location,
+            f"{name}.expected_output is the number {expected!r}; quote it (\"{expected}\") since output is compared as text",
+        )
+    if not isinstance(expected, str):
+        raise DataError(location, f"{name}.expected_output must be a string, got {type(expected).__name__}")
+    return {**test}
+
+
+def validate_record(record, location, language):
+    """Check one raw record and return it normalized: id as str, language and split filled in, tests copied."""
+    if not isinstance(record, dict):
+        raise DataError(location, f"expected a problem object, got {type(record).__name__}")
+    problem = dict(record)
+    problem["id"] = _check_id(record, location)
+    _require_text(record, "description", location)
+
+    problem_language = record.get("language") or language
+    if problem_language not in LANGUAGES:
+        raise DataError(location, f"language {problem_language!r} is not one of {', '.join(LANGUAGES)}")
+    problem["language"] = problem_language
+
+    tests = record.get("tests")
+    if tests is None:
+        raise DataError(location, "missing 'tests'")
+    if not isinstance(tests, list):
+        raise DataError(location, f"'tests' must be a list, got {type(tests).__name__}")
+    if not tests:
+        raise DataError(location, "'tests' is empty; a problem needs at least one test")
+    problem["tests"] = [_check_test(test, index, location) for index, test in enumerate(tests)]
+
+    solution = record.get("solution")
+    if solution is not None and not isinstance(solution, str):
+        raise DataError(location, f"'solution' must be a string, got {type(solution).__name__}")
+    problem["solution"] = solution
+
+    split = record.get("split")
+    if split is not None and split not in SPLITS:
+        raise DataError(location, f"split {split!r} is not one of {', '.join(SPLITS)} (or leave it out)")
+    problem["split"] = split
+    return problem
+
+
+def validate_records(located_records, language):
+    """Validate ``(location, record)`` pairs from one source unit; ids must be unique within it."""
+    problems = []
+    first_seen = {}
+    for location, record in located_records:
+        problem = validate_record(record, location, language)
+        if problem["id"] in first_seen:
+            raise DataError(location, f"duplicate id {problem['id']!r} (first at {first_seen[problem['id']]})")
+        first_seen[problem["id"]] = location
+        problems.append(problem)
+    return problems
