@@ -1,0 +1,68 @@
+"""Checks that run before any model weights load, so a bad setting costs seconds, not a GPU allocation."""
+
+import json
+from pathlib import Path
+
+import requests
+from transformers import AutoConfig, AutoTokenizer
+
+from training.config import UsageError
+
+
+def looks_like_path(name: str) -> bool:
+    """Hub names are `name` or `org/name`; anything else (absolute, relative, deeper) is meant as a folder."""
+    return name.startswith((".", "/", "~")) or name.count("/") > 1 or Path(name).exists()
+
+
+def check_model(model: str) -> dict:
+    """The model's config (or LoRA adapter config) without loading weights; UsageError if it cannot be had."""
+    path = Path(model).expanduser()
+    if looks_like_path(model):
+        if not path.is_dir():
+            raise UsageError(f"--model {model}: no such folder; give a model folder or a hub name "
+                             "(scripts/make_tiny_model.py builds a tiny local one)")
+        if (path / "adapter_config.json").exists():
+            return json.loads((path / "adapter_config.json").read_text())
+        if not (path / "config.json").exists():
+            raise UsageError(f"--model {model}: no config.json in the folder; point at a saved model or checkpoint")
+    try:
+        return AutoConfig.from_pretrained(model).to_dict()
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--model {model}: cannot load its config ({str(e).splitlines()[0][:160]}); "
+                         "give a local folder or a reachable hub name") from None
+
+
+def load_tokenizer(model: str, prompt_style: str):
+    adapter = Path(model) / "adapter_config.json"
+    source = model
+    if adapter.exists() and not (Path(model) / "tokenizer_config.json").exists():
+        source = json.loads(adapter.read_text())["base_model_name_or_path"]
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--model {model}: cannot load its tokenizer ({str(e).splitlines()[0][:160]})") from None
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if prompt_style == "chat" and not tokenizer.chat_template:
+        raise UsageError(f"--prompt_style chat: the tokenizer of {model} has no chat template; use --prompt_style plain")
+    return tokenizer
+
+
+def vllm_server_url(config) -> str:
+    return config.vllm_server_base_url or f"http://{config.vllm_server_host}:{config.vllm_server_port}"
+
+
+def check_vllm_server(config, model: str) -> None:
+    """In server mode the trainer needs a running `trl vllm-serve`; say how to start it if none answers."""
+    url = vllm_server_url(config)
+    try:
+        ok = requests.get(f"{url}/health/", timeout=3).status_code == 200
+    except requests.RequestException:
+        ok = False
+    if not ok:
+        length = f" --max-model-len {config.vllm_max_model_length}" if config.vllm_max_model_length else ""
+        raise UsageError(
+            f"--use_vllm: no vLLM server answers at {url}; start one first with "
+            f"`scripts/serve_vllm.sh {model}` (i.e. CUDA_VISIBLE_DEVICES=0 trl vllm-serve --model {model}{length}), "
+            "or use --vllm_mode colocate"
+        )

@@ -1,0 +1,39 @@
+"""Prompts for code problems, in the reference's plain style or as chat messages for instruct models.
+
+The plain style is the reference Q trainer's: a system text, then `Human: Problem:\\n...\\n\\nAssistant:`.
+The chat style gives the same words as system and user messages, so the model's own chat template applies.
+Both name the language being trained and, with the reasoning format, ask for `<reasoning>` then `<answer>`.
+"""
+
+LANGUAGE_NAMES = {"q": "Q (kdb+/q)", "python": "Python"}
+FENCE_TAGS = {"q": "q", "python": "python"}
+
+SYSTEM_PROMPTS = {
+    "answer": (
+        "You are an expert {language} programmer. Solve the problem by writing a function named `solve`. "
+        "Reply with the complete {language} code in one ```{fence} code block and nothing else."
+    ),
+    "reasoning": (
+        "You are an expert {language} programmer. Solve the problem by writing a function named `solve`. "
+        "First think it through inside <reasoning>...</reasoning>, then give the complete {language} code "
+        "in a ```{fence} code block inside <answer>...</answer>."
+    ),
+}
+
+
+def system_prompt(language: str, use_reasoning_format: bool) -> str:
+    template = SYSTEM_PROMPTS["reasoning" if use_reasoning_format else "answer"]
+    return template.format(language=LANGUAGE_NAMES[language], fence=FENCE_TAGS[language])
+
+
+def make_prompt(description: str, language: str, use_reasoning_format: bool, style: str) -> str | list[dict]:
+    """The prompt for one problem: a string for `plain`, a list of chat messages for `chat`."""
+    system = system_prompt(language, use_reasoning_format)
+    if style == "plain":
+        return f"{system}\n\nHuman: Problem:\n{description.strip()}\n\nAssistant:"
+    if style == "chat":
+        return [
+            {"role": "system", "content": system},
+            {"role": "user", "content": f"Problem:\n{description.strip()}"},
+        ]
+    raise ValueError(f"unknown prompt style {style!r}: use plain or chat")

@@ -1,0 +1,161 @@
+"""The run folder (design.md section 5) and the callback that writes its logs.
+
+    <run>/config.yaml                every resolved setting; `--config <run>/config.yaml` repeats the run
+    <run>/checkpoints/checkpoint-N/  TRL/transformers checkpoints (resumable)
+    <run>/logs/training_log.txt      one readable line per logged step
+    <run>/logs/metrics.jsonl         one JSON object per logged step (evaluations included)
+    <run>/logs/eval_results.json     every pass@k evaluation, appended
+    <run>/logs/eval_samples/step-N.jsonl   the evaluation's completions with their judgements
+    <run>/final_model/               the trained model (or LoRA adapter) and tokenizer
+"""
+
+import dataclasses
+import json
+import math
+import os
+import re
+import time
+from pathlib import Path
+
+import yaml
+from transformers import TrainerCallback
+
+from training.config import UsageError
+
+OUTPUT_FILES = ("config.yaml", "logs/metrics.jsonl", "logs/eval_results.json", "final_model")
+
+
+class RunFolder:
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.config = self.root / "config.yaml"
+        self.checkpoints = self.root / "checkpoints"
+        self.logs = self.root / "logs"
+        self.training_log = self.logs / "training_log.txt"
+        self.metrics = self.logs / "metrics.jsonl"
+        self.eval_results = self.logs / "eval_results.json"
+        self.eval_samples = self.logs / "eval_samples"
+        self.final_model = self.root / "final_model"
+
+    def holds_outputs(self) -> bool:
+        return any((self.root / name).exists() for name in OUTPUT_FILES) or bool(self.checkpoint_steps())
+
+    def checkpoint_steps(self) -> list[int]:
+        if not self.checkpoints.is_dir():
+            return []
+        steps = (re.fullmatch(r"checkpoint-(\d+)", p.name) for p in self.checkpoints.iterdir() if p.is_dir())
+        return sorted(int(m.group(1)) for m in steps if m)
+
+    def resolve_checkpoint(self, resume: str | None) -> str | None:
+        """`latest` means the newest checkpoint of this run folder; anything else is a checkpoint path."""
+        if resume is None:
+            return None
+        if resume == "latest":
+            steps = self.checkpoint_steps()
+            if not steps:
+                raise UsageError(f"--resume_from_checkpoint latest: no checkpoint in {self.checkpoints}; start without it")
+            return str(self.checkpoints / f"checkpoint-{steps[-1]}")
+        if not (Path(resume) / "trainer_state.json").exists():
+            raise UsageError(f"--resume_from_checkpoint {resume}: not a checkpoint folder (no trainer_state.json)")
+        return resume
+
+    def prepare(self, overwrite: bool, resuming: bool) -> None:
+        """Create the folders, refusing to write a new run over a finished or started one."""
+        if self.holds_outputs() and not (overwrite or resuming):
+            raise UsageError(
+                f"{self.root} already holds a run's outputs; pass --overwrite_output_dir, "
+                f"--resume_from_checkpoint latest, or another --output_dir"
+            )
+        try:
+            self.logs.mkdir(parents=True, exist_ok=True)
+            self.checkpoints.mkdir(exist_ok=True)
+            probe = self.logs / ".write_test"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as e:
+            raise UsageError(f"--output_dir {self.root}: cannot write there ({e.strerror}); choose a writable folder") from None
+        if overwrite and not resuming:
+            for path in (self.metrics, self.eval_results, self.training_log):
+                path.unlink(missing_ok=True)
+
+    def write_config(self, settings: dict) -> None:
+        self.config.write_text(yaml.safe_dump(settings, sort_keys=True))
+
+    def read_eval_results(self) -> list[dict]:
+        if not self.eval_results.exists():
+            return []
+        return json.loads(self.eval_results.read_text())
+
+    def append_eval(self, entry: dict) -> None:
+        """Append one evaluation; the file is replaced atomically, so it is valid JSON even if the run dies."""
+        self._write_json_atomic(self.eval_results, self.read_eval_results() + [entry])
+
+    def forget_after(self, step: int) -> None:
+        """On resume from checkpoint `step`: drop what was logged after it, since training repeats those steps."""
+        if self.metrics.exists():
+            kept = [line for line in self.metrics.read_text().splitlines() if json.loads(line).get("step", 0) <= step]
+            tmp = self.metrics.with_suffix(".tmp")
+            tmp.write_text("".join(line + "\n" for line in kept))
+            os.replace(tmp, self.metrics)
+        if self.eval_results.exists():
+            self._write_json_atomic(self.eval_results, [e for e in self.read_eval_results() if e["step"] <= step])
+        with self.training_log.open("a") as f:
+            f.write(f"--- resumed from checkpoint-{step} at {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n")
+
+    @staticmethod
+    def _write_json_atomic(path: Path, value) -> None:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(value, indent=1))
+        os.replace(tmp, path)
+
+
+def resolved_settings(q_args, config) -> dict:
+    """Every setting of the run as `--config` accepts it back (output_dir is the run folder)."""
+    settings = {k: v for k, v in dataclasses.asdict(q_args).items() if k != "run_dir"}
+    settings.update(config.to_dict())
+    settings["output_dir"] = q_args.run_dir
+    return settings
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def readable_line(step: int, max_steps: int, logs: dict) -> str:
+    """One line of training_log.txt: the numbers a person watches first, then the rest."""
+    first = ["reward", "reward_std", "rewards/test_cases/mean", "rewards/format/mean", "status/passed", "kl",
+             "entropy", "completions/mean_length", "learning_rate", "loss", "step_time"]
+    shown = [k for k in first if k in logs] + sorted(k for k in logs if k not in first)
+    parts = [f"{k}={_fmt(logs[k])}" for k in shown if logs[k] is not None]
+    return f"step {step}/{max_steps} | " + " ".join(parts)
+
+
+class RunLogCallback(TrainerCallback):
+    """Writes every logged step to logs/metrics.jsonl and logs/training_log.txt (main process only)."""
+
+    def __init__(self, run: RunFolder):
+        self.run = run
+        self._step_started = None
+        self._step_seconds = None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._step_started = time.monotonic()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._step_started is not None:
+            self._step_seconds = time.monotonic() - self._step_started
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs:
+            return
+        record = {k: v for k, v in logs.items() if not (isinstance(v, float) and math.isnan(v))}
+        if self._step_seconds is not None and not any(k.startswith("eval_") for k in record):
+            record["step_time"] = round(self._step_seconds, 4)
+        record = {"step": state.global_step, "time": round(time.time(), 3), **record}
+        with self.run.metrics.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        with self.run.training_log.open("a") as f:
+            shown = {k: v for k, v in record.items() if k not in ("step", "time")}
+            f.write(readable_line(state.global_step, state.max_steps, shown) + "\n")
