@@ -1,0 +1,131 @@
+"""Language executors: how a program is written, started and its outcome read, for one language.
+
+An executor never sees a test's expected output; it only turns a run into ``ran`` (compare the stdout
+after the marker) or a failure status. The judge does the comparing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+from rewards.sandbox import RunResult
+
+RAN = "ran"
+LICENCE_FAILURE = "licence_failure"
+
+_Q_ERROR = re.compile(r"^'\S", re.MULTILINE)
+_Q_LICENCE = re.compile(r"k4\.lic|kc\.lic|licen[cs]e error|couldn't connect to license daemon", re.IGNORECASE)
+_Q_TRAILING_EXIT = re.compile(r"(?:^|\n)[ \t]*(?:exit|\\\\)[ \t]*0?[ \t]*;?[ \t]*\s*\Z")
+_PYTHON_MEMORY = re.compile(r"^MemoryError\b", re.MULTILINE)
+_CPU_LIMIT_EXITS = (-signal.SIGXCPU, 128 + signal.SIGXCPU)
+
+
+class PythonExecutor:
+    """CPython from this environment, run ``-I -S -B``: isolated mode, standard library only.
+
+    Skipping ``site`` cuts start-up from ~70 ms to ~20 ms here and keeps the trainer's packages
+    (torch, wandb, ...) out of reach of the program.
+    """
+
+    language = "python"
+    filename = "main.py"
+
+    def __init__(self):
+        self.interpreter = os.path.realpath(sys.executable)
+        prefixes = {os.path.realpath(p) for p in (sys.base_prefix, sys.base_exec_prefix)}
+        self.read_only = sorted(p for p in prefixes if not p.startswith("/usr"))
+        self.env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+                    "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
+
+    def argv(self, program_path: str) -> list[str]:
+        return [self.interpreter, "-I", "-S", "-B", program_path]
+
+    def syntax_error(self, code: str) -> str | None:
+        """The solution's syntax error, found once per completion without running it."""
+        try:
+            compile(code, "<solution>", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as error:
+            return f"{type(error).__name__}: {error}"
+        return None
+
+    def program(self, solution: str, marker: str, test_code: str) -> str:
+        return f"{solution}\nprint({marker!r}, flush=True)\n{test_code}\n"
+
+    def outcome(self, result: RunResult) -> str:
+        if result.returncode == 0:
+            return RAN
+        if _PYTHON_MEMORY.search(result.stderr):
+            return "memory"
+        if result.returncode in _CPU_LIMIT_EXITS:
+            return "timeout"
+        return "runtime_error"
+
+
+class QExecutor:
+    """The user's own kdb+ q, run as ``q main.q -q`` with stdin closed.
+
+    q keeps going after an error in a script, so errors are read from stderr (``'type``, ``'length``,
+    ...); ``'wsfull`` is the memory limit. Licence failures are not the program's fault: the judge
+    retries them and reports ``sandbox_error`` if they persist.
+    """
+
+    language = "q"
+    filename = "main.q"
+
+    def __init__(self, q_binary: str | None = None):
+        self.binary = find_q(q_binary)
+        self.env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+        self.read_only = [self.binary] if self.binary else []
+        for key in ("QHOME", "QLIC"):
+            value = os.environ.get(key)
+            if value:
+                self.env[key] = os.path.realpath(value)
+                self.read_only.append(os.path.realpath(value))
+        if self.binary and "QHOME" not in self.env:
+            self.env["QHOME"] = str(Path(self.binary).parent.parent)
+            self.read_only.append(self.env["QHOME"])
+
+    def argv(self, program_path: str) -> list[str]:
+        return [self.binary, program_path, "-q"]
+
+    def syntax_error(self, code: str) -> str | None:
+        return None
+
+    def program(self, solution: str, marker: str, test_code: str) -> str:
+        solution = _Q_TRAILING_EXIT.sub("\n", solution.rstrip())
+        return f'{solution}\n-1 "{marker}";\n{test_code}\nexit 0;\n'
+
+    def outcome(self, result: RunResult) -> str:
+        text = result.stdout + result.stderr
+        if _Q_LICENCE.search(text):
+            return LICENCE_FAILURE
+        if "'wsfull" in text:
+            return "memory"
+        if _Q_ERROR.search(result.stderr):
+            return "runtime_error"
+        if result.returncode != 0:
+            return "runtime_error"
+        return RAN
+
+
+def find_q(q_binary: str | None = None) -> str | None:
+    """The q executable: the argument (only it, when given), else Q_INTERPRETER_PATH,
+    Q_EXECUTABLE_PATH, $QHOME/l64/q, then ``q`` on PATH."""
+    if q_binary:
+        candidates = [q_binary]
+    else:
+        candidates = [os.environ.get("Q_INTERPRETER_PATH"), os.environ.get("Q_EXECUTABLE_PATH")]
+        if os.environ.get("QHOME"):
+            candidates.append(os.path.join(os.environ["QHOME"], "l64", "q"))
+        candidates.append("q")
+    for candidate in candidates:
+        if candidate:
+            found = shutil.which(candidate) if os.sep not in candidate else candidate
+            if found and os.path.isfile(found) and os.access(found, os.X_OK):
+                return os.path.realpath(found)
+    return None

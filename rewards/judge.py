@@ -1,0 +1,261 @@
+"""The judge: runs a completion's code against its tests, in parallel, in the sandbox.
+
+A test passes when the program (solution, a random marker line, the test code) ends normally within
+its limits and the stdout after the marker, stripped, equals the expected output, stripped. The
+expected output never leaves this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import secrets
+import shutil
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from rewards.executors import LICENCE_FAILURE, RAN, PythonExecutor, QExecutor
+from rewards.sandbox import (LEVELS, SCRATCH, Limits, Sandbox, SandboxUnavailable, SlotUids,
+                             probe_level)
+
+STATUSES = ("passed", "failed", "no_code", "syntax_error", "runtime_error", "timeout", "memory",
+            "output_limit", "sandbox_error")
+# A completion's status is its most telling failing test status, in this order: a broken sandbox
+# says nothing about the code; then errors that stop every test; then per-test failures.
+SEVERITY = ("sandbox_error", "syntax_error", "timeout", "memory", "output_limit", "runtime_error", "failed")
+LICENCE_RETRY_DELAYS = (0.5, 1.0, 2.0)
+KEEP_CHARS = 4096
+
+
+class JudgeUnavailable(RuntimeError):
+    """The judge cannot run this language here; the message names the fix."""
+
+
+@dataclass
+class TestResult:
+    __test__ = False  # not a pytest test class
+
+    status: str
+    seconds: float
+    stdout: str
+    stderr: str
+
+
+@dataclass
+class Judgement:
+    status: str
+    passed: int
+    total: int
+    tests: list[TestResult] = field(default_factory=list)
+
+
+def completion_status(results: list[TestResult]) -> str:
+    statuses = {result.status for result in results}
+    if statuses == {"passed"}:
+        return "passed"
+    return next(status for status in SEVERITY if status in statuses)
+
+
+@dataclass
+class _Runner:
+    executor: PythonExecutor | QExecutor
+    sandbox: Sandbox
+
+
+class Judge:
+    """Judges completions; build once (it probes the host), reuse for every batch, ``close()`` at the end.
+
+    ``timeout`` bounds each test's wall clock; ``completion_budget`` (default 3x timeout) bounds all
+    tests of one completion: after a timeout or once the budget is spent, later tests are recorded as
+    ``timeout`` with 0.0 seconds and are not run. ``sandbox`` is ``"auto"`` (strongest level that
+    works), ``"strict"`` (refuse to run without namespaces) or a level name from ``LEVELS``.
+    """
+
+    def __init__(self, timeout: float = 1.0, completion_budget: float | None = None, workers: int | None = None,
+                 sandbox: str = "auto", memory_mb: int = 1024, q_binary: str | None = None):
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
+        if sandbox not in ("auto", "strict", *LEVELS):
+            raise ValueError(f"sandbox must be auto, strict or one of {', '.join(LEVELS)}; got {sandbox!r}")
+        self.timeout = float(timeout)
+        self.completion_budget = float(completion_budget) if completion_budget else 3.0 * self.timeout
+        self.workers = workers or os.cpu_count() or 1
+        self.q_binary = q_binary
+        self._limits = Limits(timeout=self.timeout, memory_mb=memory_mb)
+        self._slot_uids = SlotUids(self.workers) if os.geteuid() == 0 else None
+        self._slots: queue.Queue = queue.Queue()
+        for uid in self._slot_uids.uids if self._slot_uids else [None] * self.workers:
+            self._slots.put(uid)
+        self._base = tempfile.mkdtemp(prefix="rewards-judge-")
+        self._runners: dict[str, _Runner] = {}
+        self._runners_lock = threading.Lock()
+        try:
+            self.level = self._pick_level(sandbox)
+        except BaseException:
+            self._release()
+            raise
+        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="judge")
+
+    def _pick_level(self, wanted: str) -> str:
+        python = PythonExecutor()
+        probe = [python.interpreter, "-I", "-S", "-c", "print('ok')"]
+        uid = self._slot_uids.uids[0] if self._slot_uids else None
+        level, failures = probe_level("bwrap" if wanted in ("auto", "strict") else wanted,
+                                      probe, python.read_only, uid)
+        if not level and uid is not None and wanted in ("auto", "rlimits"):
+            level, more = probe_level("rlimits", probe, python.read_only, None)
+            failures += more
+            if level:
+                self._slot_uids.release()
+                self._slot_uids = None
+                self._slots = queue.Queue()
+                for _ in range(self.workers):
+                    self._slots.put(None)
+        if not level:
+            raise JudgeUnavailable("no sandbox works on this host (" + "; ".join(failures)
+                                   + "); install bubblewrap (apt-get install bubblewrap)")
+        if wanted == "strict" and level == "rlimits":
+            raise JudgeUnavailable("sandbox='strict' needs namespaces but only rlimits work here ("
+                                   + "; ".join(failures) + "); install bubblewrap (apt-get install bubblewrap)")
+        return level
+
+    @property
+    def isolation(self) -> str:
+        """What protects the host, for the trainer's log."""
+        return Sandbox(self.level, self._limits, [], {}).describe(slot_uids=self._slot_uids is not None)
+
+    def _runner(self, language: str) -> _Runner:
+        with self._runners_lock:
+            if language not in self._runners:
+                if language == "python":
+                    executor = PythonExecutor()
+                elif language == "q":
+                    executor = QExecutor(self.q_binary)
+                else:
+                    raise ValueError(f"unknown language {language!r}; use q or python")
+                self._runners[language] = _Runner(executor, Sandbox(self.level, self._limits,
+                                                                     executor.read_only, executor.env))
+            return self._runners[language]
+
+    def preflight(self, language: str) -> None:
+        """Prove ``language`` runs here (``1+1``) before any model loads; raise with the fix if not."""
+        runner = self._runner(language)
+        if language == "q" and runner.executor.binary is None:
+            raise JudgeUnavailable("q executable not found: pass --q_binary, set Q_INTERPRETER_PATH (or QHOME "
+                                   "with l64/q inside), or put q on PATH; a kdb+ licence (QLIC) is needed too")
+        test = {"test_code": "print(1+1)" if language == "python" else "-1 string 1+1;", "expected_output": "2"}
+        judgement = self.run("", [test], language)
+        if judgement.status == "passed":
+            return
+        result = judgement.tests[0]
+        detail = (result.stderr.strip().splitlines() or result.stdout.strip().splitlines() or ["no output"])[-1]
+        if language == "q" and judgement.status == "sandbox_error":
+            raise JudgeUnavailable(f"q did not start ({detail}): check the licence (QLIC folder with k4.lic or "
+                                   f"kc.lic; on-demand licences need network, which the sandbox blocks)")
+        raise JudgeUnavailable(f"{language} cannot run 1+1 in the sandbox ({self.isolation}): "
+                               f"{judgement.status}: {detail}")
+
+    def run(self, code: str | None, tests: list[dict], language: str) -> Judgement:
+        if not tests:
+            raise ValueError("a problem needs at least one test")
+        runner = self._runner(language)
+        total = len(tests)
+        if code is None:
+            return Judgement("no_code", 0, total, [TestResult("no_code", 0.0, "", "") for _ in tests])
+        problem = runner.executor.syntax_error(code)
+        if problem:
+            return Judgement("syntax_error", 0, total, [TestResult("syntax_error", 0.0, "", problem) for _ in tests])
+        results: list[TestResult] = []
+        budget_end = time.monotonic() + self.completion_budget
+        for test in tests:
+            left = budget_end - time.monotonic()
+            if left <= 0 or (results and results[-1].status == "timeout"):
+                results.append(TestResult("timeout", 0.0, "", "not run: an earlier test timed out or the "
+                                                              "completion's time budget is spent"))
+                continue
+            results.append(self._execute(runner, code, test, min(self.timeout, left)))
+        passed = sum(result.status == "passed" for result in results)
+        return Judgement(completion_status(results), passed, total, results)
+
+    def _execute(self, runner: _Runner, code: str, test: dict, timeout: float) -> TestResult:
+        uid = self._slots.get()
+        scratch = tempfile.mkdtemp(dir=self._base)
+        try:
+            if uid is not None:
+                os.chown(scratch, uid, uid)
+            marker = secrets.token_hex(16)
+            program = runner.executor.program(code, marker, test["test_code"])
+            Path(scratch, runner.executor.filename).write_text(program, encoding="utf-8")
+            inside = SCRATCH if runner.sandbox.level == "bwrap" else scratch
+            argv = runner.executor.argv(f"{inside}/{runner.executor.filename}")
+            for delay in (*LICENCE_RETRY_DELAYS, None):
+                result = runner.sandbox.run(argv, scratch, uid, timeout)
+                outcome = runner.executor.outcome(result) if result.returncode is not None else RAN
+                if outcome != LICENCE_FAILURE:
+                    break
+                if delay is None:
+                    outcome = "sandbox_error"
+                    break
+                time.sleep(delay)
+        except (OSError, SandboxUnavailable) as error:
+            return TestResult("sandbox_error", 0.0, "", f"{type(error).__name__}: {error}")
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+            self._slots.put(uid)
+        after_marker = _after(result.stdout, marker)
+        if result.output_overflow:
+            status = "output_limit"
+        elif result.timed_out:
+            status = "timeout"
+        elif outcome != RAN:
+            status = outcome
+        elif after_marker is None:
+            status = "failed"
+        else:
+            status = "passed" if after_marker.strip() == str(test["expected_output"]).strip() else "failed"
+        shown = result.stdout if after_marker is None else after_marker
+        return TestResult(status, round(result.seconds, 4), shown[:KEEP_CHARS], result.stderr[-KEEP_CHARS:])
+
+    def run_many(self, items: list[tuple[str | None, list[dict], str]], progress: bool = False) -> list[Judgement]:
+        futures = {self._pool.submit(self.run, *item): index for index, item in enumerate(items)}
+        judgements: list[Judgement | None] = [None] * len(items)
+        with tqdm(total=len(items), desc="judging", unit="completion", disable=not progress) as bar:
+            for future in as_completed(futures):
+                judgements[futures[future]] = future.result()
+                bar.update()
+        return judgements
+
+    async def arun_many(self, items: list[tuple[str | None, list[dict], str]]) -> list[Judgement]:
+        return list(await asyncio.gather(*(asyncio.wrap_future(self._pool.submit(self.run, *item))
+                                           for item in items)))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self._release()
+
+    def _release(self) -> None:
+        if self._slot_uids:
+            self._slot_uids.release()
+        shutil.rmtree(self._base, ignore_errors=True)
+
+    def __enter__(self) -> Judge:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _after(stdout: str, marker: str) -> str | None:
+    """The stdout printed after the marker line, or None when the marker never appeared."""
+    index = stdout.find(marker)
+    if index < 0:
+        return None
+    rest = stdout[index + len(marker):]
+    return rest[1:] if rest.startswith("\n") else rest

@@ -1,0 +1,290 @@
+"""Run one untrusted program with limits, under the strongest isolation this host offers.
+
+Levels, strongest first (picked once by probing, never per execution):
+
+- ``bwrap``: bubblewrap started as root builds PID, network, IPC and UTS namespaces and a private,
+  read-only filesystem view holding only /usr, /proc, /dev, a small private /tmp, the interpreter's own
+  files and the per-execution scratch folder (read-write, the working directory). Inside, ``setpriv``
+  drops to a per-slot unprivileged uid (so RLIMIT_NPROC binds and slots cannot signal each other) and
+  ``prlimit`` sets the resource limits. bwrap runs as root rather than after the uid drop because the
+  interpreter may live in a folder the slot uid cannot enter (pyenv under /root is 0700); the program
+  itself still runs unprivileged with an empty capability set.
+- ``unshare``: util-linux ``unshare`` gives PID, network, IPC and UTS namespaces, then ``setpriv`` and
+  ``prlimit`` as above; the host filesystem stays visible with the slot uid's permissions.
+- ``rlimits``: only a new session, the slot uid (when root) and resource limits; logged as weak.
+
+Every execution ends by SIGKILL to the sandbox's process group. With a PID namespace the namespace's
+init dies with it and the kernel kills every descendant, double-forked daemons included.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import math
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+LEVELS = ("bwrap", "unshare", "rlimits")
+SCRATCH = "/scratch"
+SLOT_UID_BASE = 61000
+SLOT_UID_COUNT = 1000
+OUTPUT_CAP = 1 << 20
+TMPFS_BYTES = 16 << 20
+
+
+class SandboxUnavailable(RuntimeError):
+    """No isolation level that satisfies the request works on this host."""
+
+
+@dataclass
+class Limits:
+    timeout: float = 1.0
+    memory_mb: int = 1024
+    processes: int = 32
+    file_mb: int = 16
+    open_files: int = 64
+
+    def prlimit_args(self, timeout: float, bind_nproc: bool) -> list[str]:
+        cpu = math.ceil(timeout) + 1
+        args = [
+            "prlimit",
+            f"--as={self.memory_mb << 20}",
+            f"--cpu={cpu}:{cpu + 1}",
+            f"--fsize={self.file_mb << 20}",
+            f"--nofile={self.open_files}",
+            "--core=0",
+        ]
+        if bind_nproc:
+            args.append(f"--nproc={self.processes}")
+        return args + ["--"]
+
+
+@dataclass
+class RunResult:
+    returncode: int | None
+    stdout: str
+    stderr: str
+    seconds: float
+    timed_out: bool
+    output_overflow: bool
+
+
+def _usr_merged_links() -> list[str]:
+    """bwrap arguments recreating /bin, /lib, /lib64 and /sbin as the host has them."""
+    args: list[str] = []
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        host = Path("/") / name
+        if host.is_symlink():
+            args += ["--symlink", os.readlink(host), str(host)]
+        elif host.is_dir():
+            args += ["--ro-bind", str(host), str(host)]
+    return args
+
+
+def _bind_with_parents(paths: list[str]) -> list[str]:
+    """Read-only binds of ``paths`` at the same place, with traversable parent folders.
+
+    bwrap creates missing parents mode 0700, which the slot uid could not cross.
+    """
+    args: list[str] = []
+    made: set[str] = {"/", "/usr", "/proc", "/dev", "/tmp", SCRATCH}
+    for path in sorted(set(paths)):
+        if path == "/usr" or path.startswith("/usr/"):
+            continue
+        for parent in reversed(Path(path).parents):
+            if str(parent) not in made:
+                made.add(str(parent))
+                args += ["--perms", "0755", "--dir", str(parent)]
+        args += ["--ro-bind", path, path]
+        made.add(path)
+    return args
+
+
+class SlotUids:
+    """Unprivileged uids claimed for this process's worker slots.
+
+    A uid is claimed with an exclusive lock on a file in a root-only folder, so several trainer
+    processes on one machine (one per GPU) never share a uid.
+    """
+
+    def __init__(self, count: int):
+        lock_dir = Path(tempfile.gettempdir()) / "rewards-slot-uids"
+        lock_dir.mkdir(mode=0o700, exist_ok=True)
+        self._locks: list[int] = []
+        self.uids: list[int] = []
+        for uid in range(SLOT_UID_BASE, SLOT_UID_BASE + SLOT_UID_COUNT):
+            if len(self.uids) == count:
+                break
+            fd = os.open(lock_dir / f"{uid}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self._locks.append(fd)
+            self.uids.append(uid)
+        if len(self.uids) < count:
+            self.release()
+            raise SandboxUnavailable(f"fewer than {count} free sandbox uids in {SLOT_UID_BASE}+")
+
+    def release(self) -> None:
+        for fd in self._locks:
+            os.close(fd)
+        self._locks.clear()
+
+
+class Sandbox:
+    """Builds and runs sandboxed command lines; one instance per judge and program kind.
+
+    ``read_only`` are host paths the program needs (interpreter prefix, q binary, QHOME, ...);
+    ``env`` is the complete environment the program sees.
+    """
+
+    def __init__(self, level: str, limits: Limits, read_only: list[str], env: dict[str, str]):
+        if level not in LEVELS:
+            raise ValueError(f"unknown sandbox level {level!r}; use one of {', '.join(LEVELS)}")
+        self.level = level
+        self.limits = limits
+        self.env = dict(env)
+        self.as_root = os.geteuid() == 0
+        self._prefix = self._build_prefix(read_only)
+
+    def _build_prefix(self, read_only: list[str]) -> list[str]:
+        if self.level == "bwrap":
+            namespaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+            if not self.as_root:
+                namespaces.append("--unshare-user")
+            args = ["bwrap", *namespaces, "--die-with-parent", "--new-session", "--clearenv",
+                    "--hostname", "sandbox", "--ro-bind", "/usr", "/usr", *_usr_merged_links(),
+                    "--proc", "/proc", "--dev", "/dev",
+                    "--perms", "1777", "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp",
+                    *_bind_with_parents(read_only)]
+            for key, value in self.env.items():
+                args += ["--setenv", key, value]
+            return args
+        if self.level == "unshare":
+            return ["unshare", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc"]
+        return []
+
+    def describe(self, slot_uids: bool) -> str:
+        if slot_uids:
+            uid = f"uid {SLOT_UID_BASE}+ per slot"
+        elif self.as_root:
+            uid = "runs as root (no per-slot uid: fork bombs not contained)"
+        else:
+            uid = "caller's uid (not root: no per-slot uid)"
+        limits = f"rlimits as={self.limits.memory_mb}MB cpu nproc fsize nofile core"
+        if self.level == "bwrap":
+            return f"bwrap: pid+net+ipc+uts namespaces, private read-only fs, {uid}, {limits}"
+        if self.level == "unshare":
+            return f"unshare: pid+net+ipc+uts namespaces, host fs visible, {uid}, {limits}"
+        return f"rlimits (weak): no namespaces, network and host fs reachable, {uid}, {limits}"
+
+    def command(self, argv: list[str], scratch: str, uid: int | None, timeout: float) -> list[str]:
+        drop = []
+        if uid is not None:
+            drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+                    "--bounding-set=-all", "--no-new-privs", "--"]
+        limits = self.limits.prlimit_args(timeout, bind_nproc=uid is not None)
+        if self.level == "bwrap":
+            return [*self._prefix, "--bind", scratch, SCRATCH, "--chdir", SCRATCH,
+                    "--setenv", "HOME", SCRATCH, *drop, *limits, *argv]
+        return [*self._prefix, *drop, *limits, *argv]
+
+    def run(self, argv: list[str], scratch: str, uid: int | None, timeout: float) -> RunResult:
+        """Run ``argv`` in ``scratch``; everything it started is dead when this returns."""
+        env = None
+        cwd = None
+        if self.level != "bwrap":
+            env = {**self.env, "HOME": scratch}
+            cwd = scratch
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            self.command(argv, scratch, uid, timeout), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True, close_fds=True,
+        )
+        try:
+            out, err, timed_out, overflow = _read_capped(proc, start + timeout, OUTPUT_CAP)
+        finally:
+            _kill_group(proc)
+            if uid is not None and self.level == "rlimits":
+                _kill_uid(uid)
+        seconds = time.monotonic() - start
+        return RunResult(
+            returncode=None if timed_out or overflow else proc.returncode,
+            stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"),
+            seconds=seconds, timed_out=timed_out, output_overflow=overflow,
+        )
+
+
+def _read_capped(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[bytes, bytes, bool, bool]:
+    """Read both pipes until EOF, the deadline, or either stream passing ``cap`` bytes."""
+    buffers = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+    with selectors.DefaultSelector() as selector:
+        for fd in buffers:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return bytes(buffers[proc.stdout.fileno()]), bytes(buffers[proc.stderr.fileno()]), True, False
+            for key, _ in selector.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fd)
+                    continue
+                buffers[key.fd] += chunk
+                if len(buffers[key.fd]) > cap:
+                    return bytes(buffers[proc.stdout.fileno()][:cap]), bytes(buffers[proc.stderr.fileno()][:cap]), False, True
+    out, err = bytes(buffers[proc.stdout.fileno()]), bytes(buffers[proc.stderr.fileno()])
+    try:
+        proc.wait(max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return out, err, True, False
+    return out, err, False, False
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+
+
+def _kill_uid(uid: int) -> None:
+    """Without a PID namespace, daemons escape the process group: kill everything the slot uid owns."""
+    subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "kill", "-9", "-1"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+
+def probe_level(wanted: str, probe: list[str], read_only: list[str], uid: int | None) -> tuple[str, list[str]]:
+    """The strongest level in ``LEVELS`` (from ``wanted`` down) that runs ``probe``; and why others failed."""
+    failures: list[str] = []
+    start = LEVELS.index(wanted) if wanted in LEVELS else 0
+    for level in LEVELS[start:]:
+        tool = {"bwrap": "bwrap", "unshare": "unshare", "rlimits": "prlimit"}[level]
+        if shutil.which(tool) is None:
+            failures.append(f"{level}: {tool} not installed")
+            continue
+        sandbox = Sandbox(level, Limits(), read_only, {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+        scratch = tempfile.mkdtemp(prefix="rewards-probe-")
+        try:
+            if uid is not None:
+                os.chown(scratch, uid, uid)
+            result = sandbox.run(probe, scratch, uid, timeout=10.0)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        if result.returncode == 0 and result.stdout.strip() == "ok":
+            return level, failures
+        reason = (result.stderr.strip().splitlines() or [f"exit {result.returncode}"])[-1]
+        failures.append(f"{level}: {reason}")
+    return "", failures
