@@ -1,0 +1,91 @@
+"""Verification of a problem set against the judge.
+
+Wrong tests teach wrong code: a problem whose canonical solution fails its own tests punishes
+correct completions forever, and a test that an empty program passes rewards doing nothing. Each
+problem's ``solution`` must pass every test and a no-op solution must fail at least one.
+"""
+
+from dataclasses import dataclass, field
+
+from tqdm import tqdm
+
+NO_OP_SOLUTION = ""
+PROBLEMS_PER_BATCH = 16
+
+
+@dataclass
+class VerifyReport:
+    """Outcome of ``verify_problems``.
+
+    ``broken`` holds one dict per broken problem: ``id``, ``reason``, ``test`` (index of the failing
+    test, or None when the judgement has no per-test result), ``expected`` and ``got`` (that test's
+    expected output and the stdout the program printed).
+    """
+
+    checked: int = 0
+    broken: list = field(default_factory=list)
+    unverifiable: list = field(default_factory=list)
+
+    @property
+    def clean(self):
+        return not self.broken
+
+    def summary(self):
+        return (f"verified {self.checked} problems: {len(self.broken)} broken, "
+                f"{len(self.unverifiable)} unverifiable (no solution), "
+                f"{self.checked - len(self.broken) - len(self.unverifiable)} clean")
+
+
+def verify_problems(problems, judge, language, show_progress=True):
+    """Judge every problem's solution and a no-op solution on all its tests.
+
+    Problems without a ``solution`` are listed as unverifiable; their tests are still run against the
+    no-op, which marks them broken if it passes. Raises the judge's ``JudgeUnavailable`` from its
+    preflight when a language's interpreter is missing.
+    """
+    for problem_language in sorted({problem.get("language") or language for problem in problems}):
+        judge.preflight(problem_language)
+    report = VerifyReport()
+    with tqdm(total=len(problems), desc="verifying", unit="problem", disable=not show_progress) as progress:
+        for start in range(0, len(problems), PROBLEMS_PER_BATCH):
+            batch = problems[start:start + PROBLEMS_PER_BATCH]
+            _verify_batch(batch, judge, language, report)
+            progress.update(len(batch))
+    return report
+
+
+def _verify_batch(batch, judge, language, report):
+    jobs = []
+    for problem in batch:
+        problem_language = problem.get("language") or language
+        if problem.get("solution") is not None:
+            jobs.append((problem["solution"], problem["tests"], problem_language))
+        jobs.append((NO_OP_SOLUTION, problem["tests"], problem_language))
+    judgements = iter(judge.run_many(jobs))
+    for problem in batch:
+        report.checked += 1
+        canonical = next(judgements) if problem.get("solution") is not None else None
+        no_op = next(judgements)
+        if canonical is not None and canonical.passed < canonical.total:
+            report.broken.append(_canonical_failure(problem, canonical))
+        elif no_op.passed == no_op.total:
+            report.broken.append(_no_op_pass(problem, no_op))
+        elif canonical is None:
+            report.unverifiable.append(problem["id"])
+
+
+def _canonical_failure(problem, judgement):
+    for index, result in enumerate(judgement.tests):
+        if result.status != "passed":
+            return {"id": problem["id"], "reason": f"solution fails test {index} ({result.status})", "test": index,
+                    "expected": problem["tests"][index]["expected_output"], "got": result.stdout,
+                    "stderr": result.stderr}
+    return {"id": problem["id"], "reason": f"solution is judged {judgement.status}", "test": None,
+            "expected": None, "got": None, "stderr": None}
+
+
+def _no_op_pass(problem, judgement):
+    first = judgement.tests[0] if judgement.tests else None
+    return {"id": problem["id"], "reason": "a no-op solution passes every test", "test": 0,
+            "expected": problem["tests"][0]["expected_output"], "got": first.stdout if first else None,
+            "stderr": first.stderr if first else None}
