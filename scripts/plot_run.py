@@ -1,0 +1,230 @@
+"""Plot a run folder's logs as PNGs, so a run can be read at a glance.
+
+    python scripts/plot_run.py final_outputs/1.5B/q [--out DIR]
+
+Reads `logs/metrics.jsonl` (one JSON object per logged step) and `logs/eval_results.json` (every pass@k
+evaluation) and writes, by default to `<run>/logs/plots/`:
+
+    rewards.png            total reward with its std band, and each reward function's mean
+    eval_pass_at_k.png     pass@k of every evaluation
+    status_shares.png      share of each judging status per step (stacked)
+    completion_length.png  mean completion length, and the share clipped at the length limit
+    kl_entropy.png         KL to the reference model and policy entropy
+
+A plot whose data the logs do not hold is skipped with one line saying why.
+"""
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+# Fixed colours, so a status looks the same in every plot and every run.
+STATUS_COLOURS = {
+    "passed": "#2ca02c", "failed": "#ff7f0e", "no_code": "#7f7f7f", "syntax_error": "#9467bd",
+    "runtime_error": "#d62728", "timeout": "#8c564b", "memory": "#e377c2", "output_limit": "#bcbd22",
+    "sandbox_error": "#17becf",
+}
+PASS_AT_K = re.compile(r"pass@(\d+)")
+REWARD_MEAN = re.compile(r"rewards/(.+)/mean")
+
+
+class BadRun(Exception):
+    """The run folder or one of its logs cannot be read; the message names the problem and the fix."""
+
+
+def read_metrics(path: Path) -> list[dict]:
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise BadRun(f"{path}:{number}: not valid JSON ({e.msg}); fix or delete the line") from None
+        if not isinstance(row, dict) or not isinstance(row.get("step"), int):
+            raise BadRun(f"{path}:{number}: expected a JSON object with an integer \"step\"; fix or delete the line")
+        rows.append(row)
+    return rows
+
+
+def read_evaluations(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    try:
+        evaluations = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise BadRun(f"{path}:{e.lineno}: not valid JSON ({e.msg}); fix the file or move it away") from None
+    if not isinstance(evaluations, list) or not all(isinstance(e, dict) and "step" in e for e in evaluations):
+        raise BadRun(f"{path}: expected a JSON list of evaluations, each with a \"step\"; fix the file or move it away")
+    return evaluations
+
+
+def series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
+    """(steps, values) of the rows that logged `key` as a number."""
+    points = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
+    return [s for s, _ in points], [v for _, v in points]
+
+
+def keys_matching(rows: list[dict], pattern: re.Pattern) -> list[str]:
+    """Keys that fully match `pattern`, in the order the log first shows them."""
+    seen = {}
+    for row in rows:
+        seen.update((k, None) for k in row if pattern.fullmatch(k))
+    return list(seen)
+
+
+def new_figure(title: str) -> tuple[Figure, object]:
+    fig = Figure(figsize=(8, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_title(title)
+    ax.set_xlabel("step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(alpha=0.3)
+    return fig, ax
+
+
+def plot_rewards(rows: list[dict]) -> Figure | None:
+    components = keys_matching(rows, REWARD_MEAN)
+    steps, reward = series(rows, "reward")
+    if not steps and not components:
+        return None
+    fig, ax = new_figure("Reward per step")
+    if steps:
+        ax.plot(steps, reward, color="black", linewidth=2, label="reward (total)")
+        std_steps, std = series(rows, "reward_std")
+        if std_steps == steps:
+            ax.fill_between(steps, [m - s for m, s in zip(reward, std)], [m + s for m, s in zip(reward, std)],
+                            color="black", alpha=0.12, label="reward ± std")
+    for key in components:
+        ax.plot(*series(rows, key), marker=".", label=REWARD_MEAN.fullmatch(key).group(1))
+    ax.set_ylabel("reward")
+    ax.legend(loc="best", fontsize="small")
+    return fig
+
+
+def plot_pass_at_k(evaluations: list[dict]) -> Figure | None:
+    ks = sorted({int(m.group(1)) for e in evaluations for key in e.get("metrics", {})
+                 if (m := PASS_AT_K.fullmatch(key))})
+    if not ks:
+        return None
+    fig, ax = new_figure("Evaluation pass@k")
+    rows = [{"step": e["step"], **e["metrics"]} for e in sorted(evaluations, key=lambda e: e["step"])]
+    for k in ks:
+        ax.plot(*series(rows, f"pass@{k}"), marker="o", label=f"pass@{k}")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_ylabel("share of problems solved")
+    ax.legend(loc="best", fontsize="small")
+    return fig
+
+
+def plot_status_shares(rows: list[dict]) -> Figure | None:
+    """Stacked shares of the statuses that occur at all; steps that logged no status are left out."""
+    keys = keys_matching(rows, re.compile(r"status/(.+)"))
+    status_rows = [r for r in rows if any(k in r for k in keys)]
+    keys = [k for k in keys if any(r.get(k) for r in status_rows)]
+    if not keys:
+        return None
+    fig, ax = new_figure("Judging status of completions")
+    names = [k.removeprefix("status/") for k in keys]
+    ax.stackplot([r["step"] for r in status_rows], [[r.get(k) or 0.0 for r in status_rows] for k in keys],
+                 labels=names, colors=[STATUS_COLOURS.get(n, "#aec7e8") for n in names], alpha=0.85)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("share of completions")
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small")
+    return fig
+
+
+def plot_completion_length(rows: list[dict]) -> Figure | None:
+    steps, length = series(rows, "completions/mean_length")
+    clip_steps, clipped = series(rows, "completions/clipped_ratio")
+    if not steps and not clip_steps:
+        return None
+    fig, ax = new_figure("Completion length")
+    handles = []
+    if steps:
+        handles += ax.plot(steps, length, color="tab:blue", marker=".", label="mean length (tokens)")
+        ax.set_ylabel("tokens")
+    if clip_steps:
+        twin = ax.twinx()
+        handles += twin.plot(clip_steps, clipped, color="tab:red", linestyle="--", marker=".",
+                             label="clipped ratio (right)")
+        twin.set_ylim(0, max(1e-3, max(clipped)) * 1.1)
+        twin.set_ylabel("share clipped at max length")
+    ax.legend(handles=handles, loc="best", fontsize="small")
+    return fig
+
+
+def plot_kl_entropy(rows: list[dict]) -> Figure | None:
+    """KL and entropy differ by orders of magnitude, so each has its own panel."""
+    present = [key for key in ("kl", "entropy") if series(rows, key)[0]]
+    if not present:
+        return None
+    fig = Figure(figsize=(8, 2.4 + 2.2 * len(present)), layout="constrained")
+    axes = fig.subplots(len(present), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, key in zip(axes, present):
+        ax.plot(*series(rows, key), color={"kl": "tab:purple", "entropy": "tab:green"}[key], marker=".")
+        ax.set_ylabel(key)
+        ax.grid(alpha=0.3)
+    title = " and ".join({"kl": "KL to the reference model", "entropy": "policy entropy"}[k] for k in present)
+    axes[0].set_title(title[0].upper() + title[1:])
+    axes[-1].set_xlabel("step")
+    axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
+    return fig
+
+
+def plot_run(run_dir: Path, out_dir: Path | None = None) -> tuple[list[Path], list[str]]:
+    """Write every plot the logs allow; returns the paths written and one line per skipped plot."""
+    logs = run_dir / "logs"
+    metrics_path, eval_path = logs / "metrics.jsonl", logs / "eval_results.json"
+    if not metrics_path.is_file():
+        raise BadRun(f"{run_dir}: no logs/metrics.jsonl; pass a run folder written by rl_trainer.py (--output_dir)")
+    rows = read_metrics(metrics_path)
+    evaluations = read_evaluations(eval_path)
+    training = [r for r in rows if not any(k.startswith("eval_") for k in r)]
+    plots = [
+        ("rewards.png", plot_rewards(training), f"no reward or rewards/<name>/mean in {metrics_path}"),
+        ("eval_pass_at_k.png", plot_pass_at_k(evaluations), f"no pass@k evaluation in {eval_path}"),
+        ("status_shares.png", plot_status_shares(training), f"no status/<name> shares in {metrics_path}"),
+        ("completion_length.png", plot_completion_length(training),
+         f"no completions/mean_length or completions/clipped_ratio in {metrics_path}"),
+        ("kl_entropy.png", plot_kl_entropy(training), f"no kl or entropy in {metrics_path}"),
+    ]
+    out_dir = out_dir or logs / "plots"
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BadRun(f"{out_dir}: cannot create the plot folder ({e.strerror}); pass a writable --out") from None
+    written, skipped = [], []
+    for name, fig, why_absent in plots:
+        if fig is None:
+            skipped.append(f"skipped {name}: {why_absent}")
+            continue
+        fig.savefig(out_dir / name, dpi=120)
+        written.append(out_dir / name)
+    return written, skipped
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Plot a run folder's metrics.jsonl and eval_results.json as PNGs.")
+    parser.add_argument("run_dir", type=Path, help="the run folder (--output_dir of rl_trainer.py)")
+    parser.add_argument("--out", type=Path, help="where to write the PNGs (default: RUN_DIR/logs/plots)")
+    args = parser.parse_args(argv)
+    try:
+        written, skipped = plot_run(args.run_dir, args.out)
+    except BadRun as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for line in skipped:
+        print(line)
+    for path in written:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""scripts/plot_run.py on a recorded run folder: every PNG is written and real; absent data is skipped; bad input exits 2."""
+
+import json
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "plot_run.py"
+RECORDED_RUN = ROOT / "tests" / "fixtures" / "recorded_run"
+PLOTS = ("rewards.png", "eval_pass_at_k.png", "status_shares.png", "completion_length.png", "kl_entropy.png")
+# An empty titled axes saves to about 17 kB at this size; every real plot of the recorded run is well above.
+DRAWN_PLOT_BYTES = 25_000
+
+sys.path.insert(0, str(SCRIPT.parent))
+import plot_run  # noqa: E402
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """Width and height from the IHDR chunk, after checking the PNG signature."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    assert data[12:16] == b"IHDR" and data[-8:-4] == b"IEND", f"{path} is a truncated PNG"
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.fixture
+def run_dir(tmp_path) -> Path:
+    """A copy of the recorded run, so the default output folder lands in tmp_path."""
+    return Path(shutil.copytree(RECORDED_RUN, tmp_path / "run"))
+
+
+def test_writes_every_plot_next_to_the_logs(run_dir):
+    result = subprocess.run([sys.executable, str(SCRIPT), str(run_dir)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    plots = run_dir / "logs" / "plots"
+    assert result.stdout.split() == [str(plots / name) for name in PLOTS]
+    for name in PLOTS:
+        width, height = png_size(plots / name)
+        assert width >= 800 and height >= 400, name
+        assert (plots / name).stat().st_size > DRAWN_PLOT_BYTES, f"{name} looks empty"
+
+
+def test_missing_metrics_exits_2_with_one_line(tmp_path):
+    (tmp_path / "logs").mkdir()
+    result = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "no logs/metrics.jsonl" in result.stderr
+    assert not (tmp_path / "logs" / "plots").exists()
+
+
+def test_absent_data_is_skipped_with_a_reason(run_dir, tmp_path, capsys):
+    metrics = run_dir / "logs" / "metrics.jsonl"
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    metrics.write_text("".join(json.dumps({k: v for k, v in r.items() if k not in ("kl", "entropy")}) + "\n" for r in rows))
+    (run_dir / "logs" / "eval_results.json").unlink()
+    out = tmp_path / "elsewhere"
+
+    assert plot_run.main([str(run_dir), "--out", str(out)]) == 0
+
+    printed = capsys.readouterr().out.splitlines()
+    assert [line for line in printed if line.startswith("skipped")] == [
+        f"skipped eval_pass_at_k.png: no pass@k evaluation in {run_dir / 'logs' / 'eval_results.json'}",
+        f"skipped kl_entropy.png: no kl or entropy in {metrics}",
+    ]
+    assert sorted(p.name for p in out.iterdir()) == ["completion_length.png", "rewards.png", "status_shares.png"]
+
+
+def test_only_entropy_logged_gives_a_one_panel_plot(run_dir, tmp_path):
+    """With beta=0 TRL logs no kl; the KL/entropy plot keeps the entropy panel alone."""
+    plot_run.plot_run(run_dir, tmp_path / "both")
+    metrics = run_dir / "logs" / "metrics.jsonl"
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    metrics.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "kl"}) + "\n" for r in rows))
+
+    written, skipped = plot_run.plot_run(run_dir, tmp_path / "entropy")
+
+    assert skipped == [] and len(written) == len(PLOTS)
+    both_width, both_height = png_size(tmp_path / "both" / "kl_entropy.png")
+    width, height = png_size(tmp_path / "entropy" / "kl_entropy.png")
+    assert width == both_width and height < both_height
+
+
+def test_bad_metrics_line_exits_2_naming_file_and_line(run_dir, capsys):
+    metrics = run_dir / "logs" / "metrics.jsonl"
+    lines = metrics.read_text().splitlines()
+    lines[2] = lines[2][:-1]
+    metrics.write_text("\n".join(lines) + "\n")
+
+    assert plot_run.main([str(run_dir)]) == 2
+
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: {metrics}:3: not valid JSON") and error.count("\n") == 1
