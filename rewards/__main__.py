@@ -1,0 +1,5 @@
+import sys
+
+from rewards.cli import main
+
+sys.exit(main())

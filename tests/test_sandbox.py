@@ -1,0 +1,254 @@
+"""Adversarial programs against the sandbox: each test fails if the property it names breaks."""
+
+import os
+import shutil
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from rewards import Judge, JudgeUnavailable
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def judge():
+    with Judge(timeout=1.0, workers=2) as judge:
+        yield judge
+
+
+def run(judge, code, expected="unused"):
+    """Run ``code`` as the test code (after the marker), so what it prints is what the judge compares."""
+    return judge.run("", [{"test_code": code, "expected_output": expected}], "python")
+
+
+def slot_processes(judge):
+    """Processes still owned by the judge's slot uids, or whose command line names a planted marker."""
+    uids = set(judge._slot_uids.uids) if judge._slot_uids else set()
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            text = status.read_text()
+        except OSError:
+            continue
+        uid = int(text.split("\nUid:")[1].split()[0])
+        if uid in uids:
+            found.append(status.parent.name)
+    return found
+
+
+def wait_until_gone(judge, seconds=3.0):
+    """The PID namespace's init takes its descendants down asynchronously; give the kernel a moment."""
+    deadline = time.monotonic() + seconds
+    while slot_processes(judge) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return slot_processes(judge)
+
+
+def test_isolation_level_is_reported(judge):
+    assert judge.level == "bwrap", f"bubblewrap is installed here; got {judge.isolation}"
+    assert "namespaces" in judge.isolation and "uid 61000+" in judge.isolation
+
+
+def test_program_runs_unprivileged_with_limits(judge):
+    code = ("import os, resource\n"
+            "print(os.getuid() != 0, os.getgid() != 0, os.getgroups())\n"
+            "for name in ('RLIMIT_AS', 'RLIMIT_CPU', 'RLIMIT_NPROC', 'RLIMIT_FSIZE', 'RLIMIT_NOFILE', 'RLIMIT_CORE'):\n"
+            "    print(name, resource.getrlimit(getattr(resource, name))[0])\n")
+    out = run(judge, code).tests[0].stdout.split("\n")
+    assert out[0] == "True True []"
+    limits = dict(line.split() for line in out[1:] if line)
+    assert int(limits["RLIMIT_AS"]) == 1024 << 20
+    assert 0 < int(limits["RLIMIT_CPU"]) <= 3
+    assert 0 < int(limits["RLIMIT_NPROC"]) <= 64
+    assert int(limits["RLIMIT_FSIZE"]) == 16 << 20
+    assert int(limits["RLIMIT_CORE"]) == 0
+
+
+def test_network_is_unreachable(judge):
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        code = ("import socket\n"
+                f"for host in ('127.0.0.1', '1.1.1.1'):\n"
+                "    try:\n"
+                f"        socket.create_connection((host, {port}), timeout=0.5)\n"
+                "        print('connected', host)\n"
+                "    except OSError:\n"
+                "        print('blocked', host)\n")
+        assert run(judge, code).tests[0].stdout.split() == ["blocked", "127.0.0.1", "blocked", "1.1.1.1"]
+
+
+def test_writes_outside_scratch_fail_and_leave_nothing(judge, tmp_path):
+    tmp_path.chmod(0o777)
+    targets = [tmp_path / "escaped.txt", ROOT / "escaped.txt", Path("/usr/escaped.txt"), Path("/escaped.txt")]
+    code = ("import os\n"
+            f"for path in {[str(t) for t in targets]!r}:\n"
+            "    try:\n"
+            "        open(path, 'w').write('x')\n"
+            "        print('wrote')\n"
+            "    except OSError:\n"
+            "        print('refused')\n"
+            "open('inside.txt', 'w').write('scratch is writable')\n"
+            "print(open('inside.txt').read())\n")
+    out = run(judge, code).tests[0].stdout.splitlines()
+    assert out[-1] == "scratch is writable"
+    for target in targets:
+        assert not target.exists(), f"{target} appeared on the host"
+
+
+def test_files_too_big_are_refused(judge):
+    code = ("try:\n"
+            "    open('big', 'wb').write(b'x' * (32 << 20))\n"
+            "    print('wrote')\n"
+            "except OSError as e:\n"
+            "    print('refused')\n")
+    assert run(judge, code).tests[0].stdout.strip() == "refused"
+
+
+def test_host_files_and_problem_data_are_not_readable(judge, tmp_path):
+    planted = tmp_path / "planted.txt"
+    planted.write_text("secret")
+    planted.chmod(0o644)
+    data_file = next(ROOT.glob("data/*.jsonl"), ROOT / "requirements.txt")
+    code = ("import os\n"
+            f"for path in {[str(planted), str(data_file), '/etc/passwd', str(ROOT)]!r}:\n"
+            "    try:\n"
+            "        open(path).read() if not os.path.isdir(path) else os.listdir(path)\n"
+            "        print('read')\n"
+            "    except OSError:\n"
+            "        print('hidden')\n")
+    assert run(judge, code).tests[0].stdout.split() == ["hidden"] * 4
+
+
+def test_expected_output_is_nowhere_the_program_can_look(judge):
+    expected = "zebra-7f3c91-expected"
+    code = ("import os\n"
+            "found = []\n"
+            "for top in ('/scratch', '/tmp', '/proc', '/dev/shm'):\n"
+            "    for folder, dirs, files in os.walk(top):\n"
+            "        if folder.startswith('/proc/') and folder.count('/') > 2 and not folder.endswith(('environ', 'cmdline')):\n"
+            "            dirs[:] = [d for d in dirs if d.isdigit()]\n"
+            "        for name in files:\n"
+            "            path = os.path.join(folder, name)\n"
+            "            if top == '/proc' and name not in ('cmdline', 'environ'):\n"
+            "                continue\n"
+            "            try:\n"
+            "                if b'zebra-' + b'7f3c91' in open(path, 'rb').read(1 << 20):\n"
+            "                    found.append(path)\n"
+            "            except OSError:\n"
+            "                pass\n"
+            "print('found' if found else 'nothing', found)\n")
+    result = run(judge, code, expected).tests[0]
+    assert result.stdout.startswith("nothing"), result.stdout
+
+
+def test_environment_is_scrubbed(judge, monkeypatch):
+    for name in ("WANDB_API_KEY", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "OPENAI_API_KEY"):
+        monkeypatch.setenv(name, "leaked-credential")
+    code = "import os\nprint(sorted(os.environ))\nprint(any('leaked' in v for v in os.environ.values()))\n"
+    out = run(judge, code).tests[0].stdout.splitlines()
+    assert set(eval(out[0])) <= {"HOME", "LANG", "PATH", "PYTHONDONTWRITEBYTECODE", "PYTHONIOENCODING", "PWD"}
+    assert out[1] == "False"
+
+
+def test_fork_bomb_is_contained_and_cleaned_up(judge):
+    code = ("import os\n"
+            "while True:\n"
+            "    try:\n"
+            "        os.fork()\n"
+            "    except OSError:\n"
+            "        pass\n")
+    assert run(judge, code).status == "timeout"
+    assert wait_until_gone(judge) == []
+
+
+def test_double_forked_daemon_dies_with_the_test(judge):
+    code = ("import os, time\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid()\n"
+            "    if os.fork() == 0:\n"
+            "        os.execv('/usr/bin/sleep', ['sleep', '313.37'])\n"
+            "    os._exit(0)\n"
+            "time.sleep(0.2)\n"
+            "print('parent done')\n")
+    assert run(judge, code).tests[0].stdout.strip() == "parent done"
+    assert wait_until_gone(judge) == []
+    assert not any(b"313.37" in p.read_bytes() for p in Path("/proc").glob("[0-9]*/cmdline") if p.exists())
+
+
+def test_sigterm_ignoring_children_die_on_timeout(judge):
+    code = ("import os, signal, time\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "for _ in range(3):\n"
+            "    if os.fork() == 0:\n"
+            "        signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "        while True:\n"
+            "            time.sleep(0.01)\n"
+            "while True:\n"
+            "    time.sleep(0.01)\n")
+    assert run(judge, code).status == "timeout"
+    assert wait_until_gone(judge) == []
+
+
+def test_huge_output_is_capped_without_hanging(judge):
+    for stream in ("sys.stdout", "sys.stderr"):
+        code = f"import sys\nwhile True:\n    {stream}.write('x' * 65536)\n"
+        judgement = run(judge, code)
+        assert judgement.status == "output_limit"
+        assert len(judgement.tests[0].stdout) <= 4096 and len(judgement.tests[0].stderr) <= 4096
+
+
+def test_memory_hog_reports_memory(judge):
+    assert run(judge, "hog = bytearray(4 << 30)\n").status == "memory"
+
+
+def test_hang_times_out_and_later_tests_are_skipped():
+    tests = [{"test_code": "print(1)", "expected_output": "1"}] * 4
+    with Judge(timeout=1.0, workers=1) as judge:
+        judgement = judge.run("while True:\n    pass\n", tests, "python")
+    assert judgement.status == "timeout"
+    assert [t.status for t in judgement.tests] == ["timeout"] * 4
+    assert [t.seconds for t in judgement.tests[1:]] == [0.0] * 3
+
+
+def test_completion_budget_cuts_the_first_test_short():
+    tests = [{"test_code": "print(1)", "expected_output": "1"}] * 3
+    with Judge(timeout=5.0, completion_budget=0.5, workers=1) as judge:
+        judgement = judge.run("import time\ntime.sleep(60)\n", tests, "python")
+    assert [t.status for t in judgement.tests] == ["timeout"] * 3
+    assert 0.0 < judgement.tests[0].seconds < 4.0, "the test must stop at the budget, not the 5 s timeout"
+
+
+def test_trainer_survives_the_program_attacking_it(judge):
+    me = os.getpid()
+    code = ("import os, signal\n"
+            f"for pid in (os.getppid(), 1, {me}, -1):\n"
+            "    try:\n"
+            "        os.kill(pid, signal.SIGKILL)\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "try:\n"
+            "    os.killpg(0, signal.SIGKILL)\n"
+            "except OSError:\n"
+            "    pass\n"
+            "print('still here')\n")
+    run(judge, code)
+    assert run(judge, "print(6)", "6").status == "passed"
+
+
+def test_scratch_folders_are_removed(judge):
+    run(judge, "open('left-behind.txt', 'w').write('x')\nimport os\nos.mkdir('sub')\n")
+    assert os.listdir(judge._base) == []
+
+
+def test_fallback_level_without_namespaces_is_weak_and_strict_refuses_it(tmp_path, monkeypatch):
+    for tool in ("prlimit", "setpriv", "kill"):
+        (tmp_path / tool).symlink_to(shutil.which(tool))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(JudgeUnavailable, match="bubblewrap"):
+        Judge(sandbox="strict", workers=1)
+    with Judge(sandbox="auto", workers=1) as judge:
+        assert judge.level == "rlimits" and "weak" in judge.isolation
+        assert run(judge, "print(6)", "6").status == "passed"
