@@ -41,6 +41,7 @@ class PythonExecutor:
         self.read_only = sorted(p for p in prefixes if not p.startswith("/usr"))
         self.env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
                     "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
+        self.missing = None
 
     def argv(self, program_path: str) -> list[str]:
         return [self.interpreter, "-I", "-S", "-B", program_path]
@@ -79,6 +80,9 @@ class QExecutor:
 
     def __init__(self, q_binary: str | None = None):
         self.binary = find_q(q_binary)
+        self.missing = None if self.binary else (
+            "q executable not found: pass --q_binary, set Q_INTERPRETER_PATH (or QHOME with l64/q inside), "
+            "or put q on PATH; a kdb+ licence (QLIC) is needed too")
         self.env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
         self.read_only = [self.binary] if self.binary else []
         for key in ("QHOME", "QLIC"):

@@ -147,9 +147,8 @@ class Judge:
     def preflight(self, language: str) -> None:
         """Prove ``language`` runs here (``1+1``) before any model loads; raise with the fix if not."""
         runner = self._runner(language)
-        if language == "q" and runner.executor.binary is None:
-            raise JudgeUnavailable("q executable not found: pass --q_binary, set Q_INTERPRETER_PATH (or QHOME "
-                                   "with l64/q inside), or put q on PATH; a kdb+ licence (QLIC) is needed too")
+        if runner.executor.missing:
+            raise JudgeUnavailable(runner.executor.missing)
         test = {"test_code": "print(1+1)" if language == "python" else "-1 string 1+1;", "expected_output": "2"}
         judgement = self.run("", [test], language)
         if judgement.status == "passed":
@@ -167,6 +166,9 @@ class Judge:
             raise ValueError("a problem needs at least one test")
         runner = self._runner(language)
         total = len(tests)
+        if runner.executor.missing:
+            return Judgement("sandbox_error", 0, total,
+                             [TestResult("sandbox_error", 0.0, "", runner.executor.missing) for _ in tests])
         if code is None:
             return Judgement("no_code", 0, total, [TestResult("no_code", 0.0, "", "") for _ in tests])
         problem = runner.executor.syntax_error(code)

@@ -1,0 +1,195 @@
+"""The judge's contract (design.md section 3) with real sandboxed runs, and the q executor against a
+stand-in executable (tests/fake_q/q, which is NOT q)."""
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+import rewards.judge
+from rewards import STATUSES, Judge, Judgement, JudgeUnavailable, TestResult
+from rewards.judge import completion_status
+
+FAKE_Q = str(Path(__file__).resolve().parent / "fake_q" / "q")
+SUM_TESTS = [{"test_code": "print(solve([1, 2, 3]))", "expected_output": "6"},
+             {"test_code": "print(solve([]))", "expected_output": "0"},
+             {"test_code": "print(solve([5]))", "expected_output": " 5\n"}]
+
+
+@pytest.fixture(scope="module")
+def judge():
+    with Judge(timeout=2.0, workers=2) as judge:
+        yield judge
+
+
+def test_statuses_are_the_designed_set():
+    assert STATUSES == ("passed", "failed", "no_code", "syntax_error", "runtime_error", "timeout", "memory",
+                        "output_limit", "sandbox_error")
+
+
+def test_correct_solution_passes_every_test(judge):
+    judgement = judge.run("def solve(xs):\n    return sum(xs)\n", SUM_TESTS, "python")
+    assert (judgement.status, judgement.passed, judgement.total) == ("passed", 3, 3)
+    assert judgement.tests[0].stdout == "6\n"
+
+
+def test_partly_wrong_solution(judge):
+    judgement = judge.run("def solve(xs):\n    return sum(xs) if xs else -1\n", SUM_TESTS, "python")
+    assert (judgement.status, judgement.passed) == ("failed", 2)
+    assert [t.status for t in judgement.tests] == ["passed", "failed", "passed"]
+
+
+def test_printing_the_answer_then_exiting_fails(judge):
+    cheat = "import sys\nprint(6)\nprint(0)\nprint(5)\nsys.exit(0)\n"
+    judgement = judge.run(cheat, SUM_TESTS, "python")
+    assert judgement.passed == 0 and judgement.status == "failed"
+    quiet_exit = "import os\nos._exit(0)\n"
+    assert judge.run(quiet_exit, [{"test_code": "", "expected_output": ""}], "python").status == "failed"
+
+
+def test_output_before_the_marker_does_not_count(judge):
+    judgement = judge.run("print('noise')\ndef solve(xs):\n    return sum(xs)\n", SUM_TESTS[:1], "python")
+    assert judgement.status == "passed" and judgement.tests[0].stdout == "6\n"
+
+
+def test_no_code_and_syntax_error_run_nothing(judge):
+    assert judge.run(None, SUM_TESTS, "python").status == "no_code"
+    judgement = judge.run("def solve(:\n", SUM_TESTS, "python")
+    assert judgement.status == "syntax_error"
+    assert all(t.seconds == 0.0 and "SyntaxError" in t.stderr for t in judgement.tests)
+    assert judge.run("x = '\0'", SUM_TESTS, "python").status == "syntax_error"
+
+
+def test_runtime_error(judge):
+    judgement = judge.run("def solve(xs):\n    return xs[10]\n", SUM_TESTS, "python")
+    assert judgement.status == "runtime_error"
+    assert "IndexError" in judgement.tests[0].stderr
+
+
+def test_completion_status_order():
+    def results(*statuses):
+        return [TestResult(s, 0.1, "", "") for s in statuses]
+
+    assert completion_status(results("passed", "passed")) == "passed"
+    assert completion_status(results("passed", "failed")) == "failed"
+    assert completion_status(results("failed", "runtime_error")) == "runtime_error"
+    assert completion_status(results("runtime_error", "output_limit", "memory")) == "memory"
+    assert completion_status(results("memory", "timeout")) == "timeout"
+    assert completion_status(results("timeout", "sandbox_error")) == "sandbox_error"
+
+
+def test_run_many_keeps_order_and_arun_many_matches(judge):
+    items = [("def solve(xs):\n    return sum(xs)\n", SUM_TESTS, "python"), (None, SUM_TESTS, "python"),
+             ("def solve(xs):\n    return 0\n", SUM_TESTS, "python")] * 3
+    statuses = [j.status for j in judge.run_many(items)]
+    assert statuses == ["passed", "no_code", "failed"] * 3
+    assert [j.status for j in asyncio.run(judge.arun_many(items))] == statuses
+
+
+def test_bad_arguments(judge):
+    with pytest.raises(ValueError, match="at least one test"):
+        judge.run("x = 1", [], "python")
+    with pytest.raises(ValueError, match="unknown language"):
+        judge.run("x = 1", SUM_TESTS, "cobol")
+    with pytest.raises(ValueError, match="sandbox"):
+        Judge(sandbox="none")
+
+
+def test_python_preflight(judge):
+    judge.preflight("python")
+
+
+# q executor contract, against the stand-in.
+
+@pytest.fixture()
+def qhome(tmp_path, monkeypatch):
+    home = tmp_path / "qhome"
+    home.mkdir()
+    home.chmod(0o755)
+    monkeypatch.setenv("QHOME", str(home))
+    monkeypatch.delenv("QLIC", raising=False)
+    monkeypatch.setattr(rewards.judge, "LICENCE_RETRY_DELAYS", (0.01, 0.01, 0.01))
+    return home
+
+
+@pytest.fixture()
+def qjudge(qhome):
+    with Judge(timeout=2.0, workers=2, q_binary=FAKE_Q) as judge:
+        yield judge
+
+
+def record(result: TestResult, key: str) -> list[str]:
+    prefix = f"FAKEQ-{key} "
+    return [line[len(prefix):] for line in result.stderr.splitlines() if line.startswith(prefix)]
+
+
+def test_q_program_arguments_environment_and_script(qjudge, qhome, monkeypatch):
+    monkeypatch.setenv("WANDB_API_KEY", "leaked")
+    judgement = qjudge.run('solve:{sum x}\nexit 0;', [{"test_code": '-1 "6";', "expected_output": "6"}], "q")
+    assert judgement.status == "passed", judgement.tests[0].stderr
+    result = judgement.tests[0]
+    assert record(result, "ARGS") == ["/scratch/main.q -q"]
+    assert record(result, "STDIN") == ["closed"]
+    assert record(result, "QHOME") == [str(qhome)]
+    assert set(record(result, "ENV")[0].split()) <= {"HOME", "LANG", "PATH", "PWD", "QHOME", "QLIC"}
+    script = record(result, "SCRIPT")
+    assert script[0] == "solve:{sum x}"
+    assert "exit 0;" not in script[:-1], "the solution's own exit 0 must go, or the tests never run"
+    marker = next(line for line in script if line.startswith('-1 "') and line != '-1 "6";')
+    assert script[script.index(marker) + 1:] == ['-1 "6";', "exit 0;"]
+
+
+def test_q_marker_is_random_per_execution(qjudge):
+    tests = [{"test_code": "", "expected_output": ""}] * 2
+    markers = [record(t, "SCRIPT")[-3] for t in qjudge.run("x:1", tests, "q").tests]
+    assert markers[0] != markers[1]
+
+
+def test_q_errors_are_runtime_errors_and_wsfull_is_memory(qjudge, qhome):
+    tests = [{"test_code": '-1 "6";', "expected_output": "6"}]
+    assert qjudge.run("solve:{x+`a}\n'type", tests, "q").status == "runtime_error"
+    (qhome / "mode").write_text("wsfull")
+    assert qjudge.run("solve:{x}", tests, "q").status == "memory"
+
+
+def test_q_answer_printed_by_the_solution_fails(qjudge):
+    judgement = qjudge.run('-1 "6";\nexit 0;', [{"test_code": "", "expected_output": "6"}], "q")
+    assert judgement.status == "failed"
+
+
+def test_q_licence_failure_is_retried_then_sandbox_error(qjudge, qhome):
+    (qhome / "mode").write_text("flaky")
+    tests = [{"test_code": '-1 "6";', "expected_output": "6"}]
+    assert qjudge.run("x:1", tests, "q").status == "passed", "two licence failures then success must pass"
+    (qhome / "mode").write_text("licence")
+    assert qjudge.run("x:1", tests, "q").status == "sandbox_error"
+    with pytest.raises(JudgeUnavailable, match="licence"):
+        qjudge.preflight("q")
+
+
+def test_q_preflight(qjudge):
+    qjudge.preflight("q")
+
+
+def test_q_missing_is_a_clear_preflight_error(qhome, tmp_path, monkeypatch):
+    monkeypatch.delenv("Q_INTERPRETER_PATH", raising=False)
+    monkeypatch.delenv("Q_EXECUTABLE_PATH", raising=False)
+    with Judge(workers=1, q_binary=str(tmp_path / "no-such-q")) as judge:
+        with pytest.raises(JudgeUnavailable, match="q executable not found.*Q_INTERPRETER_PATH"):
+            judge.preflight("q")
+        assert judge.run("x:1", [{"test_code": "", "expected_output": ""}], "q").status == "sandbox_error"
+
+
+def test_q_binary_found_through_environment(qhome, monkeypatch):
+    from rewards.executors import find_q
+
+    monkeypatch.setenv("Q_INTERPRETER_PATH", FAKE_Q)
+    assert find_q() == FAKE_Q
+    monkeypatch.delenv("Q_INTERPRETER_PATH")
+    monkeypatch.setenv("Q_EXECUTABLE_PATH", FAKE_Q)
+    assert find_q() == FAKE_Q
+
+
+def test_judgement_is_a_plain_dataclass():
+    judgement = Judgement("passed", 1, 1, [TestResult("passed", 0.01, "6\n", "")])
+    assert judgement.tests[0].stdout == "6\n"

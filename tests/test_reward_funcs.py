@@ -1,0 +1,105 @@
+import asyncio
+import math
+from pathlib import Path
+
+import pytest
+
+import rewards
+import rewards.judge
+from rewards import REWARD_FUNCS, STATUSES, Judge, Judgement, RewardSettings, make_reward_funcs
+
+FAKE_Q = str(Path(__file__).resolve().parent / "fake_q" / "q")
+TESTS = [{"test_code": f"print(solve({n}))", "expected_output": str(2 * n)} for n in range(1, 7)]
+RIGHT = "```python\ndef solve(n):\n    return 2 * n\n```"
+HALF = "```python\ndef solve(n):\n    return 2 * n if n % 2 else 0\n```"
+
+
+@pytest.fixture(scope="module")
+def judge():
+    with Judge(timeout=2.0, workers=2) as judge:
+        yield judge
+
+
+def judgement(passed, total, status="failed"):
+    return Judgement(status, passed, total, [])
+
+
+@pytest.mark.parametrize("passed, total, weights, expected", [
+    (5, 5, (1.0, 1.0, 1.0), 2.0),
+    (3, 5, (1.0, 1.0, 1.0), 0.6),
+    (0, 5, (1.0, 1.0, 1.0), 0.0),
+    (4, 4, (0.5, 2.0, 1.5), 0.5 + 3.0),
+    (1, 4, (2.0, 3.0, 1.0), 0.5),
+])
+def test_reward_arithmetic(passed, total, weights, expected):
+    base, perfect_weight, bonus = weights
+    value = rewards.test_reward(judgement(passed, total), base_reward_weight=base,
+                                perfect_reward_weight=perfect_weight, perfect_bonus=bonus)
+    assert value == pytest.approx(expected)
+
+
+def test_no_code_rewards_nothing():
+    assert rewards.test_reward(judgement(0, 3, "no_code")) == 0.0
+
+
+def test_names_and_unknown_name(judge):
+    assert set(REWARD_FUNCS) == {"test_cases", "format"}
+    funcs = make_reward_funcs(["test_cases", "format"], RewardSettings(judge=judge, language="python"))
+    assert [f.__name__ for f in funcs] == ["test_cases", "format"]
+    assert all(asyncio.iscoroutinefunction(f) for f in funcs)
+    with pytest.raises(ValueError, match="unknown reward function nope"):
+        make_reward_funcs(["nope"], RewardSettings(judge=judge))
+
+
+def test_test_cases_reward_logs_status_shares_and_extras(judge):
+    settings = RewardSettings(judge=judge, language="python", max_tests_per_problem=4)
+    (test_cases,) = make_reward_funcs(["test_cases"], settings)
+    metrics, extras = {}, {}
+    completions = [RIGHT, [{"role": "assistant", "content": HALF}], "  \n", "```python\ndef solve(:\n```"]
+    scores = asyncio.run(test_cases(
+        prompts=["p"] * 4, completions=completions, tests=[TESTS] * 4, language=["python"] * 4,
+        log_metric=lambda name, value: metrics.__setitem__(name, value),
+        log_extra=lambda column, values: extras.__setitem__(column, values)))
+    assert scores[0] == pytest.approx(2.0)
+    assert scores[1] == pytest.approx(0.5)
+    assert scores[3] == 0.0
+    assert set(metrics) == {f"status/{s}" for s in STATUSES}
+    assert math.isclose(sum(metrics.values()), 1.0)
+    assert metrics["status/passed"] == metrics["status/no_code"] == metrics["status/syntax_error"] == 0.25
+    assert extras["status"][0] == "passed" and extras["status"][3] == "syntax_error"
+    assert extras["tests_passed"][:2] == ["4/4", "2/4"], "only the first max_tests_per_problem tests count"
+
+
+def test_language_column_overrides_and_sandbox_error_gives_none(tmp_path, monkeypatch):
+    qhome = tmp_path / "qhome"
+    qhome.mkdir()
+    (qhome / "mode").write_text("licence")
+    monkeypatch.setenv("QHOME", str(qhome))
+    monkeypatch.setattr(rewards.judge, "LICENCE_RETRY_DELAYS", (0.01,))
+    with Judge(timeout=2.0, workers=2, q_binary=FAKE_Q) as judge:
+        (test_cases,) = make_reward_funcs(["test_cases"], RewardSettings(judge=judge, language="q"))
+        q_tests = [{"test_code": '-1 "6";', "expected_output": "6"}]
+        scores = asyncio.run(test_cases(prompts=["p", "p"], completions=["```q\nx:1\n```", RIGHT],
+                                        tests=[q_tests, TESTS[:2]], language=["q", "python"]))
+    assert scores == [None, pytest.approx(2.0)]
+
+
+@pytest.mark.parametrize("text, reasoning, expected", [
+    ("<reasoning>sum it</reasoning>\n<answer>\n```python\ndef solve(n):\n    return n\n```\n</answer>", True, 1.0),
+    ("  <reasoning>r</reasoning><answer>x = 1</answer>\n", True, 1.0),
+    ("<answer>x = 1</answer><reasoning>r</reasoning>", True, 0.0),
+    ("<reasoning></reasoning><answer>x = 1</answer>", True, 0.0),
+    ("<reasoning>r</reasoning><answer>  </answer>", True, 0.0),
+    ("<reasoning>r</reasoning><answer>x = 1</answer> trailing", True, 0.0),
+    ("<reasoning>r</reasoning><reasoning>r</reasoning><answer>x = 1</answer>", True, 0.0),
+    ("```python\nx = 1\n```", True, 0.0),
+    ("```python\nx = 1\n```", False, 1.0),
+    ("x = 1", False, 0.0),
+    ("```python\n\n```", False, 0.0),
+])
+def test_format_reward(judge, text, reasoning, expected):
+    (fmt,) = make_reward_funcs(["format"], RewardSettings(judge=judge, language="python",
+                                                         use_reasoning_format=reasoning))
+    assert asyncio.run(fmt(prompts=["p"], completions=[text])) == [expected]
+    chat = [{"role": "assistant", "content": text}]
+    assert asyncio.run(fmt(prompts=["p"], completions=[chat])) == [expected]

@@ -1,0 +1,93 @@
+"""`python -m rewards score|passk` run as a user runs them."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBLEMS = [
+    {"id": "double", "language": "python", "description": "Return 2*n.",
+     "tests": [{"test_code": "print(solve(2))", "expected_output": "4"},
+               {"test_code": "print(solve(5))", "expected_output": "10"}]},
+    {"id": "neg", "language": "python", "description": "Return -n.",
+     "tests": [{"test_code": "print(solve(3))", "expected_output": "-3"}]},
+]
+COMPLETIONS = [
+    {"id": "double", "completion": "```python\ndef solve(n):\n    return 2 * n\n```"},
+    {"id": "double", "completion": "```python\ndef solve(n):\n    return 4\n```"},
+    {"id": "neg", "completion": "```python\ndef solve(n):\n    return -n\n```"},
+    {"id": "neg", "completion": "I cannot answer."},
+]
+
+
+def write_jsonl(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def rewards_cli(*args):
+    return subprocess.run([sys.executable, "-m", "rewards", *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.fixture()
+def files(tmp_path):
+    return (write_jsonl(tmp_path / "p.jsonl", PROBLEMS), write_jsonl(tmp_path / "c.jsonl", COMPLETIONS),
+            tmp_path / "s.jsonl")
+
+
+def test_score_then_passk(files):
+    problems, completions, scores = files
+    result = rewards_cli("score", "--problems", problems, "--completions", completions, "--out", scores,
+                         "--language", "python", "--workers", "2", "--timeout", "2")
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in scores.read_text().splitlines()]
+    assert [(r["id"], r["sample"], r["status"], r["passed"], r["total"]) for r in rows] == [
+        ("double", 0, "passed", 2, 2), ("double", 1, "failed", 1, 2), ("neg", 0, "passed", 1, 1),
+        ("neg", 1, "syntax_error", 0, 1)]
+    assert rows[0]["reward"] == 2.0 and rows[1]["reward"] == 0.5
+    assert set(rows[0]["tests"][0]) == {"status", "seconds"}
+    result = rewards_cli("passk", "--scores", scores, "--k", "1", "2")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"pass@1": 0.5, "pass@2": 1.0, "problems": 2}
+
+
+def test_passk_with_k_above_samples_is_an_error(files, tmp_path):
+    scores = write_jsonl(tmp_path / "s.jsonl", [{"id": "a", "status": "passed"}, {"id": "a", "status": "failed"}])
+    result = rewards_cli("passk", "--scores", scores, "--k", "1", "3")
+    assert result.returncode == 2
+    assert "fewer than k=3" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("bad_line, message", [
+    ("{not json", ":2: not valid JSON"),
+    ('{"id": "double"}', ":2: 'completion' must be a str"),
+    ('{"id": "nope", "completion": "x"}', ":2: unknown problem id 'nope'"),
+])
+def test_bad_completions_name_file_and_line(files, bad_line, message):
+    problems, completions, scores = files
+    completions.write_text(json.dumps(COMPLETIONS[0]) + "\n" + bad_line + "\n")
+    result = rewards_cli("score", "--problems", problems, "--completions", completions, "--out", scores,
+                         "--language", "python")
+    assert result.returncode == 2
+    assert f"{completions}{message}" in result.stderr
+    assert not scores.exists()
+
+
+def test_bad_problems_file_is_reported_by_the_loader(files):
+    problems, completions, scores = files
+    problems.write_text(json.dumps(PROBLEMS[0]) + "\n" + json.dumps({"id": "x", "description": "d"}) + "\n")
+    result = rewards_cli("score", "--problems", problems, "--completions", completions, "--out", scores,
+                         "--language", "python")
+    assert result.returncode == 2
+    assert f"{problems}:2" in result.stderr
+
+
+def test_bad_scores_line(tmp_path):
+    scores = tmp_path / "s.jsonl"
+    scores.write_text('{"id": "a", "status": "passed"}\n{"id": "a", "status": "great"}\n')
+    result = rewards_cli("passk", "--scores", scores, "--k", "1")
+    assert result.returncode == 2 and f"{scores}:2: unknown status 'great'" in result.stderr
