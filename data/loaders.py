@@ -61,32 +61,37 @@ def _looks_like_path(source):
 def _load_file(path, language):
     suffix = path.suffix.lower()
     if suffix == ".parquet":
+        import pyarrow
         import pyarrow.parquet
 
-        rows = pyarrow.parquet.read_table(path).to_pylist()
+        try:
+            rows = pyarrow.parquet.read_table(path).to_pylist()
+        except pyarrow.ArrowException as error:
+            raise DataError(str(path), f"not a readable parquet file ({error})") from None
         return _from_rows(((f"{path}:row {number}", row) for number, row in enumerate(rows, 1)), language)
     if suffix not in (".jsonl", ".json"):
         raise DataError(str(path), f"unsupported file type {suffix or '(none)'}; use .jsonl, .json or .parquet")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as error:
         raise DataError(str(path), f"not UTF-8 text ({error.reason} at byte {error.start})") from None
     if suffix == ".json" and text.lstrip().startswith("["):
         located = _json_array_items(text, path)
     else:
-        located = _json_lines(text, path)
+        located = _json_lines(text, path, "write one problem object per line"
+                              + (" or a JSON array of them" if suffix == ".json" else ""))
     return _from_rows(located, language)
 
 
-def _json_lines(text, path):
+def _json_lines(text, path, layout_hint):
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             yield f"{path}:{number}", json.loads(line)
         except json.JSONDecodeError as error:
-            raise DataError(f"{path}:{number}", f"invalid JSON ({error.msg} at column {error.colno}); "
-                                                "write one problem object per line") from None
+            reason = f"invalid JSON ({error.msg} at column {error.colno}); {layout_hint}"
+            raise DataError(f"{path}:{number}", reason) from None
 
 
 def _json_array_items(text, path):
@@ -252,14 +257,16 @@ def _load_hub(name, language):
 
 
 def split_problems(problems, test_fraction=0.2, seed=42, max_train=None, max_test=None):
-    """Split into (train, test): by each record's ``split`` when all have one, else by a seeded shuffle.
+    """Split into (train, test): by each record's ``split`` when all have one and both splits occur,
+    else by a seeded shuffle.
 
     Caps apply after the split. Problems shared by train and test (same id or same description) are
     logged as warnings, since testing on training problems overstates pass@k.
     """
     if not 0 <= test_fraction < 1:
         raise ValueError(f"test_fraction must be in [0, 1), got {test_fraction}")
-    if problems and all(problem.get("split") in SPLITS for problem in problems):
+    if all(problem.get("split") in SPLITS for problem in problems) and \
+            {problem["split"] for problem in problems} == set(SPLITS):
         train = [problem for problem in problems if problem["split"] == "train"]
         test = [problem for problem in problems if problem["split"] == "test"]
     else:
@@ -278,7 +285,8 @@ def _warn_overlap(train, test):
     train_ids = {problem["id"] for problem in train}
     shared_ids = [problem["id"] for problem in test if problem["id"] in train_ids]
     train_descriptions = {_normalized(problem["description"]) for problem in train}
-    shared_descriptions = [problem["id"] for problem in test if _normalized(problem["description"]) in train_descriptions]
+    shared_descriptions = [problem["id"] for problem in test
+                           if _normalized(problem["description"]) in train_descriptions]
     for what, ids in (("id", shared_ids), ("description", shared_descriptions)):
         if ids:
             logger.warning("%d test problems share their %s with a train problem: %s%s", len(ids), what,

@@ -56,10 +56,8 @@ def _check_test(test, index, location):
         raise DataError(location, f"{name} has no 'expected_output' (use \"\" for a test that prints nothing)")
     expected = test["expected_output"]
     if isinstance(expected, (int, float)) and not isinstance(expected, bool):
-        raise DataError(
-            location,
-            f"{name}.expected_output is the number {expected!r}; quote it (\"{expected}\") since output is compared as text",
-        )
+        raise DataError(location, f"{name}.expected_output is the number {expected!r}; "
+                                  f"quote it (\"{expected}\") since output is compared as text")
     if not isinstance(expected, str):
         raise DataError(location, f"{name}.expected_output must be a string, got {type(expected).__name__}")
     return {**test}

@@ -178,7 +178,8 @@ def test_dataset_rows_name_their_row_in_errors(tmp_path):
         load_problems(tmp_path / "bad.parquet")
 
 
-def test_missing_file_is_not_looked_up_on_the_hub(tmp_path):
+def test_missing_file_is_not_looked_up_on_the_hub(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(DataError, match="no such file or folder"):
         load_problems(tmp_path / "missing.jsonl")
     with pytest.raises(DataError, match="^problems.jsonl: no such file or folder$"):
@@ -253,6 +254,27 @@ def test_published_schema_without_the_languages_fields_names_them(tmp_path):
     assert str(error.value) == f"{path}:1: test_cases[0] has no 'python_expected_output' (loading for language python)"
 
 
+def test_json_file_holding_one_multiline_object_names_both_layouts(tmp_path):
+    path = tmp_path / "problems.json"
+    path.write_text(json.dumps(GOOD, indent=2))
+    with pytest.raises(DataError) as error:
+        load_problems(path)
+    assert str(error.value).startswith(f"{path}:1: invalid JSON (")
+    assert str(error.value).endswith("; write one problem object per line or a JSON array of them")
+
+
+def test_unreadable_parquet_is_an_error(tmp_path):
+    (tmp_path / "broken.parquet").write_bytes(b"not parquet at all")
+    with pytest.raises(DataError, match="broken.parquet: not a readable parquet file"):
+        load_problems(tmp_path / "broken.parquet")
+
+
+def test_utf8_byte_order_mark_is_accepted(tmp_path):
+    path = tmp_path / "problems.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n", encoding="utf-8-sig")
+    assert [problem["id"] for problem in load_problems(path)] == ["ok"]
+
+
 def test_empty_source_and_unknown_suffix_are_errors(tmp_path):
     (tmp_path / "empty.jsonl").write_text("\n")
     with pytest.raises(DataError, match="empty.jsonl: no problems found$"):
@@ -300,10 +322,12 @@ def test_seeded_split_is_reproducible_disjoint_and_sized_by_fraction():
     assert {p["id"] for p in other_test} != {p["id"] for p in test}
 
 
-def test_partial_record_splits_fall_back_to_a_seeded_split():
+def test_partial_or_one_sided_record_splits_fall_back_to_a_seeded_split():
     problems = numbered(4, split="train") + numbered(6)[4:]
     train, test = split_problems(problems, test_fraction=0.5, seed=0)
     assert (len(train), len(test)) == (3, 3)
+    train, test = split_problems(numbered(10, split="train"), test_fraction=0.2, seed=0)
+    assert (len(train), len(test)) == (8, 2)
 
 
 def test_small_sets_keep_one_problem_on_each_side_and_caps_apply_after_the_split():

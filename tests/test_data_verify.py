@@ -104,7 +104,8 @@ def test_cli_exits_2_on_bad_input(tmp_path):
     path.write_text(json.dumps({"id": "x", "description": "d", "tests": [{"test_code": "print(1)"}]}) + "\n")
     result = run_cli(str(path), "--language", "python")
     assert result.returncode == 2
-    assert result.stderr.strip() == f"{path}:1: tests[0] has no 'expected_output' (use \"\" for a test that prints nothing)"
+    assert result.stderr.strip() == (f"{path}:1: tests[0] has no 'expected_output' "
+                                     "(use \"\" for a test that prints nothing)")
     result = run_cli(str(path), "--timeout", "0")
     assert result.returncode == 2 and "must be a positive number of seconds" in result.stderr
 
