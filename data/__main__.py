@@ -16,6 +16,7 @@ from collections import Counter
 from data.loaders import bundled_path, load_problems
 from data.validate import LANGUAGES, DataError
 from data.verify import verify_problems
+from rewards import Judge, JudgeUnavailable
 
 SHOWN_CHARS = 200
 SHOWN_IDS = 10
@@ -44,18 +45,16 @@ def _parser():
 
 
 def _shown(text):
-    if text is None:
-        return "(nothing)"
+    """Stripped like the judge compares, quoted so whitespace and empty output stay visible."""
     text = text.strip()
     return repr(text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "...")
 
 
 def _print_broken(broken):
     print(f"BROKEN {broken['id']}: {broken['reason']}")
-    if broken["test"] is not None:
-        print(f"  test {broken['test']} expected: {_shown(broken['expected'])}")
-        print(f"  test {broken['test']} got:      {_shown(broken['got'])}")
-    if broken.get("stderr"):
+    print(f"  test {broken['test']} expected: {_shown(broken['expected'])}")
+    print(f"  test {broken['test']} got:      {_shown(broken['got'])}")
+    if broken["stderr"].strip():
         print(f"  stderr: {_shown(broken['stderr'].strip().splitlines()[-1])}")
 
 
@@ -73,8 +72,6 @@ def main(argv=None):
         print(f"{source}: {len(problems)} problems valid ("
               + ", ".join(f"{count} {split}" for split, count in sorted(splits.items())) + ")")
         return 0
-
-    from rewards import Judge, JudgeUnavailable
 
     try:
         with Judge(timeout=args.timeout, q_binary=args.q_binary) as judge:

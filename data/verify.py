@@ -18,8 +18,8 @@ class VerifyReport:
     """Outcome of ``verify_problems``.
 
     ``broken`` holds one dict per broken problem: ``id``, ``reason``, ``test`` (index of the failing
-    test, or None when the judgement has no per-test result), ``expected`` and ``got`` (that test's
-    expected output and the stdout the program printed).
+    test; 0 when a no-op passes them all), ``expected``, ``got`` and ``stderr`` (that test's expected
+    output and what the program printed after the judge's marker, and on stderr).
     """
 
     checked: int = 0
@@ -69,23 +69,17 @@ def _verify_batch(batch, judge, language, report):
         if canonical is not None and canonical.passed < canonical.total:
             report.broken.append(_canonical_failure(problem, canonical))
         elif no_op.passed == no_op.total:
-            report.broken.append(_no_op_pass(problem, no_op))
+            report.broken.append(_broken(problem, "a no-op solution passes every test", no_op, 0))
         elif canonical is None:
             report.unverifiable.append(problem["id"])
 
 
 def _canonical_failure(problem, judgement):
-    for index, result in enumerate(judgement.tests):
-        if result.status != "passed":
-            return {"id": problem["id"], "reason": f"solution fails test {index} ({result.status})", "test": index,
-                    "expected": problem["tests"][index]["expected_output"], "got": result.stdout,
-                    "stderr": result.stderr}
-    return {"id": problem["id"], "reason": f"solution is judged {judgement.status}", "test": None,
-            "expected": None, "got": None, "stderr": None}
+    index = next(index for index, result in enumerate(judgement.tests) if result.status != "passed")
+    return _broken(problem, f"solution fails test {index} ({judgement.tests[index].status})", judgement, index)
 
 
-def _no_op_pass(problem, judgement):
-    first = judgement.tests[0] if judgement.tests else None
-    return {"id": problem["id"], "reason": "a no-op solution passes every test", "test": 0,
-            "expected": problem["tests"][0]["expected_output"], "got": first.stdout if first else None,
-            "stderr": first.stderr if first else None}
+def _broken(problem, reason, judgement, index):
+    result = judgement.tests[index]
+    return {"id": problem["id"], "reason": reason, "test": index,
+            "expected": problem["tests"][index]["expected_output"], "got": result.stdout, "stderr": result.stderr}
