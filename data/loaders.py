@@ -8,6 +8,9 @@ Sources, picked by what ``source`` is on disk:
 - ``Dataset.save_to_disk`` / ``DatasetDict.save_to_disk`` folders;
 - the reference's ``SFT_Data/{train,test}/<problem>/`` folders (SFT_Data itself or one split folder);
 - a Hugging Face hub dataset name, tried only when ``source`` is not an existing path.
+
+``datasets`` and ``pyarrow`` are imported only by the loaders that need them: most runs read JSONL,
+and importing ``datasets`` takes about a second.
 """
 
 import json
@@ -55,7 +58,10 @@ def load_problems(source, language="q"):
 
 
 def _looks_like_path(source):
-    return source.endswith(FILE_SUFFIXES) or source.startswith((".", "/", "~")) or source.count("/") > 1
+    """A missing local path, as opposed to a hub name like ``owner/name``."""
+    parent = Path(source).parent
+    return (source.endswith(FILE_SUFFIXES) or source.startswith((".", "/", "~")) or source.count("/") > 1
+            or (parent != Path(".") and parent.is_dir()))
 
 
 def _load_file(path, language):

@@ -184,6 +184,9 @@ def test_missing_file_is_not_looked_up_on_the_hub(tmp_path, monkeypatch):
         load_problems(tmp_path / "missing.jsonl")
     with pytest.raises(DataError, match="^problems.jsonl: no such file or folder$"):
         load_problems("problems.jsonl")
+    (tmp_path / "sets").mkdir()
+    with pytest.raises(DataError, match="^sets/missing: no such file or folder$"):
+        load_problems("sets/missing")
 
 
 def test_hub_name_offline_fails_with_the_offline_options():
