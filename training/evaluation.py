@@ -200,5 +200,8 @@ class PassAtKCallback(TrainerCallback):
         metrics = self.evaluator.evaluate(trainer.model_wrapped, trainer.accelerator, state.global_step, vllm)
         self.last_step = state.global_step
         # Trainer.log (not GRPOTrainer.log, which would flush the step's training metrics): the keys become
-        # eval/pass@1 ... in wandb and land in logs/metrics.jsonl through RunLogCallback.
+        # eval/pass@1 ... in wandb and land in logs/metrics.jsonl through RunLogCallback. Logging resets
+        # control.should_log, which would drop this step's own training log: keep the flag as it was.
+        should_log = trainer.control.should_log
         Trainer.log(trainer, {f"eval_{k}": v for k, v in metrics.items()})
+        trainer.control.should_log = should_log

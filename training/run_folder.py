@@ -114,6 +114,8 @@ def resolved_settings(q_args, config) -> dict:
     settings = {k: v for k, v in dataclasses.asdict(q_args).items() if k != "run_dir"}
     settings.update(config.to_dict())
     settings["output_dir"] = q_args.run_dir
+    # TRL derives generation_batch_size from steps_per_generation and refuses both at once when read back.
+    settings.pop("generation_batch_size")
     return settings
 
 
@@ -123,13 +125,18 @@ def _fmt(value) -> str:
     return str(value)
 
 
+READABLE_KEYS = ("reward", "reward_std", "rewards/test_cases/mean", "rewards/format/mean", "status/passed",
+                 "status/syntax_error", "status/timeout", "kl", "entropy", "completions/mean_length", "learning_rate",
+                 "step_time")
+
+
 def readable_line(step: int, max_steps: int, logs: dict) -> str:
-    """One line of training_log.txt: the numbers a person watches first, then the rest."""
-    first = ["reward", "reward_std", "rewards/test_cases/mean", "rewards/format/mean", "status/passed", "kl",
-             "entropy", "completions/mean_length", "learning_rate", "loss", "step_time"]
-    shown = [k for k in first if k in logs] + sorted(k for k in logs if k not in first)
+    """One line of training_log.txt: the numbers a person watches (all of them are in metrics.jsonl)."""
+    shown = [k for k in logs if k.startswith("eval_pass@") or k == "eval_mean_reward"] or [
+        k for k in READABLE_KEYS if k in logs]
     parts = [f"{k}={_fmt(logs[k])}" for k in shown if logs[k] is not None]
-    return f"step {step}/{max_steps} | " + " ".join(parts)
+    kind = "eval " if any(k.startswith("eval_") for k in logs) else ""
+    return f"{kind}step {step}/{max_steps} | " + " ".join(parts)
 
 
 class RunLogCallback(TrainerCallback):

@@ -1,0 +1,141 @@
+"""The command line: the reference's flags, config.yaml round trip, and one-line errors with exit code 2."""
+
+import json
+
+import pytest
+import yaml
+
+from conftest import run_trainer
+from training.config import UsageError, model_size, parse_args
+from training.run_folder import resolved_settings
+
+# The reference sweeps' flags (exps.sh, 14B line), as users' scripts pass them.
+REFERENCE_SWEEP = [
+    "--model", "/ckpt/best/14b/checkpoint", "--use_vllm", "--output_dir", "final_outputs/14b/reasoning/",
+    "--learning_rate", "2e-6", "--simple_eval_problems", "15", "--repeat_eval_problems", "4", "--eval_steps", "25",
+    "--use_wandb", "--wandb_name", "14b_reasoning", "--generation_temp", ".8", "--use_reasoning",
+]
+
+
+def test_reference_sweep_flags_parse_to_intended_config():
+    q, config = parse_args(REFERENCE_SWEEP)
+    assert q.model == "/ckpt/best/14b/checkpoint"
+    assert q.use_reasoning_format is True  # --use_reasoning is argparse's prefix of --use_reasoning_format
+    assert config.use_vllm and config.vllm_mode == "server"
+    assert config.learning_rate == 2e-6
+    assert config.temperature == 0.8
+    assert config.eval_steps == 25
+    assert (q.simple_eval_problems, q.repeat_eval_problems) == (15, 4)
+    assert config.report_to == ["wandb"] and config.run_name == "14b_reasoning"
+    assert q.run_dir == "final_outputs/14b/reasoning/"
+    assert config.output_dir == "final_outputs/14b/reasoning/checkpoints"
+
+
+def test_reference_defaults():
+    q, config = parse_args([])
+    assert q.model == "Qwen/Qwen2-0.5B-Instruct"
+    assert (q.max_train_problems, q.max_test_problems, q.max_tests_per_problem) == (540, 40, 5)
+    assert (config.learning_rate, config.num_generations, config.gradient_accumulation_steps) == (5e-6, 8, 8)
+    assert (config.per_device_train_batch_size, config.seed, config.num_train_epochs) == (1, 42, 100)
+    assert (config.max_completion_length, config.save_steps, config.logging_steps) == (2048, 50, 1)
+    assert (q.lora_rank, q.lora_alpha, q.lora_dropout) == (16, 32, 0.1)
+    assert q.run_dir == "final_outputs/0.5b/non_reasoning"
+
+
+def test_all_reference_flags_are_accepted():
+    q, config = parse_args([
+        "--model", "m", "--max_train_problems", "10", "--max_test_problems", "3", "--max_tests_per_problem", "2",
+        "--perfect_bonus", "2", "--use_reasoning_format", "--eval_steps", "5", "--learning_rate", "1e-5",
+        "--test_reward_function", "--eval_pass_at_k", "--eval_k", "1", "2", "--eval_problems", "7", "--eval_only",
+        "--repeat_eval_problems", "2", "--simple_eval_problems", "3", "--seed", "1", "--num_generations", "4",
+        "--gradient_accumulation_steps", "2", "--per_device_train_batch_size", "2", "--use_wandb",
+        "--wandb_project", "p", "--wandb_name", "n", "--wandb_entity", "e", "--wandb_tags", "a", "b", "--use_lora",
+        "--lora_rank", "8", "--lora_alpha", "16", "--lora_dropout", "0.05", "--generation_temp", "0.7",
+        "--base_reward_weight", "0.5", "--perfect_reward_weight", "0.25", "--max_model_len", "8192",
+        "--dummy_reward", "--data", "x.jsonl", "--language", "python", "--max_steps", "3",
+    ])
+    assert q.eval_k == [1, 2] and q.simple_eval_problems == 7  # --eval_problems is the reference's name for it
+    assert config.temperature == 0.7 and config.vllm_max_model_length == 8192
+    assert q.reward_funcs == ["dummy", "format"]
+    assert q.wandb_tags == ["a", "b"] and config.max_steps == 3
+
+
+def test_model_size_guess():
+    assert model_size("Qwen/Qwen2.5-7B-Instruct") == "7b"
+    assert model_size("/ckpt/q-1.5b-sft/checkpoint-300") == "1.5b"
+    assert model_size("tiny_model") == "other"
+
+
+def test_reward_funcs_with_weights():
+    q, config = parse_args(["--reward_funcs", "test_cases:1.0", "format:0.2"])
+    assert q.reward_funcs == ["test_cases", "format"] and config.reward_weights == [1.0, 0.2]
+    with pytest.raises(UsageError, match="every function or to none"):
+        parse_args(["--reward_funcs", "test_cases:1.0", "format"])
+
+
+def test_eval_k_above_n_fails_at_startup():
+    with pytest.raises(UsageError, match="--eval_k 8"):
+        parse_args(["--eval_k", "1", "8", "--repeat_eval_problems", "4"])
+
+
+def test_config_yaml_round_trips(tmp_path):
+    q, config = parse_args(REFERENCE_SWEEP + ["--reward_funcs", "test_cases:1", "format:0.3"])
+    settings = resolved_settings(q, config)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(settings))
+    q2, config2 = parse_args(["--config", str(path)])
+    assert resolved_settings(q2, config2) == settings
+    q3, config3 = parse_args(["--config", str(path), "--learning_rate", "3e-6"])  # flags override the file
+    assert config3.learning_rate == 3e-6 and q3.use_reasoning_format
+
+
+def _error_line(result):
+    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+    return lines[-1]
+
+
+def test_bad_flag_exits_2():
+    result = run_trainer("--no_such_flag", "1")
+    assert result.returncode == 2
+    assert "--no_such_flag" in result.stderr
+
+
+def test_bad_config_key_exits_2(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("learning_rat: 1e-5\n")
+    result = run_trainer("--config", path)
+    assert result.returncode == 2
+    assert "unknown setting in --preset/--config: learning_rat" in _error_line(result)
+
+
+def test_missing_model_folder_exits_2(tmp_path):
+    result = run_trainer("--model", tmp_path / "nope", "--language", "python", "--output_dir", tmp_path / "run")
+    assert result.returncode == 2
+    assert "no such folder" in _error_line(result)
+
+
+def test_invalid_data_file_exits_2_with_file_and_line(tmp_path, tiny_model):
+    data = tmp_path / "bad.jsonl"
+    good = {"id": "a", "description": "d", "tests": [{"test_code": "print(1)", "expected_output": "1"}]}
+    data.write_text(json.dumps(good) + "\n" + json.dumps({"id": "b", "description": "d", "tests": []}) + "\n")
+    result = run_trainer("--model", tiny_model, "--data", data, "--language", "python", "--output_dir", tmp_path / "r")
+    assert result.returncode == 2
+    assert _error_line(result).startswith(f"rl_trainer.py: error: {data}:2:")
+
+
+def test_unwritable_output_dir_exits_2(tmp_path, tiny_model):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = run_trainer("--model", tiny_model, "--language", "python", "--output_dir", blocker / "run")
+    assert result.returncode == 2
+    assert "cannot write there" in _error_line(result)
+
+
+def test_finished_run_is_not_overwritten(tmp_path, tiny_model):
+    run = tmp_path / "run"
+    (run / "logs").mkdir(parents=True)
+    (run / "config.yaml").write_text("seed: 1\n")
+    result = run_trainer("--model", tiny_model, "--language", "python", "--output_dir", run)
+    assert result.returncode == 2
+    assert "already holds a run's outputs" in _error_line(result)
+    assert (run / "config.yaml").read_text() == "seed: 1\n"
