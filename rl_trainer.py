@@ -63,8 +63,8 @@ def prepare(q_args, config):
                                  q_args.max_test_problems)
     if not q_args.eval_only and not train:
         raise UsageError(f"--data {source}: no training problems after the split; lower --test_fraction")
-    if (q_args.eval_only or q_args.eval_pass_at_k) and not test:
-        raise UsageError(f"--data {source}: no held-out problems to evaluate; raise --test_fraction "
+    if (q_args.eval_only or q_args.eval_pass_at_k) and not (test if q_args.eval_split == "test" else train):
+        raise UsageError(f"--data {source}: no {q_args.eval_split} problems to evaluate; raise --test_fraction "
                          "or pass --eval_pass_at_k false")
 
     run_folder = RunFolder(q_args.run_dir)

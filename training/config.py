@@ -109,6 +109,14 @@ class QArguments:
         default_factory=lambda: [1, 4], metadata={"help": "The k values of pass@k; each at most --repeat_eval_problems."}
     )
     simple_eval_problems: int = field(default=15, metadata={"help": "Held-out problems per evaluation."})
+    eval_split: str = field(
+        default="test",
+        metadata={
+            "help": "Problems to evaluate on: test (held out, the default) or train (to watch the policy fit the "
+            "training problems, as the CPU demo does).",
+            "choices": ["test", "train"],
+        },
+    )
     eval_problems: int | None = field(
         default=None, metadata={"help": "The reference's name for the number of evaluation problems; sets --simple_eval_problems."}
     )

@@ -36,6 +36,7 @@ class PassAtKEvaluator:
         q = self.q_args
         return {
             "problems": len(self.problems),
+            "split": q.eval_split,
             "n": q.repeat_eval_problems,
             "k": list(q.eval_k),
             "temperature": q.eval_temperature,

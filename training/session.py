@@ -23,6 +23,11 @@ class Session:
     config: QGRPOConfig
     train: list[dict]
     test: list[dict]
+
+    @property
+    def eval_problems(self) -> list[dict]:
+        return self.test if self.q_args.eval_split == "test" else self.train
+
     tokenizer: object
     judge: Judge
     eval_judge: Judge
@@ -106,7 +111,7 @@ def train(session: Session) -> int:
         callbacks=[RunLogCallback(run_folder)],
     )
     if q.eval_pass_at_k:
-        evaluator = PassAtKEvaluator(session.test, session.tokenizer, session.eval_judge, q, run_folder)
+        evaluator = PassAtKEvaluator(session.eval_problems, session.tokenizer, session.eval_judge, q, run_folder)
         trainer.add_callback(PassAtKCallback(evaluator, trainer, int(config.eval_steps or 0), evaluate_on_start))
 
     trainer.train(resume_from_checkpoint=session.resume)
@@ -141,7 +146,7 @@ def evaluate_only(session: Session) -> int:
     q = session.q_args
     accelerator = Accelerator()
     model = load_for_eval(q.model).to(accelerator.device)
-    evaluator = PassAtKEvaluator(session.test, session.tokenizer, session.eval_judge, q, session.run)
+    evaluator = PassAtKEvaluator(session.eval_problems, session.tokenizer, session.eval_judge, q, session.run)
     metrics = evaluator.evaluate(model, accelerator, checkpoint_step(q.model))
     if accelerator.is_main_process:
         print(json.dumps(metrics))
