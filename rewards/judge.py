@@ -88,7 +88,7 @@ class Judge:
         self.completion_budget = float(completion_budget) if completion_budget else 3.0 * self.timeout
         self.workers = workers or os.cpu_count() or 1
         self.q_binary = q_binary
-        self._limits = Limits(timeout=self.timeout, memory_mb=memory_mb)
+        self._limits = Limits(memory_mb=memory_mb)
         self._slot_uids = SlotUids(self.workers) if os.geteuid() == 0 else None
         self._slots: queue.Queue = queue.Queue()
         for uid in self._slot_uids.uids if self._slot_uids else [None] * self.workers:

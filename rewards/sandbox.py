@@ -45,7 +45,6 @@ class SandboxUnavailable(RuntimeError):
 
 @dataclass
 class Limits:
-    timeout: float = 1.0
     memory_mb: int = 1024
     processes: int = 32
     file_mb: int = 16
