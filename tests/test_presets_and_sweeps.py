@@ -1,0 +1,257 @@
+"""Launch files: model-size presets, accelerate configs, scripts/serve_vllm.sh and exps.sh."""
+
+import os
+import shlex
+import shutil
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+from accelerate.commands.config.config_args import load_config_from_file
+
+from training.config import UsageError, parse_args
+
+ROOT = Path(__file__).resolve().parent.parent
+SIZES = ["1.5b", "3b", "7b", "14b", "32b"]
+CHECKPOINTS = {f"CKPT_{size.upper().replace('.', '_')}": f"/ckpts/q sft {size}" for size in SIZES}
+TRAINING_GPUS = 7
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_preset_parses_to_the_reference_sweep_settings(size):
+    q_args, config = parse_args(["--preset", size, "--model", "x"])
+    assert config.learning_rate == 2e-6
+    assert config.temperature == 0.8
+    assert config.eval_steps == 25
+    assert q_args.simple_eval_problems == 15
+    assert q_args.repeat_eval_problems == 4
+    assert q_args.use_reasoning_format is (size in ("14b", "32b"))
+    assert config.vllm_max_model_length == (8192 if size == "32b" else None)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_preset_batch_holds_whole_groups_on_seven_gpus(size):
+    _, config = parse_args(["--preset", size, "--model", "x"])
+    completions = config.per_device_train_batch_size * TRAINING_GPUS * config.gradient_accumulation_steps
+    assert completions % config.num_generations == 0
+    assert completions == 56, "every size takes the reference's step: 7 prompts x 8 generations"
+
+
+def test_presets_trade_batch_for_checkpointing_as_models_grow():
+    configs = {size: parse_args(["--preset", size, "--model", "x"])[1] for size in SIZES}
+    assert [configs[s].gradient_checkpointing for s in SIZES] == [False, False, True, True, True]
+    batches = [configs[s].per_device_train_batch_size for s in SIZES]
+    assert batches == sorted(batches, reverse=True)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_every_preset_setting_is_explained(size):
+    lines = (ROOT / "config" / "models" / f"{size}.yaml").read_text().splitlines()
+    for key in ("per_device_train_batch_size", "gradient_accumulation_steps", "activation_checkpointing"):
+        index = next(i for i, line in enumerate(lines) if line.startswith(key + ":"))
+        assert any(line.startswith("#") for line in lines[max(0, index - 8) : index]), key
+
+
+def test_flags_override_a_preset():
+    q_args, config = parse_args(["--preset", "14b", "--model", "x", "--learning_rate", "1e-6",
+                                 "--use_reasoning_format", "false"])
+    assert config.learning_rate == 1e-6
+    assert q_args.use_reasoning_format is False
+
+
+def test_unknown_preset_names_the_choices():
+    with pytest.raises(UsageError, match="choose one of 1.5b, 14b, 32b, 3b, 7b"):
+        parse_args(["--preset", "9b", "--model", "x"])
+
+
+ACCELERATE_CONFIGS = {
+    "zero3.yaml": ("DEEPSPEED", 3, "none", "bf16", 8, False),
+    "zero3_offload.yaml": ("DEEPSPEED", 3, "cpu", "bf16", 8, False),
+    "zero2.yaml": ("DEEPSPEED", 2, "none", "bf16", 8, False),
+    "ddp.yaml": ("MULTI_GPU", None, None, "bf16", 8, False),
+    "cpu/zero3.yaml": ("DEEPSPEED", 3, "none", "no", 2, True),
+    "cpu/ddp.yaml": ("MULTI_GPU", None, None, "no", 2, True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACCELERATE_CONFIGS))
+def test_accelerate_reads_the_config(name):
+    distributed_type, stage, offload, precision, processes, use_cpu = ACCELERATE_CONFIGS[name]
+    path = ROOT / "config" / name
+    raw = yaml.safe_load(path.read_text())
+    loaded = load_config_from_file(str(path))
+    assert loaded.distributed_type == distributed_type
+    assert loaded.mixed_precision == precision
+    assert loaded.num_processes == processes
+    assert loaded.num_machines == 1
+    assert loaded.use_cpu is use_cpu
+    deepspeed = raw.get("deepspeed_config")
+    if stage is None:
+        assert deepspeed is None
+        return
+    assert deepspeed["zero_stage"] == stage
+    assert deepspeed["offload_optimizer_device"] == offload
+    assert deepspeed["offload_param_device"] == offload
+    if stage == 3:
+        assert deepspeed["zero3_init_flag"] is True
+        assert deepspeed["zero3_save_16bit_model"] is True
+
+
+def run_script(args, env=None, **kwargs):
+    return subprocess.run(args, cwd=ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True,
+                          timeout=120, **kwargs)
+
+
+def test_serve_vllm_takes_the_context_length_from_the_preset():
+    result = run_script(["scripts/serve_vllm.sh", "--dry-run", "/ckpts/q-32b", "--preset", "32b",
+                         "--gpu_memory_utilization", "0.85"], env={"MAX_MODEL_LEN": ""})
+    assert result.returncode == 0, result.stderr
+    line = result.stdout.strip()
+    assert line.startswith("+ CUDA_VISIBLE_DEVICES=0 NCCL_P2P_DISABLE=1 trl vllm-serve ")
+    words = shlex.split(line)[3:]
+    assert words == ["trl", "vllm-serve", "--model", "/ckpts/q-32b", "--port", "8000", "--max_model_len", "8192",
+                     "--gpu_memory_utilization", "0.85"]
+
+
+def test_serve_vllm_environment_wins_over_the_preset():
+    result = run_script(["scripts/serve_vllm.sh", "--dry-run", "m", "--preset=32b"],
+                        env={"MAX_MODEL_LEN": "4096", "VLLM_GPU": "3", "VLLM_PORT": "8011"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ("+ CUDA_VISIBLE_DEVICES=3 NCCL_P2P_DISABLE=1 trl vllm-serve --model m "
+                                     "--port 8011 --max_model_len 4096")
+
+
+def test_serve_vllm_leaves_the_context_to_vllm_without_a_length():
+    result = run_script(["scripts/serve_vllm.sh", "--dry-run", "m", "--preset", "7b"], env={"MAX_MODEL_LEN": ""})
+    assert result.returncode == 0, result.stderr
+    assert "--max_model_len" not in result.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "give the model to serve first"),
+    (["m", "--preset", "9b"], "--preset 9b: no such preset; choose one of 1.5b,14b,32b,3b,7b"),
+])
+def test_serve_vllm_rejects_bad_arguments(args, message):
+    result = run_script(["scripts/serve_vllm.sh", "--dry-run", *args])
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def dry_run_all(env=None):
+    result = run_script(["./exps.sh", "--dry-run", "all"], env={**CHECKPOINTS, **(env or {})})
+    assert result.returncode == 0, result.stderr
+    commands = [shlex.split(line[2:]) for line in result.stdout.splitlines() if line.startswith("+ ")]
+    servers = [c for c in commands if "scripts/serve_vllm.sh" in c]
+    launches = [c for c in commands if "rl_trainer.py" in c]
+    return servers, launches
+
+
+def test_exps_dry_run_prints_a_server_and_a_launch_per_size():
+    servers, launches = dry_run_all()
+    assert len(servers) == 5 and len(launches) == 5
+    for size, server, launch in zip(SIZES, servers, launches):
+        checkpoint = CHECKPOINTS[f"CKPT_{size.upper().replace('.', '_')}"]
+        assert server[server.index("scripts/serve_vllm.sh") + 1 :] == [checkpoint, "--preset", size]
+        assert "VLLM_GPU=0" in server and "MAX_MODEL_LEN=8192" in server
+        assert "CUDA_VISIBLE_DEVICES=1,2,3,4,5,6,7" in launch
+        start = launch.index("accelerate")
+        assert launch[start : start + 6] == ["accelerate", "launch", "--num-processes", "7", "--config-file",
+                                              "config/zero3.yaml"]
+
+
+def test_exps_launch_arguments_parse_to_each_sizes_run():
+    _, launches = dry_run_all()
+    for size, launch in zip(SIZES, launches):
+        q_args, config = parse_args(launch[launch.index("rl_trainer.py") + 1 :])
+        fmt = "reasoning" if size in ("14b", "32b") else "non_reasoning"
+        assert q_args.model == CHECKPOINTS[f"CKPT_{size.upper().replace('.', '_')}"]
+        assert config.use_vllm and config.vllm_mode == "server" and config.vllm_server_port == 8000
+        assert q_args.run_dir == f"final_outputs/{size}/{fmt}/"
+        assert q_args.use_reasoning_format is (fmt == "reasoning")
+        assert config.learning_rate == 2e-6 and config.temperature == 0.8
+        assert q_args.use_wandb and config.run_name == f"q-grpo-{size}-{fmt}"
+
+
+def test_exps_follows_the_environment():
+    servers, launches = dry_run_all({"TRAIN_GPUS": "4,5,6,7", "VLLM_GPU": "3", "VLLM_PORT": "8100",
+                                     "ACCELERATE_CONFIG": "config/zero3_offload.yaml", "WANDB_PROJECT": "sweeps"})
+    assert all("VLLM_GPU=3" in server and "VLLM_PORT=8100" in server for server in servers)
+    for launch in launches:
+        assert "CUDA_VISIBLE_DEVICES=4,5,6,7" in launch
+        assert launch[launch.index("--num-processes") + 1] == "4"
+        assert launch[launch.index("--config-file") + 1] == "config/zero3_offload.yaml"
+        q_args, config = parse_args(launch[launch.index("rl_trainer.py") + 1 :])
+        assert q_args.wandb_project == "sweeps" and config.vllm_server_port == 8100
+
+
+def test_exps_names_a_missing_checkpoint():
+    env = {key: value for key, value in CHECKPOINTS.items() if key != "CKPT_14B"}
+    result = subprocess.run(["./exps.sh", "--dry-run", "all"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                            env={k: v for k, v in os.environ.items() if not k.startswith("CKPT_")} | env)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "set CKPT_14B to the 14b SFT checkpoint" in result.stderr
+
+
+@pytest.mark.parametrize("args", [[], ["9b"], ["7b", "3b"]])
+def test_exps_rejects_bad_sizes(args):
+    result = run_script(["./exps.sh", "--dry-run", *args], env=CHECKPOINTS)
+    assert result.returncode == 2
+    assert "usage: ./exps.sh" in result.stderr
+
+
+def write_executable(path, text):
+    path.write_text(textwrap.dedent(text))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+def test_exps_runs_each_size_against_its_own_server(tmp_path):
+    """Real processes in place of vLLM and accelerate: `trl` serves /health over HTTP, `accelerate` records the
+    server it saw. Each size must find its server up and leave no server behind. Runs in a copy of the launch
+    files so the server logs land in tmp_path."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(ROOT / "config" / "models", checkout / "config" / "models")
+    shutil.copytree(ROOT / "scripts", checkout / "scripts", ignore=shutil.ignore_patterns("*.py"))
+    shutil.copy2(ROOT / "exps.sh", checkout / "exps.sh")
+    bin_dir, record = tmp_path / "bin", tmp_path / "launches.txt"
+    bin_dir.mkdir()
+    write_executable(bin_dir / "trl", f"""\
+        #!{sys.executable}
+        import http.server, sys
+        model = sys.argv[sys.argv.index("--model") + 1]
+        port = int(sys.argv[sys.argv.index("--port") + 1])
+        class Health(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200 if self.path == "/health" else 404)
+                self.end_headers()
+                self.wfile.write(model.encode())
+            def log_message(self, *args):
+                pass
+        http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
+        """)
+    write_executable(bin_dir / "accelerate", f"""\
+        #!{sys.executable}
+        import os, sys, urllib.request
+        port = sys.argv[sys.argv.index("--vllm_server_port") + 1]
+        served = urllib.request.urlopen(f"http://127.0.0.1:{{port}}/health").read().decode()
+        model = sys.argv[sys.argv.index("--model") + 1]
+        with open({str(record)!r}, "a") as f:
+            f.write(f"{{model}} served={{served}} gpus={{os.environ['CUDA_VISIBLE_DEVICES']}}\\n")
+        """)
+    port = "18931"
+    env = {**CHECKPOINTS, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VLLM_PORT": port}
+    for size in ("1.5b", "3b"):
+        result = subprocess.run(["./exps.sh", size], cwd=checkout, env={**os.environ, **env}, capture_output=True,
+                                text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert "trl vllm-serve" in (checkout / "final_outputs" / size / "vllm_server.log").read_text()
+    model_1_5b, model_3b = CHECKPOINTS["CKPT_1_5B"], CHECKPOINTS["CKPT_3B"]
+    assert record.read_text().splitlines() == [f"{model_1_5b} served={model_1_5b} gpus=1,2,3,4,5,6,7",
+                                               f"{model_3b} served={model_3b} gpus=1,2,3,4,5,6,7"]
+    probe = subprocess.run(["curl", "-s", "-o", "/dev/null", f"http://127.0.0.1:{port}/health"], timeout=30)
+    assert probe.returncode != 0, "exps.sh left its vLLM server running"
