@@ -8,6 +8,7 @@ Outputs go to final_outputs/<size>/<format>/ (or --output_dir); see README.md.
 """
 
 import logging
+import os
 import sys
 import warnings
 
@@ -76,8 +77,10 @@ def prepare(q_args, config):
 
     check_model(q_args.model)
     tokenizer = load_tokenizer(q_args.model, q_args.prompt_style)
+    # Every rank judges its own completions: share the cores among the ranks on this node.
+    workers = q_args.judge_workers or max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     judge, eval_judge = (
-        Judge(timeout=timeout, workers=q_args.judge_workers, sandbox=q_args.sandbox,
+        Judge(timeout=timeout, workers=workers, sandbox=q_args.sandbox,
               memory_mb=q_args.judge_memory_mb, q_binary=q_args.q_binary)
         for timeout in (q_args.judge_timeout, q_args.eval_timeout)
     )

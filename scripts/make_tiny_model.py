@@ -78,7 +78,7 @@ def build_model(tokenizer: PreTrainedTokenizerFast, hidden_size: int, layers: in
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=4096,
-        tie_word_embeddings=True,
+        tie_word_embeddings=False,
         bos_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,

@@ -100,7 +100,9 @@ class QArguments:
         },
     )
     judge_timeout: float = field(default=1.0, metadata={"help": "Seconds per test during training."})
-    judge_workers: int | None = field(default=None, metadata={"help": "Parallel executions. Default: CPU count."})
+    judge_workers: int | None = field(
+        default=None, metadata={"help": "Parallel executions per process. Default: the cores shared among local ranks."}
+    )
     judge_memory_mb: int = field(default=1024, metadata={"help": "Address-space limit of one execution, in MB."})
     eval_pass_at_k: bool = field(
         default=True, metadata={"help": "Evaluate pass@k on held-out problems every --eval_steps and at the end."}
@@ -250,11 +252,26 @@ def file_defaults(argv: list[str]) -> dict:
     return values
 
 
+def cpu_launch_defaults() -> dict:
+    """What a multi-process `accelerate launch` needs on a machine without CUDA (the CPU tests, a laptop).
+
+    accelerate does not pass a config's `use_cpu` on to its processes, so transformers would set each rank up as
+    a lone process: batch sizes then disagree with the real world size. DeepSpeed ranks need the gloo backend
+    named; plain data-parallel ranks need accelerate's CPU mode.
+    """
+    if torch.cuda.is_available() or int(os.environ.get("WORLD_SIZE", "1")) < 2:
+        return {}
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true":
+        return {"ddp_backend": "gloo"}
+    os.environ.setdefault("ACCELERATE_USE_CPU", "true")
+    return {}
+
+
 def parse_args(argv: list[str] | None = None) -> tuple[QArguments, QGRPOConfig]:
     """Parse argv into resolved settings. Raises UsageError (exit 2) on anything a user must fix."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = make_parser()
-    defaults = file_defaults(argv)
+    defaults = {**cpu_launch_defaults(), **file_defaults(argv)}
     unknown = parser.set_defaults_with_config(**defaults)
     if unknown:
         raise UsageError(f"unknown setting in --preset/--config: {unknown[0].lstrip('-')}; remove it or fix its name")

@@ -1,0 +1,81 @@
+"""Multi-process training on CPU with real DeepSpeed ZeRO-3 and DDP, and resume after kill -9."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from transformers import AutoModelForCausalLM
+
+from conftest import ROOT, run_trainer
+
+pytestmark = pytest.mark.slow
+
+SMALL = [
+    "--language", "python", "--max_steps", "2", "--num_generations", "2", "--per_device_train_batch_size", "2",
+    "--gradient_accumulation_steps", "1", "--max_completion_length", "16", "--eval_steps", "2",
+    "--simple_eval_problems", "5", "--repeat_eval_problems", "2", "--eval_k", "1", "2", "--eval_max_tokens", "16",
+    "--save_steps", "2",
+]
+
+
+def launch(config_file, *args):
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ROOT / config_file),
+               "--num_processes", "2", str(ROOT / "rl_trainer.py"), *map(str, args)]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def held_out_ids(n):
+    from data import bundled_path, load_problems, split_problems
+
+    _, test = split_problems(load_problems(bundled_path("python"), "python"), 0.2, 42, 540, 40)
+    return sorted(p["id"] for p in test[:n])
+
+
+@pytest.mark.parametrize("config_file", ["config/cpu/zero3.yaml", "config/cpu/ddp.yaml"])
+def test_two_process_run_trains_saves_and_evaluates_each_problem_once(config_file, tiny_model, tmp_path):
+    run = tmp_path / "run"
+    result = launch(config_file, "--model", tiny_model, "--output_dir", run, *SMALL)
+    assert result.returncode == 0, result.stderr[-4000:]
+    model = AutoModelForCausalLM.from_pretrained(run / "final_model")
+    assert sum(p.numel() for p in model.parameters()) > 0
+    results = json.loads((run / "logs/eval_results.json").read_text())
+    assert [entry["step"] for entry in results] == [2]
+    evaluated = [p["id"] for p in results[0]["problems"]]
+    assert sorted(evaluated) == held_out_ids(5)  # every held-out problem, each exactly once across both ranks
+    steps = [json.loads(line)["step"] for line in (run / "logs/metrics.jsonl").read_text().splitlines()
+             if "reward" in json.loads(line)]
+    assert steps == [1, 2]
+
+
+def test_kill_9_then_resume_continues_to_the_final_step(tiny_model, tmp_path):
+    run = tmp_path / "run"
+    args = ["--model", tiny_model, "--output_dir", run, "--language", "python", "--max_steps", "4",
+            "--num_generations", "2", "--per_device_train_batch_size", "2", "--gradient_accumulation_steps", "1",
+            "--max_completion_length", "16", "--eval_steps", "2", "--simple_eval_problems", "2",
+            "--repeat_eval_problems", "2", "--eval_k", "1", "--eval_max_tokens", "16", "--save_steps", "2"]
+    proc = subprocess.Popen([sys.executable, str(ROOT / "rl_trainer.py"), *map(str, args)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    state = run / "checkpoints/checkpoint-2/trainer_state.json"
+    deadline = time.monotonic() + 300
+    while not state.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert state.exists() and not (run / "final_model").exists(), "the run must be killed mid-way"
+
+    again = run_trainer(*args)
+    assert again.returncode == 2 and "--resume_from_checkpoint latest" in again.stderr
+
+    resumed = run_trainer(*args, "--resume_from_checkpoint", "latest")
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert json.loads((run / "checkpoints/checkpoint-4/trainer_state.json").read_text())["global_step"] == 4
+    lines = [json.loads(line) for line in (run / "logs/metrics.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines if "reward" in line] == [1, 2, 3, 4]
+    assert [entry["step"] for entry in json.loads((run / "logs/eval_results.json").read_text())] == [2, 4]
+    assert "resumed from checkpoint-2" in (run / "logs/training_log.txt").read_text()
+    assert (run / "final_model/config.json").exists()
