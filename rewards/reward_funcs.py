@@ -104,9 +104,24 @@ def make_format(settings: RewardSettings) -> Callable:
     return format
 
 
+def make_dummy(settings: RewardSettings) -> Callable:
+    """`--dummy_reward`: a pipeline check that runs no code. 1.0 when code can be extracted, else 0.0.
+
+    Its metrics are logged as `rewards/dummy/...`, never as test results, so no chart can mistake it for one.
+    """
+
+    async def dummy(prompts, completions, language=None, **kwargs) -> list[float]:
+        languages = language or [settings.language] * len(completions)
+        return [float(extract_code(completion_text(c), lang or settings.language) is not None)
+                for c, lang in zip(completions, languages)]
+
+    return dummy
+
+
 REWARD_FUNCS: dict[str, Callable[[RewardSettings], Callable]] = {
     "test_cases": make_test_cases,
     "format": make_format,
+    "dummy": make_dummy,
 }
 
 

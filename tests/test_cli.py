@@ -139,3 +139,13 @@ def test_finished_run_is_not_overwritten(tmp_path, tiny_model):
     assert result.returncode == 2
     assert "already holds a run's outputs" in _error_line(result)
     assert (run / "config.yaml").read_text() == "seed: 1\n"
+
+
+def test_unknown_reward_function_is_a_usage_error():
+    with pytest.raises(UsageError, match="--reward_funcs speed: no such reward function"):
+        parse_args(["--reward_funcs", "speed"])
+
+
+def test_dummy_reward_says_what_it_is():
+    q, _ = parse_args(["--dummy_reward"])
+    assert q.reward_funcs == ["dummy", "format"]

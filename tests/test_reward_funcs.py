@@ -43,7 +43,7 @@ def test_no_code_rewards_nothing():
 
 
 def test_names_and_unknown_name(judge):
-    assert set(REWARD_FUNCS) == {"test_cases", "format"}
+    assert set(REWARD_FUNCS) == {"test_cases", "format", "dummy"}
     funcs = make_reward_funcs(["test_cases", "format"], RewardSettings(judge=judge, language="python"))
     assert [f.__name__ for f in funcs] == ["test_cases", "format"]
     assert all(asyncio.iscoroutinefunction(f) for f in funcs)
@@ -103,3 +103,12 @@ def test_format_reward(judge, text, reasoning, expected):
     assert asyncio.run(fmt(prompts=["p"], completions=[text])) == [expected]
     chat = [{"role": "assistant", "content": text}]
     assert asyncio.run(fmt(prompts=["p"], completions=[chat])) == [expected]
+
+
+def test_dummy_reward_runs_nothing_and_only_sees_code(judge, tmp_path):
+    (dummy,) = make_reward_funcs(["dummy"], RewardSettings(judge=judge, language="python"))
+    marker = tmp_path / "ran"
+    code = f"```python\nopen({str(marker)!r}, 'w').write('x')\n```"
+    rewards = asyncio.run(dummy(prompts=["p", "p"], completions=[code, ""], tests=[[], []]))
+    assert dummy.__name__ == "dummy" and rewards == [1.0, 0.0]
+    assert not marker.exists()

@@ -17,6 +17,8 @@ import torch
 import yaml
 from trl import GRPOConfig, TrlParser
 
+from rewards import REWARD_FUNCS
+
 ROOT = Path(__file__).resolve().parent.parent
 PRESET_DIR = ROOT / "config" / "models"
 
@@ -307,6 +309,9 @@ def resolve(q_args: QArguments, config: QGRPOConfig) -> None:
                 raise UsageError(f"--reward_funcs {item}: the weight after ':' must be a number") from None
     if weights and len(weights) != len(names):
         raise UsageError("--reward_funcs: give a weight to every function or to none (name:weight)")
+    unknown = [name for name in names if name not in REWARD_FUNCS]
+    if unknown:
+        raise UsageError(f"--reward_funcs {unknown[0]}: no such reward function; choose from {', '.join(REWARD_FUNCS)}")
     q_args.reward_funcs = names
     if weights:
         config.reward_weights = weights
