@@ -46,7 +46,7 @@ def prepare(q_args, config):
     """Everything that can fail on a user's input, before any model weights load."""
     from data import DataError, bundled_path, load_problems, split_problems, verify_problems
     from rewards import Judge, JudgeUnavailable
-    from training.preflight import check_model, check_vllm_server, load_tokenizer
+    from training.preflight import check_model, check_vllm_server, check_wandb, load_tokenizer
     from training.run_folder import RunFolder
     from training.session import Session
 
@@ -95,6 +95,8 @@ def prepare(q_args, config):
         if not report.clean:
             raise UsageError(f"--verify_data: {report.summary()}; `python -m data verify {source} "
                              f"--language {q_args.language}` shows each broken test")
+    if q_args.use_wandb:
+        check_wandb()
     if config.use_vllm and config.vllm_mode == "server" and not q_args.test_reward_function:
         check_vllm_server(config, q_args.model)
     if state.is_main_process:

@@ -149,3 +149,18 @@ def test_unknown_reward_function_is_a_usage_error():
 def test_dummy_reward_says_what_it_is():
     q, _ = parse_args(["--dummy_reward"])
     assert q.reward_funcs == ["dummy", "format"]
+
+
+def test_vllm_server_mode_without_a_server_says_how_to_start_one(tmp_path, tiny_model):
+    import socket
+
+    with socket.socket() as s:  # a loopback port with nothing listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = run_trainer("--model", tiny_model, "--language", "python", "--output_dir", tmp_path / "run",
+                         "--use_vllm", "--vllm_server_host", "127.0.0.1", "--vllm_server_port", port)
+    assert result.returncode == 2
+    line = _error_line(result)
+    assert f"no vLLM server answers at http://127.0.0.1:{port}" in line
+    assert f"scripts/serve_vllm.sh {tiny_model}" in line and "--vllm_mode colocate" in line
+    assert "Loading weights" not in result.stderr

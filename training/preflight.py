@@ -1,6 +1,7 @@
 """Checks that run before any model weights load, so a bad setting costs seconds, not a GPU allocation."""
 
 import json
+import os
 from pathlib import Path
 
 import requests
@@ -56,7 +57,7 @@ def check_vllm_server(config, model: str) -> None:
     """In server mode the trainer needs a running `trl vllm-serve`; say how to start it if none answers."""
     url = vllm_server_url(config)
     try:
-        ok = requests.get(f"{url}/health/", timeout=3).status_code == 200
+        ok = requests.get(f"{url}/health", timeout=3).status_code == 200
     except requests.RequestException:
         ok = False
     if not ok:
@@ -66,3 +67,27 @@ def check_vllm_server(config, model: str) -> None:
             f"`scripts/serve_vllm.sh {model}` (i.e. CUDA_VISIBLE_DEVICES=0 trl vllm-serve --model {model}{length}), "
             "or use --vllm_mode colocate"
         )
+
+
+def check_wandb() -> None:
+    """`--use_wandb` must be able to log from the first step: installed, and logged in unless offline."""
+    try:
+        import wandb  # noqa: F401
+    except ImportError:
+        raise UsageError("--use_wandb: wandb is not installed; `pip install wandb` or drop --use_wandb") from None
+    if os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun"):
+        return
+    if not (os.environ.get("WANDB_API_KEY") or _wandb_netrc_key()):
+        raise UsageError("--use_wandb: wandb is not logged in; run `wandb login`, set WANDB_API_KEY, "
+                         "or set WANDB_MODE=offline to log locally and `wandb sync` later")
+
+
+def _wandb_netrc_key() -> bool:
+    """`wandb login` stores the key in ~/.netrc under the API host."""
+    import netrc
+
+    host = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai").split("://")[-1].split("/")[0]
+    try:
+        return netrc.netrc().authenticators(host) is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
