@@ -1,0 +1,110 @@
+"""Supervised warm start: teach a model the answer format and some canonical solutions before GRPO.
+
+A randomly initialised tiny model almost never writes code that passes a test, so GRPO has nothing to reinforce
+(every completion in a group earns 0). A short run of TRL's `SFTTrainer` on the bundled canonical solutions of
+the training problems gives it a policy that is right sometimes and wrong sometimes; GRPO can then raise the
+share of right answers. The warm start is deliberately short: a policy that already solves every problem leaves
+no variance within a group and nothing for GRPO to show.
+
+    python scripts/sft_warm_start.py tiny_model tiny_model_sft --problems easy --epochs 6
+
+Each example is the trainer's own prompt (`training.prompts.make_prompt`, plain style, no reasoning format) with
+the completion "```python\\n<solution>\\n```" and the end-of-sequence token; loss is on the completion only.
+Only problems of the training split are used, so held-out problems stay unseen.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from data import DataError, load_problems, split_problems  # noqa: E402
+from training.prompts import FENCE_TAGS, make_prompt  # noqa: E402
+
+LANGUAGE = "python"
+
+
+def select(problems: list[dict], which: str, limit: int | None) -> list[dict]:
+    """Training-split problems with a canonical solution: warmup (tagged warm-up), easy (warm-up or easy), train."""
+    train, _ = split_problems(problems, test_fraction=0.2)
+    chosen = [p for p in train if p.get("solution")]
+    if which == "warmup":
+        chosen = [p for p in chosen if "warmup" in (p.get("tags") or [])]
+    elif which == "easy":
+        chosen = [p for p in chosen if "warmup" in (p.get("tags") or []) or p.get("difficulty") == "easy"]
+    return chosen[:limit]
+
+
+def example(problem: dict) -> dict:
+    language = problem.get("language") or LANGUAGE
+    solution = problem["solution"].strip("\n")
+    return {
+        "prompt": make_prompt(problem["description"], language, False, "plain"),
+        "completion": f"```{FENCE_TAGS[language]}\n{solution}\n```",
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", help="model folder (or hub name) to start from")
+    parser.add_argument("out", type=Path, help="folder to write the warm-started model and tokenizer to")
+    parser.add_argument("--data", default=str(ROOT / "data" / "python_problems.jsonl"), help="problem set (JSONL)")
+    parser.add_argument("--problems", choices=["warmup", "easy", "train"], default="easy",
+                        help="which training problems to learn from (default: easy, the warm-up and easy ones)")
+    parser.add_argument("--max_problems", type=int, default=None, help="at most this many of them, in file order")
+    parser.add_argument("--epochs", type=float, default=6.0, help="passes over the examples (few on purpose)")
+    parser.add_argument("--max_steps", type=int, default=-1, help="stop after this many optimizer steps")
+    parser.add_argument("--learning_rate", type=float, default=1e-3)
+    parser.add_argument("--batch_size", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    try:
+        problems = select(load_problems(args.data, LANGUAGE), args.problems, args.max_problems)
+    except DataError as e:
+        parser.exit(2, f"sft_warm_start.py: error: {e}\n")
+    if not problems:
+        parser.exit(2, f"sft_warm_start.py: error: --data {args.data}: no training problems with a solution for "
+                       f"--problems {args.problems}; choose another --problems or data with solutions\n")
+
+    import torch
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    config = SFTConfig(
+        output_dir=str(args.out / "checkpoints"),
+        num_train_epochs=args.epochs,
+        max_steps=args.max_steps,
+        learning_rate=args.learning_rate,
+        lr_scheduler_type="constant_with_warmup",
+        warmup_steps=2,
+        per_device_train_batch_size=args.batch_size,
+        completion_only_loss=True,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        seed=args.seed,
+        bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
+        disable_tqdm=True,
+    )
+    trainer = SFTTrainer(
+        model=args.model,
+        args=config,
+        train_dataset=Dataset.from_list([example(p) for p in problems]),
+        processing_class=tokenizer,
+    )
+    result = trainer.train()
+    trainer.save_model(str(args.out))
+    tokenizer.save_pretrained(args.out)
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    print(f"warm start: {len(problems)} problems, {result.global_step} steps, loss {losses[0]:.3f} -> "
+          f"{losses[-1]:.3f}; model written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
