@@ -10,10 +10,11 @@ TINY_RUN = ["--language", "python", "--max_steps", "2", "--num_generations", "2"
 
 
 def test_offline_run_writes_metrics_and_completions(tiny_model, tmp_path):
+    """Also the chat-template, reasoning-format path of a real run."""
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path)}
     result = run_trainer("--model", tiny_model, "--output_dir", tmp_path / "run", *TINY_RUN, "--use_wandb",
                          "--wandb_name", "tiny-offline", "--wandb_project", "q-tests", "--wandb_tags", "cpu",
-                         env=env, cwd=tmp_path)
+                         "--prompt_style", "chat", "--use_reasoning_format", env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     (run_dir,) = (tmp_path / "wandb").glob("offline-run-*")
     record = next(run_dir.glob("run-*.wandb")).read_bytes()
@@ -21,7 +22,9 @@ def test_offline_run_writes_metrics_and_completions(tiny_model, tmp_path):
                 b"tiny-offline", b"q-tests"):
         assert key in record, key
     tables = list((run_dir / "files/media/table").glob("completions_*.table.json"))
-    assert tables and '"status"' in tables[0].read_text() and '"tests_passed"' in tables[0].read_text()
+    table = tables[0].read_text()
+    assert '"status"' in table and '"tests_passed"' in table
+    assert '"role":"system"' in table.replace(" ", "") and "<reasoning>" in table  # chat messages, reasoning format
 
 
 def test_not_logged_in_stops_before_training(tiny_model, tmp_path):

@@ -1,0 +1,25 @@
+"""Prompts name the language, follow the reference's plain layout, and work as chat messages."""
+
+from transformers import AutoTokenizer
+
+from training.prompts import make_prompt
+
+
+def test_plain_prompt_is_the_reference_layout():
+    prompt = make_prompt("Sum a list.", "q", use_reasoning_format=False, style="plain")
+    assert prompt.endswith("\n\nHuman: Problem:\nSum a list.\n\nAssistant:")
+    assert "Q (kdb+/q)" in prompt and "```q" in prompt and "<reasoning>" not in prompt
+
+
+def test_reasoning_format_asks_for_reasoning_then_answer():
+    prompt = make_prompt("Sum a list.", "python", use_reasoning_format=True, style="plain")
+    assert "Python" in prompt and prompt.index("<reasoning>") < prompt.index("<answer>")
+
+
+def test_chat_prompt_goes_through_the_model_template(tiny_model):
+    messages = make_prompt("Sum a list.", "q", use_reasoning_format=False, style="chat")
+    assert [m["role"] for m in messages] == ["system", "user"] and "Q (kdb+/q)" in messages[0]["content"]
+    text = AutoTokenizer.from_pretrained(tiny_model).apply_chat_template(messages, add_generation_prompt=True,
+                                                                        tokenize=False)
+    assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")
+    assert "Problem:\nSum a list." in text
