@@ -3,7 +3,7 @@
 #
 #   bash scripts/cpu_demo.sh [RUN_DIR]          (default final_outputs/demo)
 #
-# 1. builds a tiny random Qwen2 (723K parameters) with a tokenizer trained on the bundled problems;
+# 1. builds a tiny random Qwen2 (hidden 128, 4 layers, ~0.85M parameters) with a tokenizer trained on the bundled problems;
 # 2. warm-starts it with a short supervised run on the canonical solutions of the 13 warm-up training problems
 #    (scripts/sft_warm_start.py), stopped early on purpose so it is right only some of the time;
 # 3. runs GRPO on those 13 problems with the sandboxed test-case reward, evaluating pass@k on them before and
