@@ -228,7 +228,7 @@ class Judge:
     def run_many(self, items: list[tuple[str | None, list[dict], str]], progress: bool = False) -> list[Judgement]:
         futures = {self._pool.submit(self.run, *item): index for index, item in enumerate(items)}
         judgements: list[Judgement | None] = [None] * len(items)
-        with tqdm(total=len(items), desc="judging", unit="completion", disable=not progress) as bar:
+        with tqdm(total=len(items), desc="judging", unit="completion", disable=not progress, leave=False) as bar:
             for future in as_completed(futures):
                 judgements[futures[future]] = future.result()
                 bar.update()

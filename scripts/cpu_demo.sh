@@ -3,6 +3,7 @@
 #
 #   bash scripts/cpu_demo.sh [RUN_DIR]          (default final_outputs/demo)
 #
+# 0. installs what it needs (scripts/install.sh);
 # 1. builds a tiny random Qwen2 (hidden 128, 4 layers, ~0.85M parameters) with a tokenizer trained on the bundled problems;
 # 2. warm-starts it with a short supervised run on the canonical solutions of the 13 warm-up training problems
 #    (scripts/sft_warm_start.py), stopped early on purpose so it is right only some of the time;
@@ -24,6 +25,9 @@ export TOKENIZERS_PARALLELISM=false
 cd "$ROOT"
 started=$SECONDS
 phase() { echo; echo "== $1 ($((SECONDS - started)) s elapsed)"; }
+
+phase "0/4 install (bubblewrap, pinned requirements)"
+bash scripts/install.sh
 
 phase "1/4 tiny model"
 python scripts/make_tiny_model.py "$RUN_DIR/tiny_model" --hidden_size 128 --layers 4

@@ -71,15 +71,17 @@ def test_absent_data_is_skipped_with_a_reason(run_dir, tmp_path, capsys):
 
 
 def test_only_entropy_logged_gives_a_one_panel_plot(run_dir, tmp_path):
-    """With beta=0 TRL logs no kl; the KL/entropy plot keeps the entropy panel alone."""
-    plot_run.plot_run(run_dir, tmp_path / "both")
+    """The recorded run used beta=0, so TRL logged no kl: the KL/entropy plot keeps the entropy panel alone."""
     metrics = run_dir / "logs" / "metrics.jsonl"
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
-    metrics.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "kl"}) + "\n" for r in rows))
-
+    assert not any("kl" in r for r in rows) and any("entropy" in r for r in rows)
     written, skipped = plot_run.plot_run(run_dir, tmp_path / "entropy")
-
     assert skipped == [] and len(written) == len(PLOTS)
+
+    with_kl = [{**r, "kl": 0.001 * r["step"]} if "entropy" in r else r for r in rows]
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in with_kl))
+    plot_run.plot_run(run_dir, tmp_path / "both")
+
     both_width, both_height = png_size(tmp_path / "both" / "kl_entropy.png")
     width, height = png_size(tmp_path / "entropy" / "kl_entropy.png")
     assert width == both_width and height < both_height
