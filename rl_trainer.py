@@ -70,11 +70,6 @@ def prepare(q_args, config):
 
     run_folder = RunFolder(q_args.run_dir)
     resume = run_folder.resolve_checkpoint(config.resume_from_checkpoint)
-    if not q_args.eval_only:
-        run_folder.prepare(q_args.overwrite_output_dir, resuming=resume is not None)
-    else:
-        run_folder.logs.mkdir(parents=True, exist_ok=True)
-
     check_model(q_args.model)
     tokenizer = load_tokenizer(q_args.model, q_args.prompt_style)
     # Every rank judges its own completions: share the cores among the ranks on this node.
@@ -90,15 +85,18 @@ def prepare(q_args, config):
             judge.preflight(language)
     except JudgeUnavailable as e:
         raise UsageError(str(e)) from None
+    if q_args.use_wandb:
+        check_wandb()
+    if config.use_vllm and config.vllm_mode == "server" and not q_args.test_reward_function:
+        check_vllm_server(config, q_args.model)
+    if not q_args.test_reward_function:
+        run_folder.prepare(q_args.overwrite_output_dir, resuming=resume is not None, evaluation_only=q_args.eval_only)
     if q_args.verify_data:
         report = verify_problems(train + test, judge, q_args.language, show_progress=state.is_main_process)
         if not report.clean:
             raise UsageError(f"--verify_data: {report.summary()}; `python -m data verify {source} "
                              f"--language {q_args.language}` shows each broken test")
-    if q_args.use_wandb:
-        check_wandb()
-    if config.use_vllm and config.vllm_mode == "server" and not q_args.test_reward_function:
-        check_vllm_server(config, q_args.model)
+    state.wait_for_everyone()  # every rank has checked the run folder before the main one writes into it
     if state.is_main_process:
         logger.info("judging: %s", judge.isolation)
         logger.info("data: %s (%d train, %d held-out problems)", source, len(train), len(test))

@@ -59,22 +59,26 @@ class RunFolder:
             raise UsageError(f"--resume_from_checkpoint {resume}: not a checkpoint folder (no trainer_state.json)")
         return resume
 
-    def prepare(self, overwrite: bool, resuming: bool) -> None:
-        """Create the folders, refusing to write a new run over a finished or started one."""
-        if self.holds_outputs() and not (overwrite or resuming):
+    def prepare(self, overwrite: bool, resuming: bool, evaluation_only: bool = False) -> None:
+        """Create the folders, refusing to write a new run over a finished or started one.
+
+        An evaluation-only session appends to whatever the folder holds and needs only logs/.
+        """
+        if self.holds_outputs() and not (overwrite or resuming or evaluation_only):
             raise UsageError(
                 f"{self.root} already holds a run's outputs; pass --overwrite_output_dir, "
                 f"--resume_from_checkpoint latest, or another --output_dir"
             )
         try:
             self.logs.mkdir(parents=True, exist_ok=True)
-            self.checkpoints.mkdir(exist_ok=True)
+            if not evaluation_only:
+                self.checkpoints.mkdir(exist_ok=True)
             probe = self.logs / ".write_test"
             probe.write_text("")
             probe.unlink()
         except OSError as e:
             raise UsageError(f"--output_dir {self.root}: cannot write there ({e.strerror}); choose a writable folder") from None
-        if overwrite and not resuming:
+        if overwrite and not (resuming or evaluation_only):
             for path in (self.metrics, self.eval_results, self.training_log):
                 path.unlink(missing_ok=True)
 
