@@ -22,6 +22,14 @@ SMALL = [
 ]
 
 
+def readable_json(path):
+    try:
+        json.loads(path.read_text())
+        return True
+    except (OSError, ValueError):
+        return False
+
+
 def launch(config_file, *args):
     command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ROOT / config_file),
                "--num_processes", "2", str(ROOT / "rl_trainer.py"), *map(str, args)]
@@ -53,7 +61,7 @@ def test_two_process_run_trains_saves_and_evaluates_each_problem_once(config_fil
 
 def test_kill_9_then_resume_continues_to_the_final_step(tiny_model, tmp_path):
     run = tmp_path / "run"
-    args = ["--model", tiny_model, "--output_dir", run, "--language", "python", "--max_steps", "4",
+    args = ["--model", tiny_model, "--output_dir", run, "--language", "python", "--max_steps", "6",
             "--num_generations", "2", "--per_device_train_batch_size", "2", "--gradient_accumulation_steps", "1",
             "--max_completion_length", "16", "--eval_steps", "2", "--simple_eval_problems", "2",
             "--repeat_eval_problems", "2", "--eval_k", "1", "--eval_max_tokens", "16", "--save_steps", "2"]
@@ -61,10 +69,9 @@ def test_kill_9_then_resume_continues_to_the_final_step(tiny_model, tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     state = run / "checkpoints/checkpoint-2/trainer_state.json"
     deadline = time.monotonic() + 300
-    while not state.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(1.0)
-    os.kill(proc.pid, signal.SIGKILL)
+    while not readable_json(state) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)  # four steps before the run could end: killed mid-way
     proc.wait()
     assert state.exists() and not (run / "final_model").exists(), "the run must be killed mid-way"
 
@@ -73,9 +80,9 @@ def test_kill_9_then_resume_continues_to_the_final_step(tiny_model, tmp_path):
 
     resumed = run_trainer(*args, "--resume_from_checkpoint", "latest")
     assert resumed.returncode == 0, resumed.stderr[-4000:]
-    assert json.loads((run / "checkpoints/checkpoint-4/trainer_state.json").read_text())["global_step"] == 4
+    assert json.loads((run / "checkpoints/checkpoint-6/trainer_state.json").read_text())["global_step"] == 6
     lines = [json.loads(line) for line in (run / "logs/metrics.jsonl").read_text().splitlines()]
-    assert [line["step"] for line in lines if "reward" in line] == [1, 2, 3, 4]
-    assert [entry["step"] for entry in json.loads((run / "logs/eval_results.json").read_text())] == [2, 4]
+    assert [line["step"] for line in lines if "reward" in line] == [1, 2, 3, 4, 5, 6]
+    assert [entry["step"] for entry in json.loads((run / "logs/eval_results.json").read_text())] == [2, 4, 6]
     assert "resumed from checkpoint-2" in (run / "logs/training_log.txt").read_text()
     assert (run / "final_model/config.json").exists()
