@@ -135,8 +135,7 @@ class PassAtKEvaluator:
                             add_special_tokens=False).to(accelerator.device)
                 generated = unwrapped.generate(
                     **batch, do_sample=True, temperature=self.q_args.eval_temperature,
-                    max_new_tokens=self.q_args.eval_max_tokens, num_return_sequences=n,
-                    pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+                    max_new_tokens=self.q_args.eval_max_tokens, num_return_sequences=n, pad_token_id=tok.pad_token_id,
                 )
                 texts = tok.batch_decode(generated[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
                 out += [texts[i * n : (i + 1) * n] for i in range(len(texts) // n)]

@@ -58,7 +58,7 @@ def prompt_dataset(problems: list[dict], q: QArguments) -> Dataset:
     rows = []
     for problem in problems:
         language = problem.get("language") or q.language
-        row = {key: value for key, value in problem.items() if key != "solution"}
+        row = {key: value for key, value in problem.items() if key != "solution"}  # rewards never need it
         row["language"] = language
         row["prompt"] = make_prompt(problem["description"], language, q.use_reasoning_format, q.prompt_style)
         rows.append(row)
@@ -74,14 +74,12 @@ def peft_config(q: QArguments):
                       target_modules="all-linear", task_type="CAUSAL_LM")
 
 
-def model_init_kwargs(q: QArguments) -> dict | None:
-    if not q.use_qlora:
-        return None
+def four_bit_quantization():
+    """QLoRA's base model: 4-bit NF4 weights, bf16 compute (bitsandbytes, CUDA only)."""
     import torch
     from transformers import BitsAndBytesConfig
 
-    return {"quantization_config": BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16,
-                                                      bnb_4bit_quant_type="nf4")}
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16, bnb_4bit_quant_type="nf4")
 
 
 def train(session: Session) -> int:
@@ -99,7 +97,7 @@ def train(session: Session) -> int:
     if q.use_wandb:
         config.log_completions = True  # TRL's wandb table of sampled completions, with status and tests passed
     if q.use_qlora:
-        config.model_init_kwargs = {**(config.model_init_kwargs or {}), **model_init_kwargs(q)}
+        config.model_init_kwargs = {**(config.model_init_kwargs or {}), "quantization_config": four_bit_quantization()}
 
     trainer = GRPOTrainer(
         model=q.model,
