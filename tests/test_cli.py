@@ -164,3 +164,10 @@ def test_vllm_server_mode_without_a_server_says_how_to_start_one(tmp_path, tiny_
     assert f"no vLLM server answers at http://127.0.0.1:{port}" in line
     assert f"scripts/serve_vllm.sh {tiny_model}" in line and "--vllm_mode colocate" in line
     assert "Loading weights" not in result.stderr
+
+
+def test_default_reward_weights_favour_the_tests():
+    q, config = parse_args([])
+    assert q.reward_funcs == ["test_cases", "format"] and config.reward_weights == [1.0, 0.2]
+    _, config = parse_args(["--reward_funcs", "test_cases"])
+    assert config.reward_weights == [1.0]

@@ -27,6 +27,10 @@ class UsageError(ValueError):
     """Bad settings: the trainer prints the one-line message and exits with code 2."""
 
 
+# The test cases are the objective; the format reward only shapes the output, so it weighs less by default.
+DEFAULT_REWARD_WEIGHTS = {"test_cases": 1.0, "format": 0.2, "dummy": 1.0}
+
+
 @dataclass
 class QArguments:
     """Settings of the Q trainer that are not `GRPOConfig` fields. Names follow the reference Q trainer."""
@@ -73,7 +77,7 @@ class QArguments:
         default_factory=lambda: ["test_cases", "format"],
         metadata={
             "help": "Reward functions by name, optionally with a weight as name:weight (test_cases, format, dummy). "
-            "Weights may also be given with --reward_weights."
+            "Weights may also be given with --reward_weights; by default test_cases 1.0, format 0.2."
         },
     )
     perfect_bonus: float = field(default=1.0, metadata={"help": "Bonus when every test passes."})
@@ -193,11 +197,12 @@ class QGRPOConfig(GRPOConfig):
         super().__post_init__()
 
 
+SIZE_IN_NAME = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])")
+
+
 def model_size(model: str) -> str:
-    """The size folder for a model name: 'Qwen2.5-7B-Instruct' -> '7b', '/ckpt/q-1.5b-sft' -> '1.5b'."""
-    match = re.search(r"(?<![\d.])(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])", Path(model.rstrip("/")).name) or re.search(
-        r"(?<![\d.])(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])", model
-    )
+    """The size folder for a model name: 'Qwen2.5-7B-Instruct' -> '7b', '/ckpt/q-1.5b-sft/checkpoint-9' -> '1.5b'."""
+    match = SIZE_IN_NAME.search(Path(model.rstrip("/")).name) or SIZE_IN_NAME.search(model)
     return f"{match.group(1)}b" if match else "other"
 
 
@@ -250,7 +255,8 @@ def file_defaults(argv: list[str]) -> dict:
     config = _pop_option(argv, "--config")
     if config is not None:
         values.update(_read_yaml(config, "--config"))
-    values.pop("env", None)
+    for name, value in (values.pop("env", None) or {}).items():  # as TRL's own --config: environment variables
+        os.environ[name] = str(value)
     return values
 
 
@@ -315,6 +321,8 @@ def resolve(q_args: QArguments, config: QGRPOConfig) -> None:
     q_args.reward_funcs = names
     if weights:
         config.reward_weights = weights
+    elif config.reward_weights is None:
+        config.reward_weights = [DEFAULT_REWARD_WEIGHTS[name] for name in names]
     if config.reward_weights is not None and len(config.reward_weights) != len(names):
         raise UsageError(
             f"--reward_weights has {len(config.reward_weights)} values for {len(names)} reward functions"
