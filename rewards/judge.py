@@ -22,8 +22,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from rewards.executors import LICENCE_FAILURE, RAN, PythonExecutor, QExecutor
-from rewards.sandbox import (LEVELS, SCRATCH, Limits, Sandbox, SandboxUnavailable, SlotUids,
-                             probe_level)
+from rewards.sandbox import LEVEL_TOOLS, LEVELS, SCRATCH, Limits, Sandbox, SandboxUnavailable, SlotUids
 
 STATUSES = ("passed", "failed", "no_code", "syntax_error", "runtime_error", "timeout", "memory",
             "output_limit", "sandbox_error")
@@ -32,6 +31,7 @@ STATUSES = ("passed", "failed", "no_code", "syntax_error", "runtime_error", "tim
 SEVERITY = ("sandbox_error", "syntax_error", "timeout", "memory", "output_limit", "runtime_error", "failed")
 LICENCE_RETRY_DELAYS = (0.5, 1.0, 2.0)
 KEEP_CHARS = 4096
+PROBE_TIMEOUT = 10.0
 
 
 class JudgeUnavailable(RuntimeError):
@@ -94,6 +94,8 @@ class Judge:
         for uid in self._slot_uids.uids if self._slot_uids else [None] * self.workers:
             self._slots.put(uid)
         self._base = tempfile.mkdtemp(prefix="rewards-judge-")
+        # Slot uids must cross it to reach their own scratch folders inside (unshare and rlimits levels).
+        os.chmod(self._base, 0o711)
         self._runners: dict[str, _Runner] = {}
         self._runners_lock = threading.Lock()
         try:
@@ -104,20 +106,16 @@ class Judge:
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="judge")
 
     def _pick_level(self, wanted: str) -> str:
-        python = PythonExecutor()
-        probe = [python.interpreter, "-I", "-S", "-c", "print('ok')"]
-        uid = self._slot_uids.uids[0] if self._slot_uids else None
-        level, failures = probe_level("bwrap" if wanted in ("auto", "strict") else wanted,
-                                      probe, python.read_only, uid)
-        if not level and uid is not None and wanted in ("auto", "rlimits"):
-            level, more = probe_level("rlimits", probe, python.read_only, None)
+        start = LEVELS.index(wanted) if wanted in LEVELS else 0
+        level, failures = self._first_working_level(LEVELS[start:])
+        if not level and self._slot_uids is not None and wanted in ("auto", "rlimits"):
+            self._slot_uids.release()
+            self._slot_uids = None
+            self._slots = queue.Queue()
+            for _ in range(self.workers):
+                self._slots.put(None)
+            level, more = self._first_working_level(("rlimits",))
             failures += more
-            if level:
-                self._slot_uids.release()
-                self._slot_uids = None
-                self._slots = queue.Queue()
-                for _ in range(self.workers):
-                    self._slots.put(None)
         if not level:
             raise JudgeUnavailable("no sandbox works on this host (" + "; ".join(failures)
                                    + "); install bubblewrap (apt-get install bubblewrap)")
@@ -125,6 +123,26 @@ class Judge:
             raise JudgeUnavailable("sandbox='strict' needs namespaces but only rlimits work here ("
                                    + "; ".join(failures) + "); install bubblewrap (apt-get install bubblewrap)")
         return level
+
+    def _first_working_level(self, levels: tuple[str, ...]) -> tuple[str, list[str]]:
+        """The first of ``levels`` that runs a real Python test end to end; and why the others failed.
+
+        The probe takes the same path as every execution (program file written into a scratch folder
+        under the judge's base, slot uid, limits), so a level that passes it can run tests.
+        """
+        failures: list[str] = []
+        python = PythonExecutor()
+        for level in levels:
+            if shutil.which(LEVEL_TOOLS[level]) is None:
+                failures.append(f"{level}: {LEVEL_TOOLS[level]} not installed")
+                continue
+            runner = _Runner(python, Sandbox(level, self._limits, python.read_only, python.env))
+            result = self._execute(runner, "", {"test_code": "print('ok')", "expected_output": "ok"}, PROBE_TIMEOUT)
+            if result.status == "passed":
+                return level, failures
+            reason = (result.stderr.strip().splitlines() or [result.status])[-1]
+            failures.append(f"{level}: {reason}")
+        return "", failures
 
     @property
     def isolation(self) -> str:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LEVELS = ("bwrap", "unshare", "rlimits")
+LEVEL_TOOLS = {"bwrap": "bwrap", "unshare": "unshare", "rlimits": "prlimit"}
 SCRATCH = "/scratch"
 SLOT_UID_BASE = 61000
 SLOT_UID_COUNT = 1000
@@ -263,27 +264,3 @@ def _kill_uid(uid: int) -> None:
     """Without a PID namespace, daemons escape the process group: kill everything the slot uid owns."""
     subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "kill", "-9", "-1"],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-
-
-def probe_level(wanted: str, probe: list[str], read_only: list[str], uid: int | None) -> tuple[str, list[str]]:
-    """The strongest level in ``LEVELS`` (from ``wanted`` down) that runs ``probe``; and why others failed."""
-    failures: list[str] = []
-    start = LEVELS.index(wanted) if wanted in LEVELS else 0
-    for level in LEVELS[start:]:
-        tool = {"bwrap": "bwrap", "unshare": "unshare", "rlimits": "prlimit"}[level]
-        if shutil.which(tool) is None:
-            failures.append(f"{level}: {tool} not installed")
-            continue
-        sandbox = Sandbox(level, Limits(), read_only, {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
-        scratch = tempfile.mkdtemp(prefix="rewards-probe-")
-        try:
-            if uid is not None:
-                os.chown(scratch, uid, uid)
-            result = sandbox.run(probe, scratch, uid, timeout=10.0)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-        if result.returncode == 0 and result.stdout.strip() == "ok":
-            return level, failures
-        reason = (result.stderr.strip().splitlines() or [f"exit {result.returncode}"])[-1]
-        failures.append(f"{level}: {reason}")
-    return "", failures

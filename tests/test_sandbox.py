@@ -3,6 +3,8 @@
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -252,3 +254,18 @@ def test_fallback_level_without_namespaces_is_weak_and_strict_refuses_it(tmp_pat
     with Judge(sandbox="auto", workers=1) as judge:
         assert judge.level == "rlimits" and "weak" in judge.isolation
         assert run(judge, "print(6)", "6").status == "passed"
+
+
+def unshare_works():
+    command = ["unshare", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc", "true"]
+    return shutil.which("unshare") is not None and subprocess.run(command, capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
+@pytest.mark.skipif(not unshare_works(), reason="unshare cannot create namespaces here")
+def test_unshare_level_runs_a_real_test_as_a_slot_uid(monkeypatch):
+    monkeypatch.setattr(sys, "executable", "/usr/bin/python3")  # the system Python, readable by any uid
+    with Judge(sandbox="unshare", workers=1) as judge:
+        assert judge.level == "unshare"
+        judgement = run(judge, "import os\nprint(os.getuid())", str(judge._slot_uids.uids[0]))
+        assert judgement.status == "passed", judgement.tests[0].stderr
