@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 import warnings
+from contextlib import ExitStack, closing
 
 from accelerate import PartialState
 
@@ -72,30 +73,32 @@ def prepare(q_args, config):
     resume = run_folder.resolve_checkpoint(config.resume_from_checkpoint)
     check_model(q_args.model)
     tokenizer = load_tokenizer(q_args.model, q_args.prompt_style)
-    # Every rank judges its own completions: share the cores among the ranks on this node.
-    workers = q_args.judge_workers or max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
-    judge, eval_judge = (
-        Judge(timeout=timeout, workers=workers, sandbox=q_args.sandbox,
-              memory_mb=q_args.judge_memory_mb, q_binary=q_args.q_binary)
-        for timeout in (q_args.judge_timeout, q_args.eval_timeout)
-    )
-    languages = sorted({p.get("language") or q_args.language for p in problems})
-    try:
-        for language in languages:
-            judge.preflight(language)
-    except JudgeUnavailable as e:
-        raise UsageError(str(e)) from None
     if q_args.use_wandb:
         check_wandb()
     if config.use_vllm and config.vllm_mode == "server" and not q_args.test_reward_function:
         check_vllm_server(config, q_args.model)
-    if not q_args.test_reward_function:
-        run_folder.prepare(q_args.overwrite_output_dir, resuming=resume is not None, evaluation_only=q_args.eval_only)
-    if q_args.verify_data:
-        report = verify_problems(train + test, judge, q_args.language, show_progress=state.is_main_process)
-        if not report.clean:
-            raise UsageError(f"--verify_data: {report.summary()}; `python -m data verify {source} "
-                             f"--language {q_args.language}` shows each broken test")
+    # Every rank judges its own completions: share the cores among the ranks on this node.
+    workers = q_args.judge_workers or max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    with ExitStack() as on_failure:
+        try:
+            judge, eval_judge = (
+                on_failure.enter_context(closing(Judge(timeout=timeout, workers=workers, sandbox=q_args.sandbox,
+                                                       memory_mb=q_args.judge_memory_mb, q_binary=q_args.q_binary)))
+                for timeout in (q_args.judge_timeout, q_args.eval_timeout)
+            )
+            for language in sorted({p.get("language") or q_args.language for p in problems}):
+                judge.preflight(language)
+            if not q_args.test_reward_function:
+                run_folder.prepare(q_args.overwrite_output_dir, resuming=resume is not None,
+                                   evaluation_only=q_args.eval_only)
+            if q_args.verify_data:
+                report = verify_problems(train + test, judge, q_args.language, show_progress=state.is_main_process)
+                if not report.clean:
+                    raise UsageError(f"--verify_data: {report.summary()}; `python -m data verify {source} "
+                                     f"--language {q_args.language}` shows each broken test")
+        except JudgeUnavailable as e:
+            raise UsageError(str(e)) from None
+        on_failure.pop_all()  # checks passed: the session owns the judges now
     state.wait_for_everyone()  # every rank has checked the run folder before the main one writes into it
     if state.is_main_process:
         logger.info("judging: %s", judge.isolation)

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
+from rewards import JudgeUnavailable
+
 NO_OP_SOLUTION = ""
 PROBLEMS_PER_BATCH = 16
 
@@ -41,7 +43,8 @@ def verify_problems(problems, judge, language, show_progress=True):
 
     Problems without a ``solution`` are listed as unverifiable; their tests are still run against the
     no-op, which marks them broken if it passes. Raises the judge's ``JudgeUnavailable`` from its
-    preflight when a language's interpreter is missing.
+    preflight when a language's interpreter is missing, and when the judge cannot run a problem
+    (``sandbox_error``, e.g. a q licence lapsing mid-way): that says nothing about the data.
     """
     for problem_language in sorted({problem.get("language") or language for problem in problems}):
         judge.preflight(problem_language)
@@ -66,6 +69,12 @@ def _verify_batch(batch, judge, language, report):
         report.checked += 1
         canonical = next(judgements) if problem.get("solution") is not None else None
         no_op = next(judgements)
+        for judgement in (canonical, no_op):
+            if judgement is not None and judgement.status == "sandbox_error":
+                # Says nothing about the data: the verification itself cannot be trusted.
+                detail = next((t.stderr.strip().splitlines()[-1] for t in judgement.tests if t.stderr.strip()), "")
+                raise JudgeUnavailable(f"{problem['id']}: the judge could not run it ({detail or 'sandbox error'}); "
+                                       "fix the judge (q licence, sandbox) and verify again")
         if canonical is not None and canonical.passed < canonical.total:
             report.broken.append(_canonical_failure(problem, canonical))
         elif no_op.passed == no_op.total:
