@@ -56,12 +56,8 @@ checkpoint_of() {
     echo "${!var}"
 }
 
-format_of() {
-    if grep -qx 'use_reasoning_format: true' "config/models/$1.yaml"; then
-        echo reasoning
-    else
-        echo non_reasoning
-    fi
+format_of() {  # the trainer's format folder name for a preset, read from its YAML
+    python -c 'import sys, yaml; print("reasoning" if (yaml.safe_load(open(sys.argv[1])) or {}).get("use_reasoning_format") else "non_reasoning")' "config/models/$1.yaml"
 }
 
 # Print a command as a shell would read it back, quoting only the words that need it.

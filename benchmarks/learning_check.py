@@ -1,7 +1,6 @@
 """Did the CPU demo learn? Reads a finished run folder (or runs the demo first) and compares start and end.
 
-    python benchmarks/learning_check.py final_outputs/demo     # a finished run
-    python benchmarks/learning_check.py --run_demo             # bash scripts/cpu_demo.sh, then check its run
+    python benchmarks/learning_check.py final_outputs/demo     # a finished run (scripts/cpu_demo.sh runs it too)
 
 Prints the mean total reward of the first and last `--window` training steps (from logs/metrics.jsonl) and
 every pass@k of the first and last evaluation (from logs/eval_results.json). Exit code 0 when the reward rose
@@ -11,7 +10,6 @@ printed but not required to rise: GRPO sharpens the policy, which can trade samp
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -27,7 +25,8 @@ def step_rewards(run: Path) -> list[float]:
     path = run / "logs" / "metrics.jsonl"
     if not path.exists():
         raise BadRun(f"{path}: missing; give the folder of a finished training run")
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [read_json(line, f"{path}:{number}") for number, line in enumerate(path.read_text().splitlines(), 1)
+            if line.strip()]
     return [row["reward"] for row in rows if "reward" in row]
 
 
@@ -35,7 +34,14 @@ def evaluations(run: Path) -> list[dict]:
     path = run / "logs" / "eval_results.json"
     if not path.exists():
         raise BadRun(f"{path}: missing; train with --eval_pass_at_k (the default) and --eval_on_start")
-    return json.loads(path.read_text())
+    return read_json(path.read_text(), str(path))
+
+
+def read_json(text: str, where: str):
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise BadRun(f"{where}: not valid JSON ({e})") from None
 
 
 def mean(values: list[float]) -> float:
@@ -71,11 +77,8 @@ def check(run: Path, window: int) -> bool:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run", type=Path, nargs="?", default=DEMO_RUN, help=f"run folder (default {DEMO_RUN})")
-    parser.add_argument("--run_demo", action="store_true", help="run scripts/cpu_demo.sh first (several minutes)")
     parser.add_argument("--window", type=int, default=5, help="training steps averaged at the start and the end")
     args = parser.parse_args(argv)
-    if args.run_demo:
-        subprocess.run(["bash", str(ROOT / "scripts" / "cpu_demo.sh"), str(args.run)], check=True)
     try:
         return 0 if check(args.run, args.window) else 1
     except BadRun as e:
