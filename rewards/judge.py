@@ -22,7 +22,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from rewards.executors import LICENCE_FAILURE, RAN, PythonExecutor, QExecutor
-from rewards.sandbox import LEVEL_TOOLS, LEVELS, SCRATCH, Limits, Sandbox, SandboxUnavailable, SlotUids
+from rewards.sandbox import (LEVEL_TOOLS, LEVELS, NAMESPACE_LEVELS, SCRATCH, Limits, Sandbox, SandboxUnavailable,
+                             SlotUids, blocked_for_others)
 
 STATUSES = ("passed", "failed", "no_code", "syntax_error", "runtime_error", "timeout", "memory",
             "output_limit", "sandbox_error")
@@ -75,7 +76,9 @@ class Judge:
     ``timeout`` bounds each test's wall clock; ``completion_budget`` (default 3x timeout) bounds all
     tests of one completion: after a timeout or once the budget is spent, later tests are recorded as
     ``timeout`` with 0.0 seconds and are not run. ``sandbox`` is ``"auto"`` (strongest level that
-    works), ``"strict"`` (refuse to run without namespaces) or a level name from ``LEVELS``.
+    works; as root, only levels with namespaces), ``"strict"`` (refuse to run without namespaces) or
+    a level name from ``LEVELS`` (only that level; ``"rlimits"`` as root falls back to running judged
+    code as root when the sandbox uid cannot run Python).
     """
 
     def __init__(self, timeout: float = 1.0, completion_budget: float | None = None, workers: int | None = None,
@@ -106,9 +109,14 @@ class Judge:
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="judge")
 
     def _pick_level(self, wanted: str) -> str:
-        start = LEVELS.index(wanted) if wanted in LEVELS else 0
-        level, failures = self._first_working_level(LEVELS[start:])
-        if not level and self._slot_uids is not None and wanted in ("auto", "rlimits"):
+        """The level to use; ``auto`` as root never picks rlimits, which would run judged code as root
+        beside the trainer (reading its data and environment, able to kill it)."""
+        if wanted in ("auto", "strict"):
+            levels = LEVELS if wanted == "auto" and os.geteuid() != 0 else NAMESPACE_LEVELS
+        else:
+            levels = (wanted,)
+        level, failures = self._first_working_level(levels)
+        if not level and wanted == "rlimits" and self._slot_uids is not None:
             self._slot_uids.release()
             self._slot_uids = None
             self._slots = queue.Queue()
@@ -117,12 +125,29 @@ class Judge:
             level, more = self._first_working_level(("rlimits",))
             failures += more
         if not level:
-            raise JudgeUnavailable("no sandbox works on this host (" + "; ".join(failures)
-                                   + "); install bubblewrap (apt-get install bubblewrap)")
-        if wanted == "strict" and level == "rlimits":
-            raise JudgeUnavailable("sandbox='strict' needs namespaces but only rlimits work here ("
-                                   + "; ".join(failures) + "); install bubblewrap (apt-get install bubblewrap)")
+            raise JudgeUnavailable(self._unavailable(wanted, failures))
         return level
+
+    def _unavailable(self, wanted: str, failures: list[str]) -> str:
+        """Why no level works, naming the real cause and the fixes that apply."""
+        if wanted == "auto":
+            problem = "no sandbox that isolates judged code works here"
+        elif wanted == "strict":
+            problem = "sandbox='strict' needs namespaces but they do not work here"
+        else:
+            problem = f"sandbox={wanted!r} does not work here"
+        fixes = []
+        if shutil.which("bwrap") is None:
+            fixes.append("install bubblewrap (apt-get install bubblewrap)")
+        interpreter = PythonExecutor().interpreter
+        blocked = blocked_for_others(interpreter) if self._slot_uids is not None else None
+        if blocked and wanted != "bwrap":
+            fixes.append(f"run with a Python the sandbox uid can execute ({interpreter} is out of its reach: "
+                         f"{blocked})")
+        if wanted == "auto" and os.geteuid() == 0:
+            fixes.append("or pass sandbox='rlimits' to accept running judged code with no namespaces "
+                         "(as root when the sandbox uid cannot run this Python)")
+        return f"{problem} ({'; '.join(failures)}): " + ("; ".join(fixes) or "see the errors above")
 
     def _first_working_level(self, levels: tuple[str, ...]) -> tuple[str, list[str]]:
         """The first of ``levels`` that runs a real Python test end to end; and why the others failed.

@@ -11,7 +11,8 @@ Levels, strongest first (picked once by probing, never per execution):
   itself still runs unprivileged with an empty capability set.
 - ``unshare``: util-linux ``unshare`` gives PID, network, IPC and UTS namespaces, then ``setpriv`` and
   ``prlimit`` as above; the host filesystem stays visible with the slot uid's permissions.
-- ``rlimits``: only a new session, the slot uid (when root) and resource limits; logged as weak.
+- ``rlimits``: only a new session, the slot uid (when root) and resource limits; logged as weak, and
+  never chosen automatically as root.
 
 Every execution ends by SIGKILL to the sandbox's process group. With a PID namespace the namespace's
 init dies with it and the kernel kills every descendant, double-forked daemons included.
@@ -25,6 +26,7 @@ import os
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LEVELS = ("bwrap", "unshare", "rlimits")
+NAMESPACE_LEVELS = ("bwrap", "unshare")
 LEVEL_TOOLS = {"bwrap": "bwrap", "unshare": "unshare", "rlimits": "prlimit"}
 SCRATCH = "/scratch"
 SLOT_UID_BASE = 61000
@@ -74,6 +77,19 @@ class RunResult:
     seconds: float
     timed_out: bool
     output_overflow: bool
+
+
+def blocked_for_others(path: str) -> str | None:
+    """Why a uid that owns nothing on the host (a slot uid) cannot execute ``path``, or None if it can."""
+    target = Path(os.path.realpath(path))
+    for folder in reversed(target.parents):
+        mode = folder.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            return f"{folder} is mode {stat.S_IMODE(mode):04o}"
+    mode = target.stat().st_mode
+    if not mode & stat.S_IXOTH:
+        return f"{target} is mode {stat.S_IMODE(mode):04o}"
+    return None
 
 
 def _usr_merged_links() -> list[str]:
@@ -177,9 +193,10 @@ class Sandbox:
         if slot_uids:
             uid = f"uid {SLOT_UID_BASE}+ per slot"
         elif self.as_root:
-            uid = "runs as root (no per-slot uid: fork bombs not contained)"
+            uid = ("judged code runs as root: it can read every file and the trainer's environment and kill "
+                   "the trainer; fork bombs not contained")
         else:
-            uid = "caller's uid (not root: no per-slot uid)"
+            uid = f"judged code runs as the trainer's user (uid {os.geteuid()}) and can read its files"
         limits = f"rlimits as={self.limits.memory_mb}MB cpu nproc fsize nofile core"
         if self.level == "bwrap":
             return f"bwrap: pid+net+ipc+uts namespaces, private read-only fs, {uid}, {limits}"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rewards import Judge, JudgeUnavailable
+from rewards.sandbox import blocked_for_others
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -245,16 +246,43 @@ def test_scratch_folders_are_removed(judge):
     assert os.listdir(judge._base) == []
 
 
-def test_fallback_level_without_namespaces_is_weak_and_strict_refuses_it(tmp_path, monkeypatch):
+@pytest.fixture()
+def path_without_namespace_tools(tmp_path, monkeypatch):
     for tool in ("prlimit", "setpriv", "kill"):
         (tmp_path / tool).symlink_to(shutil.which(tool))
     monkeypatch.setenv("PATH", str(tmp_path))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the refusal is for root")
+def test_without_namespaces_auto_and_strict_refuse_to_run_code_as_root(path_without_namespace_tools):
     with pytest.raises(JudgeUnavailable, match="bubblewrap"):
         Judge(sandbox="strict", workers=1)
-    with Judge(sandbox="auto", workers=1) as judge:
-        assert judge.level == "rlimits" and "weak" in judge.isolation
-        assert run(judge, "print(6)", "6").status == "passed"
+    with pytest.raises(JudgeUnavailable, match=r"bwrap: bwrap not installed.*bubblewrap.*sandbox='rlimits'.*as root"):
+        Judge(sandbox="auto", workers=1)
 
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
+def test_explicit_rlimits_runs_as_a_slot_uid_when_it_can_run_python(path_without_namespace_tools, monkeypatch):
+    monkeypatch.setattr(sys, "executable", "/usr/bin/python3")
+    with Judge(sandbox="rlimits", workers=1) as judge:
+        assert judge.level == "rlimits" and "weak" in judge.isolation
+        uid = run(judge, "import os\nprint(os.getuid())").tests[0].stdout.strip()
+        assert uid == str(judge._slot_uids.uids[0]) != "0"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
+@pytest.mark.skipif(blocked_for_others(sys.executable) is None, reason="this Python is reachable by any uid")
+def test_explicit_rlimits_with_python_out_of_slot_reach_runs_as_root_and_says_so(path_without_namespace_tools):
+    with Judge(sandbox="rlimits", workers=1) as judge:
+        assert "judged code runs as root" in judge.isolation
+        assert run(judge, "import os\nprint(os.getuid())", "0").status == "passed"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
+@pytest.mark.skipif(blocked_for_others(sys.executable) is None, reason="this Python is reachable by any uid")
+def test_unshare_with_python_out_of_slot_reach_names_the_cause():
+    with pytest.raises(JudgeUnavailable, match=rf"{blocked_for_others(sys.executable)}"):
+        Judge(sandbox="unshare", workers=1)
 
 def unshare_works():
     command = ["unshare", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc", "true"]
