@@ -23,6 +23,7 @@ _Q_LICENCE = re.compile(r"k4\.lic|kc\.lic|licen[cs]e error|couldn't connect to l
 _Q_TRAILING_EXIT = re.compile(r"(?:^|\n)[ \t]*(?:exit|\\\\)[ \t]*0?[ \t]*;?[ \t]*\s*\Z")
 _PYTHON_MEMORY = re.compile(r"^MemoryError\b", re.MULTILINE)
 _CPU_LIMIT_EXITS = (-signal.SIGXCPU, 128 + signal.SIGXCPU)
+KDB_PLATFORM_FOLDERS = ("l32", "l64", "l64arm", "m32", "m64", "m64arm", "w32", "w64")
 
 
 class PythonExecutor:
@@ -70,6 +71,10 @@ class PythonExecutor:
 class QExecutor:
     """The user's own kdb+ q, run as ``q main.q -q`` with stdin closed.
 
+    The sandbox sees the binary, and QHOME and QLIC when set. Without QHOME, a binary in a kdb+
+    platform folder (``QHOME/l64/q``) implies its QHOME; any other binary is bound alone, so a q in
+    ``~/bin`` does not expose the whole home folder.
+
     q keeps going after an error in a script, so errors are read from stderr (``'type``, ``'length``,
     ...); ``'wsfull`` is the memory limit. Licence failures are not the program's fault: the judge
     retries them and reports ``sandbox_error`` if they persist.
@@ -90,8 +95,9 @@ class QExecutor:
             if value:
                 self.env[key] = os.path.realpath(value)
                 self.read_only.append(os.path.realpath(value))
-        if self.binary and "QHOME" not in self.env:
-            self.env["QHOME"] = str(Path(self.binary).parent.parent)
+        binary = Path(self.binary or "")
+        if self.binary and "QHOME" not in self.env and binary.parent.name in KDB_PLATFORM_FOLDERS:
+            self.env["QHOME"] = str(binary.parent.parent)
             self.read_only.append(self.env["QHOME"])
 
     def argv(self, program_path: str) -> list[str]:

@@ -2,6 +2,7 @@
 stand-in executable (tests/fake_q/q, which is NOT q)."""
 
 import asyncio
+import shutil
 from pathlib import Path
 
 import pytest
@@ -193,3 +194,17 @@ def test_q_binary_found_through_environment(qhome, monkeypatch):
 def test_judgement_is_a_plain_dataclass():
     judgement = Judgement("passed", 1, 1, [TestResult("passed", 0.01, "6\n", "")])
     assert judgement.tests[0].stdout == "6\n"
+
+
+def test_qhome_is_inferred_only_from_a_kdb_platform_folder(tmp_path, monkeypatch):
+    from rewards.executors import QExecutor
+
+    monkeypatch.delenv("QHOME", raising=False)
+    monkeypatch.delenv("QLIC", raising=False)
+    loose = QExecutor(FAKE_Q)
+    assert loose.read_only == [FAKE_Q] and "QHOME" not in loose.env
+    platform = tmp_path / "kdb" / "l64"
+    platform.mkdir(parents=True)
+    shutil.copy(FAKE_Q, platform / "q")
+    installed = QExecutor(str(platform / "q"))
+    assert installed.env["QHOME"] == str(tmp_path / "kdb")
