@@ -237,7 +237,8 @@ class Judge:
                 os.chown(scratch, uid, uid)
             marker = secrets.token_hex(16)
             program = runner.executor.program(code, marker, test["test_code"])
-            Path(scratch, runner.executor.filename).write_text(program, encoding="utf-8")
+            # Model text can hold lone surrogates, which UTF-8 cannot encode: judge them as "?", never crash.
+            Path(scratch, runner.executor.filename).write_bytes(program.encode("utf-8", "replace"))
             inside = SCRATCH if runner.sandbox.level == "bwrap" else scratch
             argv = runner.executor.argv(f"{inside}/{runner.executor.filename}")
             for delay in (*LICENCE_RETRY_DELAYS, None):

@@ -61,6 +61,14 @@ def test_no_code_and_syntax_error_run_nothing(judge):
     assert judge.run("x = '\0'", SUM_TESTS, "python").status == "syntax_error"
 
 
+def test_lone_surrogates_are_judged_not_fatal(judge, qjudge):
+    judgement = judge.run("def solve(xs):\n    return sum(xs)\n", [{"test_code": "print('\ud800')",
+                                                                 "expected_output": "?"}], "python")
+    assert judgement.status == "passed", judgement.tests[0].stderr
+    assert judge.run("x = '\ud800'", SUM_TESTS, "python").status == "syntax_error"
+    assert qjudge.run('x:"\ud800"', [{"test_code": '-1 "6";', "expected_output": "6"}], "q").status == "passed"
+
+
 def test_runtime_error(judge):
     judgement = judge.run("def solve(xs):\n    return xs[10]\n", SUM_TESTS, "python")
     assert judgement.status == "runtime_error"

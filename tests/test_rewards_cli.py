@@ -91,3 +91,15 @@ def test_bad_scores_line(tmp_path):
     scores.write_text('{"id": "a", "status": "passed"}\n{"id": "a", "status": "great"}\n')
     result = rewards_cli("passk", "--scores", scores, "--k", "1")
     assert result.returncode == 2 and f"{scores}:2: unknown status 'great'" in result.stderr
+
+
+def test_lone_surrogates_in_inputs_are_scored(files):
+    problems, completions, scores = files
+    surrogate_test = {"test_code": "print(solve(1), '\ud800')", "expected_output": "2 ?"}
+    problems.write_text(json.dumps({**PROBLEMS[0], "tests": [surrogate_test]}) + "\n")
+    completions.write_text(json.dumps({"id": "double", "completion": "```python\ndef solve(n):\n    return 2 * n\n```"})
+                           + "\n" + json.dumps({"id": "double", "completion": "```python\nx = '\ud800'\n```"}) + "\n")
+    result = rewards_cli("score", "--problems", problems, "--completions", completions, "--out", scores,
+                         "--language", "python", "--workers", "2")
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(line)["status"] for line in scores.read_text().splitlines()] == ["passed", "syntax_error"]
