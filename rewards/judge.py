@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import threading
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,11 +86,15 @@ class Judge:
                  sandbox: str = "auto", memory_mb: int = 1024, q_binary: str | None = None):
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
+        if completion_budget is not None and completion_budget <= 0:
+            raise ValueError(f"completion_budget must be positive, got {completion_budget}")
+        if workers is not None and workers < 1:
+            raise ValueError(f"workers must be at least 1, got {workers}")
         if sandbox not in ("auto", "strict", *LEVELS):
             raise ValueError(f"sandbox must be auto, strict or one of {', '.join(LEVELS)}; got {sandbox!r}")
         self.timeout = float(timeout)
         self.completion_budget = float(completion_budget) if completion_budget else 3.0 * self.timeout
-        self.workers = workers or os.cpu_count() or 1
+        self.workers = workers if workers is not None else os.cpu_count() or 1
         self.q_binary = q_binary
         self._limits = Limits(memory_mb=memory_mb)
         self._slot_uids = SlotUids(self.workers) if os.geteuid() == 0 else None
@@ -97,6 +102,8 @@ class Judge:
         for uid in self._slot_uids.uids if self._slot_uids else [None] * self.workers:
             self._slots.put(uid)
         self._base = tempfile.mkdtemp(prefix="rewards-judge-")
+        # A judge that is never closed still removes its folder and frees its slot uids at exit.
+        self._cleanup = weakref.finalize(self, _release, self._base, self._slot_uids)
         # Slot uids must cross it to reach their own scratch folders inside (unshare and rlimits levels).
         os.chmod(self._base, 0o711)
         self._runners: dict[str, _Runner] = {}
@@ -104,7 +111,7 @@ class Judge:
         try:
             self.level = self._pick_level(sandbox)
         except BaseException:
-            self._release()
+            self._cleanup()
             raise
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="judge")
 
@@ -231,8 +238,9 @@ class Judge:
 
     def _execute(self, runner: _Runner, code: str, test: dict, timeout: float) -> TestResult:
         uid = self._slots.get()
-        scratch = tempfile.mkdtemp(dir=self._base)
+        scratch = None
         try:
+            scratch = tempfile.mkdtemp(dir=self._base)
             if uid is not None:
                 os.chown(scratch, uid, uid)
             marker = secrets.token_hex(16)
@@ -253,7 +261,8 @@ class Judge:
         except (OSError, SandboxUnavailable) as error:
             return TestResult("sandbox_error", 0.0, "", f"{type(error).__name__}: {error}")
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
             self._slots.put(uid)
         after_marker = _after(result.stdout, marker)
         if result.output_overflow:
@@ -284,18 +293,19 @@ class Judge:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
-        self._release()
-
-    def _release(self) -> None:
-        if self._slot_uids:
-            self._slot_uids.release()
-        shutil.rmtree(self._base, ignore_errors=True)
+        self._cleanup()
 
     def __enter__(self) -> Judge:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _release(base: str, slot_uids: SlotUids | None) -> None:
+    if slot_uids:
+        slot_uids.release()
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def _after(stdout: str, marker: str) -> str | None:

@@ -3,6 +3,8 @@ stand-in executable (tests/fake_q/q, which is NOT q)."""
 
 import asyncio
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -102,6 +104,30 @@ def test_bad_arguments(judge):
         judge.run("x = 1", SUM_TESTS, "cobol")
     with pytest.raises(ValueError, match="sandbox"):
         Judge(sandbox="none")
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        Judge(workers=0)
+    with pytest.raises(ValueError, match="timeout must be positive"):
+        Judge(timeout=0)
+    with pytest.raises(ValueError, match="completion_budget must be positive"):
+        Judge(completion_budget=-1)
+
+
+def test_a_failing_scratch_folder_is_a_sandbox_error_and_frees_the_slot():
+    with Judge(workers=1) as judge:
+        base = Path(judge._base)
+        base.rmdir()
+        assert judge.run("x = 1", SUM_TESTS[:1], "python").status == "sandbox_error"
+        assert judge._slots.qsize() == 1
+        base.mkdir(mode=0o711)
+        assert judge.run("def solve(xs):\n    return sum(xs)\n", SUM_TESTS[:1], "python").status == "passed"
+
+
+def test_a_judge_never_closed_removes_its_folder_at_exit():
+    code = "from rewards import Judge\njudge = Judge(workers=1)\nprint(judge._base)\n"
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert not Path(done.stdout.strip()).exists()
 
 
 def test_python_preflight(judge):
