@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from data import DataError, load_problems
@@ -13,10 +13,32 @@ from rewards.extract import extract_code
 from rewards.judge import STATUSES, Judge, JudgeUnavailable
 from rewards.passk import mean_pass_at_k
 from rewards.reward_funcs import test_reward
+from rewards.sandbox import SandboxUnavailable
 
 
 class BadInput(ValueError):
     """One line naming the file (and line) and what is wrong."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one ``prog: error: ...`` line, exit 2 (design.md section 4)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def positive(kind: type):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a positive {kind.__name__}, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+        return value
+
+    parse.__name__ = f"positive {kind.__name__}"
+    return parse
 
 
 def read_jsonl(path: str, required: dict[str, type]) -> list[dict]:
@@ -46,9 +68,13 @@ def read_jsonl(path: str, required: dict[str, type]) -> list[dict]:
 
 def score(args: argparse.Namespace) -> int:
     try:
-        problems = {p["id"]: p for p in load_problems(args.problems, args.language)}
+        loaded = load_problems(args.problems, args.language)
     except DataError as error:
         raise BadInput(str(error)) from None
+    problems = {p["id"]: p for p in loaded}
+    if len(problems) < len(loaded):
+        repeated = sorted(id_ for id_, n in Counter(p["id"] for p in loaded).items() if n > 1)
+        raise BadInput(f"{args.problems}: problem ids must be unique; repeated: {', '.join(map(repr, repeated))}")
     completions = read_jsonl(args.completions, {"id": str, "completion": str})
     for record in completions:
         if record["id"] not in problems:
@@ -96,31 +122,28 @@ def passk(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m rewards", description=__doc__)
+    parser = OneLineParser(prog="python -m rewards", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     s = commands.add_parser("score", help="judge every completion against its problem's tests")
     s.add_argument("--problems", required=True, help="problem file (JSONL, or any source data.load_problems reads)")
     s.add_argument("--completions", required=True, help='JSONL of {"id", "completion"}; repeated ids are samples')
     s.add_argument("--out", required=True, help="scores JSONL, one line per completion in input order")
     s.add_argument("--language", choices=("q", "python"), default="q", help="for problems without a language")
-    s.add_argument("--workers", type=int, default=None, help="parallel executions (default: CPU cores)")
-    s.add_argument("--timeout", type=float, default=2.0, help="seconds per test (default 2.0)")
-    s.add_argument("--max_tests_per_problem", type=int, default=None, help="judge only the first N tests")
+    s.add_argument("--workers", type=positive(int), default=None, help="parallel executions (default: CPU cores)")
+    s.add_argument("--timeout", type=positive(float), default=2.0, help="seconds per test (default 2.0)")
+    s.add_argument("--max_tests_per_problem", type=positive(int), default=None, help="judge only the first N tests")
     s.set_defaults(handler=score)
     p = commands.add_parser("passk", help="unbiased pass@k from a scores file")
     p.add_argument("--scores", required=True)
-    p.add_argument("--k", type=int, nargs="+", required=True)
+    p.add_argument("--k", type=positive(int), nargs="+", required=True)
     p.set_defaults(handler=passk)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if getattr(args, "k", None) and min(args.k) < 1:
-        print("error: --k values must be at least 1", file=sys.stderr)
-        return 2
     try:
         return args.handler(args)
-    except (BadInput, JudgeUnavailable) as error:
+    except (BadInput, JudgeUnavailable, SandboxUnavailable) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

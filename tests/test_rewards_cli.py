@@ -1,6 +1,7 @@
 """`python -m rewards score|passk` run as a user runs them."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -103,3 +104,28 @@ def test_lone_surrogates_in_inputs_are_scored(files):
                          "--language", "python", "--workers", "2")
     assert result.returncode == 0, result.stderr
     assert [json.loads(line)["status"] for line in scores.read_text().splitlines()] == ["passed", "syntax_error"]
+
+
+@pytest.mark.parametrize("flag, value", [("--timeout", "0"), ("--max_tests_per_problem", "0"), ("--workers", "-1"),
+                                         ("--timeout", "soon")])
+def test_bad_numbers_are_one_line_exit_2(files, flag, value):
+    problems, completions, scores = files
+    result = rewards_cli("score", "--problems", problems, "--completions", completions, "--out", scores,
+                         "--language", "python", flag, value)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and flag in result.stderr, result.stderr
+    assert not scores.exists()
+
+
+def test_duplicate_problem_ids_are_refused(files, tmp_path):
+    problems, completions, scores = files
+    problems.write_text(json.dumps(PROBLEMS[0]) + "\n" + json.dumps(PROBLEMS[0]) + "\n")
+    result = rewards_cli("score", "--problems", problems, "--completions", completions, "--out", scores,
+                         "--language", "python")
+    assert result.returncode == 2 and f"{problems}:2: duplicate id 'double'" in result.stderr
+    folder = tmp_path / "SFT_Data"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "data" / "SFT_Data", folder)
+    shutil.copytree(folder / "train" / "sum_list", folder / "test" / "sum_list")
+    result = rewards_cli("score", "--problems", folder, "--completions", completions, "--out", scores)
+    assert result.returncode == 2 and "repeated: 'sum_list'" in result.stderr, result.stderr
+    assert not scores.exists()
