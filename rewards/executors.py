@@ -58,7 +58,7 @@ class PythonExecutor:
     def program(self, solution: str, marker: str, test_code: str) -> str:
         return f"{solution}\nprint({marker!r}, flush=True)\n{test_code}\n"
 
-    def outcome(self, result: RunResult) -> str:
+    def outcome(self, result: RunResult, marker_seen: bool) -> str:
         if result.returncode == 0:
             return RAN
         if _PYTHON_MEMORY.search(result.stderr):
@@ -110,11 +110,12 @@ class QExecutor:
         solution = _Q_TRAILING_EXIT.sub("\n", solution.rstrip())
         return f'{solution}\n-1 "{marker}";\n{test_code}\nexit 0;\n'
 
-    def outcome(self, result: RunResult) -> str:
-        text = result.stdout + result.stderr
-        if _Q_LICENCE.search(text):
+    def outcome(self, result: RunResult, marker_seen: bool) -> str:
+        """Only a failed run (non-zero exit or no marker) can be a licence failure, and only q's own
+        stderr says so: a program printing ``kc.lic`` is judged like any other output."""
+        if (result.returncode != 0 or not marker_seen) and _Q_LICENCE.search(result.stderr):
             return LICENCE_FAILURE
-        if "'wsfull" in text:
+        if "'wsfull" in result.stderr:
             return "memory"
         if _Q_ERROR.search(result.stderr):
             return "runtime_error"

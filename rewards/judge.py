@@ -251,7 +251,8 @@ class Judge:
             argv = runner.executor.argv(f"{inside}/{runner.executor.filename}")
             for delay in (*LICENCE_RETRY_DELAYS, None):
                 result = runner.sandbox.run(argv, scratch, uid, timeout)
-                outcome = runner.executor.outcome(result) if result.returncode is not None else RAN
+                marker_seen = _after(result.stdout, marker) is not None
+                outcome = runner.executor.outcome(result, marker_seen) if result.returncode is not None else RAN
                 if outcome != LICENCE_FAILURE:
                     break
                 if delay is None:

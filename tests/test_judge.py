@@ -202,6 +202,11 @@ def test_q_licence_failure_is_retried_then_sandbox_error(qjudge, qhome):
         qjudge.preflight("q")
 
 
+def test_q_program_printing_licence_words_is_judged_on_its_output(qjudge):
+    tests = [{"test_code": '-1 "kc.lic";', "expected_output": "kc.lic"}]
+    assert qjudge.run('-1 "k4.lic licence error";', tests, "q").status == "passed"
+
+
 def test_q_preflight(qjudge):
     qjudge.preflight("q")
 
