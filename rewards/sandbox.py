@@ -21,8 +21,10 @@ init dies with it and the kernel kills every descendant, double-forked daemons i
 from __future__ import annotations
 
 import fcntl
+import grp
 import math
 import os
+import pwd
 import selectors
 import shutil
 import signal
@@ -37,8 +39,15 @@ LEVELS = ("bwrap", "unshare", "rlimits")
 NAMESPACE_LEVELS = ("bwrap", "unshare")
 LEVEL_TOOLS = {"bwrap": "bwrap", "unshare": "unshare", "rlimits": "prlimit"}
 SCRATCH = "/scratch"
-SLOT_UID_BASE = 61000
+# Slot uids are SLOT_UID_BASE + n. 2e9 lies outside every range that systemd and shadow hand out
+# (systemd's UIDS-GIDS.md): users up to 60000, homed 60001-60513, DynamicUser 61184-65519, nobody
+# 65534, /etc/subuid ranges from 100000 in 65536-uid blocks, nspawn containers 524288-1879048191,
+# the "foreign" range from 2147352576, and it stays below 2^31 (tools that read uids as signed).
+# REWARDS_SLOT_UID_BASE overrides it; uids or gids present in the user database are skipped.
+SLOT_UID_BASE = 2_000_000_000
 SLOT_UID_COUNT = 1000
+# Fixed, root-only: every trainer process on the machine must see the same locks whatever its TMPDIR.
+SLOT_LOCK_DIR = Path("/run/lock/rewards-slot-uids")
 OUTPUT_CAP = 1 << 20
 TMPFS_BYTES = 16 << 20
 
@@ -123,6 +132,26 @@ def _bind_with_parents(paths: list[str]) -> list[str]:
     return args
 
 
+def slot_uid_base() -> int:
+    text = os.environ.get("REWARDS_SLOT_UID_BASE")
+    if text is None:
+        return SLOT_UID_BASE
+    if not text.isdigit() or not 65536 <= int(text) <= (1 << 31) - SLOT_UID_COUNT:
+        raise SandboxUnavailable(f"REWARDS_SLOT_UID_BASE={text!r} must be a whole number from 65536 to "
+                                 f"{(1 << 31) - SLOT_UID_COUNT}; unset it to use {SLOT_UID_BASE}")
+    return int(text)
+
+
+def _uid_is_assigned(uid: int) -> bool:
+    for lookup in (pwd.getpwuid, grp.getgrgid):
+        try:
+            lookup(uid)
+            return True
+        except KeyError:
+            pass
+    return False
+
+
 class SlotUids:
     """Unprivileged uids claimed for this process's worker slots.
 
@@ -131,14 +160,19 @@ class SlotUids:
     """
 
     def __init__(self, count: int):
-        lock_dir = Path(tempfile.gettempdir()) / "rewards-slot-uids"
-        lock_dir.mkdir(mode=0o700, exist_ok=True)
+        SLOT_LOCK_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = SLOT_LOCK_DIR.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or stat.S_IMODE(info.st_mode) & 0o077:
+            raise SandboxUnavailable(f"{SLOT_LOCK_DIR} must be a folder owned by root with mode 0700; remove it")
+        base = slot_uid_base()
         self._locks: list[int] = []
         self.uids: list[int] = []
-        for uid in range(SLOT_UID_BASE, SLOT_UID_BASE + SLOT_UID_COUNT):
+        for uid in range(base, base + SLOT_UID_COUNT):
             if len(self.uids) == count:
                 break
-            fd = os.open(lock_dir / f"{uid}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+            if _uid_is_assigned(uid):
+                continue
+            fd = os.open(SLOT_LOCK_DIR / f"{uid}.lock", os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -148,7 +182,7 @@ class SlotUids:
             self.uids.append(uid)
         if len(self.uids) < count:
             self.release()
-            raise SandboxUnavailable(f"fewer than {count} free sandbox uids in {SLOT_UID_BASE}+")
+            raise SandboxUnavailable(f"fewer than {count} free sandbox uids in {base}-{base + SLOT_UID_COUNT - 1}")
 
     def release(self) -> None:
         for fd in self._locks:
@@ -191,7 +225,7 @@ class Sandbox:
 
     def describe(self, slot_uids: bool) -> str:
         if slot_uids:
-            uid = f"uid {SLOT_UID_BASE}+ per slot"
+            uid = f"uid {slot_uid_base()}+ per slot"
         elif self.as_root:
             uid = ("judged code runs as root: it can read every file and the trainer's environment and kill "
                    "the trainer; fork bombs not contained")

@@ -1,17 +1,19 @@
 """Adversarial programs against the sandbox: each test fails if the property it names breaks."""
 
 import os
+import pwd
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
 from rewards import Judge, JudgeUnavailable
-from rewards.sandbox import blocked_for_others
+from rewards.sandbox import SLOT_LOCK_DIR, SLOT_UID_BASE, SandboxUnavailable, blocked_for_others
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,7 +54,29 @@ def wait_until_gone(judge, seconds=3.0):
 
 def test_isolation_level_is_reported(judge):
     assert judge.level == "bwrap", f"bubblewrap is installed here; got {judge.isolation}"
-    assert "namespaces" in judge.isolation and "uid 61000+" in judge.isolation
+    assert "namespaces" in judge.isolation and f"uid {SLOT_UID_BASE}+" in judge.isolation
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
+def test_slot_uids_are_unassigned_outside_systemd_ranges_and_locked_in_a_fixed_folder(judge, tmp_path, monkeypatch):
+    for uid in judge._slot_uids.uids:
+        assert 65535 < uid < 1 << 31 and not 524288 <= uid <= 1879048191, "systemd hands out that uid"
+        with pytest.raises(KeyError):
+            pwd.getpwuid(uid)
+        assert (SLOT_LOCK_DIR / f"{uid}.lock").is_file()
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    tempfile.tempdir = None
+    try:
+        with Judge(workers=1) as other:
+            assert not set(other._slot_uids.uids) & set(judge._slot_uids.uids), "another TMPDIR must not free a uid"
+    finally:
+        tempfile.tempdir = None
+    monkeypatch.setenv("REWARDS_SLOT_UID_BASE", str(SLOT_UID_BASE + 500))
+    with Judge(workers=1) as other:
+        assert other._slot_uids.uids[0] >= SLOT_UID_BASE + 500
+    monkeypatch.setenv("REWARDS_SLOT_UID_BASE", "61184")
+    with pytest.raises(SandboxUnavailable, match="REWARDS_SLOT_UID_BASE"):
+        Judge(workers=1)
 
 
 def test_program_runs_unprivileged_with_limits(judge):
