@@ -40,8 +40,7 @@ class PythonExecutor:
         self.interpreter = os.path.realpath(sys.executable)
         prefixes = {os.path.realpath(p) for p in (sys.base_prefix, sys.base_exec_prefix)}
         self.read_only = sorted(p for p in prefixes if not p.startswith("/usr"))
-        self.env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
-                    "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
+        self.env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
         self.missing = None
 
     def argv(self, program_path: str) -> list[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import rewards.judge
-from rewards import STATUSES, Judge, Judgement, JudgeUnavailable, TestResult
+from rewards import STATUSES, Judge, JudgeUnavailable, TestResult
 from rewards.judge import completion_status
 
 FAKE_Q = str(Path(__file__).resolve().parent / "fake_q" / "q")
@@ -228,11 +228,6 @@ def test_q_binary_found_through_environment(qhome, monkeypatch):
     monkeypatch.delenv("Q_INTERPRETER_PATH")
     monkeypatch.setenv("Q_EXECUTABLE_PATH", FAKE_Q)
     assert find_q() == FAKE_Q
-
-
-def test_judgement_is_a_plain_dataclass():
-    judgement = Judgement("passed", 1, 1, [TestResult("passed", 0.01, "6\n", "")])
-    assert judgement.tests[0].stdout == "6\n"
 
 
 def test_qhome_is_inferred_only_from_a_kdb_platform_folder(tmp_path, monkeypatch):
