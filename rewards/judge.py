@@ -151,6 +151,10 @@ class Judge:
         if blocked and wanted != "bwrap":
             fixes.append(f"run with a Python the sandbox uid can execute ({interpreter} is out of its reach: "
                          f"{blocked})")
+        base_blocked = blocked_for_others(self._base) if self._slot_uids is not None else None
+        if base_blocked and wanted != "bwrap":
+            fixes.append(f"set TMPDIR to a folder others can cross (the judge's folder {self._base} is out of the "
+                         f"sandbox uid's reach: {base_blocked})")
         if wanted == "auto" and os.geteuid() == 0:
             fixes.append("or pass sandbox='rlimits' to accept running judged code with no namespaces "
                          "(as root when the sandbox uid cannot run this Python)")

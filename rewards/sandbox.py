@@ -89,7 +89,8 @@ class RunResult:
 
 
 def blocked_for_others(path: str) -> str | None:
-    """Why a uid that owns nothing on the host (a slot uid) cannot execute ``path``, or None if it can."""
+    """Why a uid that owns nothing on the host (a slot uid) cannot execute (a file) or cross (a folder)
+    ``path``, or None if it can."""
     target = Path(os.path.realpath(path))
     for folder in reversed(target.parents):
         mode = folder.stat().st_mode

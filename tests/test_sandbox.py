@@ -64,13 +64,10 @@ def test_slot_uids_are_unassigned_outside_systemd_ranges_and_locked_in_a_fixed_f
         with pytest.raises(KeyError):
             pwd.getpwuid(uid)
         assert (SLOT_LOCK_DIR / f"{uid}.lock").is_file()
+    monkeypatch.setattr(tempfile, "tempdir", None)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    tempfile.tempdir = None
-    try:
-        with Judge(workers=1) as other:
-            assert not set(other._slot_uids.uids) & set(judge._slot_uids.uids), "another TMPDIR must not free a uid"
-    finally:
-        tempfile.tempdir = None
+    with Judge(workers=1) as other:
+        assert not set(other._slot_uids.uids) & set(judge._slot_uids.uids), "another TMPDIR must not free a uid"
     monkeypatch.setenv("REWARDS_SLOT_UID_BASE", str(SLOT_UID_BASE + 500))
     with Judge(workers=1) as other:
         assert other._slot_uids.uids[0] >= SLOT_UID_BASE + 500
@@ -321,3 +318,14 @@ def test_unshare_level_runs_a_real_test_as_a_slot_uid(monkeypatch):
         assert judge.level == "unshare"
         judgement = run(judge, "import os\nprint(os.getuid())", str(judge._slot_uids.uids[0]))
         assert judgement.status == "passed", judgement.tests[0].stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
+@pytest.mark.skipif(not unshare_works(), reason="unshare cannot create namespaces here")
+def test_a_private_tmpdir_is_named_as_the_cause(tmp_path, monkeypatch):
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    monkeypatch.setattr(sys, "executable", "/usr/bin/python3")
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    with pytest.raises(JudgeUnavailable, match="set TMPDIR to a folder others can cross.*is mode 0700"):
+        Judge(sandbox="unshare", workers=1)
