@@ -101,8 +101,9 @@ class QArguments:
     sandbox: str = field(
         default="auto",
         metadata={
-            "help": "auto: the strongest isolation available (logged); strict: refuse to run without namespaces.",
-            "choices": ["auto", "strict"],
+            "help": "auto: the strongest isolation available (logged; never root without namespaces); strict: refuse "
+            "to run without namespaces; bwrap, unshare, rlimits: exactly that level or stop.",
+            "choices": ["auto", "strict", "bwrap", "unshare", "rlimits"],
         },
     )
     judge_timeout: float = field(default=1.0, metadata={"help": "Seconds per test during training."})
