@@ -10,7 +10,6 @@ Outputs go to final_outputs/<size>/<format>/ (or --output_dir); see README.md.
 import logging
 import os
 import sys
-import warnings
 from contextlib import ExitStack, closing
 
 from accelerate import PartialState
@@ -18,9 +17,6 @@ from accelerate import PartialState
 from training.config import UsageError, parse_args
 
 logger = logging.getLogger("rl_trainer")
-
-# TRL 1.16 still calls transformers' gradient_checkpointing_* names, each call warning of the v6 rename.
-warnings.filterwarnings("ignore", message=r".*gradient_checkpointing.*deprecated", category=FutureWarning)
 
 
 def fail(message: str) -> None:

@@ -10,6 +10,7 @@ settings that depend on each other.
 import os
 import re
 import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +19,10 @@ import yaml
 from trl import GRPOConfig, TrlParser
 
 from rewards import REWARD_FUNCS
+
+# TRL 1.16 still uses transformers' gradient_checkpointing names (field and methods), each use warning of the v6
+# rename to activation_checkpointing: silence that one warning wherever the settings are built.
+warnings.filterwarnings("ignore", message=r".*gradient_checkpointing.*deprecated", category=FutureWarning)
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESET_DIR = ROOT / "config" / "models"
