@@ -104,7 +104,7 @@ def report(name: str, batch: list, tests: list[dict], judge: Judge) -> None:
           f"({len(batch) // len(kinds)} each of {', '.join(kinds)})")
     ours, our_ran, our_statuses = judge_batch(judge, batch, tests)
     theirs, their_ran, their_statuses = reference_batch(batch, tests)
-    print(f"  executions actually run, judge / reference: "
+    print("  executions actually run, judge / reference: "
           + ", ".join(f"{kind} {our_ran[kind]}/{their_ran[kind]}" for kind in kinds)
           + f"; total {sum(our_ran.values())}/{sum(their_ran.values())}")
     print(f"  judge:     {ours:6.1f} s, {judged / ours:6.1f} completions' tests judged/s, "

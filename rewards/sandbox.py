@@ -26,11 +26,9 @@ import math
 import os
 import pwd
 import selectors
-import shutil
 import signal
 import stat
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path

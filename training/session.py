@@ -1,7 +1,6 @@
 """Assembles and runs one training (or evaluation-only) session from checked settings."""
 
 import json
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,8 +12,6 @@ from training.config import QArguments, QGRPOConfig
 from training.evaluation import PassAtKCallback, PassAtKEvaluator
 from training.prompts import make_prompt
 from training.run_folder import RunFolder, RunLogCallback, resolved_settings
-
-logger = logging.getLogger("rl_trainer")
 
 
 @dataclass
