@@ -73,7 +73,7 @@ class RunFolder:
             self.logs.mkdir(parents=True, exist_ok=True)
             if not evaluation_only:
                 self.checkpoints.mkdir(exist_ok=True)
-            probe = self.logs / ".write_test"
+            probe = self.logs / f".write_test-{os.getpid()}"  # one per rank: ranks prepare the folder at once
             probe.write_text("")
             probe.unlink()
         except OSError as e:
