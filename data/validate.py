@@ -5,7 +5,8 @@ Every loader hands raw records here together with a location string (``file:line
 is loaded with one line that says where and what to fix.
 """
 
-LANGUAGES = ("q", "python")
+from rewards.languages import LANGUAGES
+
 SPLITS = ("train", "test")
 
 

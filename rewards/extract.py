@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import textwrap
 
-LANGUAGE_TAGS = {"q": ("q", "k", "kdb", "kdb+"), "python": ("python", "python3", "py")}
+from rewards import languages
 
 _ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|\Z)", re.DOTALL | re.IGNORECASE)
 _REASONING = re.compile(r"<reasoning>.*?(?:</reasoning>|\Z)", re.DOTALL | re.IGNORECASE)
@@ -19,15 +19,14 @@ _FENCE = re.compile(r"```[ \t]*([^\n`]*)\n(.*?)```", re.DOTALL)
 
 
 def extract_code(completion: str, language: str) -> str | None:
-    if language not in LANGUAGE_TAGS:
-        raise ValueError(f"unknown language {language!r}; use one of {', '.join(LANGUAGE_TAGS)}")
+    tags = languages.language(language).fence_tags
     if not isinstance(completion, str):
         return None
     answer = _ANSWER.search(completion)
     text = answer.group(1) if answer else _REASONING.sub("", completion)
     text = _TAGS.sub("", text)
     blocks = [(tag.strip().lower(), body) for tag, body in _FENCE.findall(text)]
-    tagged = [body for tag, body in blocks if tag in LANGUAGE_TAGS[language]]
+    tagged = [body for tag, body in blocks if tag in tags]
     if tagged:
         code = tagged[0]
     elif blocks:

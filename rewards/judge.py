@@ -22,7 +22,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from rewards.executors import LICENCE_FAILURE, RAN, PythonExecutor, QExecutor
+from rewards import languages
+from rewards.executors import LICENCE_FAILURE, RAN, PythonExecutor
 from rewards.sandbox import (LEVEL_TOOLS, LEVELS, NAMESPACE_LEVELS, SCRATCH, Limits, Sandbox, SandboxUnavailable,
                              SlotUids, blocked_for_others)
 
@@ -67,15 +68,15 @@ def completion_status(results: list[TestResult]) -> str:
 
 @dataclass
 class _Runner:
-    executor: PythonExecutor | QExecutor
+    executor: object  # an executor of rewards/executors.py
     sandbox: Sandbox
 
 
 class Judge:
     """Judges completions; build once (it probes the host), reuse for every batch, ``close()`` at the end.
 
-    ``timeout`` bounds each test's wall clock; ``completion_budget`` (default 3x timeout) bounds all
-    tests of one completion: after a timeout or once the budget is spent, later tests are recorded as
+    ``timeout`` bounds each test's wall clock unless a call gives its own (training and evaluation share
+    one judge); ``completion_budget`` (default 3x the timeout) bounds all tests of one completion: after a timeout or once the budget is spent, later tests are recorded as
     ``timeout`` with 0.0 seconds and are not run. ``sandbox`` is ``"auto"`` (strongest level that
     works; as root, only levels with namespaces), ``"strict"`` (refuse to run without namespaces) or
     a level name from ``LEVELS`` (only that level; ``"rlimits"`` as root falls back to running judged
@@ -93,7 +94,7 @@ class Judge:
         if sandbox not in ("auto", "strict", *LEVELS):
             raise ValueError(f"sandbox must be auto, strict or one of {', '.join(LEVELS)}; got {sandbox!r}")
         self.timeout = float(timeout)
-        self.completion_budget = float(completion_budget) if completion_budget else 3.0 * self.timeout
+        self.completion_budget = float(completion_budget) if completion_budget else None  # None: 3x the timeout
         self.workers = workers if workers is not None else os.cpu_count() or 1
         self.q_binary = q_binary
         self._limits = Limits(memory_mb=memory_mb)
@@ -188,34 +189,32 @@ class Judge:
     def _runner(self, language: str) -> _Runner:
         with self._runners_lock:
             if language not in self._runners:
-                if language == "python":
-                    executor = PythonExecutor()
-                elif language == "q":
-                    executor = QExecutor(self.q_binary)
-                else:
-                    raise ValueError(f"unknown language {language!r}; use q or python")
+                executor = languages.language(language).make_executor(self.q_binary)
                 self._runners[language] = _Runner(executor, Sandbox(self.level, self._limits,
                                                                      executor.read_only, executor.env))
             return self._runners[language]
 
-    def preflight(self, language: str) -> None:
-        """Prove ``language`` runs here (``1+1``) before any model loads; raise with the fix if not."""
-        runner = self._runner(language)
-        if runner.executor.missing:
-            raise JudgeUnavailable(runner.executor.missing)
-        test = {"test_code": "print(1+1)" if language == "python" else "-1 string 1+1;", "expected_output": "2"}
-        judgement = self.run("", [test], language)
-        if judgement.status == "passed":
-            return
-        result = judgement.tests[0]
-        detail = (result.stderr.strip().splitlines() or result.stdout.strip().splitlines() or ["no output"])[-1]
-        if language == "q" and judgement.status == "sandbox_error":
-            raise JudgeUnavailable(f"q did not start ({detail}): check the licence (QLIC folder with k4.lic or "
-                                   f"kc.lic; on-demand licences need network, which the sandbox blocks)")
-        raise JudgeUnavailable(f"{language} cannot run 1+1 in the sandbox ({self.isolation}): "
-                               f"{judgement.status}: {detail}")
+    def preflight(self, *names: str) -> None:
+        """Prove each language runs here (a trusted ``1+1``) before any model loads; raise with the fix if not."""
+        for name in sorted(set(names)):
+            runner = self._runner(name)
+            if runner.executor.missing:
+                raise JudgeUnavailable(runner.executor.missing)
+            test = {"test_code": languages.language(name).preflight_code, "expected_output": "2"}
+            judgement = self.run("", [test], name)
+            if judgement.status == "passed":
+                continue
+            result = judgement.tests[0]
+            detail = (result.stderr.strip().splitlines() or result.stdout.strip().splitlines() or ["no output"])[-1]
+            if name == "q" and judgement.status == "sandbox_error":
+                raise JudgeUnavailable(f"q did not start ({detail}): check the licence (QLIC folder with k4.lic or "
+                                       f"kc.lic; on-demand licences need network, which the sandbox blocks)")
+            raise JudgeUnavailable(f"{name} cannot run 1+1 in the sandbox ({self.isolation}): "
+                                   f"{judgement.status}: {detail}")
 
-    def run(self, code: str | None, tests: list[dict], language: str) -> Judgement:
+    def run(self, code: str | None, tests: list[dict], language: str, timeout: float | None = None) -> Judgement:
+        """Judge ``code`` on ``tests``; ``timeout`` (default: the judge's) bounds each test, three times it the
+        completion."""
         if not tests:
             raise ValueError("a problem needs at least one test")
         runner = self._runner(language)
@@ -229,14 +228,15 @@ class Judge:
         if problem:
             return Judgement("syntax_error", 0, total, [TestResult("syntax_error", 0.0, "", problem) for _ in tests])
         results: list[TestResult] = []
-        budget_end = time.monotonic() + self.completion_budget
+        timeout = self.timeout if timeout is None else timeout
+        budget_end = time.monotonic() + (self.completion_budget or 3.0 * timeout)
         for test in tests:
             left = budget_end - time.monotonic()
             if left <= 0 or (results and results[-1].status == "timeout"):
                 results.append(TestResult("timeout", 0.0, "", "not run: an earlier test timed out or the "
                                                               "completion's time budget is spent"))
                 continue
-            results.append(self._execute(runner, code, test, min(self.timeout, left)))
+            results.append(self._execute(runner, code, test, min(timeout, left)))
         passed = sum(result.status == "passed" for result in results)
         return Judgement(completion_status(results), passed, total, results)
 
@@ -283,8 +283,9 @@ class Judge:
         shown = result.stdout if after_marker is None else after_marker
         return TestResult(status, round(result.seconds, 4), shown[:KEEP_CHARS], result.stderr[-KEEP_CHARS:])
 
-    def run_many(self, items: list[tuple[str | None, list[dict], str]], progress: bool = False) -> list[Judgement]:
-        futures = {self._pool.submit(self.run, *item): index for index, item in enumerate(items)}
+    def run_many(self, items: list[tuple[str | None, list[dict], str]], progress: bool = False,
+                 timeout: float | None = None) -> list[Judgement]:
+        futures = {self._pool.submit(self.run, *item, timeout): index for index, item in enumerate(items)}
         judgements: list[Judgement | None] = [None] * len(items)
         with tqdm(total=len(items), desc="judging", unit="completion", disable=not progress, leave=False) as bar:
             for future in as_completed(futures):
@@ -292,8 +293,9 @@ class Judge:
                 bar.update()
         return judgements
 
-    async def arun_many(self, items: list[tuple[str | None, list[dict], str]]) -> list[Judgement]:
-        return list(await asyncio.gather(*(asyncio.wrap_future(self._pool.submit(self.run, *item))
+    async def arun_many(self, items: list[tuple[str | None, list[dict], str]],
+                        timeout: float | None = None) -> list[Judgement]:
+        return list(await asyncio.gather(*(asyncio.wrap_future(self._pool.submit(self.run, *item, timeout))
                                            for item in items)))
 
     def close(self) -> None:

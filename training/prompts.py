@@ -5,8 +5,7 @@ The chat style gives the same words as system and user messages, so the model's 
 Both name the language being trained and, with the reasoning format, ask for `<reasoning>` then `<answer>`.
 """
 
-LANGUAGE_NAMES = {"q": "Q (kdb+/q)", "python": "Python"}
-FENCE_TAGS = {"q": "q", "python": "python"}
+from rewards.languages import language as language_named
 
 SYSTEM_PROMPTS = {
     "answer": (
@@ -23,7 +22,8 @@ SYSTEM_PROMPTS = {
 
 def system_prompt(language: str, use_reasoning_format: bool) -> str:
     template = SYSTEM_PROMPTS["reasoning" if use_reasoning_format else "answer"]
-    return template.format(language=LANGUAGE_NAMES[language], fence=FENCE_TAGS[language])
+    spec = language_named(language)
+    return template.format(language=spec.display_name, fence=spec.fence)
 
 
 def make_prompt(description: str, language: str, use_reasoning_format: bool, style: str) -> str | list[dict]:
