@@ -7,14 +7,22 @@ Every GRPOConfig field is a flag; `--preset 7b` and `--config FILE.yaml` give de
 Outputs go to final_outputs/<size>/<format>/ (or --output_dir); see README.md.
 """
 
+import json
 import logging
-import os
 import sys
-from contextlib import ExitStack, closing
+from contextlib import closing
+from pathlib import Path
 
-from accelerate import PartialState
+from accelerate import Accelerator, PartialState
+from datasets import Dataset
 
-from training.config import UsageError, parse_args
+from data import bundled_path, load_problems, split_problems, verify_problems
+from rewards import Judge, UsageError, make_reward_funcs, score
+from training.arguments import Arguments, bf16_supported, parse_args
+from training.evaluation import PassAtKEvaluator, QGRPOTrainer
+from training.preflight import check_model, check_packages, check_vllm_server, check_wandb, load_tokenizer
+from training.prompts import prompt_rows
+from training.run_folder import RunFolder, RunLogCallback, checkpoint_step
 
 logger = logging.getLogger("rl_trainer")
 
@@ -25,82 +33,131 @@ def fail(message: str) -> None:
 
 
 def main(argv=None) -> int:
+    state = PartialState()
+    logging.basicConfig(level=logging.INFO if state.is_main_process else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Everything a user's input can break is checked before any model weights load.
     try:
-        q_args, config = parse_args(argv)
-        session = prepare(q_args, config)
+        args = parse_args(argv)
+        source = args.data.data or str(bundled_path(args.data.language))
+        train_problems, eval_problems = load_data(args, source)
+        run = RunFolder(args.run_dir)
+        resume = run.resolve_checkpoint(args.grpo.resume_from_checkpoint)
+        check_model(args.model.model)
+        tokenizer = load_tokenizer(args.model.model, args.data.prompt_style)
+        if args.grpo.use_vllm and args.grpo.vllm_mode == "server" and not args.rewards.test_reward_function:
+            check_vllm_server(args.grpo, args.model.model)
+        check_packages(args)
+        if args.logging.use_wandb:
+            check_wandb()
+        judge = args.judge.make_judge()
     except UsageError as e:
         fail(str(e))
-    from training.session import run
-
-    try:
-        return run(session)
-    finally:
-        session.judge.close()
-        session.eval_judge.close()
-
-
-def prepare(q_args, config):
-    """Everything that can fail on a user's input, before any model weights load."""
-    from data import DataError, bundled_path, load_problems, split_problems, verify_problems
-    from rewards import Judge, JudgeUnavailable
-    from training.preflight import check_model, check_vllm_server, check_wandb, load_tokenizer
-    from training.run_folder import RunFolder
-    from training.session import Session
-
-    state = PartialState()
-    logging.basicConfig(
-        level=logging.INFO if state.is_main_process else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    source = q_args.data or str(bundled_path(q_args.language))
-    try:
-        problems = load_problems(source, q_args.language)
-    except DataError as e:
-        raise UsageError(str(e)) from None
-    train, test = split_problems(problems, q_args.test_fraction, config.seed, q_args.max_train_problems,
-                                 q_args.max_test_problems)
-    if not q_args.eval_only and not train:
-        raise UsageError(f"--data {source}: no training problems after the split; lower --test_fraction")
-    if (q_args.eval_only or q_args.eval_pass_at_k) and not (test if q_args.eval_split == "test" else train):
-        raise UsageError(f"--data {source}: no {q_args.eval_split} problems to evaluate; raise --test_fraction "
-                         "or pass --eval_pass_at_k false")
-
-    run_folder = RunFolder(q_args.run_dir)
-    resume = run_folder.resolve_checkpoint(config.resume_from_checkpoint)
-    check_model(q_args.model)
-    tokenizer = load_tokenizer(q_args.model, q_args.prompt_style)
-    if q_args.use_wandb:
-        check_wandb()
-    if config.use_vllm and config.vllm_mode == "server" and not q_args.test_reward_function:
-        check_vllm_server(config, q_args.model)
-    # Every rank judges its own completions: share the cores among the ranks on this node.
-    workers = q_args.judge_workers or max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
-    with ExitStack() as on_failure:
+    with closing(judge):
         try:
-            judge, eval_judge = (
-                on_failure.enter_context(closing(Judge(timeout=timeout, workers=workers, sandbox=q_args.sandbox,
-                                                       memory_mb=q_args.judge_memory_mb, q_binary=q_args.q_binary)))
-                for timeout in (q_args.judge_timeout, q_args.eval_timeout)
-            )
-            for language in sorted({p.get("language") or q_args.language for p in problems}):
-                judge.preflight(language)
-            if not q_args.test_reward_function:
-                run_folder.prepare(q_args.overwrite_output_dir, resuming=resume is not None,
-                                   evaluation_only=q_args.eval_only)
-            if q_args.verify_data:
-                report = verify_problems(train + test, judge, q_args.language, show_progress=state.is_main_process)
+            judge.preflight(*{p["language"] for p in train_problems + eval_problems})
+            if args.rewards.test_reward_function:
+                return test_reward_function(args, judge, train_problems)
+            run.prepare(args.grpo.overwrite_output_dir, resuming=resume is not None,
+                        evaluation_only=args.eval.eval_only)
+            if args.data.verify_data:
+                report = verify_problems(train_problems + eval_problems, judge, show_progress=state.is_main_process)
                 if not report.clean:
                     raise UsageError(f"--verify_data: {report.summary()}; `python -m data verify {source} "
-                                     f"--language {q_args.language}` shows each broken test")
-        except JudgeUnavailable as e:
-            raise UsageError(str(e)) from None
-        on_failure.pop_all()  # checks passed: the session owns the judges now
-    state.wait_for_everyone()  # every rank has checked the run folder before the main one writes into it
-    if state.is_main_process:
+                                     f"--language {args.data.language}` shows each broken test")
+        except UsageError as e:
+            fail(str(e))
+        state.wait_for_everyone()  # every rank has checked the run folder before the main one writes into it
         logger.info("judging: %s", judge.isolation)
-        logger.info("data: %s (%d train, %d held-out problems)", source, len(train), len(test))
-    return Session(q_args=q_args, config=config, train=train, test=test, tokenizer=tokenizer, judge=judge,
-                   eval_judge=eval_judge, run=run_folder, resume=resume, state=state)
+        logger.info("data: %s (%d train, %d %s problems to evaluate)", source, len(train_problems),
+                    len(eval_problems), args.eval.eval_split)
+
+        evaluator = None
+        if args.eval.eval_pass_at_k or args.eval.eval_only:
+            rows = prompt_rows(eval_problems, args.data.use_reasoning_format, args.data.prompt_style)
+            describe = {"prompt_style": args.data.prompt_style, "use_reasoning_format": args.data.use_reasoning_format,
+                        "language": args.data.language, "model": args.model.model}
+            evaluator = PassAtKEvaluator(rows, tokenizer, judge, args.eval, args.scoring, run, describe)
+        if args.eval.eval_only:
+            return evaluate_only(args, evaluator, run)
+
+        if state.is_main_process:
+            run.write_config(args.settings())
+            if resume:
+                run.forget_after(checkpoint_step(resume))
+        state.wait_for_everyone()
+        dataset = Dataset.from_list(prompt_rows(train_problems, args.data.use_reasoning_format, args.data.prompt_style))
+        trainer = QGRPOTrainer(
+            model=args.model.model,
+            reward_funcs=make_reward_funcs(args.rewards.reward_funcs, judge, args.scoring,
+                                           args.data.use_reasoning_format),
+            args=args.grpo,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            peft_config=args.model.peft_config(),
+            callbacks=[RunLogCallback(run)],
+            evaluator=evaluator if args.eval.eval_pass_at_k else None,
+        )
+        trainer.train(resume_from_checkpoint=resume)
+        trainer.save_model(str(run.final_model))
+        if state.is_main_process:
+            tokenizer.save_pretrained(run.final_model)
+            print(summary(run, trainer.state.global_step))
+    return 0
+
+
+def load_data(args: Arguments, source: str) -> tuple[list[dict], list[dict]]:
+    """The training problems and the problems to evaluate on (the held-out split, or --eval_split train)."""
+    problems = load_problems(source, args.data.language)
+    train, test = split_problems(problems, args.data.test_fraction, args.grpo.seed, args.data.max_train_problems,
+                                 args.data.max_test_problems)
+    evaluated = test if args.eval.eval_split == "test" else train
+    if not args.eval.eval_only and not train:
+        raise UsageError(f"--data {source}: no training problems after the split; lower --test_fraction")
+    if (args.eval.eval_only or args.eval.eval_pass_at_k) and not evaluated:
+        raise UsageError(f"--data {source}: no {args.eval.eval_split} problems to evaluate; raise --test_fraction "
+                         "or pass --eval_pass_at_k false")
+    return train, evaluated
+
+
+def test_reward_function(args: Arguments, judge: Judge, problems: list[dict]) -> int:
+    """Judge each training problem's canonical solution with the training reward and print what it earns."""
+    problems = [p for p in problems if p.get("solution")]
+    scores = score(judge, problems, [p["solution"] for p in problems], args.scoring, extract=False, progress=True)
+    best = args.scoring.best
+    for problem, scored in zip(problems, scores):
+        j = scored.judgement
+        print(f"{problem['id']}: reward {scored.reward:.3f} ({j.passed}/{j.total} tests, {j.status})")
+    full = sum(scored.reward >= best for scored in scores)
+    print(f"{full}/{len(problems)} canonical solutions earn the full reward {best:g}")
+    return 0 if full == len(problems) else 1
+
+
+def evaluate_only(args: Arguments, evaluator: PassAtKEvaluator, run: RunFolder) -> int:
+    """pass@k of a model, a run's checkpoint, or a LoRA adapter folder (loaded onto its base model)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    accelerator = Accelerator()
+    path, dtype = args.model.model, torch.bfloat16 if bf16_supported() else torch.float32
+    if (Path(path) / "adapter_config.json").exists():
+        from peft import AutoPeftModelForCausalLM
+
+        model = AutoPeftModelForCausalLM.from_pretrained(path, dtype=dtype)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    metrics = evaluator.evaluate(model.to(accelerator.device), accelerator, checkpoint_step(path))
+    if accelerator.is_main_process:
+        print(json.dumps(metrics))
+        print(f"evaluation written to {run.eval_results} (samples in {run.eval_samples}/)")
+    return 0
+
+
+def summary(run: RunFolder, step: int) -> str:
+    last = run.read_eval_results()[-1:] or [{}]
+    passk = {k: round(v, 3) for k, v in last[0].get("metrics", {}).items() if k.startswith("pass@")}
+    return (f"finished {step} steps{'; last eval ' + json.dumps(passk) if passk else ''}. Outputs in {run.root}/ "
+            f"(final model: {run.final_model}, logs: {run.logs})")
 
 
 if __name__ == "__main__":

@@ -1,46 +1,41 @@
 """Command line for problem data.
 
     python -m data check  [SOURCE] [--language q|python]
-    python -m data verify [SOURCE] [--language q|python] [--timeout S] [--q_binary PATH]
+    python -m data verify [SOURCE] [--language q|python] [--timeout S] [--q_binary PATH] [every judge setting]
 
 SOURCE is anything ``load_problems`` accepts; without it, the bundled set for ``--language``.
 ``check`` validates and counts. ``verify`` also runs each problem's solution and a no-op through
 the judge and exits 1 when a problem is broken. Bad input (data or a missing interpreter) exits 2.
 """
 
-import argparse
 import logging
 import sys
 from collections import Counter
 
 from data.loaders import bundled_path, load_problems
-from data.validate import LANGUAGES, DataError
+from data.validate import DataError
 from data.verify import verify_problems
-from rewards import Judge, JudgeUnavailable
+from rewards import JudgeArguments, UsageError
+from rewards.arguments import CommandParser
+from rewards.languages import LANGUAGES
 
 SHOWN_CHARS = 200
 SHOWN_IDS = 10
 
 
-def _positive_seconds(text):
-    seconds = float(text)
-    if not seconds > 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return seconds
-
-
 def _parser():
-    parser = argparse.ArgumentParser(prog="python -m data", description="Validate and verify problem sets.")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = CommandParser(prog="python -m data", description="Validate and verify problem sets.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
     check = commands.add_parser("check", help="load and validate a problem source, print its counts")
-    verify = commands.add_parser("verify", help="run each problem's solution and a no-op through the judge")
+    verify = commands.add_parser("verify", help="run each problem's solution and a no-op through the judge",
+                                 dataclass_types=[JudgeArguments])
+    verify.set_defaults(judge_timeout=2.0)  # verification is not training: the evaluation timeout
     for command in (check, verify):
         command.add_argument("source", nargs="?", help="problem file, folder or dataset name "
                                                        "(default: the bundled set for --language)")
-        command.add_argument("--language", choices=LANGUAGES, default="q",
+        command.add_argument("--language", choices=list(LANGUAGES), default="q",
                              help="language of records that do not name one, and of the fields to pick")
-    verify.add_argument("--timeout", type=_positive_seconds, default=2.0, help="seconds per test (default 2.0)")
-    verify.add_argument("--q_binary", help="the kdb+ q executable (default: Q_INTERPRETER_PATH, $QHOME/l64/q, PATH)")
+        command.set_defaults(parser=command)
     return parser
 
 
@@ -63,21 +58,17 @@ def main(argv=None):
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     source = args.source or str(bundled_path(args.language))
     try:
+        judge_args = args.parser.dataclasses_from(args)
         problems = load_problems(source, args.language)
-    except DataError as error:
-        print(error, file=sys.stderr)
-        return 2
-    if args.command == "check":
-        splits = Counter(problem["split"] or "unsplit" for problem in problems)
-        print(f"{source}: {len(problems)} problems valid ("
-              + ", ".join(f"{count} {split}" for split, count in sorted(splits.items())) + ")")
-        return 0
-
-    try:
-        with Judge(timeout=args.timeout, q_binary=args.q_binary) as judge:
-            report = verify_problems(problems, judge, args.language)
-    except JudgeUnavailable as error:
-        print(f"{source}: {error}", file=sys.stderr)
+        if args.command == "check":
+            splits = Counter(problem["split"] or "unsplit" for problem in problems)
+            print(f"{source}: {len(problems)} problems valid ("
+                  + ", ".join(f"{count} {split}" for split, count in sorted(splits.items())) + ")")
+            return 0
+        with judge_args[0].make_judge() as judge:
+            report = verify_problems(problems, judge)
+    except UsageError as error:
+        print(error if isinstance(error, DataError) else f"{source}: {error}", file=sys.stderr)
         return 2
     for broken in report.broken:
         _print_broken(broken)

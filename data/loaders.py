@@ -48,7 +48,7 @@ def load_problems(source, language="q"):
         problems = _load_folder(path, language)
     elif path.is_file():
         problems = _load_file(path, language)
-    elif _looks_like_path(str(source)):
+    elif looks_like_path(str(source)):
         raise DataError(str(source), "no such file or folder")
     else:
         problems = _load_hub(str(source), language)
@@ -57,11 +57,11 @@ def load_problems(source, language="q"):
     return problems
 
 
-def _looks_like_path(source):
-    """A missing local path, as opposed to a hub name like ``owner/name``."""
+def looks_like_path(source):
+    """A local path (existing or not), as opposed to a hub name like ``name`` or ``owner/name``."""
     parent = Path(source).parent
     return (source.endswith(FILE_SUFFIXES) or source.startswith((".", "/", "~")) or source.count("/") > 1
-            or (parent != Path(".") and parent.is_dir()))
+            or Path(source).exists() or (parent != Path(".") and parent.is_dir()))
 
 
 def _load_file(path, language):

@@ -5,12 +5,13 @@ Every loader hands raw records here together with a location string (``file:line
 is loaded with one line that says where and what to fix.
 """
 
+from rewards.errors import UsageError
 from rewards.languages import LANGUAGES
 
 SPLITS = ("train", "test")
 
 
-class DataError(ValueError):
+class DataError(UsageError):
     """A problem source that cannot be used; ``str(error)`` is ``location: reason`` on one line."""
 
     def __init__(self, location, reason):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from rewards import JudgeUnavailable
+from rewards import JudgeUnavailable, ScoringArguments, score
 
 NO_OP_SOLUTION = ""
 PROBLEMS_PER_BATCH = 16
@@ -38,7 +38,7 @@ class VerifyReport:
                 f"{self.checked - len(self.broken) - len(self.unverifiable)} clean")
 
 
-def verify_problems(problems, judge, language, show_progress=True):
+def verify_problems(problems, judge, show_progress=True):
     """Judge every problem's solution and a no-op solution on all its tests.
 
     Problems without a ``solution`` are listed as unverifiable; their tests are still run against the
@@ -46,25 +46,26 @@ def verify_problems(problems, judge, language, show_progress=True):
     preflight when a language's interpreter is missing, and when the judge cannot run a problem
     (``sandbox_error``, e.g. a q licence lapsing mid-way): that says nothing about the data.
     """
-    for problem_language in sorted({problem.get("language") or language for problem in problems}):
-        judge.preflight(problem_language)
+    judge.preflight(*{problem["language"] for problem in problems})
     report = VerifyReport()
     with tqdm(total=len(problems), desc="verifying", unit="problem", disable=not show_progress) as progress:
         for start in range(0, len(problems), PROBLEMS_PER_BATCH):
             batch = problems[start:start + PROBLEMS_PER_BATCH]
-            _verify_batch(batch, judge, language, report)
+            _verify_batch(batch, judge, report)
             progress.update(len(batch))
     return report
 
 
-def _verify_batch(batch, judge, language, report):
-    jobs = []
+def _verify_batch(batch, judge, report):
+    judged, programs = [], []
     for problem in batch:
-        problem_language = problem.get("language") or language
         if problem.get("solution") is not None:
-            jobs.append((problem["solution"], problem["tests"], problem_language))
-        jobs.append((NO_OP_SOLUTION, problem["tests"], problem_language))
-    judgements = iter(judge.run_many(jobs))
+            judged.append(problem)
+            programs.append(problem["solution"])
+        judged.append(problem)
+        programs.append(NO_OP_SOLUTION)
+    scores = score(judge, judged, programs, ScoringArguments(), all_tests=True, extract=False)
+    judgements = iter(s.judgement for s in scores)
     for problem in batch:
         report.checked += 1
         canonical = next(judgements) if problem.get("solution") is not None else None

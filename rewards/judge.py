@@ -23,6 +23,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from rewards import languages
+from rewards.errors import UsageError
 from rewards.executors import LICENCE_FAILURE, RAN, PythonExecutor
 from rewards.sandbox import (LEVEL_TOOLS, LEVELS, NAMESPACE_LEVELS, SCRATCH, Limits, Sandbox, SandboxUnavailable,
                              SlotUids, blocked_for_others)
@@ -37,7 +38,7 @@ KEEP_CHARS = 4096
 PROBE_TIMEOUT = 10.0
 
 
-class JudgeUnavailable(RuntimeError):
+class JudgeUnavailable(UsageError):
     """The judge cannot run this language here; the message names the fix."""
 
 

@@ -2,7 +2,7 @@
 
 Each is ``async def f(prompts, completions, **kwargs) -> list[float | None]`` so TRL runs them
 concurrently; their weights come from ``GRPOConfig.reward_weights``. Dataset columns arrive as kwargs
-lists: ``tests``, ``language`` (else ``RewardSettings.language``), ``id``.
+lists: ``tests``, ``language``, ``id``. Every factory takes ``(judge, scoring, use_reasoning_format)``.
 
 A completion judged ``sandbox_error`` gets ``None`` from ``test_cases``: TRL turns it into NaN and
 leaves it out of the advantage, so a broken sandbox or a lapsed q licence never teaches the model that
@@ -13,39 +13,15 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
 from typing import Callable
 
+from rewards.arguments import ScoringArguments
 from rewards.extract import extract_code, has_fenced_block
-from rewards.judge import STATUSES, Judge, Judgement
+from rewards.judge import STATUSES, Judge
+from rewards.scoring import ascore
 
 _REASONING_THEN_ANSWER = re.compile(
     r"\A\s*<reasoning>(?P<reasoning>.*?)</reasoning>\s*<answer>(?P<answer>.*?)</answer>\s*\Z", re.DOTALL)
-
-
-@dataclass
-class RewardSettings:
-    judge: Judge
-    language: str = "q"
-    max_tests_per_problem: int = 5
-    base_reward_weight: float = 1.0
-    perfect_reward_weight: float = 1.0
-    perfect_bonus: float = 1.0
-    use_reasoning_format: bool = False
-
-
-def test_reward(j: Judgement, base_reward_weight: float = 1.0, perfect_reward_weight: float = 1.0,
-                perfect_bonus: float = 1.0) -> float:
-    """base * passed/total + perfect_weight * bonus when every test passed; 0 without code."""
-    if j.total == 0 or j.status == "no_code":
-        return 0.0
-    reward = base_reward_weight * j.passed / j.total
-    if j.passed == j.total:
-        reward += perfect_reward_weight * perfect_bonus
-    return reward
-
-
-test_reward.__test__ = False  # a reward, not a pytest test
 
 
 def completion_text(completion) -> str:
@@ -58,28 +34,19 @@ def completion_text(completion) -> str:
     return ""
 
 
-def make_test_cases(settings: RewardSettings) -> Callable:
-    async def test_cases(prompts, completions, tests=None, language=None, log_metric=None, log_extra=None,
+def make_test_cases(judge: Judge, scoring: ScoringArguments, use_reasoning_format: bool) -> Callable:
+    async def test_cases(prompts, completions, tests, language, log_metric=None, log_extra=None,
                          **kwargs) -> list[float | None]:
-        if tests is None:
-            raise ValueError("the test_cases reward needs a 'tests' column in the dataset")
-        languages = language or [settings.language] * len(completions)
-        items = []
-        for completion, problem_tests, lang in zip(completions, tests, languages):
-            lang = lang or settings.language
-            code = extract_code(completion_text(completion), lang)
-            items.append((code, list(problem_tests)[: settings.max_tests_per_problem], lang))
-        judgements = await settings.judge.arun_many(items)
-        counts = Counter(j.status for j in judgements)
+        problems = [{"tests": list(t), "language": lang} for t, lang in zip(tests, language)]
+        scores = await ascore(judge, problems, [completion_text(c) for c in completions], scoring)
+        counts = Counter(s.status for s in scores)
         if log_metric is not None:
             for status in STATUSES:
-                log_metric(f"status/{status}", counts[status] / max(len(judgements), 1))
+                log_metric(f"status/{status}", counts[status] / max(len(scores), 1))
         if log_extra is not None:
-            log_extra("status", [j.status for j in judgements])
-            log_extra("tests_passed", [f"{j.passed}/{j.total}" for j in judgements])
-        return [None if j.status == "sandbox_error" else
-                test_reward(j, settings.base_reward_weight, settings.perfect_reward_weight, settings.perfect_bonus)
-                for j in judgements]
+            log_extra("status", [s.status for s in scores])
+            log_extra("tests_passed", [f"{s.judgement.passed}/{s.judgement.total}" for s in scores])
+        return [None if s.status == "sandbox_error" else s.reward for s in scores]
 
     return test_cases
 
@@ -95,38 +62,35 @@ def format_score(text: str, language: str, use_reasoning_format: bool) -> float:
     return 1.0
 
 
-def make_format(settings: RewardSettings) -> Callable:
-    async def format(prompts, completions, language=None, **kwargs) -> list[float]:
-        languages = language or [settings.language] * len(completions)
-        return [format_score(completion_text(c), lang or settings.language, settings.use_reasoning_format)
-                for c, lang in zip(completions, languages)]
+def make_format(judge: Judge, scoring: ScoringArguments, use_reasoning_format: bool) -> Callable:
+    async def format(prompts, completions, language, **kwargs) -> list[float]:
+        return [format_score(completion_text(c), lang, use_reasoning_format) for c, lang in zip(completions, language)]
 
     return format
 
 
-def make_dummy(settings: RewardSettings) -> Callable:
+def make_dummy(judge: Judge, scoring: ScoringArguments, use_reasoning_format: bool) -> Callable:
     """`--dummy_reward`: a pipeline check that runs no code. 1.0 when code can be extracted, else 0.0.
 
     Its metrics are logged as `rewards/dummy/...`, never as test results, so no chart can mistake it for one.
     """
 
-    async def dummy(prompts, completions, language=None, **kwargs) -> list[float]:
-        languages = language or [settings.language] * len(completions)
-        return [float(extract_code(completion_text(c), lang or settings.language) is not None)
-                for c, lang in zip(completions, languages)]
+    async def dummy(prompts, completions, language, **kwargs) -> list[float]:
+        return [float(extract_code(completion_text(c), lang) is not None) for c, lang in zip(completions, language)]
 
     return dummy
 
 
-REWARD_FUNCS: dict[str, Callable[[RewardSettings], Callable]] = {
+REWARD_FUNCS: dict[str, Callable[[Judge, ScoringArguments, bool], Callable]] = {
     "test_cases": make_test_cases,
     "format": make_format,
     "dummy": make_dummy,
 }
 
 
-def make_reward_funcs(names: list[str], settings: RewardSettings) -> list[Callable]:
+def make_reward_funcs(names: list[str], judge: Judge, scoring: ScoringArguments,
+                      use_reasoning_format: bool = False) -> list[Callable]:
     unknown = [name for name in names if name not in REWARD_FUNCS]
     if unknown:
         raise ValueError(f"unknown reward function {', '.join(unknown)}; choose from {', '.join(REWARD_FUNCS)}")
-    return [REWARD_FUNCS[name](settings) for name in names]
+    return [REWARD_FUNCS[name](judge, scoring, use_reasoning_format) for name in names]

@@ -33,6 +33,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rewards.errors import UsageError
+
 LEVELS = ("bwrap", "unshare", "rlimits")
 NAMESPACE_LEVELS = ("bwrap", "unshare")
 LEVEL_TOOLS = {"bwrap": "bwrap", "unshare": "unshare", "rlimits": "prlimit"}
@@ -50,7 +52,7 @@ OUTPUT_CAP = 1 << 20
 TMPFS_BYTES = 16 << 20
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(UsageError):
     """No isolation level that satisfies the request works on this host."""
 
 

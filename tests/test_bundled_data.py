@@ -11,7 +11,7 @@ def test_bundled_python_set_verifies_clean():
     problems = load_problems(bundled_path("python"), "python")
     judge = Judge(timeout=2.0)
     try:
-        report = verify_problems(problems, judge, "python", show_progress=False)
+        report = verify_problems(problems, judge, show_progress=False)
     finally:
         judge.close()
     assert report.clean, report.broken[:3]

@@ -6,8 +6,7 @@ import pytest
 import yaml
 
 from conftest import run_trainer
-from training.config import UsageError, model_size, parse_args
-from training.run_folder import resolved_settings
+from training.arguments import UsageError, model_size, parse_args
 
 # The reference sweeps' flags (exps.sh, 14B line), as users' scripts pass them.
 REFERENCE_SWEEP = [
@@ -18,32 +17,32 @@ REFERENCE_SWEEP = [
 
 
 def test_reference_sweep_flags_parse_to_intended_config():
-    q, config = parse_args(REFERENCE_SWEEP)
-    assert q.model == "/ckpt/best/14b/checkpoint"
-    assert q.use_reasoning_format is True  # --use_reasoning is argparse's prefix of --use_reasoning_format
-    assert config.use_vllm and config.vllm_mode == "server"
-    assert config.learning_rate == 2e-6
-    assert config.temperature == 0.8
-    assert config.eval_steps == 25
-    assert (q.simple_eval_problems, q.repeat_eval_problems) == (15, 4)
-    assert config.report_to == ["wandb"] and config.run_name == "14b_reasoning"
-    assert q.run_dir == "final_outputs/14b/reasoning/"
-    assert config.output_dir == "final_outputs/14b/reasoning/checkpoints"
+    args = parse_args(REFERENCE_SWEEP)
+    assert args.model.model == "/ckpt/best/14b/checkpoint"
+    assert args.data.use_reasoning_format is True  # --use_reasoning is argparse's prefix of --use_reasoning_format
+    assert args.grpo.use_vllm and args.grpo.vllm_mode == "server"
+    assert args.grpo.learning_rate == 2e-6
+    assert args.grpo.temperature == 0.8
+    assert args.grpo.eval_steps == 25
+    assert (args.eval.simple_eval_problems, args.eval.repeat_eval_problems) == (15, 4)
+    assert args.grpo.report_to == ["wandb"] and args.grpo.run_name == "14b_reasoning"
+    assert args.run_dir == "final_outputs/14b/reasoning/"
+    assert args.grpo.output_dir == "final_outputs/14b/reasoning/checkpoints"
 
 
 def test_reference_defaults():
-    q, config = parse_args([])
-    assert q.model == "Qwen/Qwen2-0.5B-Instruct"
-    assert (q.max_train_problems, q.max_test_problems, q.max_tests_per_problem) == (540, 40, 5)
-    assert (config.learning_rate, config.num_generations, config.gradient_accumulation_steps) == (5e-6, 8, 8)
-    assert (config.per_device_train_batch_size, config.seed, config.num_train_epochs) == (1, 42, 100)
-    assert (config.max_completion_length, config.save_steps, config.logging_steps) == (2048, 50, 1)
-    assert (q.lora_rank, q.lora_alpha, q.lora_dropout) == (16, 32, 0.1)
-    assert q.run_dir == "final_outputs/0.5b/non_reasoning"
+    args = parse_args([])
+    assert args.model.model == "Qwen/Qwen2-0.5B-Instruct"
+    assert (args.data.max_train_problems, args.data.max_test_problems, args.scoring.max_tests_per_problem) == (540, 40, 5)
+    assert (args.grpo.learning_rate, args.grpo.num_generations, args.grpo.gradient_accumulation_steps) == (5e-6, 8, 8)
+    assert (args.grpo.per_device_train_batch_size, args.grpo.seed, args.grpo.num_train_epochs) == (1, 42, 100)
+    assert (args.grpo.max_completion_length, args.grpo.save_steps, args.grpo.logging_steps) == (2048, 50, 1)
+    assert (args.model.lora_rank, args.model.lora_alpha, args.model.lora_dropout) == (16, 32, 0.1)
+    assert args.run_dir == "final_outputs/0.5b/non_reasoning"
 
 
 def test_all_reference_flags_are_accepted():
-    q, config = parse_args([
+    args = parse_args([
         "--model", "m", "--max_train_problems", "10", "--max_test_problems", "3", "--max_tests_per_problem", "2",
         "--perfect_bonus", "2", "--use_reasoning_format", "--eval_steps", "5", "--learning_rate", "1e-5",
         "--test_reward_function", "--eval_pass_at_k", "--eval_k", "1", "2", "--eval_problems", "7", "--eval_only",
@@ -54,10 +53,10 @@ def test_all_reference_flags_are_accepted():
         "--base_reward_weight", "0.5", "--perfect_reward_weight", "0.25", "--max_model_len", "8192",
         "--dummy_reward", "--data", "x.jsonl", "--language", "python", "--max_steps", "3",
     ])
-    assert q.eval_k == [1, 2] and q.simple_eval_problems == 7  # --eval_problems is the reference's name for it
-    assert config.temperature == 0.7 and config.vllm_max_model_length == 8192
-    assert q.reward_funcs == ["dummy", "format"]
-    assert q.wandb_tags == ["a", "b"] and config.max_steps == 3
+    assert args.eval.eval_k == [1, 2] and args.eval.simple_eval_problems == 7  # --eval_problems is the reference's name for it
+    assert args.grpo.temperature == 0.7 and args.grpo.vllm_max_model_length == 8192
+    assert args.rewards.reward_funcs == ["dummy", "format"]
+    assert args.logging.wandb_tags == ["a", "b"] and args.grpo.max_steps == 3
 
 
 def test_model_size_guess():
@@ -67,8 +66,8 @@ def test_model_size_guess():
 
 
 def test_reward_funcs_with_weights():
-    q, config = parse_args(["--reward_funcs", "test_cases:1.0", "format:0.2"])
-    assert q.reward_funcs == ["test_cases", "format"] and config.reward_weights == [1.0, 0.2]
+    args = parse_args(["--reward_funcs", "test_cases:1.0", "format:0.2"])
+    assert args.rewards.reward_funcs == ["test_cases", "format"] and args.grpo.reward_weights == [1.0, 0.2]
     with pytest.raises(UsageError, match="every function or to none"):
         parse_args(["--reward_funcs", "test_cases:1.0", "format"])
 
@@ -79,14 +78,14 @@ def test_eval_k_above_n_fails_at_startup():
 
 
 def test_config_yaml_round_trips(tmp_path):
-    q, config = parse_args(REFERENCE_SWEEP + ["--reward_funcs", "test_cases:1", "format:0.3"])
-    settings = resolved_settings(q, config)
+    args = parse_args(REFERENCE_SWEEP + ["--reward_funcs", "test_cases:1", "format:0.3"])
+    settings = args.settings()
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(settings))
-    q2, config2 = parse_args(["--config", str(path)])
-    assert resolved_settings(q2, config2) == settings
-    q3, config3 = parse_args(["--config", str(path), "--learning_rate", "3e-6"])  # flags override the file
-    assert config3.learning_rate == 3e-6 and q3.use_reasoning_format
+    args2 = parse_args(["--config", str(path)])
+    assert args2.settings() == settings
+    args3 = parse_args(["--config", str(path), "--learning_rate", "3e-6"])  # flags override the file
+    assert args3.grpo.learning_rate == 3e-6 and args3.data.use_reasoning_format
 
 
 def _error_line(result):
@@ -147,8 +146,8 @@ def test_unknown_reward_function_is_a_usage_error():
 
 
 def test_dummy_reward_says_what_it_is():
-    q, _ = parse_args(["--dummy_reward"])
-    assert q.reward_funcs == ["dummy", "format"]
+    args = parse_args(["--dummy_reward"])
+    assert args.rewards.reward_funcs == ["dummy", "format"]
 
 
 def test_vllm_server_mode_without_a_server_says_how_to_start_one(tmp_path, tiny_model):
@@ -167,7 +166,7 @@ def test_vllm_server_mode_without_a_server_says_how_to_start_one(tmp_path, tiny_
 
 
 def test_default_reward_weights_favour_the_tests():
-    q, config = parse_args([])
-    assert q.reward_funcs == ["test_cases", "format"] and config.reward_weights == [1.0, 0.2]
-    _, config = parse_args(["--reward_funcs", "test_cases"])
-    assert config.reward_weights == [1.0]
+    args = parse_args([])
+    assert args.rewards.reward_funcs == ["test_cases", "format"] and args.grpo.reward_weights == [1.0, 0.2]
+    args = parse_args(["--reward_funcs", "test_cases"])
+    assert args.grpo.reward_weights == [1.0]

@@ -35,7 +35,7 @@ PLANTED = [
 
 @pytest.fixture(scope="module")
 def report():
-    return verify_problems(PLANTED, Judge(timeout=5.0), "python", show_progress=False)
+    return verify_problems(PLANTED, Judge(timeout=5.0), show_progress=False)
 
 
 def broken_by_id(report):

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from accelerate.commands.config.config_args import load_config_from_file
 
-from training.config import UsageError, parse_args
+from training.arguments import UsageError, parse_args
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = ["1.5b", "3b", "7b", "14b", "32b"]
@@ -23,26 +23,26 @@ TRAINING_GPUS = 7
 
 @pytest.mark.parametrize("size", SIZES)
 def test_preset_parses_to_the_reference_sweep_settings(size):
-    q_args, config = parse_args(["--preset", size, "--model", "x"])
-    assert config.learning_rate == 2e-6
-    assert config.temperature == 0.8
-    assert config.eval_steps == 25
-    assert q_args.simple_eval_problems == 15
-    assert q_args.repeat_eval_problems == 4
-    assert q_args.use_reasoning_format is (size in ("14b", "32b"))
-    assert config.vllm_max_model_length == (8192 if size == "32b" else None)
+    args = parse_args(["--preset", size, "--model", "x"])
+    assert args.grpo.learning_rate == 2e-6
+    assert args.grpo.temperature == 0.8
+    assert args.grpo.eval_steps == 25
+    assert args.eval.simple_eval_problems == 15
+    assert args.eval.repeat_eval_problems == 4
+    assert args.data.use_reasoning_format is (size in ("14b", "32b"))
+    assert args.grpo.vllm_max_model_length == (8192 if size == "32b" else None)
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_preset_batch_holds_whole_groups_on_seven_gpus(size):
-    _, config = parse_args(["--preset", size, "--model", "x"])
-    completions = config.per_device_train_batch_size * TRAINING_GPUS * config.gradient_accumulation_steps
-    assert completions % config.num_generations == 0
+    args = parse_args(["--preset", size, "--model", "x"])
+    completions = args.grpo.per_device_train_batch_size * TRAINING_GPUS * args.grpo.gradient_accumulation_steps
+    assert completions % args.grpo.num_generations == 0
     assert completions == 56, "every size takes the reference's step: 7 prompts x 8 generations"
 
 
 def test_presets_trade_batch_for_checkpointing_as_models_grow():
-    configs = {size: parse_args(["--preset", size, "--model", "x"])[1] for size in SIZES}
+    configs = {size: parse_args(["--preset", size, "--model", "x"]).grpo for size in SIZES}
     assert [configs[s].gradient_checkpointing for s in SIZES] == [False, False, True, True, True]
     batches = [configs[s].per_device_train_batch_size for s in SIZES]
     assert batches == sorted(batches, reverse=True)
@@ -57,10 +57,10 @@ def test_every_preset_setting_is_explained(size):
 
 
 def test_flags_override_a_preset():
-    q_args, config = parse_args(["--preset", "14b", "--model", "x", "--learning_rate", "1e-6",
+    args = parse_args(["--preset", "14b", "--model", "x", "--learning_rate", "1e-6",
                                  "--use_reasoning_format", "false"])
-    assert config.learning_rate == 1e-6
-    assert q_args.use_reasoning_format is False
+    assert args.grpo.learning_rate == 1e-6
+    assert args.data.use_reasoning_format is False
 
 
 def test_unknown_preset_names_the_choices():
@@ -167,14 +167,14 @@ def test_exps_dry_run_prints_a_server_and_a_launch_per_size():
 def test_exps_launch_arguments_parse_to_each_sizes_run():
     _, launches = dry_run_all()
     for size, launch in zip(SIZES, launches):
-        q_args, config = parse_args(launch[launch.index("rl_trainer.py") + 1 :])
+        args = parse_args(launch[launch.index("rl_trainer.py") + 1 :])
         fmt = "reasoning" if size in ("14b", "32b") else "non_reasoning"
-        assert q_args.model == CHECKPOINTS[f"CKPT_{size.upper().replace('.', '_')}"]
-        assert config.use_vllm and config.vllm_mode == "server" and config.vllm_server_port == 8000
-        assert q_args.run_dir == f"final_outputs/{size}/{fmt}/"
-        assert q_args.use_reasoning_format is (fmt == "reasoning")
-        assert config.learning_rate == 2e-6 and config.temperature == 0.8
-        assert q_args.use_wandb and config.run_name == f"q-grpo-{size}-{fmt}"
+        assert args.model.model == CHECKPOINTS[f"CKPT_{size.upper().replace('.', '_')}"]
+        assert args.grpo.use_vllm and args.grpo.vllm_mode == "server" and args.grpo.vllm_server_port == 8000
+        assert args.run_dir == f"final_outputs/{size}/{fmt}/"
+        assert args.data.use_reasoning_format is (fmt == "reasoning")
+        assert args.grpo.learning_rate == 2e-6 and args.grpo.temperature == 0.8
+        assert args.logging.use_wandb and args.grpo.run_name == f"q-grpo-{size}-{fmt}"
 
 
 def test_exps_follows_the_environment():
@@ -185,8 +185,8 @@ def test_exps_follows_the_environment():
         assert "CUDA_VISIBLE_DEVICES=4,5,6,7" in launch
         assert launch[launch.index("--num-processes") + 1] == "4"
         assert launch[launch.index("--config-file") + 1] == "config/zero3_offload.yaml"
-        q_args, config = parse_args(launch[launch.index("rl_trainer.py") + 1 :])
-        assert q_args.wandb_project == "sweeps" and config.vllm_server_port == 8100
+        args = parse_args(launch[launch.index("rl_trainer.py") + 1 :])
+        assert args.logging.wandb_project == "sweeps" and args.grpo.vllm_server_port == 8100
 
 
 def test_exps_names_a_missing_checkpoint():

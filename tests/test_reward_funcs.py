@@ -4,9 +4,8 @@ from pathlib import Path
 
 import pytest
 
-import rewards
 import rewards.judge
-from rewards import REWARD_FUNCS, STATUSES, Judge, Judgement, RewardSettings, make_reward_funcs
+from rewards import REWARD_FUNCS, STATUSES, Judge, ScoringArguments, make_reward_funcs, score
 
 FAKE_Q = str(Path(__file__).resolve().parent / "fake_q" / "q")
 TESTS = [{"test_code": f"print(solve({n}))", "expected_output": str(2 * n)} for n in range(1, 7)]
@@ -20,10 +19,6 @@ def judge():
         yield judge
 
 
-def judgement(passed, total, status="failed"):
-    return Judgement(status, passed, total, [])
-
-
 @pytest.mark.parametrize("passed, total, weights, expected", [
     (5, 5, (1.0, 1.0, 1.0), 2.0),
     (3, 5, (1.0, 1.0, 1.0), 0.6),
@@ -33,27 +28,29 @@ def judgement(passed, total, status="failed"):
 ])
 def test_reward_arithmetic(passed, total, weights, expected):
     base, perfect_weight, bonus = weights
-    value = rewards.test_reward(judgement(passed, total), base_reward_weight=base,
-                                perfect_reward_weight=perfect_weight, perfect_bonus=bonus)
-    assert value == pytest.approx(expected)
+    reward = ScoringArguments(base_reward_weight=base, perfect_reward_weight=perfect_weight, perfect_bonus=bonus)
+    assert reward.of(passed, total) == pytest.approx(expected)
 
 
-def test_no_code_rewards_nothing():
-    assert rewards.test_reward(judgement(0, 3, "no_code")) == 0.0
+def test_no_code_rewards_nothing(judge):
+    problem = {"id": "p", "language": "python", "tests": TESTS}
+    (scored,) = score(judge, [problem], ["no code here, only words"], ScoringArguments(perfect_bonus=5.0))
+    (empty,) = score(judge, [problem], ["```python\n\n```"], ScoringArguments(perfect_bonus=5.0))
+    assert (scored.status, scored.reward) == ("syntax_error", 0.0)
+    assert (empty.status, empty.reward) == ("no_code", 0.0)
 
 
 def test_names_and_unknown_name(judge):
     assert set(REWARD_FUNCS) == {"test_cases", "format", "dummy"}
-    funcs = make_reward_funcs(["test_cases", "format"], RewardSettings(judge=judge, language="python"))
+    funcs = make_reward_funcs(["test_cases", "format"], judge, ScoringArguments())
     assert [f.__name__ for f in funcs] == ["test_cases", "format"]
     assert all(asyncio.iscoroutinefunction(f) for f in funcs)
     with pytest.raises(ValueError, match="unknown reward function nope"):
-        make_reward_funcs(["nope"], RewardSettings(judge=judge))
+        make_reward_funcs(["nope"], judge, ScoringArguments())
 
 
 def test_test_cases_reward_logs_status_shares_and_extras(judge):
-    settings = RewardSettings(judge=judge, language="python", max_tests_per_problem=4)
-    (test_cases,) = make_reward_funcs(["test_cases"], settings)
+    (test_cases,) = make_reward_funcs(["test_cases"], judge, ScoringArguments(max_tests_per_problem=4))
     metrics, extras = {}, {}
     completions = [RIGHT, [{"role": "assistant", "content": HALF}], "  \n", "```python\ndef solve(:\n```"]
     scores = asyncio.run(test_cases(
@@ -77,7 +74,7 @@ def test_language_column_overrides_and_sandbox_error_gives_none(tmp_path, monkey
     monkeypatch.setenv("QHOME", str(qhome))
     monkeypatch.setattr(rewards.judge, "LICENCE_RETRY_DELAYS", (0.01,))
     with Judge(timeout=2.0, workers=2, q_binary=FAKE_Q) as judge:
-        (test_cases,) = make_reward_funcs(["test_cases"], RewardSettings(judge=judge, language="q"))
+        (test_cases,) = make_reward_funcs(["test_cases"], judge, ScoringArguments())
         q_tests = [{"test_code": '-1 "6";', "expected_output": "6"}]
         scores = asyncio.run(test_cases(prompts=["p", "p"], completions=["```q\nx:1\n```", RIGHT],
                                         tests=[q_tests, TESTS[:2]], language=["q", "python"]))
@@ -98,17 +95,17 @@ def test_language_column_overrides_and_sandbox_error_gives_none(tmp_path, monkey
     ("```python\n\n```", False, 0.0),
 ])
 def test_format_reward(judge, text, reasoning, expected):
-    (fmt,) = make_reward_funcs(["format"], RewardSettings(judge=judge, language="python",
-                                                         use_reasoning_format=reasoning))
-    assert asyncio.run(fmt(prompts=["p"], completions=[text])) == [expected]
+    (fmt,) = make_reward_funcs(["format"], judge, ScoringArguments(), use_reasoning_format=reasoning)
+    assert asyncio.run(fmt(prompts=["p"], completions=[text], language=["python"])) == [expected]
     chat = [{"role": "assistant", "content": text}]
-    assert asyncio.run(fmt(prompts=["p"], completions=[chat])) == [expected]
+    assert asyncio.run(fmt(prompts=["p"], completions=[chat], language=["python"])) == [expected]
 
 
 def test_dummy_reward_runs_nothing_and_only_sees_code(judge, tmp_path):
-    (dummy,) = make_reward_funcs(["dummy"], RewardSettings(judge=judge, language="python"))
+    (dummy,) = make_reward_funcs(["dummy"], judge, ScoringArguments())
     marker = tmp_path / "ran"
     code = f"```python\nopen({str(marker)!r}, 'w').write('x')\n```"
-    rewards = asyncio.run(dummy(prompts=["p", "p"], completions=[code, ""], tests=[[], []]))
+    rewards = asyncio.run(dummy(prompts=["p", "p"], completions=[code, ""], tests=[[], []],
+                                  language=["python"] * 2))
     assert dummy.__name__ == "dummy" and rewards == [1.0, 0.0]
     assert not marker.exists()

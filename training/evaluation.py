@@ -1,4 +1,4 @@
-"""pass@k on held-out problems: the same code during training (a callback) and with `--eval_only`.
+"""pass@k on held-out problems: the trainer's own evaluation (`QGRPOTrainer.evaluate`) and `--eval_only`.
 
 Each evaluation samples n = `--repeat_eval_problems` completions for each of `--simple_eval_problems` held-out
 problems, judges them with the training judge on all of a problem's tests, and reports pass@k with the unbiased
@@ -16,46 +16,38 @@ from accelerate.utils import broadcast_object_list, gather_object
 from transformers import Trainer, TrainerCallback
 from trl.models import unwrap_model_for_generation
 
-from rewards import STATUSES, extract_code, mean_pass_at_k, test_reward
-from training.prompts import make_prompt
+from trl import GRPOTrainer
+
+from rewards import STATUSES, Judge, ScoringArguments, mean_pass_at_k, score
+from training.arguments import EvalArguments
+from training.run_folder import RunFolder
 
 logger = logging.getLogger(__name__)
 
 
 class PassAtKEvaluator:
-    def __init__(self, problems, tokenizer, judge, q_args, run, generation_batch: int = 8):
-        self.problems = problems[: q_args.simple_eval_problems]
+    """pass@k of a model on the first `simple_eval_problems` problems (rows with a `prompt`, see
+    `training.prompts.prompt_rows`); ``describe`` is recorded with every evaluation beside its settings."""
+
+    def __init__(self, problems: list[dict], tokenizer, judge: Judge, args: EvalArguments, scoring: ScoringArguments,
+                 run: RunFolder, describe: dict, generation_batch: int = 8):
+        self.problems = problems[: args.simple_eval_problems]
         self.tokenizer = tokenizer
         self.judge = judge
-        self.q_args = q_args
+        self.args = args
+        self.scoring = scoring
         self.run = run
+        self.settings = {
+            "problems": len(self.problems), "split": args.eval_split, "n": args.repeat_eval_problems,
+            "k": list(args.eval_k), "temperature": args.eval_temperature, "max_tokens": args.eval_max_tokens,
+            "timeout": args.eval_timeout, **describe,
+        }
         self.generation_batch = generation_batch
 
-    @property
-    def settings(self) -> dict:
-        q = self.q_args
-        return {
-            "problems": len(self.problems),
-            "split": q.eval_split,
-            "n": q.repeat_eval_problems,
-            "k": list(q.eval_k),
-            "temperature": q.eval_temperature,
-            "max_tokens": q.eval_max_tokens,
-            "timeout": q.eval_timeout,
-            "prompt_style": q.prompt_style,
-            "use_reasoning_format": q.use_reasoning_format,
-            "language": q.language,
-            "model": q.model,
-        }
-
     def prompt_text(self, problem: dict) -> str:
-        prompt = make_prompt(
-            problem["description"], problem.get("language") or self.q_args.language,
-            self.q_args.use_reasoning_format, self.q_args.prompt_style,
-        )
-        if isinstance(prompt, list):
-            return self.tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
-        return prompt
+        if isinstance(problem["prompt"], list):
+            return self.tokenizer.apply_chat_template(problem["prompt"], add_generation_prompt=True, tokenize=False)
+        return problem["prompt"]
 
     def evaluate(self, model, accelerator, step: int, vllm_generation=None) -> dict:
         """Run one evaluation on every process (collective); returns the metrics (same on every rank)."""
@@ -67,27 +59,23 @@ class PassAtKEvaluator:
         else:
             completions = self._generate(model, accelerator, prompts)
 
-        n = self.q_args.repeat_eval_problems
-        items = []
-        for problem, samples in zip(shard, completions):
-            language = problem.get("language") or self.q_args.language
-            items += [(extract_code(text, language), problem["tests"], language) for text in samples]
-        judgements = self.judge.run_many(items, progress=accelerator.is_main_process) if items else []
+        n = self.args.repeat_eval_problems
+        texts = [text for samples in completions for text in samples]
+        scores = score(self.judge, [p for p in shard for _ in range(n)], texts, self.scoring, all_tests=True,
+                       timeout=self.args.eval_timeout, progress=accelerator.is_main_process) if texts else []
 
         per_problem, samples_out = [], []
         for i, problem in enumerate(shard):
-            judged = judgements[i * n : (i + 1) * n]
+            scored = scores[i * n : (i + 1) * n]
             per_problem.append({
-                "id": problem["id"],
-                "n": n,
-                "c": sum(j.status == "passed" for j in judged),
-                "statuses": [j.status for j in judged],
-                "rewards": [self._reward(j) for j in judged],
+                "id": problem["id"], "n": n, "c": sum(s.status == "passed" for s in scored),
+                "statuses": [s.status for s in scored], "rewards": [s.reward for s in scored],
             })
-            for sample, (text, j) in enumerate(zip(completions[i], judged)):
+            for sample, (text, s) in enumerate(zip(completions[i], scored)):
+                j = s.judgement
                 samples_out.append({
                     "id": problem["id"], "sample": sample, "completion": text, "status": j.status,
-                    "passed": j.passed, "total": j.total, "reward": self._reward(j),
+                    "passed": j.passed, "total": j.total, "reward": s.reward,
                     "tests": [{"status": t.status, "seconds": round(t.seconds, 4), "stdout": t.stdout} for t in j.tests],
                 })
         per_problem = sorted(gather_object(per_problem), key=lambda p: p["id"])
@@ -107,8 +95,8 @@ class PassAtKEvaluator:
         return metrics
 
     def summarize(self, per_problem: list[dict]) -> dict:
-        metrics = mean_pass_at_k([(p["n"], p["c"]) for p in per_problem], list(self.q_args.eval_k))
-        rewards = [r for p in per_problem for r in p["rewards"] if r is not None]
+        metrics = mean_pass_at_k([(p["n"], p["c"]) for p in per_problem], list(self.args.eval_k))
+        rewards = [r for p in per_problem for r in p["rewards"]]
         statuses = [s for p in per_problem for s in p["statuses"]]
         metrics["mean_reward"] = sum(rewards) / len(rewards) if rewards else 0.0
         for status in STATUSES:
@@ -116,14 +104,10 @@ class PassAtKEvaluator:
         metrics["problems"] = len(per_problem)
         return metrics
 
-    def _reward(self, judgement) -> float:
-        q = self.q_args
-        return test_reward(judgement, q.base_reward_weight, q.perfect_reward_weight, q.perfect_bonus)
-
     @torch.no_grad()
     def _generate(self, model, accelerator, prompts: list[str]) -> list[list[str]]:
         """Sampled completions with `generate`; under ZeRO-3 the parameters are gathered for the duration."""
-        n, tok = self.q_args.repeat_eval_problems, self.tokenizer
+        n, tok = self.args.repeat_eval_problems, self.tokenizer
         out = []
         padding_side = tok.padding_side
         tok.padding_side = "left"
@@ -134,8 +118,8 @@ class PassAtKEvaluator:
                 batch = tok(prompts[start : start + self.generation_batch], return_tensors="pt", padding=True,
                             add_special_tokens=False).to(accelerator.device)
                 generated = unwrapped.generate(
-                    **batch, do_sample=True, temperature=self.q_args.eval_temperature,
-                    max_new_tokens=self.q_args.eval_max_tokens, num_return_sequences=n, pad_token_id=tok.pad_token_id,
+                    **batch, do_sample=True, temperature=self.args.eval_temperature,
+                    max_new_tokens=self.args.eval_max_tokens, num_return_sequences=n, pad_token_id=tok.pad_token_id,
                 )
                 texts = tok.batch_decode(generated[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
                 out += [texts[i * n : (i + 1) * n] for i in range(len(texts) // n)]
@@ -146,7 +130,7 @@ class PassAtKEvaluator:
 
     def _generate_vllm(self, prompts: list[str], accelerator, vllm_generation) -> list[list[str]]:
         """Sampled completions from TRL's vLLM backend (server: the main process asks; colocate: each rank)."""
-        n, q = self.q_args.repeat_eval_problems, self.q_args
+        n, q = self.args.repeat_eval_problems, self.args
         vllm_generation.sync_weights()
         prompt_ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
         if vllm_generation.mode == "server":
@@ -172,36 +156,36 @@ class PassAtKEvaluator:
         return [[c.text for c in o.outputs] for o in outputs]
 
 
-class PassAtKCallback(TrainerCallback):
-    """Evaluates every `eval_steps` steps, at step 0 when asked, and at the end of training."""
+class PassAtKSchedule(TrainerCallback):
+    """Asks the trainer to evaluate every `eval_steps` steps and after the last step; transformers then calls
+    `QGRPOTrainer.evaluate` (and at step 0 itself, with `--eval_on_start`)."""
 
-    def __init__(self, evaluator: PassAtKEvaluator, trainer: Trainer, eval_steps: int, on_start: bool):
-        self.evaluator = evaluator
-        self.trainer = trainer
+    def __init__(self, eval_steps: int):
         self.eval_steps = eval_steps
-        self.on_start = on_start
-        self.last_step = None
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        if self.on_start and state.global_step == 0:
-            self._evaluate(state)
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.eval_steps and state.global_step % self.eval_steps == 0:
-            self._evaluate(state)
+        if (self.eval_steps and state.global_step % self.eval_steps == 0) or state.global_step >= state.max_steps:
+            control.should_evaluate = True
 
-    def on_train_end(self, args, state, control, **kwargs):
-        if self.last_step != state.global_step:
-            self._evaluate(state)
 
-    def _evaluate(self, state):
-        trainer = self.trainer
-        vllm = getattr(trainer, "vllm_generation", None) if trainer.use_vllm else None
-        metrics = self.evaluator.evaluate(trainer.model_wrapped, trainer.accelerator, state.global_step, vllm)
-        self.last_step = state.global_step
-        # Trainer.log (not GRPOTrainer.log, which would flush the step's training metrics): the keys become
-        # eval/pass@1 ... in wandb and land in logs/metrics.jsonl through RunLogCallback. Logging resets
-        # control.should_log, which would drop this step's own training log: keep the flag as it was.
-        should_log = trainer.control.should_log
-        Trainer.log(trainer, {f"eval_{k}": v for k, v in metrics.items()})
-        trainer.control.should_log = should_log
+class QGRPOTrainer(GRPOTrainer):
+    """TRL's GRPOTrainer whose evaluation is pass@k (``evaluator``; none: evaluation is off)."""
+
+    def __init__(self, *args, evaluator: PassAtKEvaluator | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.evaluator = evaluator
+        if evaluator is not None:
+            self.add_callback(PassAtKSchedule(int(self.args.eval_steps or 0)))
+
+    def evaluate(self, *args, **kwargs) -> dict:
+        if self.evaluator is None:
+            return {}
+        vllm = getattr(self, "vllm_generation", None) if self.use_vllm else None
+        metrics = self.evaluator.evaluate(self.model_wrapped, self.accelerator, self.state.global_step, vllm)
+        metrics = {f"eval_{k}": v for k, v in metrics.items()}
+        # Trainer.log, not GRPOTrainer.log (which would flush the step's training metrics): the keys become
+        # eval/pass@1 ... in wandb and land in logs/metrics.jsonl through RunLogCallback. on_evaluate, as
+        # Trainer.evaluate calls it, also clears the request to evaluate.
+        Trainer.log(self, dict(metrics))
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        return metrics

@@ -1,5 +1,6 @@
 """Checks that run before any model weights load, so a bad setting costs seconds, not a GPU allocation."""
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -7,12 +8,24 @@ from pathlib import Path
 import requests
 from transformers import AutoConfig, AutoTokenizer
 
-from training.config import UsageError
+from data.loaders import looks_like_path
+from rewards import UsageError
+
+GPU_REQUIREMENTS = "pip install -r requirements-gpu.txt"
 
 
-def looks_like_path(name: str) -> bool:
-    """Hub names are `name` or `org/name`; anything else (absolute, relative, deeper) is meant as a folder."""
-    return name.startswith((".", "/", "~")) or name.count("/") > 1 or Path(name).exists()
+def check_packages(args) -> None:
+    """Every optional package a flag needs is importable: found now, not as a traceback after the model loads."""
+    needed = []
+    if args.grpo.use_vllm:
+        needed.append(("vllm", f"--use_vllm (--vllm_mode {args.grpo.vllm_mode})", GPU_REQUIREMENTS))
+    if args.model.use_qlora:
+        needed.append(("bitsandbytes", "--use_qlora", GPU_REQUIREMENTS))
+    if args.logging.use_wandb:
+        needed.append(("wandb", "--use_wandb", "pip install wandb"))
+    for package, flag, fix in needed:
+        if importlib.util.find_spec(package) is None:
+            raise UsageError(f"{flag} needs {package}, which is not installed here; `{fix}` or drop {flag}")
 
 
 def check_model(model: str) -> dict:
@@ -70,11 +83,7 @@ def check_vllm_server(config, model: str) -> None:
 
 
 def check_wandb() -> None:
-    """`--use_wandb` must be able to log from the first step: installed, and logged in unless offline."""
-    try:
-        import wandb  # noqa: F401
-    except ImportError:
-        raise UsageError("--use_wandb: wandb is not installed; `pip install wandb` or drop --use_wandb") from None
+    """`--use_wandb` must be able to log from the first step: logged in unless offline."""
     if os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun"):
         return
     if not (os.environ.get("WANDB_API_KEY") or _wandb_netrc_key()):

@@ -37,3 +37,11 @@ def make_prompt(description: str, language: str, use_reasoning_format: bool, sty
             {"role": "user", "content": f"Problem:\n{description.strip()}"},
         ]
     raise ValueError(f"unknown prompt style {style!r}: use plain or chat")
+
+
+def prompt_rows(problems: list[dict], use_reasoning_format: bool, style: str) -> list[dict]:
+    """The problems as training and evaluation rows: every field but the canonical solution (rewards never need
+    it), plus the prompt."""
+    return [{**{k: v for k, v in problem.items() if k != "solution"},
+             "prompt": make_prompt(problem["description"], problem["language"], use_reasoning_format, style)}
+            for problem in problems]

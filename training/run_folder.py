@@ -1,4 +1,4 @@
-"""The run folder (design.md section 5) and the callback that writes its logs.
+"""The run folder and the callback that writes its logs.
 
     <run>/config.yaml                every resolved setting; `--config <run>/config.yaml` repeats the run
     <run>/checkpoints/checkpoint-N/  TRL/transformers checkpoints (resumable)
@@ -9,18 +9,18 @@
     <run>/final_model/               the trained model (or LoRA adapter) and tokenizer
 """
 
-import dataclasses
 import json
 import math
 import os
-import re
 import time
 from pathlib import Path
 
 import yaml
-from transformers import TrainerCallback
+from transformers import TrainerCallback, TrainerState
+from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_utils import get_last_checkpoint
 
-from training.config import UsageError
+from rewards import UsageError
 
 OUTPUT_FILES = ("config.yaml", "logs/metrics.jsonl", "logs/eval_results.json", "final_model")
 
@@ -38,25 +38,22 @@ class RunFolder:
         self.final_model = self.root / "final_model"
 
     def holds_outputs(self) -> bool:
-        return any((self.root / name).exists() for name in OUTPUT_FILES) or bool(self.checkpoint_steps())
+        return any((self.root / name).exists() for name in OUTPUT_FILES) or self.latest_checkpoint() is not None
 
-    def checkpoint_steps(self) -> list[int]:
-        if not self.checkpoints.is_dir():
-            return []
-        steps = (re.fullmatch(r"checkpoint-(\d+)", p.name) for p in self.checkpoints.iterdir() if p.is_dir())
-        return sorted(int(m.group(1)) for m in steps if m)
+    def latest_checkpoint(self) -> str | None:
+        return get_last_checkpoint(str(self.checkpoints)) if self.checkpoints.is_dir() else None
 
     def resolve_checkpoint(self, resume: str | None) -> str | None:
         """`latest` means the newest checkpoint of this run folder; anything else is a checkpoint path."""
         if resume is None:
             return None
         if resume == "latest":
-            steps = self.checkpoint_steps()
-            if not steps:
+            latest = self.latest_checkpoint()
+            if latest is None:
                 raise UsageError(f"--resume_from_checkpoint latest: no checkpoint in {self.checkpoints}; start without it")
-            return str(self.checkpoints / f"checkpoint-{steps[-1]}")
-        if not (Path(resume) / "trainer_state.json").exists():
-            raise UsageError(f"--resume_from_checkpoint {resume}: not a checkpoint folder (no trainer_state.json)")
+            return latest
+        if not (Path(resume) / TRAINER_STATE_NAME).exists():
+            raise UsageError(f"--resume_from_checkpoint {resume}: not a checkpoint folder (no {TRAINER_STATE_NAME})")
         return resume
 
     def prepare(self, overwrite: bool, resuming: bool, evaluation_only: bool = False) -> None:
@@ -113,14 +110,10 @@ class RunFolder:
         os.replace(tmp, path)
 
 
-def resolved_settings(q_args, config) -> dict:
-    """Every setting of the run as `--config` accepts it back (output_dir is the run folder)."""
-    settings = {k: v for k, v in dataclasses.asdict(q_args).items() if k != "run_dir"}
-    settings.update(config.to_dict())
-    settings["output_dir"] = q_args.run_dir
-    # TRL derives generation_batch_size from steps_per_generation and refuses both at once when read back.
-    settings.pop("generation_batch_size")
-    return settings
+def checkpoint_step(path: str) -> int:
+    """The training step a checkpoint (or a run's saved model) was taken at; 0 for a model that never trained here."""
+    state = Path(path) / TRAINER_STATE_NAME
+    return TrainerState.load_from_json(str(state)).global_step if state.exists() else 0
 
 
 def _fmt(value) -> str:
@@ -148,22 +141,11 @@ class RunLogCallback(TrainerCallback):
 
     def __init__(self, run: RunFolder):
         self.run = run
-        self._step_started = None
-        self._step_seconds = None
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        self._step_started = time.monotonic()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self._step_started is not None:
-            self._step_seconds = time.monotonic() - self._step_started
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
             return
         record = {k: v for k, v in logs.items() if not (isinstance(v, float) and math.isnan(v))}
-        if self._step_seconds is not None and not any(k.startswith("eval_") for k in record):
-            record["step_time"] = round(self._step_seconds, 4)
         record = {"step": state.global_step, "time": round(time.time(), 3), **record}
         with self.run.metrics.open("a") as f:
             f.write(json.dumps(record) + "\n")

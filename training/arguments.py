@@ -1,49 +1,70 @@
-"""The run's settings: the reference Q trainer's flags, ours, and every `GRPOConfig` field, each a flag.
+"""The run's settings, one dataclass per consumer, parsed together by TRL's `TrlParser` as TRL's grpo.py does.
 
-`QArguments` holds what TRL does not know about (model path, data, judging, evaluation, LoRA, wandb names).
-`QGRPOConfig` is TRL's `GRPOConfig` with the reference's defaults (learning rate 5e-6, 100 epochs, 8 generations,
-batch 1 x 8 accumulation, completions up to 2048 tokens, checkpoint every 50 steps, log every step, vLLM in
-server mode). `parse_args` turns argv (plus `--preset`/`--config` YAML files) into both and resolves the
-settings that depend on each other.
+Every field is a flag; `--preset 7b` and `--config FILE.yaml` give defaults that flags override. The reference
+Q trainer's flag names and defaults are kept (README.md, "Settings"); its alias names (`--generation_temp`,
+`--max_model_len`, `--eval_problems`) are mapped onto the settings they stand for in `__post_init__`, as TRL maps
+its deprecated names. Settings that depend on several dataclasses are resolved once, in `parse_args`, so the
+`config.yaml` a run writes is exactly what the trainer uses.
 """
 
+import logging
 import os
 import re
 import sys
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 import yaml
 from trl import GRPOConfig, TrlParser
 
-from rewards import REWARD_FUNCS
+from rewards import REWARD_FUNCS, JudgeArguments, ScoringArguments, UsageError
+from rewards.languages import LANGUAGES
 
 # TRL 1.16 still uses transformers' gradient_checkpointing names (field and methods), each use warning of the v6
 # rename to activation_checkpointing: silence that one warning wherever the settings are built.
 warnings.filterwarnings("ignore", message=r".*gradient_checkpointing.*deprecated", category=FutureWarning)
 
-ROOT = Path(__file__).resolve().parent.parent
-PRESET_DIR = ROOT / "config" / "models"
-
-
-class UsageError(ValueError):
-    """Bad settings: the trainer prints the one-line message and exits with code 2."""
-
-
+logger = logging.getLogger(__name__)
+PRESET_DIR = Path(__file__).resolve().parent.parent / "config" / "models"
 # The test cases are the objective; the format reward only shapes the output, so it weighs less by default.
 DEFAULT_REWARD_WEIGHTS = {"test_cases": 1.0, "format": 0.2, "dummy": 1.0}
+DEFAULT_EVAL_K = (1, 4)
+
+
+def bf16_supported() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
 
 @dataclass
-class QArguments:
-    """Settings of the Q trainer that are not `GRPOConfig` fields. Names follow the reference Q trainer."""
-
+class ModelArguments:
     model: str = field(
         default="Qwen/Qwen2-0.5B-Instruct",
         metadata={"help": "Model to train: a hub name, a local folder, or a checkpoint folder of a run."},
     )
+    use_lora: bool = field(default=False, metadata={"help": "Train LoRA adapters instead of the full model."})
+    use_qlora: bool = field(default=False, metadata={"help": "LoRA on a 4-bit quantised base (needs CUDA and bitsandbytes)."})
+    lora_rank: int = field(default=16, metadata={"help": "LoRA rank."})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha."})
+    lora_dropout: float = field(default=0.1, metadata={"help": "LoRA dropout."})
+
+    def __post_init__(self):
+        if self.use_qlora and not torch.cuda.is_available():
+            raise UsageError("--use_qlora needs a CUDA GPU and bitsandbytes; use --use_lora on this machine")
+        self.use_lora = self.use_lora or self.use_qlora
+
+    def peft_config(self):
+        if not self.use_lora:
+            return None
+        from peft import LoraConfig
+
+        return LoraConfig(r=self.lora_rank, lora_alpha=self.lora_alpha, lora_dropout=self.lora_dropout,
+                          target_modules="all-linear", task_type="CAUSAL_LM")
+
+
+@dataclass
+class DataArguments:
     data: str | None = field(
         default=None,
         metadata={
@@ -52,16 +73,13 @@ class QArguments:
         },
     )
     language: str = field(
-        default="q", metadata={"help": "Language of the problems and completions.", "choices": ["q", "python"]}
+        default="q", metadata={"help": "Language of problems that do not name one.", "choices": list(LANGUAGES)}
     )
     test_fraction: float = field(
         default=0.2, metadata={"help": "Share of problems held out for evaluation when the data has no split."}
     )
     max_train_problems: int = field(default=540, metadata={"help": "At most this many training problems."})
     max_test_problems: int = field(default=40, metadata={"help": "At most this many held-out problems."})
-    max_tests_per_problem: int = field(
-        default=5, metadata={"help": "Training reward uses the first N tests of each problem."}
-    )
     verify_data: bool = field(
         default=False,
         metadata={"help": "Run every problem's canonical solution through the judge before training; stop if any fails."},
@@ -78,6 +96,10 @@ class QArguments:
         default=False,
         metadata={"help": "Ask for <reasoning>...</reasoning> then <answer>...</answer>; only the answer runs."},
     )
+
+
+@dataclass
+class RewardFunctionArguments:
     reward_funcs: list[str] = field(
         default_factory=lambda: ["test_cases", "format"],
         metadata={
@@ -85,9 +107,6 @@ class QArguments:
             "Weights may also be given with --reward_weights; by default test_cases 1.0, format 0.2."
         },
     )
-    perfect_bonus: float = field(default=1.0, metadata={"help": "Bonus when every test passes."})
-    base_reward_weight: float = field(default=1.0, metadata={"help": "Weight of the pass fraction."})
-    perfect_reward_weight: float = field(default=1.0, metadata={"help": "Weight of the perfect-solution bonus."})
     dummy_reward: bool = field(
         default=False,
         metadata={
@@ -99,40 +118,44 @@ class QArguments:
         default=False,
         metadata={"help": "Judge every problem's canonical solution with the training reward, print it, and exit."},
     )
-    q_binary: str | None = field(
-        default=None,
-        metadata={"help": "The q executable. Default: $Q_INTERPRETER_PATH, $Q_EXECUTABLE_PATH, $QHOME/l64/q, PATH."},
-    )
-    sandbox: str = field(
-        default="auto",
-        metadata={
-            "help": "auto: the strongest isolation available (logged; never root without namespaces); strict: refuse "
-            "to run without namespaces; bwrap, unshare, rlimits: exactly that level or stop.",
-            "choices": ["auto", "strict", "bwrap", "unshare", "rlimits"],
-        },
-    )
-    judge_timeout: float = field(default=1.0, metadata={"help": "Seconds per test during training."})
-    judge_workers: int | None = field(
-        default=None, metadata={"help": "Parallel executions per process. Default: the cores shared among local ranks."}
-    )
-    judge_memory_mb: int = field(default=1024, metadata={"help": "Address-space limit of one execution, in MB."})
+
+    def __post_init__(self):
+        names, weights = [], []
+        for item in self.reward_funcs:
+            name, _, weight = item.partition(":")
+            name = "dummy" if self.dummy_reward and name == "test_cases" else name
+            if name not in REWARD_FUNCS:
+                raise UsageError(f"--reward_funcs {name}: no such reward function; choose from {', '.join(REWARD_FUNCS)}")
+            names.append(name)
+            if weight:
+                try:
+                    weights.append(float(weight))
+                except ValueError:
+                    raise UsageError(f"--reward_funcs {item}: the weight after ':' must be a number") from None
+        if weights and len(weights) != len(names):
+            raise UsageError("--reward_funcs: give a weight to every function or to none (name:weight)")
+        self.reward_funcs = names
+        self.weights = weights or None  # name:weight given here; GRPOConfig.reward_weights is set from them
+
+
+@dataclass
+class EvalArguments:
     eval_pass_at_k: bool = field(
         default=True, metadata={"help": "Evaluate pass@k on held-out problems every --eval_steps and at the end."}
     )
-    eval_k: list[int] = field(
-        default_factory=lambda: [1, 4], metadata={"help": "The k values of pass@k; each at most --repeat_eval_problems."}
+    eval_k: list[int] | None = field(
+        default=None,
+        metadata={"help": "The k values of pass@k, each at most --repeat_eval_problems. Default: 1 4, leaving out "
+                  "those above --repeat_eval_problems."},
     )
     simple_eval_problems: int = field(default=15, metadata={"help": "Held-out problems per evaluation."})
-    eval_split: str = field(
-        default="test",
-        metadata={
-            "help": "Problems to evaluate on: test (held out, the default) or train (to watch the policy fit the "
-            "training problems, as the CPU demo does).",
-            "choices": ["test", "train"],
-        },
-    )
     eval_problems: int | None = field(
         default=None, metadata={"help": "The reference's name for the number of evaluation problems; sets --simple_eval_problems."}
+    )
+    eval_split: str = field(
+        default="test",
+        metadata={"help": "Problems to evaluate on: test (held out, the default) or train (to watch the policy fit "
+                  "the training problems).", "choices": ["test", "train"]},
     )
     repeat_eval_problems: int = field(default=4, metadata={"help": "Samples per problem in evaluation (n of pass@k)."})
     eval_temperature: float = field(default=0.8, metadata={"help": "Sampling temperature in evaluation."})
@@ -141,34 +164,37 @@ class QArguments:
     )
     eval_timeout: float = field(default=2.0, metadata={"help": "Seconds per test in evaluation."})
     eval_only: bool = field(default=False, metadata={"help": "Evaluate --model on the held-out problems; no training."})
-    generation_temp: float | None = field(
-        default=None, metadata={"help": "The reference's name for the sampling temperature; sets --temperature."}
-    )
-    max_model_len: int | None = field(
-        default=None, metadata={"help": "vLLM context length; sets --vllm_max_model_length."}
-    )
-    use_lora: bool = field(default=False, metadata={"help": "Train LoRA adapters instead of the full model."})
-    use_qlora: bool = field(default=False, metadata={"help": "LoRA on a 4-bit quantised base (needs CUDA and bitsandbytes)."})
-    lora_rank: int = field(default=16, metadata={"help": "LoRA rank."})
-    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha."})
-    lora_dropout: float = field(default=0.1, metadata={"help": "LoRA dropout."})
+
+    def __post_init__(self):
+        if self.eval_problems is not None:
+            self.simple_eval_problems = self.eval_problems
+        if self.repeat_eval_problems < 1:
+            raise UsageError("--repeat_eval_problems must be at least 1")
+        if self.eval_k is None:
+            self.eval_k = [k for k in DEFAULT_EVAL_K if k <= self.repeat_eval_problems]
+            if len(self.eval_k) < len(DEFAULT_EVAL_K):
+                logger.info("pass@k: reporting k = %s (the default k above --repeat_eval_problems %d left out)",
+                            " ".join(map(str, self.eval_k)), self.repeat_eval_problems)
+        wrong = [k for k in self.eval_k if not 1 <= k <= self.repeat_eval_problems]
+        if wrong:
+            raise UsageError(
+                f"--eval_k {wrong[0]}: pass@k needs 1 <= k <= --repeat_eval_problems ({self.repeat_eval_problems}); "
+                f"lower k or raise --repeat_eval_problems"
+            )
+
+
+@dataclass
+class LoggingArguments:
     use_wandb: bool = field(default=False, metadata={"help": "Log to Weights & Biases."})
     wandb_project: str = field(default="q-language-training", metadata={"help": "wandb project."})
     wandb_name: str | None = field(default=None, metadata={"help": "wandb run name (also the run_name)."})
     wandb_entity: str | None = field(default=None, metadata={"help": "wandb entity (team or user)."})
     wandb_tags: list[str] | None = field(default=None, metadata={"help": "wandb tags."})
-    overwrite_output_dir: bool = field(
-        default=False, metadata={"help": "Allow a new run into a folder that already holds a run's outputs."}
-    )
-    run_dir: str | None = field(
-        default=None,
-        metadata={"help": "Set by the trainer from --output_dir (the run folder; checkpoints go to its checkpoints/)."},
-    )
 
 
 @dataclass
 class QGRPOConfig(GRPOConfig):
-    """`GRPOConfig` with the reference Q trainer's defaults."""
+    """`GRPOConfig` with the reference Q trainer's defaults and its alias flags."""
 
     output_dir: str | None = field(
         default=None,
@@ -188,19 +214,58 @@ class QGRPOConfig(GRPOConfig):
     )
     vllm_mode: str = field(
         default="server",
-        metadata={"help": "With --use_vllm: server (a `trl vllm-serve` process, as the reference) or colocate."},
+        metadata={"help": "With --use_vllm: server (a vLLM server process, as the reference) or colocate."},
+    )
+    overwrite_output_dir: bool = field(
+        default=False, metadata={"help": "Allow a new run into a folder that already holds a run's outputs."}
+    )
+    generation_temp: float | None = field(
+        default=None, metadata={"help": "The reference's name for the sampling temperature; sets --temperature."}
+    )
+    max_model_len: int | None = field(
+        default=None, metadata={"help": "vLLM context length; sets --vllm_max_model_length."}
     )
 
     def __post_init__(self):
-        # TRL's evaluation loop (an eval loss) is not used: pass@k runs in a callback (training/evaluation.py),
-        # on the schedule of eval_steps / eval_on_start.
+        if self.generation_temp is not None:
+            self.temperature = self.generation_temp
+        if self.max_model_len is not None:
+            self.vllm_max_model_length = self.max_model_len
+        # TRL's evaluation loop (an eval loss) is not used: pass@k runs as the trainer's `evaluate`
+        # (training/evaluation.py), on the schedule of eval_steps / eval_on_start.
         self.eval_strategy = "no"
-        # transformers fills a missing output_dir with "trainer_output"; remember that none was given so the
-        # run folder can default to final_outputs/<size>/<format>/ instead.
+        # transformers fills a missing output_dir with "trainer_output"; the run folder defaults to
+        # final_outputs/<size>/<format>/ instead (parse_args).
         self.output_dir_given = self.output_dir is not None
         if self.bf16 is None:
-            self.bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+            self.bf16 = bf16_supported()
         super().__post_init__()
+
+
+@dataclass
+class Arguments:
+    """Everything one run reads, by consumer; `run_dir` is the run folder (checkpoints go to its checkpoints/)."""
+
+    model: ModelArguments
+    data: DataArguments
+    rewards: RewardFunctionArguments
+    scoring: ScoringArguments
+    judge: JudgeArguments
+    eval: EvalArguments
+    logging: LoggingArguments
+    grpo: QGRPOConfig
+    run_dir: str
+
+    def settings(self) -> dict:
+        """Every setting as `--config` accepts it back (output_dir is the run folder)."""
+        settings = {}
+        for part in (self.model, self.data, self.rewards, self.scoring, self.judge, self.eval, self.logging):
+            settings.update(asdict(part))
+        settings.update(self.grpo.to_dict())
+        settings["output_dir"] = self.run_dir
+        # TRL derives generation_batch_size from steps_per_generation and refuses both at once when read back.
+        settings.pop("generation_batch_size")
+        return settings
 
 
 SIZE_IN_NAME = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])")
@@ -212,13 +277,9 @@ def model_size(model: str) -> str:
     return f"{match.group(1)}b" if match else "other"
 
 
-def default_run_dir(q_args: QArguments) -> str:
-    fmt = "reasoning" if q_args.use_reasoning_format else "non_reasoning"
-    return str(Path("final_outputs") / model_size(q_args.model) / fmt)
-
-
 def make_parser() -> TrlParser:
-    return TrlParser((QArguments, QGRPOConfig), prog="rl_trainer.py")
+    return TrlParser((ModelArguments, DataArguments, RewardFunctionArguments, ScoringArguments, JudgeArguments,
+                      EvalArguments, LoggingArguments, QGRPOConfig), prog="rl_trainer.py")
 
 
 def _read_yaml(path: str, flag: str) -> dict:
@@ -281,7 +342,7 @@ def cpu_launch_defaults() -> dict:
     return {}
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[QArguments, QGRPOConfig]:
+def parse_args(argv: list[str] | None = None) -> Arguments:
     """Parse argv into resolved settings. Raises UsageError (exit 2) on anything a user must fix."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = make_parser()
@@ -290,72 +351,42 @@ def parse_args(argv: list[str] | None = None) -> tuple[QArguments, QGRPOConfig]:
     if unknown:
         raise UsageError(f"unknown setting in --preset/--config: {unknown[0].lstrip('-')}; remove it or fix its name")
     try:
-        q_args, config = parser.parse_args_into_dataclasses(args=argv)
+        parts = parser.parse_args_into_dataclasses(args=argv)
     except ValueError as e:
         raise UsageError(str(e).splitlines()[0]) from None
-    resolve(q_args, config)
-    return q_args, config
+    model, data, rewards, scoring, judge, evaluation, logs, grpo = parts
+    fmt = "reasoning" if data.use_reasoning_format else "non_reasoning"
+    run_dir = grpo.output_dir if grpo.output_dir_given else str(Path("final_outputs") / model_size(model.model) / fmt)
+    args = Arguments(model, data, rewards, scoring, judge, evaluation, logs, grpo, run_dir)
+    resolve(args)
+    return args
 
 
-def resolve(q_args: QArguments, config: QGRPOConfig) -> None:
-    """Map the reference's flag names onto TRL's settings and check what depends on several flags."""
-    if q_args.generation_temp is not None:
-        config.temperature = q_args.generation_temp
-    if q_args.max_model_len is not None:
-        config.vllm_max_model_length = q_args.max_model_len
-    if q_args.eval_problems is not None:
-        q_args.simple_eval_problems = q_args.eval_problems
-    if q_args.eval_max_tokens is None:
-        q_args.eval_max_tokens = config.max_completion_length
-    if q_args.dummy_reward:
-        q_args.reward_funcs = ["dummy" if name.split(":")[0] == "test_cases" else name for name in q_args.reward_funcs]
-
-    names, weights = [], []
-    for item in q_args.reward_funcs:
-        name, _, weight = item.partition(":")
-        names.append(name)
-        if weight:
-            try:
-                weights.append(float(weight))
-            except ValueError:
-                raise UsageError(f"--reward_funcs {item}: the weight after ':' must be a number") from None
-    if weights and len(weights) != len(names):
-        raise UsageError("--reward_funcs: give a weight to every function or to none (name:weight)")
-    unknown = [name for name in names if name not in REWARD_FUNCS]
-    if unknown:
-        raise UsageError(f"--reward_funcs {unknown[0]}: no such reward function; choose from {', '.join(REWARD_FUNCS)}")
-    q_args.reward_funcs = names
-    if weights:
-        config.reward_weights = weights
-    elif config.reward_weights is None:
-        config.reward_weights = [DEFAULT_REWARD_WEIGHTS[name] for name in names]
-    if config.reward_weights is not None and len(config.reward_weights) != len(names):
-        raise UsageError(
-            f"--reward_weights has {len(config.reward_weights)} values for {len(names)} reward functions"
-        )
-
-    if q_args.repeat_eval_problems < 1:
-        raise UsageError("--repeat_eval_problems must be at least 1")
-    too_big = [k for k in q_args.eval_k if k > q_args.repeat_eval_problems or k < 1]
-    if too_big:
-        raise UsageError(
-            f"--eval_k {too_big[0]}: pass@k needs 1 <= k <= --repeat_eval_problems ({q_args.repeat_eval_problems}); "
-            f"lower k or raise --repeat_eval_problems"
-        )
-    if q_args.use_qlora and not torch.cuda.is_available():
-        raise UsageError("--use_qlora needs a CUDA GPU and bitsandbytes; use --use_lora on this machine")
-    if q_args.use_lora or q_args.use_qlora:
-        q_args.use_lora = True
-
-    q_args.run_dir = config.output_dir if config.output_dir_given else default_run_dir(q_args)
-    config.output_dir = str(Path(q_args.run_dir) / "checkpoints")
-
-    if q_args.use_wandb:
-        config.report_to = ["wandb"]
-        os.environ.setdefault("WANDB_PROJECT", q_args.wandb_project)
-        if q_args.wandb_entity:
-            os.environ.setdefault("WANDB_ENTITY", q_args.wandb_entity)
-        if q_args.wandb_tags:
-            os.environ.setdefault("WANDB_TAGS", ",".join(q_args.wandb_tags))
-    if q_args.wandb_name:
-        config.run_name = q_args.wandb_name
+def resolve(args: Arguments) -> None:
+    """The settings that depend on more than one dataclass, each set once, before config.yaml is written."""
+    grpo = args.grpo
+    names = args.rewards.reward_funcs
+    if args.rewards.weights:
+        grpo.reward_weights = args.rewards.weights
+    elif grpo.reward_weights is None:
+        grpo.reward_weights = [DEFAULT_REWARD_WEIGHTS[name] for name in names]
+    if len(grpo.reward_weights) != len(names):
+        raise UsageError(f"--reward_weights has {len(grpo.reward_weights)} values for {len(names)} reward functions")
+    if args.eval.eval_max_tokens is None:
+        args.eval.eval_max_tokens = grpo.max_completion_length
+    grpo.output_dir = str(Path(args.run_dir) / "checkpoints")
+    if args.model.use_qlora:
+        # QLoRA's base model: 4-bit NF4 weights, bf16 compute; a dict, so config.yaml can hold it.
+        quantization = {"load_in_4bit": True, "bnb_4bit_compute_dtype": "bfloat16", "bnb_4bit_quant_type": "nf4"}
+        grpo.model_init_kwargs = {**(grpo.model_init_kwargs or {}), "quantization_config": quantization}
+    logs = args.logging
+    if logs.use_wandb:
+        grpo.report_to = ["wandb"]
+        grpo.log_completions = True  # TRL's wandb table of sampled completions, with status and tests passed
+        os.environ.setdefault("WANDB_PROJECT", logs.wandb_project)
+        if logs.wandb_entity:
+            os.environ.setdefault("WANDB_ENTITY", logs.wandb_entity)
+        if logs.wandb_tags:
+            os.environ.setdefault("WANDB_TAGS", ",".join(logs.wandb_tags))
+    if logs.wandb_name:
+        grpo.run_name = logs.wandb_name

@@ -1,0 +1,100 @@
+"""Settings read by the judge and the rewards, shared by every command that judges code.
+
+`rl_trainer.py`, `python -m rewards score` and `python -m data verify` all parse `JudgeArguments`, so they
+accept the same judge flags; `ScoringArguments` is how a judgement becomes a reward, for training and scoring.
+"""
+
+import os
+from dataclasses import dataclass, field, fields
+
+from transformers import HfArgumentParser
+
+from rewards.errors import UsageError
+from rewards.judge import Judge
+from rewards.sandbox import LEVELS
+
+SANDBOX_CHOICES = ("auto", "strict", *LEVELS)
+
+
+def positive(flag: str, value, what: str = "number") -> None:
+    """The one check of a positive setting: UsageError naming the flag otherwise (None means unset)."""
+    if value is not None and not value > 0:
+        raise UsageError(f"{flag} must be a positive {what}, got {value}")
+
+
+class CommandParser(HfArgumentParser):
+    """Dataclass fields as flags, for the project's subcommands; a usage error is one line and exit 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def dataclasses_from(self, namespace) -> tuple:
+        """The parsed namespace as this parser's dataclasses; their checks raise UsageError."""
+        return tuple(dtype(**{f.name: getattr(namespace, f.name) for f in fields(dtype) if f.init})
+                     for dtype in self.dataclass_types)
+
+
+@dataclass
+class JudgeArguments:
+    """How completions are run: the q binary, the sandbox, and the limits of one execution."""
+
+    q_binary: str | None = field(
+        default=None,
+        metadata={"help": "The q executable. Default: $Q_INTERPRETER_PATH, $Q_EXECUTABLE_PATH, $QHOME/l64/q, PATH."},
+    )
+    sandbox: str = field(
+        default="auto",
+        metadata={
+            "help": "auto: the strongest isolation available (logged; never root without namespaces); strict: refuse "
+            "to run without namespaces; bwrap, unshare, rlimits: exactly that level or stop.",
+            "choices": list(SANDBOX_CHOICES),
+        },
+    )
+    judge_timeout: float = field(
+        default=1.0, metadata={"help": "Seconds per test (during training, in the trainer).", "aliases": ["--timeout"]}
+    )
+    judge_workers: int | None = field(
+        default=None,
+        metadata={"help": "Parallel executions per process. Default: the cores shared among local ranks.",
+                  "aliases": ["--workers"]},
+    )
+    judge_memory_mb: int = field(default=1024, metadata={"help": "Address-space limit of one execution, in MB."})
+
+    def __post_init__(self):
+        positive("--judge_timeout/--timeout", self.judge_timeout, "number of seconds")
+        positive("--judge_workers/--workers", self.judge_workers)
+        positive("--judge_memory_mb", self.judge_memory_mb)
+
+    def make_judge(self) -> Judge:
+        """The process's one judge. Every rank judges its own completions, so ranks on a node share its cores."""
+        local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        workers = self.judge_workers or max(1, (os.cpu_count() or 1) // local_ranks)
+        return Judge(timeout=self.judge_timeout, workers=workers, sandbox=self.sandbox,
+                     memory_mb=self.judge_memory_mb, q_binary=self.q_binary)
+
+
+@dataclass
+class ScoringArguments:
+    """How a judgement becomes the test-case reward: over the first N tests, base x passed/total, plus the
+    perfect-solution bonus when all pass."""
+
+    max_tests_per_problem: int | None = field(
+        default=5, metadata={"help": "Training reward uses the first N tests of each problem."}
+    )
+    perfect_bonus: float = field(default=1.0, metadata={"help": "Bonus when every test passes."})
+    base_reward_weight: float = field(default=1.0, metadata={"help": "Weight of the pass fraction."})
+    perfect_reward_weight: float = field(default=1.0, metadata={"help": "Weight of the perfect-solution bonus."})
+
+    def __post_init__(self):
+        positive("--max_tests_per_problem", self.max_tests_per_problem)
+
+    @property
+    def best(self) -> float:
+        return self.base_reward_weight + self.perfect_reward_weight * self.perfect_bonus
+
+    def of(self, passed: int, total: int) -> float:
+        """The reward of a completion that passed ``passed`` of ``total`` tests."""
+        reward = self.base_reward_weight * passed / total
+        if passed == total:
+            reward += self.perfect_reward_weight * self.perfect_bonus
+        return reward

@@ -1,0 +1,52 @@
+"""The one scoring path: problems and completion texts in, judgements and test-case rewards out.
+
+Training rewards, pass@k evaluation, `--test_reward_function`, `python -m rewards score` and
+`python -m data verify` all call `score` (or `ascore` inside TRL's async reward functions), so a completion
+earns the same reward wherever it is judged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rewards.arguments import ScoringArguments
+from rewards.extract import extract_code
+from rewards.judge import Judge, Judgement
+
+
+@dataclass
+class Score:
+    judgement: Judgement
+    reward: float  # the test-case reward; 0.0 without extractable code
+
+    @property
+    def status(self) -> str:
+        return self.judgement.status
+
+
+def _items(problems: list[dict], texts: list[str | None], max_tests: int | None, extract: bool) -> list[tuple]:
+    if len(problems) != len(texts):
+        raise ValueError(f"{len(texts)} completions for {len(problems)} problems")
+    return [(extract_code(text, problem["language"]) if extract else text, problem["tests"][:max_tests],
+             problem["language"]) for problem, text in zip(problems, texts)]
+
+
+def _scores(judgements: list[Judgement], scoring: ScoringArguments) -> list[Score]:
+    return [Score(j, 0.0 if j.status == "no_code" else scoring.of(j.passed, j.total)) for j in judgements]
+
+
+def score(judge: Judge, problems: list[dict], texts: list[str | None], scoring: ScoringArguments, *,
+          all_tests: bool = False, timeout: float | None = None, extract: bool = True,
+          progress: bool = False) -> list[Score]:
+    """Judge ``texts[i]`` against ``problems[i]``'s tests (its first ``scoring.max_tests_per_problem`` unless
+    ``all_tests``). ``extract=False`` runs each text as it is (canonical solutions, verification's no-op)."""
+    max_tests = None if all_tests else scoring.max_tests_per_problem
+    items = _items(problems, texts, max_tests, extract)
+    return _scores(judge.run_many(items, progress=progress, timeout=timeout), scoring)
+
+
+async def ascore(judge: Judge, problems: list[dict], texts: list[str | None], scoring: ScoringArguments, *,
+                 timeout: float | None = None) -> list[Score]:
+    """`score` for TRL's async reward functions: the first ``scoring.max_tests_per_problem`` tests, extracted code."""
+    items = _items(problems, texts, scoring.max_tests_per_problem, extract=True)
+    return _scores(await judge.arun_many(items, timeout=timeout), scoring)
