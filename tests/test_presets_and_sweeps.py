@@ -189,20 +189,48 @@ def test_exps_follows_the_environment():
         assert q_args.wandb_project == "sweeps" and config.vllm_server_port == 8100
 
 
-def test_exps_names_a_missing_checkpoint():
+def without_checkpoints():
+    return {key: value for key, value in os.environ.items() if not key.startswith("CKPT_")}
+
+
+def test_exps_run_names_a_missing_checkpoint_before_starting_anything():
+    """A real run (no --dry-run) checks every size's checkpoint first: nothing printed, nothing started."""
     env = {key: value for key, value in CHECKPOINTS.items() if key != "CKPT_14B"}
-    result = subprocess.run(["./exps.sh", "--dry-run", "all"], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                            env={k: v for k, v in os.environ.items() if not k.startswith("CKPT_")} | env)
+    result = subprocess.run(["./exps.sh", "all"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                            env=without_checkpoints() | env)
     assert result.returncode == 2
     assert result.stdout == ""
-    assert "set CKPT_14B to the 14b SFT checkpoint" in result.stderr
+    assert result.stderr.strip() == ("exps.sh: set CKPT_14B to the 14b SFT checkpoint (a folder or hub name) "
+                                     "to run the 14b sweep")
 
 
-@pytest.mark.parametrize("args", [[], ["9b"], ["7b", "3b"]])
+def test_exps_dry_run_needs_no_size_and_no_checkpoints():
+    """How a user first reads the sweeps: every size, unset checkpoints shown as the variables to set."""
+    result = subprocess.run(["./exps.sh", "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                            env=without_checkpoints() | {"CKPT_3B": "/ckpts/q-3b"})
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    headers = [line for line in result.stdout.splitlines() if line.startswith("# ")]
+    assert headers == ["# 1.5b (non_reasoning); CKPT_1_5B is not set: a run needs it", "# 3b (non_reasoning)",
+                       "# 7b (non_reasoning); CKPT_7B is not set: a run needs it",
+                       "# 14b (reasoning); CKPT_14B is not set: a run needs it",
+                       "# 32b (reasoning); CKPT_32B is not set: a run needs it"]
+    commands = [shlex.split(line[2:]) for line in result.stdout.splitlines() if line.startswith("+ ")]
+    models = [c[c.index("--model") + 1] for c in commands if "rl_trainer.py" in c]
+    served = [c[c.index("scripts/serve_vllm.sh") + 1] for c in commands if "scripts/serve_vllm.sh" in c]
+    expected = ["$CKPT_1_5B", "/ckpts/q-3b", "$CKPT_7B", "$CKPT_14B", "$CKPT_32B"]
+    assert models == expected and served == expected
+    assert "+ env VLLM_GPU=0 VLLM_PORT=8000 MAX_MODEL_LEN=8192 scripts/serve_vllm.sh $CKPT_7B --preset 7b" in (
+        result.stdout.splitlines()), "a placeholder prints as a variable, so the line runs once it is set"
+
+
+@pytest.mark.parametrize("args", [[], ["--dry-run", "9b"], ["--dry-run", "7b", "3b"], ["9b"]])
 def test_exps_rejects_bad_sizes(args):
-    result = run_script(["./exps.sh", "--dry-run", *args], env=CHECKPOINTS)
+    """Only a dry run may leave the size out: a real run of every size takes days and must be asked for."""
+    result = run_script(["./exps.sh", *args], env=CHECKPOINTS)
     assert result.returncode == 2
     assert "usage: ./exps.sh" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 def write_executable(path, text):
