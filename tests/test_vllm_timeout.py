@@ -192,3 +192,47 @@ def test_a_process_without_a_client_is_left_alone(trainer):
 def test_rejects_a_bound_that_is_no_bound():
     with pytest.raises(ValueError, match="positive"):
         bound_vllm_requests(SimpleNamespace(), 0)
+
+
+def test_the_last_checkpoint_survives_a_silent_server(make_client, tmp_path):
+    """A real transformers Trainer, saving every step, whose third step asks the silent server for completions as
+    GRPOTrainer's step does: train() raises, the checkpoints before it are whole, and training resumes from them."""
+    import torch
+    from transformers import Trainer, TrainingArguments
+
+    _, client = make_client()
+    bound_vllm_requests(client, 0.3)
+
+    class Line(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, x, labels):
+            return {"loss": ((self.weight * x - labels) ** 2).mean()}
+
+    class GeneratingTrainer(Trainer):
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            if self.state.global_step == 2:
+                client.generate(["x"])
+            return super().training_step(model, inputs, num_items_in_batch)
+
+    data = [{"x": torch.tensor([float(i)]), "labels": torch.tensor([2.0 * i])} for i in range(1, 9)]
+    args = TrainingArguments(output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=2, save_steps=1,
+                             learning_rate=0.01, report_to=[], use_cpu=True, disable_tqdm=True)
+    trainer = GeneratingTrainer(model=Line(), args=args, train_dataset=data)
+    with pytest.raises(VLLMServerUnresponsive):
+        trainer.train()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["checkpoint-1", "checkpoint-2"]
+    last = tmp_path / "checkpoint-2"
+    assert json.loads((last / "trainer_state.json").read_text())["global_step"] == 2
+    steps_run = []
+
+    class CountingTrainer(Trainer):
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            steps_run.append(self.state.global_step + 1)
+            return super().training_step(model, inputs, num_items_in_batch)
+
+    resumed = CountingTrainer(model=Line(), args=args, train_dataset=data)
+    assert resumed.train(resume_from_checkpoint=str(last)).global_step == 4
+    assert steps_run == [3, 4]
