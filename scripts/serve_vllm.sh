@@ -108,9 +108,11 @@ while [[ $# -gt 0 ]]; do
     fi
 done
 
-if [[ ! "${MAX_MODEL_LEN:-}" =~ ^[0-9]*$ ]]; then
-    fail "MAX_MODEL_LEN takes a whole number, got '$MAX_MODEL_LEN'"
-fi
+for variable in MAX_MODEL_LEN VLLM_PORT; do
+    if [[ ! "${!variable:-}" =~ ^[0-9]*$ ]]; then
+        fail "$variable takes a whole number, got '${!variable}'"
+    fi
+done
 if [[ $given_length -eq 0 && -z "${MAX_MODEL_LEN:-}" && -n "$preset" ]]; then
     preset_file="$root/config/models/$preset.yaml"
     if [[ ! -f "$preset_file" ]]; then

@@ -207,16 +207,18 @@ def test_serve_vllm_leaves_the_context_to_vllm_without_a_length():
     assert "--max-model-len" not in words
 
 
-@pytest.mark.parametrize("args, message", [
-    ([], "give the model to serve first"),
-    (["m", "--preset", "9b"], "--preset 9b: no such preset; choose one of 1.5b,14b,32b,3b,7b"),
-    (["m", "--port", "80a"], "--port takes a whole number, got '80a'"),
-    (["m", "--gpu_memory_utilization=most"], "--gpu_memory_utilization takes a fraction such as 0.85, got 'most'"),
-    (["m", "--enforce_eager", "maybe"], "--enforce_eager takes true or false, got 'maybe'"),
-    (["m", "--max_model_len"], "--max_model_len needs a value"),
+@pytest.mark.parametrize("args, env, message", [
+    ([], {}, "give the model to serve first"),
+    (["m", "--preset", "9b"], {}, "--preset 9b: no such preset; choose one of 1.5b,14b,32b,3b,7b"),
+    (["m", "--port", "80a"], {}, "--port takes a whole number, got '80a'"),
+    (["m", "--gpu_memory_utilization=most"], {}, "--gpu_memory_utilization takes a fraction such as 0.85, got 'most'"),
+    (["m", "--enforce_eager", "maybe"], {}, "--enforce_eager takes true or false, got 'maybe'"),
+    (["m", "--max_model_len"], {}, "--max_model_len needs a value"),
+    (["m"], {"VLLM_PORT": "eighty"}, "VLLM_PORT takes a whole number, got 'eighty'"),
+    (["m"], {"MAX_MODEL_LEN": "8k"}, "MAX_MODEL_LEN takes a whole number, got '8k'"),
 ])
-def test_serve_vllm_rejects_bad_arguments(args, message):
-    result = run_script(["scripts/serve_vllm.sh", "--dry-run", *args])
+def test_serve_vllm_rejects_bad_arguments(args, env, message):
+    result = run_script(["scripts/serve_vllm.sh", "--dry-run", *args], env={**NO_SERVER_ENV, **env})
     assert result.returncode == 2
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
