@@ -1,5 +1,6 @@
 """Launch files: model-size presets, accelerate configs, scripts/serve_vllm.sh and exps.sh."""
 
+import json
 import os
 import shlex
 import shutil
@@ -106,37 +107,118 @@ def run_script(args, env=None, **kwargs):
                           timeout=120, **kwargs)
 
 
+# What `trl vllm-serve` would run: TRL's own parser and main(), stopped where it would exec vLLM's server.
+TRL_VLLM_SERVE = """
+import json, os, sys
+from trl.scripts import vllm_serve
+
+def execve(path, argv, env):
+    added = {key: value for key, value in env.items() if os.environ.get(key) != value}
+    print(json.dumps({"argv": argv, "env": added}))
+    sys.exit(0)
+
+vllm_serve.os.execve = execve
+script_args, extra = vllm_serve.make_parser().parse_args_and_config(sys.argv[1:], return_remaining_strings=True)
+vllm_serve.main(script_args, extra)
+"""
+
+
+def trl_vllm_serve(args, env):
+    """The `vllm serve` words and the environment TRL's deprecated wrapper would use, from the installed TRL."""
+    result = run_script([sys.executable, "-W", "ignore::FutureWarning", "-c", TRL_VLLM_SERVE, *args], env=env)
+    assert result.returncode == 0, result.stderr
+    launched = json.loads(result.stdout)
+    argv = launched["argv"]
+    return argv[argv.index("serve") :], launched["env"]
+
+
+def serve_vllm_dry_run(args, env):
+    """The environment assignments and the command scripts/serve_vllm.sh prints."""
+    result = run_script(["scripts/serve_vllm.sh", "--dry-run", *args], env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    words = shlex.split(result.stdout.removeprefix("+ "))
+    start = words.index("vllm")
+    return words[start + 1 :], dict(word.split("=", 1) for word in words[:start])
+
+
+def stand_in_vllm(folder, version):
+    """A stand-in for an installed vLLM, NOT vLLM: an empty package with the metadata of `version`, which is all
+    TRL's build_command and serve_vllm.sh look at (--enable-scale-out from 0.30.0)."""
+    (folder / "vllm").mkdir(parents=True)
+    (folder / "vllm" / "__init__.py").write_text(f'"""Stand-in, not vLLM."""\n__version__ = "{version}"\n')
+    info = folder / f"vllm-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+    (info / "top_level.txt").write_text("vllm\n")
+    return {"PYTHONPATH": str(folder)}
+
+
+NO_SERVER_ENV = {"MAX_MODEL_LEN": "", "VLLM_PORT": "", "VLLM_GPU": ""}
+EVERY_TRL_SETTING = ["--revision", "main", "--tensor_parallel_size", "2", "--data-parallel-size", "1",
+                     "--host", "127.0.0.1", "--gpu-memory-utilization", "0.85", "--dtype", "bfloat16",
+                     "--max_model_len=4096", "--enable_prefix_caching", "true", "--enforce_eager",
+                     "--kv_cache_dtype", "fp8", "--trust-remote-code", "yes", "--log_level", "warning",
+                     "--vllm_model_impl", "transformers", "--distributed_executor_backend", "ray",
+                     "--speculative_config", '{"method": "ngram", "num_speculative_tokens": 4}']
+
+
+@pytest.mark.parametrize("ours, env, trls", [
+    (["m"], {}, ["--model", "m", "--port", "8000"]),
+    (["/ckpts/q-32b", "--preset", "32b", "--gpu_memory_utilization", "0.85"], {},
+     ["--model", "/ckpts/q-32b", "--port", "8000", "--max_model_len", "8192", "--gpu_memory_utilization", "0.85"]),
+    (["m", "--preset=32b"], {"MAX_MODEL_LEN": "4096", "VLLM_GPU": "3", "VLLM_PORT": "8011"},
+     ["--model", "m", "--port", "8011", "--max_model_len", "4096"]),
+    (["m", "--preset", "7b", "--port=8001", "--enable-prefix-caching=no", "--enforce_eager", "false"], {},
+     ["--model", "m", "--port", "8000", "--port=8001", "--enable-prefix-caching=no", "--enforce_eager", "false"]),
+    (["m", *EVERY_TRL_SETTING, "--max-num-seqs", "64", "--model", "/ckpts/other"], {},
+     ["--model", "m", "--port", "8000", *EVERY_TRL_SETTING, "--max-num-seqs", "64", "--model", "/ckpts/other"]),
+], ids=["defaults", "preset-length", "environment", "flags-win", "every-setting"])
+def test_serve_vllm_runs_what_trl_vllm_serve_would(ours, env, trls):
+    """The `vllm serve` command equals the one the installed TRL builds from the `trl vllm-serve` arguments this
+    script used to pass (model, port, preset length, then the user's), so a TRL change fails here, not on a GPU."""
+    env = {**NO_SERVER_ENV, **env}
+    words, our_env = serve_vllm_dry_run(ours, env)
+    trl_words, trl_env = trl_vllm_serve(trls, env)
+    assert words == trl_words
+    assert trl_env == {"VLLM_SERVER_DEV_MODE": "1"}
+    assert our_env == {"CUDA_VISIBLE_DEVICES": env.get("VLLM_GPU") or "0", "NCCL_P2P_DISABLE": "1",
+                       "VLLM_SERVER_DEV_MODE": "1"}
+
+
+@pytest.mark.parametrize("version, scale_out", [(None, False), ("0.29.1", False), ("0.30.0", True)])
+def test_serve_vllm_follows_trl_on_the_installed_vllm(tmp_path, version, scale_out):
+    env = {**NO_SERVER_ENV, **(stand_in_vllm(tmp_path, version) if version else {})}
+    words, _ = serve_vllm_dry_run(["m", "--preset", "32b"], env)
+    assert words == trl_vllm_serve(["--model", "m", "--port", "8000", "--max_model_len", "8192"], env)[0]
+    assert ("--enable-scale-out" in words) is scale_out
+    assert words[-6:] == ["--weight-transfer-config", '{"backend": "nccl"}', "--logprobs-mode", "processed_logprobs",
+                          "--max-logprobs", "-1"]
+
+
 def test_serve_vllm_takes_the_context_length_from_the_preset():
-    result = run_script(["scripts/serve_vllm.sh", "--dry-run", "/ckpts/q-32b", "--preset", "32b",
-                         "--gpu_memory_utilization", "0.85"], env={"MAX_MODEL_LEN": ""})
-    assert result.returncode == 0, result.stderr
-    line = result.stdout.strip()
-    assert line.startswith("+ CUDA_VISIBLE_DEVICES=0 NCCL_P2P_DISABLE=1 trl vllm-serve ")
-    words = shlex.split(line)[3:]
-    assert words == ["trl", "vllm-serve", "--model", "/ckpts/q-32b", "--port", "8000", "--max_model_len", "8192",
-                     "--gpu_memory_utilization", "0.85"]
-
-
-def test_serve_vllm_environment_wins_over_the_preset():
-    result = run_script(["scripts/serve_vllm.sh", "--dry-run", "m", "--preset=32b"],
-                        env={"MAX_MODEL_LEN": "4096", "VLLM_GPU": "3", "VLLM_PORT": "8011"})
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == ("+ CUDA_VISIBLE_DEVICES=3 NCCL_P2P_DISABLE=1 trl vllm-serve --model m "
-                                     "--port 8011 --max_model_len 4096")
+    words, _ = serve_vllm_dry_run(["/ckpts/q-32b", "--preset", "32b"], NO_SERVER_ENV)
+    assert words[:2] == ["serve", "/ckpts/q-32b"]
+    assert words[words.index("--max-model-len") + 1] == "8192"
 
 
 def test_serve_vllm_leaves_the_context_to_vllm_without_a_length():
-    result = run_script(["scripts/serve_vllm.sh", "--dry-run", "m", "--preset", "7b"], env={"MAX_MODEL_LEN": ""})
-    assert result.returncode == 0, result.stderr
-    assert "--max_model_len" not in result.stdout
+    words, _ = serve_vllm_dry_run(["m", "--preset", "7b"], NO_SERVER_ENV)
+    assert "--max-model-len" not in words
 
 
-@pytest.mark.parametrize("args, message", [
-    ([], "give the model to serve first"),
-    (["m", "--preset", "9b"], "--preset 9b: no such preset; choose one of 1.5b,14b,32b,3b,7b"),
+@pytest.mark.parametrize("args, env, message", [
+    ([], {}, "give the model to serve first"),
+    (["m", "--preset", "9b"], {}, "--preset 9b: no such preset; choose one of 1.5b,14b,32b,3b,7b"),
+    (["m", "--port", "80a"], {}, "--port takes a whole number, got '80a'"),
+    (["m", "--gpu_memory_utilization=most"], {}, "--gpu_memory_utilization takes a fraction such as 0.85, got 'most'"),
+    (["m", "--enforce_eager", "maybe"], {}, "--enforce_eager takes true or false, got 'maybe'"),
+    (["m", "--max_model_len"], {}, "--max_model_len needs a value"),
+    (["m"], {"VLLM_PORT": "eighty"}, "VLLM_PORT takes a whole number, got 'eighty'"),
+    (["m"], {"MAX_MODEL_LEN": "8k"}, "MAX_MODEL_LEN takes a whole number, got '8k'"),
 ])
-def test_serve_vllm_rejects_bad_arguments(args, message):
-    result = run_script(["scripts/serve_vllm.sh", "--dry-run", *args])
+def test_serve_vllm_rejects_bad_arguments(args, env, message):
+    result = run_script(["scripts/serve_vllm.sh", "--dry-run", *args], env={**NO_SERVER_ENV, **env})
     assert result.returncode == 2
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
@@ -189,20 +271,48 @@ def test_exps_follows_the_environment():
         assert args.logging.wandb_project == "sweeps" and args.grpo.vllm_server_port == 8100
 
 
-def test_exps_names_a_missing_checkpoint():
+def without_checkpoints():
+    return {key: value for key, value in os.environ.items() if not key.startswith("CKPT_")}
+
+
+def test_exps_run_names_a_missing_checkpoint_before_starting_anything():
+    """A real run (no --dry-run) checks every size's checkpoint first: nothing printed, nothing started."""
     env = {key: value for key, value in CHECKPOINTS.items() if key != "CKPT_14B"}
-    result = subprocess.run(["./exps.sh", "--dry-run", "all"], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                            env={k: v for k, v in os.environ.items() if not k.startswith("CKPT_")} | env)
+    result = subprocess.run(["./exps.sh", "all"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                            env=without_checkpoints() | env)
     assert result.returncode == 2
     assert result.stdout == ""
-    assert "set CKPT_14B to the 14b SFT checkpoint" in result.stderr
+    assert result.stderr.strip() == ("exps.sh: set CKPT_14B to the 14b SFT checkpoint (a folder or hub name) "
+                                     "to run the 14b sweep")
 
 
-@pytest.mark.parametrize("args", [[], ["9b"], ["7b", "3b"]])
+def test_exps_dry_run_needs_no_size_and_no_checkpoints():
+    """How a user first reads the sweeps: every size, unset checkpoints shown as the variables to set."""
+    result = subprocess.run(["./exps.sh", "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                            env=without_checkpoints() | {"CKPT_3B": "/ckpts/q-3b"})
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    headers = [line for line in result.stdout.splitlines() if line.startswith("# ")]
+    assert headers == ["# 1.5b (non_reasoning); CKPT_1_5B is not set: a run needs it", "# 3b (non_reasoning)",
+                       "# 7b (non_reasoning); CKPT_7B is not set: a run needs it",
+                       "# 14b (reasoning); CKPT_14B is not set: a run needs it",
+                       "# 32b (reasoning); CKPT_32B is not set: a run needs it"]
+    commands = [shlex.split(line[2:]) for line in result.stdout.splitlines() if line.startswith("+ ")]
+    models = [c[c.index("--model") + 1] for c in commands if "rl_trainer.py" in c]
+    served = [c[c.index("scripts/serve_vllm.sh") + 1] for c in commands if "scripts/serve_vllm.sh" in c]
+    expected = ["$CKPT_1_5B", "/ckpts/q-3b", "$CKPT_7B", "$CKPT_14B", "$CKPT_32B"]
+    assert models == expected and served == expected
+    assert "+ env VLLM_GPU=0 VLLM_PORT=8000 MAX_MODEL_LEN=8192 scripts/serve_vllm.sh $CKPT_7B --preset 7b" in (
+        result.stdout.splitlines()), "a placeholder prints as a variable, so the line runs once it is set"
+
+
+@pytest.mark.parametrize("args", [[], ["--dry-run", "9b"], ["--dry-run", "7b", "3b"], ["9b"]])
 def test_exps_rejects_bad_sizes(args):
-    result = run_script(["./exps.sh", "--dry-run", *args], env=CHECKPOINTS)
+    """Only a dry run may leave the size out: a real run of every size takes days and must be asked for."""
+    result = run_script(["./exps.sh", *args], env=CHECKPOINTS)
     assert result.returncode == 2
     assert "usage: ./exps.sh" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 def write_executable(path, text):
@@ -211,8 +321,8 @@ def write_executable(path, text):
 
 
 def test_exps_runs_each_size_against_its_own_server(tmp_path):
-    """Real processes in place of vLLM and accelerate: `trl` serves /health over HTTP, `accelerate` records the
-    server it saw. Each size must find its server up and leave no server behind. Runs in a copy of the launch
+    """Stand-ins, not the real programs, in place of vLLM and accelerate: `vllm` serves /health over HTTP,
+    `accelerate` records the server it saw. Each size must find its server up and leave no server behind. Runs in a copy of the launch
     files so the server logs land in tmp_path."""
     checkout = tmp_path / "checkout"
     shutil.copytree(ROOT / "config" / "models", checkout / "config" / "models")
@@ -220,10 +330,11 @@ def test_exps_runs_each_size_against_its_own_server(tmp_path):
     shutil.copy2(ROOT / "exps.sh", checkout / "exps.sh")
     bin_dir, record = tmp_path / "bin", tmp_path / "launches.txt"
     bin_dir.mkdir()
-    write_executable(bin_dir / "trl", f"""\
+    write_executable(bin_dir / "vllm", f"""\
         #!{sys.executable}
+        # Stand-in for `vllm serve MODEL --port PORT`: answers /health with the model it was given.
         import http.server, sys
-        model = sys.argv[sys.argv.index("--model") + 1]
+        model = sys.argv[sys.argv.index("serve") + 1]
         port = int(sys.argv[sys.argv.index("--port") + 1])
         class Health(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
@@ -249,7 +360,7 @@ def test_exps_runs_each_size_against_its_own_server(tmp_path):
         result = subprocess.run(["./exps.sh", size], cwd=checkout, env={**os.environ, **env}, capture_output=True,
                                 text=True, timeout=120)
         assert result.returncode == 0, result.stderr
-        assert "trl vllm-serve" in (checkout / "final_outputs" / size / "vllm_server.log").read_text()
+        assert "VLLM_SERVER_DEV_MODE=1 vllm serve" in (checkout / "final_outputs" / size / "vllm_server.log").read_text()
     model_1_5b, model_3b = CHECKPOINTS["CKPT_1_5B"], CHECKPOINTS["CKPT_3B"]
     assert record.read_text().splitlines() == [f"{model_1_5b} served={model_1_5b} gpus=1,2,3,4,5,6,7",
                                                f"{model_3b} served={model_3b} gpus=1,2,3,4,5,6,7"]

@@ -1,0 +1,238 @@
+"""training/vllm_timeout.py against a real loopback HTTP server and TRL's real VLLMClient.
+
+The server below is a stand-in for vLLM, not vLLM: it answers /health and /v1/models as vLLM does, so that a
+VLLMClient can be built against it, and then accepts every other request and never answers it (a wedged server),
+or answers it after a delay (a slow but healthy one). vLLM is not installed here; the client's constructor only
+checks that it is, so that check is lifted while the client is built. Everything stays on 127.0.0.1.
+"""
+
+import inspect
+import json
+import socket
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+from trl.generation import vllm_client, vllm_generation
+from trl.trainer import grpo_trainer
+
+from training.vllm_timeout import VLLMServerUnresponsive, bound_vllm_requests
+
+ANSWERED = {"/health": b"", "/v1/models": json.dumps({"data": [{"id": "stand-in"}]}).encode()}
+COMPLETION = json.dumps({"choices": [{"prompt_token_ids": [1, 2], "token_ids": [3, 4], "logprobs": None}]}).encode()
+
+
+class LoopbackServer:
+    """Answers ANSWERED paths at once; any other request is recorded and then left unanswered, or answered with a
+    completion after `answer_after` seconds when that is set."""
+
+    def __init__(self, answer_after: float | None = None):
+        self.answer_after = answer_after
+        self.requests: list[str] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.connections: list[socket.socket] = []
+        self.stopped = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.stopped.is_set():
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections.append(connection)
+            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
+
+    def _serve(self, connection: socket.socket):
+        reader = connection.makefile("rb")
+        try:
+            while True:
+                request_line = reader.readline().decode().strip()
+                if not request_line:
+                    return
+                headers = {}
+                for line in iter(reader.readline, b"\r\n"):
+                    name, _, value = line.decode().partition(":")
+                    headers[name.strip().lower()] = value.strip()
+                reader.read(int(headers.get("content-length", 0)))
+                method, path, _ = request_line.split(" ", 2)
+                self.requests.append(f"{method} {path}")
+                if path in ANSWERED:
+                    self._answer(connection, ANSWERED[path])
+                elif self.answer_after is not None:
+                    time.sleep(self.answer_after)
+                    self._answer(connection, COMPLETION)
+                else:
+                    self.stopped.wait()  # wedged: the connection stays open and silent
+                    return
+        except OSError:
+            return
+
+    @staticmethod
+    def _answer(connection: socket.socket, body: bytes):
+        head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        connection.sendall(head.encode() + body)
+
+    def stop(self):
+        """Stop listening and drop every connection: from now on the server is gone."""
+        if self.stopped.is_set():
+            return
+        self.stopped.set()
+        self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() under way; close() alone would leave it
+        self.listener.close()
+        for connection in self.connections:
+            connection.close()
+
+
+@pytest.fixture
+def make_client(monkeypatch):
+    servers = []
+
+    def make(answer_after: float | None = None):
+        server = LoopbackServer(answer_after)
+        servers.append(server)
+        monkeypatch.setattr(vllm_client, "is_vllm_available", lambda *args, **kwargs: True)
+        client = vllm_client.VLLMClient(base_url=server.url)
+        monkeypatch.undo()
+        return server, client
+
+    yield make
+    for server in servers:
+        server.stop()
+
+
+def raises_within(seconds: float, call, *args) -> tuple[VLLMServerUnresponsive, float]:
+    """Run `call` in a thread, so that a client that hangs fails the test after `seconds` instead of hanging it."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["returned"] = call(*args)
+        except Exception as error:  # noqa: BLE001 - whatever it is, the assertions below name it
+            outcome["raised"] = error
+
+    start = time.monotonic()
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    elapsed = time.monotonic() - start
+    assert not worker.is_alive(), f"still waiting on the server after {seconds} s"
+    assert isinstance(outcome.get("raised"), VLLMServerUnresponsive), outcome
+    return outcome["raised"], elapsed
+
+
+def test_a_silent_server_stops_generation_with_one_line_naming_it(make_client):
+    server, client = make_client()
+    assert bound_vllm_requests(client, 0.5) is client
+    error, elapsed = raises_within(10, client.generate, ["solve:{sum x}"])
+    assert elapsed >= 0.5
+    message = str(error)
+    assert "\n" not in message
+    assert message.startswith(f"the vLLM server at {server.url} did not answer POST /v1/completions within 0.5 s")
+    assert f"`curl {server.url}/health`" in message and "--vllm_request_timeout" in message
+    assert error.server == server.url
+    assert server.requests.count("POST /v1/completions") == 1, "a request that used up its time was sent again"
+
+
+def test_weight_updates_and_cache_resets_are_bounded_too(make_client):
+    server, client = make_client()
+    bound_vllm_requests(client, 0.3)
+    error, _ = raises_within(10, client.update_named_params, [("w", "float32", [1])], iter([]))
+    assert "POST /start_weight_update within 0.3 s" in str(error)
+    error, _ = raises_within(10, client.reset_prefix_cache)
+    assert "POST /reset_prefix_cache" in str(error)
+    error, _ = raises_within(10, client.get_world_size)
+    assert "GET /get_world_size" in str(error)
+
+
+def test_a_server_that_went_away_is_named_too(make_client):
+    server, client = make_client()
+    # TRL waits 0+4+8+16+32 s between its connection retries; without that back-off the test need not wait a minute.
+    for adapter in client.session.adapters.values():
+        adapter.max_retries = adapter.max_retries.new(backoff_factor=0)
+    bound_vllm_requests(client, 5)
+    server.stop()
+    error, _ = raises_within(10, client.generate, ["x"])
+    assert str(error).startswith(f"the vLLM server at {server.url} failed POST /v1/completions: ")
+    assert "Connection refused" in str(error) and "\n" not in str(error)
+
+
+def test_a_slow_answer_within_the_bound_still_arrives(make_client):
+    server, client = make_client(answer_after=0.5)
+    bound_vllm_requests(client, 5)
+    assert client.generate(["x"])["completion_ids"] == [[3, 4]]
+    assert server.requests[-1] == "POST /v1/completions"
+
+
+def test_without_the_bound_trl_waits_on_a_silent_server(make_client):
+    """The defect this module exists for: TRL's own client is still waiting after several seconds."""
+    server, client = make_client()
+    finished = threading.Event()
+    threading.Thread(target=lambda: (client.get_world_size(), finished.set()), daemon=True).start()
+    assert not finished.wait(3)
+
+
+def test_finds_the_client_where_the_grpo_trainer_keeps_it(make_client):
+    _, client = make_client()
+    trainer = SimpleNamespace(vllm_generation=SimpleNamespace(vllm_client=client))
+    assert bound_vllm_requests(trainer, 900) is client
+    # Where TRL 1.16 puts it; a TRL that moves it fails here, not on a GPU node.
+    assert "self.vllm_generation = VLLMGeneration(" in inspect.getsource(grpo_trainer.GRPOTrainer.__init__)
+    assert "self.vllm_client = VLLMClient(" in inspect.getsource(vllm_generation.VLLMGeneration._init_vllm)
+
+
+@pytest.mark.parametrize("trainer", [SimpleNamespace(), SimpleNamespace(vllm_generation=SimpleNamespace())],
+                         ids=["no-vllm", "colocate-or-other-rank"])
+def test_a_process_without_a_client_is_left_alone(trainer):
+    assert bound_vllm_requests(trainer, 900) is None
+
+
+def test_rejects_a_bound_that_is_no_bound():
+    with pytest.raises(ValueError, match="positive"):
+        bound_vllm_requests(SimpleNamespace(), 0)
+
+
+def test_the_last_checkpoint_survives_a_silent_server(make_client, tmp_path):
+    """A real transformers Trainer, saving every step, whose third step asks the silent server for completions as
+    GRPOTrainer's step does: train() raises, the checkpoints before it are whole, and training resumes from them."""
+    import torch
+    from transformers import Trainer, TrainingArguments
+
+    _, client = make_client()
+    bound_vllm_requests(client, 0.3)
+
+    class Line(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, x, labels):
+            return {"loss": ((self.weight * x - labels) ** 2).mean()}
+
+    class GeneratingTrainer(Trainer):
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            if self.state.global_step == 2:
+                client.generate(["x"])
+            return super().training_step(model, inputs, num_items_in_batch)
+
+    data = [{"x": torch.tensor([float(i)]), "labels": torch.tensor([2.0 * i])} for i in range(1, 9)]
+    args = TrainingArguments(output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=2, save_steps=1,
+                             learning_rate=0.01, report_to=[], use_cpu=True, disable_tqdm=True)
+    trainer = GeneratingTrainer(model=Line(), args=args, train_dataset=data)
+    with pytest.raises(VLLMServerUnresponsive):
+        trainer.train()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["checkpoint-1", "checkpoint-2"]
+    last = tmp_path / "checkpoint-2"
+    assert json.loads((last / "trainer_state.json").read_text())["global_step"] == 2
+    steps_run = []
+
+    class CountingTrainer(Trainer):
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            steps_run.append(self.state.global_step + 1)
+            return super().training_step(model, inputs, num_items_in_batch)
+
+    resumed = CountingTrainer(model=Line(), args=args, train_dataset=data)
+    assert resumed.train(resume_from_checkpoint=str(last)).global_step == 4
+    assert steps_run == [3, 4]
