@@ -23,6 +23,7 @@ from training.evaluation import PassAtKEvaluator, QGRPOTrainer
 from training.preflight import check_model, check_packages, check_vllm_server, check_wandb, load_tokenizer
 from training.prompts import prompt_rows
 from training.run_folder import RunFolder, RunLogCallback, checkpoint_step
+from training.vllm_timeout import VLLMServerUnresponsive, bound_vllm_requests
 
 logger = logging.getLogger("rl_trainer")
 
@@ -98,7 +99,15 @@ def main(argv=None) -> int:
             callbacks=[RunLogCallback(run)],
             evaluator=evaluator if args.eval.eval_pass_at_k else None,
         )
-        trainer.train(resume_from_checkpoint=resume)
+        if args.grpo.use_vllm:
+            bound_vllm_requests(trainer, args.grpo.vllm_request_timeout)
+        try:
+            trainer.train(resume_from_checkpoint=resume)
+        except VLLMServerUnresponsive as e:
+            # Checkpoints are saved between steps, so the newest one is whole. Ranks waiting in a collective are
+            # stopped by the launcher when this one exits.
+            print(f"rl_trainer.py: {e}", file=sys.stderr)
+            return 1
         trainer.save_model(str(run.final_model))
         if state.is_main_process:
             tokenizer.save_pretrained(run.final_model)

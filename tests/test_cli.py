@@ -1,5 +1,6 @@
 """The command line: the reference's flags, config.yaml round trip, and one-line errors with exit code 2."""
 
+import importlib.util
 import json
 
 import pytest
@@ -75,6 +76,20 @@ def test_reward_funcs_with_weights():
 def test_eval_k_above_n_fails_at_startup():
     with pytest.raises(UsageError, match="--eval_k 8"):
         parse_args(["--eval_k", "1", "8", "--repeat_eval_problems", "4"])
+
+
+def test_default_eval_k_fits_the_samples_but_a_given_k_must():
+    assert parse_args(["--repeat_eval_problems", "2"]).eval.eval_k == [1, 2]
+    assert parse_args(["--repeat_eval_problems", "1"]).eval.eval_k == [1]
+    assert parse_args([]).eval.eval_k == [1, 4]
+    with pytest.raises(UsageError, match="--eval_k 4: pass@k needs 1 <= k <= --repeat_eval_problems \\(2\\)"):
+        parse_args(["--repeat_eval_problems", "2", "--eval_k", "1", "4"])
+
+
+def test_vllm_request_timeout_must_be_positive():
+    assert parse_args([]).grpo.vllm_request_timeout == 900
+    with pytest.raises(UsageError, match="--vllm_request_timeout must be a positive number of seconds"):
+        parse_args(["--vllm_request_timeout", "0"])
 
 
 def test_config_yaml_round_trips(tmp_path):
@@ -163,6 +178,17 @@ def test_vllm_server_mode_without_a_server_says_how_to_start_one(tmp_path, tiny_
     assert f"no vLLM server answers at http://127.0.0.1:{port}" in line
     assert f"scripts/serve_vllm.sh {tiny_model}" in line and "--vllm_mode colocate" in line
     assert "Loading weights" not in result.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
+def test_vllm_colocate_without_vllm_is_one_line_and_writes_nothing(tmp_path, tiny_model):
+    run = tmp_path / "run"
+    result = run_trainer("--model", tiny_model, "--language", "python", "--output_dir", run, "--use_vllm",
+                         "--vllm_mode", "colocate")
+    assert result.returncode == 2
+    assert _error_line(result) == ("rl_trainer.py: error: --use_vllm needs vllm, which is not installed here; "
+                                   "`pip install -r requirements-gpu.txt` or drop --use_vllm")
+    assert "Traceback" not in result.stderr and not run.exists()
 
 
 def test_default_reward_weights_favour_the_tests():

@@ -10,7 +10,7 @@ from conftest import run_trainer
 FAST = [
     "--language", "python", "--max_steps", "3", "--num_generations", "2", "--per_device_train_batch_size", "2",
     "--gradient_accumulation_steps", "1", "--max_completion_length", "16", "--eval_steps", "2", "--eval_on_start",
-    "--simple_eval_problems", "3", "--repeat_eval_problems", "2", "--eval_k", "1", "2", "--eval_max_tokens", "16",
+    "--simple_eval_problems", "3", "--repeat_eval_problems", "2", "--eval_max_tokens", "16",
     "--save_steps", "2", "--judge_timeout", "2",
 ]
 
@@ -46,7 +46,9 @@ def test_metrics_cover_every_step_with_rewards_and_statuses(trained_run):
 
 
 def test_evaluations_at_start_every_eval_steps_and_end(trained_run):
-    run, _ = trained_run
+    run, result = trained_run
+    # No --eval_k given: the default 1 4 fits n = 2 as pass@1 and pass@2, said once in the log.
+    assert result.stderr.count("default k above --repeat_eval_problems 2 dropped; reporting pass@1, pass@2") == 1
     results = json.loads((run / "logs/eval_results.json").read_text())
     assert [entry["step"] for entry in results] == [0, 2, 3]
     entry = results[-1]

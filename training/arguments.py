@@ -20,6 +20,7 @@ import yaml
 from trl import GRPOConfig, TrlParser
 
 from rewards import REWARD_FUNCS, JudgeArguments, ScoringArguments, UsageError
+from rewards.arguments import positive
 from rewards.languages import LANGUAGES
 
 # TRL 1.16 still uses transformers' gradient_checkpointing names (field and methods), each use warning of the v6
@@ -145,8 +146,8 @@ class EvalArguments:
     )
     eval_k: list[int] | None = field(
         default=None,
-        metadata={"help": "The k values of pass@k, each at most --repeat_eval_problems. Default: 1 4, leaving out "
-                  "those above --repeat_eval_problems."},
+        metadata={"help": "The k values of pass@k, each at most --repeat_eval_problems. Default: 1 4, with a k "
+                  "above --repeat_eval_problems replaced by it."},
     )
     simple_eval_problems: int = field(default=15, metadata={"help": "Held-out problems per evaluation."})
     eval_problems: int | None = field(
@@ -171,10 +172,11 @@ class EvalArguments:
         if self.repeat_eval_problems < 1:
             raise UsageError("--repeat_eval_problems must be at least 1")
         if self.eval_k is None:
-            self.eval_k = [k for k in DEFAULT_EVAL_K if k <= self.repeat_eval_problems]
-            if len(self.eval_k) < len(DEFAULT_EVAL_K):
-                logger.info("pass@k: reporting k = %s (the default k above --repeat_eval_problems %d left out)",
-                            " ".join(map(str, self.eval_k)), self.repeat_eval_problems)
+            # The default k values above the sample count give way to n itself: pass@n is the most n samples tell.
+            self.eval_k = sorted({min(k, self.repeat_eval_problems) for k in DEFAULT_EVAL_K})
+            if max(DEFAULT_EVAL_K) > self.repeat_eval_problems:
+                logger.info("pass@k: default k above --repeat_eval_problems %d dropped; reporting pass@%s",
+                            self.repeat_eval_problems, ", pass@".join(map(str, self.eval_k)))
         wrong = [k for k in self.eval_k if not 1 <= k <= self.repeat_eval_problems]
         if wrong:
             raise UsageError(
@@ -214,7 +216,12 @@ class QGRPOConfig(GRPOConfig):
     )
     vllm_mode: str = field(
         default="server",
-        metadata={"help": "With --use_vllm: server (a vLLM server process, as the reference) or colocate."},
+        metadata={"help": "With --use_vllm: server (a vLLM server, scripts/serve_vllm.sh, as the reference) or colocate."},
+    )
+    vllm_request_timeout: float = field(
+        default=900.0,
+        metadata={"help": "Seconds the vLLM server has to answer each request; past it the run stops with the "
+                  "server's name and how to check it (checkpoints stay intact)."},
     )
     overwrite_output_dir: bool = field(
         default=False, metadata={"help": "Allow a new run into a folder that already holds a run's outputs."}
@@ -227,6 +234,7 @@ class QGRPOConfig(GRPOConfig):
     )
 
     def __post_init__(self):
+        positive("--vllm_request_timeout", self.vllm_request_timeout, "number of seconds")
         if self.generation_temp is not None:
             self.temperature = self.generation_temp
         if self.max_model_len is not None:

@@ -18,7 +18,7 @@ def check_packages(args) -> None:
     """Every optional package a flag needs is importable: found now, not as a traceback after the model loads."""
     needed = []
     if args.grpo.use_vllm:
-        needed.append(("vllm", f"--use_vllm (--vllm_mode {args.grpo.vllm_mode})", GPU_REQUIREMENTS))
+        needed.append(("vllm", "--use_vllm", GPU_REQUIREMENTS))
     if args.model.use_qlora:
         needed.append(("bitsandbytes", "--use_qlora", GPU_REQUIREMENTS))
     if args.logging.use_wandb:
@@ -67,17 +67,17 @@ def vllm_server_url(config) -> str:
 
 
 def check_vllm_server(config, model: str) -> None:
-    """In server mode the trainer needs a running `trl vllm-serve`; say how to start it if none answers."""
+    """In server mode the trainer needs a running vLLM server; say how to start it if none answers."""
     url = vllm_server_url(config)
     try:
         ok = requests.get(f"{url}/health", timeout=3).status_code == 200
     except requests.RequestException:
         ok = False
     if not ok:
-        length = f" --max-model-len {config.vllm_max_model_length}" if config.vllm_max_model_length else ""
+        length = f" --max_model_len {config.vllm_max_model_length}" if config.vllm_max_model_length else ""
         raise UsageError(
             f"--use_vllm: no vLLM server answers at {url}; start one first with "
-            f"`scripts/serve_vllm.sh {model}` (i.e. CUDA_VISIBLE_DEVICES=0 trl vllm-serve --model {model}{length}), "
+            f"`scripts/serve_vllm.sh {model}{length}` (on GPU 0; with --dry-run it prints the `vllm serve` command), "
             "or use --vllm_mode colocate"
         )
 
