@@ -1,4 +1,4 @@
-"""Loaders that turn every supported problem source into the record of design.md section 2.
+"""Loaders that turn every supported problem source into the problem record (data/README.md, "Record format").
 
 Sources, picked by what ``source`` is on disk:
 

@@ -12,3 +12,4 @@ if ! command -v bwrap >/dev/null 2>&1; then
   fi
 fi
 python -m pip install -q -r requirements.txt
+python -m pip install -q -e .

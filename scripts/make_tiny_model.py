@@ -16,10 +16,9 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from training.prompts import SYSTEM_PROMPTS
 
-from training.prompts import SYSTEM_PROMPTS  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 

@@ -1,9 +1,8 @@
 """The run's settings, one dataclass per consumer, parsed together by TRL's `TrlParser` as TRL's grpo.py does.
 
-Every field is a flag; `--preset 7b` and `--config FILE.yaml` give defaults that flags override. The reference
-Q trainer's flag names and defaults are kept (README.md, "Settings"); its alias names (`--generation_temp`,
-`--max_model_len`, `--eval_problems`) are mapped onto the settings they stand for in `__post_init__`, as TRL maps
-its deprecated names. Settings that depend on several dataclasses are resolved once, in `parse_args`, so the
+Every field is a flag; `--preset 7b` and `--config FILE.yaml` give defaults that flags override. Flag names and
+defaults follow README.md, "Settings"; the alias names (`--generation_temp`, `--max_model_len`, `--eval_problems`)
+are mapped onto the settings they stand for in `__post_init__`, as TRL maps its deprecated names. Settings that depend on several dataclasses are resolved once, in `parse_args`, so the
 `config.yaml` a run writes is exactly what the trainer uses.
 """
 
@@ -196,7 +195,7 @@ class LoggingArguments:
 
 @dataclass
 class QGRPOConfig(GRPOConfig):
-    """`GRPOConfig` with the reference Q trainer's defaults and its alias flags."""
+    """`GRPOConfig` with this trainer's defaults (README.md, "Settings") and its alias flags."""
 
     output_dir: str | None = field(
         default=None,

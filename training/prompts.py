@@ -1,6 +1,7 @@
-"""Prompts for code problems, in the reference's plain style or as chat messages for instruct models.
+"""Prompts for code problems, as plain text or as chat messages for instruct models.
 
-The plain style is the reference Q trainer's: a system text, then `Human: Problem:\\n...\\n\\nAssistant:`.
+The plain style is the reference Q trainer's layout (README.md): a system text, then
+`Human: Problem:\\n...\\n\\nAssistant:`.
 The chat style gives the same words as system and user messages, so the model's own chat template applies.
 Both name the language being trained and, with the reasoning format, ask for `<reasoning>` then `<answer>`.
 """
