@@ -25,8 +25,8 @@ from tqdm import tqdm
 
 from rewards import languages
 from rewards.executors import LICENCE_FAILURE, RAN, PythonExecutor
-from rewards.licence_proxy import (FLAG, PROXY_ENV, LicenceEgressUnavailable, LicenceProxy, describe_hosts,
-                                   parse_licence_hosts)
+from rewards.licence_proxy import (FLAG, PROXY_ENV, TLS_TRUST, LicenceEgressUnavailable, LicenceProxy,
+                                   describe_hosts, parse_licence_hosts)
 from rewards.sandbox import (LEVEL_TOOLS, LEVELS, NAMESPACE_LEVELS, SCRATCH, Limits, Sandbox, SandboxUnavailable,
                              SlotUids, blocked_for_others)
 
@@ -243,8 +243,9 @@ class Judge:
         except LicenceEgressUnavailable as error:
             raise JudgeUnavailable(f"{FLAG}: {error}; or use {FLAG} none") from None
         executor = runner.executor
-        proxied = _Runner(executor, Sandbox(self.level, self._limits, executor.read_only, {**executor.env, **PROXY_ENV},
-                                            executor.read_write, executor.hostname, netns=proxy.netns))
+        proxied = _Runner(executor, Sandbox(self.level, self._limits, [*executor.read_only, *TLS_TRUST],
+                                            {**executor.env, **PROXY_ENV}, executor.read_write, executor.hostname,
+                                            netns=proxy.netns))
         if hosts == "auto":
             test = {"test_code": languages.language("q").preflight_code, "expected_output": "2"}
             self._execute(proxied, "", test, PROBE_TIMEOUT)

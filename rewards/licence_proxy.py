@@ -30,7 +30,7 @@ import fcntl
 import logging
 import os
 import re
-import select
+import selectors
 import socket
 import struct
 import threading
@@ -41,6 +41,9 @@ logger = logging.getLogger(__name__)
 PROXY_PORT = 3128  # the same in every slot namespace: each namespace has its own, otherwise empty, loopback
 PROXY_URL = f"http://127.0.0.1:{PROXY_PORT}"
 PROXY_ENV = {name: PROXY_URL for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")}
+# Public CA certificates (OpenSSL's default /usr/lib/ssl/certs links here), bound read-only for q when it has
+# egress, in case q checks its licence server's TLS certificate.
+TLS_TRUST = tuple(path for path in ("/etc/ssl/certs",) if os.path.isdir(path))
 HEAD_LIMIT = 8192  # bytes of request line and headers a client may send before it is cut off
 HEAD_TIMEOUT = 10.0  # seconds a client has to send its request head
 CONNECT_TIMEOUT = 10.0  # seconds to reach an allowed host
@@ -97,6 +100,7 @@ def _slot_namespace() -> tuple[int, socket.socket]:
                 flags = struct.unpack("16sh22x", fcntl.ioctl(probe, _SIOCGIFFLAGS, struct.pack("16sh22x", b"lo", 0)))[1]
                 fcntl.ioctl(probe, _SIOCSIFFLAGS, struct.pack("16sh22x", b"lo", flags | _IFF_UP))
             made["listener"] = socket.create_server(("127.0.0.1", PROXY_PORT), backlog=16)
+            made["listener"].setblocking(False)  # a client gone between select and accept must not block the loop
         except OSError as error:
             made["error"] = error
 
@@ -159,19 +163,27 @@ class LicenceProxy:
         self.netns.clear()
 
     def _accept_loop(self) -> None:
-        while True:
-            ready, _, _ = select.select([self._wake_read, *self._listeners], [], [])
-            if self._wake_read in ready:
-                return
-            for listener in ready:
-                try:
-                    client, _ = listener.accept()
-                except OSError:
-                    continue
-                if not self._open.acquire(blocking=False):
-                    client.close()
-                    continue
-                threading.Thread(target=self._serve, args=(client,), name="licence-relay", daemon=True).start()
+        # selectors (epoll), not select(): a trainer process can hold fds numbered above select's 1024.
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._wake_read, selectors.EVENT_READ)
+            for listener in self._listeners:
+                selector.register(listener, selectors.EVENT_READ)
+            while True:
+                ready = [key.fileobj for key, _ in selector.select()]
+                if self._wake_read in ready:
+                    return
+                self._accept(ready)
+
+    def _accept(self, listeners: list[socket.socket]) -> None:
+        for listener in listeners:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                continue
+            if not self._open.acquire(blocking=False):
+                client.close()
+                continue
+            threading.Thread(target=self._serve, args=(client,), name="licence-relay", daemon=True).start()
 
     def _serve(self, client: socket.socket) -> None:
         try:
@@ -250,9 +262,12 @@ def _relay(a: socket.socket, b: socket.socket) -> None:
     a.settimeout(SEND_TIMEOUT)  # reads wait in select; only a peer that stops reading can hit this
     b.settimeout(SEND_TIMEOUT)
     peer = {a: b, b: a}
-    while True:
-        for sock in select.select([a, b], [], [])[0]:
-            data = sock.recv(65536)
-            if not data:
-                return
-            peer[sock].sendall(data)
+    with selectors.DefaultSelector() as selector:
+        for sock in peer:
+            selector.register(sock, selectors.EVENT_READ)
+        while True:
+            for key, _ in selector.select():
+                data = key.fileobj.recv(65536)
+                if not data:
+                    return
+                peer[key.fileobj].sendall(data)

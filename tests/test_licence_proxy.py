@@ -96,7 +96,10 @@ def test_an_explicit_licence_host_passes(kc_lic, licence_server):
     with Judge(timeout=5.0, workers=1, q_binary=LICENSED_Q, q_licence_hosts=licence_server.address) as judge:
         judge.preflight("q")
         assert judge.run("solve:{6}", SIX, "q").status == "passed"
-    assert licence_server.connections == 2  # no recording run: the preflight and the test
+        if os.path.isdir("/etc/ssl/certs"):  # public CA certificates, for a q that checks its server's TLS
+            certs = [{"test_code": 'system "test -d /etc/ssl/certs && echo trusted";', "expected_output": "trusted"}]
+            assert judge.run("solve:{6}", certs, "q").status == "passed"
+    assert licence_server.connections == 3 - (not os.path.isdir("/etc/ssl/certs"))  # no recording run
 
 
 def test_none_makes_licence_failures_sandbox_errors(kc_lic, licence_server):
@@ -311,6 +314,7 @@ def test_data_verify(setting, verify_file, q_env, licence_server):
     assert result.stdout.splitlines()[-1] == "verified 1 problems: 0 broken, 0 unverifiable (no solution), 1 clean"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setting", ["auto (default)", "HOST:PORT", "none"])
 def test_trainer_reward_check(setting, tiny_model, tmp_path, q_env, licence_server):
     flag = []
