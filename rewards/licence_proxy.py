@@ -48,7 +48,7 @@ HEAD_LIMIT = 8192  # bytes of request line and headers a client may send before 
 HEAD_TIMEOUT = 10.0  # seconds a client has to send its request head
 CONNECT_TIMEOUT = 10.0  # seconds to reach an allowed host
 SEND_TIMEOUT = 30.0  # seconds a relay waits for a side that stops reading
-MAX_CONNECTIONS = 64  # open relays at once, over all slots; more are closed unanswered
+SLOT_CONNECTIONS = 8  # open relays at once per slot; more are closed unanswered, so a slot starves only itself
 FLAG = "--q_licence_hosts"
 _CLONE_NEWNET = 0x40000000
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
@@ -129,13 +129,14 @@ class LicenceProxy:
         self.netns: dict[int, int] = {}
         self._listeners: list[socket.socket] = []
         self._lock = threading.Lock()
-        self._open = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._open: dict[socket.socket, threading.BoundedSemaphore] = {}
         self._wake_read, self._wake_write = os.pipe()
         try:
             for uid in slots:
                 fd, listener = _slot_namespace()
                 self.netns[uid] = fd
                 self._listeners.append(listener)
+                self._open[listener] = threading.BoundedSemaphore(SLOT_CONNECTIONS)
         except BaseException:
             self.close()
             raise
@@ -180,19 +181,20 @@ class LicenceProxy:
                 client, _ = listener.accept()
             except OSError:
                 continue
-            if not self._open.acquire(blocking=False):
+            if not self._open[listener].acquire(blocking=False):
                 client.close()
                 continue
-            threading.Thread(target=self._serve, args=(client,), name="licence-relay", daemon=True).start()
+            threading.Thread(target=self._serve, args=(client, self._open[listener]), name="licence-relay",
+                             daemon=True).start()
 
-    def _serve(self, client: socket.socket) -> None:
+    def _serve(self, client: socket.socket, slot_open: threading.BoundedSemaphore) -> None:
         try:
             with client:
                 self._handle(client)
         except OSError:
             pass
         finally:
-            self._open.release()
+            slot_open.release()
 
     def _handle(self, client: socket.socket) -> None:
         client.settimeout(HEAD_TIMEOUT)

@@ -7,12 +7,16 @@ licence-server stand-in, and a loopback service that records who connects). All 
 127.0.0.1 at ephemeral ports.
 """
 
+import ctypes
 import json
 import logging
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -20,7 +24,7 @@ import pytest
 import rewards.judge
 from licence_stand_ins import LoopbackService
 from rewards import Judge, JudgeUnavailable
-from rewards.licence_proxy import LicenceHostsError, parse_licence_hosts
+from rewards.licence_proxy import SLOT_CONNECTIONS, LicenceHostsError, LicenceProxy, parse_licence_hosts
 
 ROOT = Path(__file__).resolve().parent.parent
 LICENSED_Q = str(ROOT / "tests" / "fake_q" / "licensed_q")
@@ -203,6 +207,66 @@ def test_plain_http_reaches_an_allowed_host_in_origin_form(kc_lic, licence_serve
         judgement = judge.run("solve:{6}", [{"test_code": code, "expected_output": "GRANTED"}], "q")
     assert judgement.status == "passed", (judgement.tests[0].stdout, judgement.tests[0].stderr)
     assert licence_server.first_lines[-1] == "GET /licence?x=1 HTTP/1.1"
+
+
+def connect_from(netns_fd):
+    """A socket connected to the proxy from inside a slot's namespace, as judged code would hold one."""
+    made = {}
+
+    def enter_and_connect():
+        libc = ctypes.CDLL(None, use_errno=True)
+        assert libc.setns(netns_fd, 0x40000000) == 0, os.strerror(ctypes.get_errno())  # this thread only
+        made["socket"] = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+
+    thread = threading.Thread(target=enter_and_connect)
+    thread.start()
+    thread.join()
+    return made["socket"]
+
+
+def test_a_slot_hogging_the_proxy_starves_only_itself(licence_server):
+    proxy = LicenceProxy([1, 2], allowed=(("127.0.0.1", licence_server.port),))
+    try:
+        hogs = [connect_from(proxy.netns[1]) for _ in range(SLOT_CONNECTIONS)]  # idle: never send a request
+        extra = connect_from(proxy.netns[1])
+        assert extra.recv(100) == b"", "a slot over its share must be closed unanswered"
+        other_slot = connect_from(proxy.netns[2])
+        other_slot.sendall(f"CONNECT {licence_server.address} HTTP/1.1\r\n\r\n".encode())
+        assert other_slot.recv(100).startswith(b"HTTP/1.1 200 ")
+        for sock in [*hogs, extra, other_slot]:
+            sock.close()
+    finally:
+        proxy.close()
+
+
+def unshare_works():
+    command = ["unshare", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc", "true"]
+    return shutil.which("unshare") is not None and subprocess.run(command, capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not unshare_works(), reason="unshare cannot create namespaces here")
+def test_the_unshare_level_gets_the_same_egress(licence_server, other_service, monkeypatch):
+    monkeypatch.setattr(sys, "executable", "/usr/bin/python3")  # the level's probe needs a Python any uid can run
+    monkeypatch.setattr(rewards.judge, "LICENCE_RETRY_DELAYS", (0.01, 0.01, 0.01))
+    home = Path(tempfile.mkdtemp(dir="/tmp"))  # the host filesystem is visible: the slot uid must reach QHOME
+    try:
+        home.chmod(0o755)
+        (home / "kc.lic").write_text(licence_server.address + "\n")
+        (home / "probe.py").write_text(PROBE)
+        monkeypatch.setenv("QHOME", str(home))
+        monkeypatch.setenv("QLIC", str(home))
+        code = f'system "/usr/bin/python3 -I -S $QHOME/probe.py {licence_server.port} {other_service.port}";'
+        with Judge(timeout=10.0, workers=1, sandbox="unshare", q_binary=LICENSED_Q) as judge:
+            judgement = judge.run("solve:{6}", [{"test_code": code, "expected_output": ""}], "q")
+            assert judge.level == "unshare"
+            assert record(judgement.tests[0], "LICENCE")[0].endswith("via proxy 127.0.0.1:3128 GRANTED")
+            lines = judgement.tests[0].stdout.splitlines()
+            assert lines[:3] == ["direct licence blocked", "direct other blocked", "direct outside blocked"]
+            assert lines[-1] == "connect licence HTTP/1.1 200 Connection established"
+            assert all(line.endswith("403 Forbidden") for line in lines[3:-1])
+    finally:
+        shutil.rmtree(home)
+    assert other_service.connections == 0
 
 
 def test_q_keeps_the_host_name_and_python_does_not(qhome):
