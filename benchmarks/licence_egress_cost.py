@@ -10,16 +10,22 @@ Judges one q test N times, one execution at a time, under four settings:
 - licence via proxy: licensed_q with kc.lic, reaching the loopback licence-server stand-in through the
   proxy on every start (connect, CONNECT, one licence line and answer): the whole per-execution cost.
 
+Then the proxy alone, without sandboxes: one licence exchange (connect, one line, the answer) made directly
+to the stand-in server, against the same made from a slot namespace through the proxy (plus CONNECT).
+
     python benchmarks/licence_egress_cost.py [--runs 200]
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
+import socket
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -28,8 +34,47 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from licence_stand_ins import LoopbackService  # noqa: E402
 from rewards import Judge  # noqa: E402
+from rewards.licence_proxy import PROXY_PORT, LicenceProxy  # noqa: E402
 
 TEST = [{"test_code": '-1 "6";', "expected_output": "6"}]
+
+
+def exchange(address: tuple[str, int], connect_to: str | None) -> None:
+    """One licence exchange with the stand-in server, through the proxy when ``connect_to`` is set."""
+    with socket.create_connection(address, timeout=5) as sock:
+        reader = sock.makefile("rb")
+        if connect_to:
+            sock.sendall(f"CONNECT {connect_to} HTTP/1.1\r\n\r\n".encode())
+            while reader.readline() not in (b"\r\n", b""):
+                pass
+        sock.sendall(b"LICENCE kc.lic\n")
+        if reader.readline() != b"GRANTED\n":
+            raise SystemExit("the licence stand-in did not answer")
+
+
+def proxy_alone(server: LoopbackService, runs: int) -> None:
+    proxy = LicenceProxy([0], allowed=(("127.0.0.1", server.port),))
+    times: dict[str, list[float]] = {"direct": [], "via proxy": []}
+
+    def in_slot_namespace() -> None:  # setns moves only this thread
+        if ctypes.CDLL(None, use_errno=True).setns(proxy.netns[0], 0x40000000) != 0:
+            raise OSError(ctypes.get_errno(), "setns")
+        for _ in range(runs):
+            start = time.perf_counter()
+            exchange(("127.0.0.1", PROXY_PORT), server.address)
+            times["via proxy"].append((time.perf_counter() - start) * 1000)
+
+    for _ in range(runs):
+        start = time.perf_counter()
+        exchange(("127.0.0.1", server.port), None)
+        times["direct"].append((time.perf_counter() - start) * 1000)
+    thread = threading.Thread(target=in_slot_namespace)
+    thread.start()
+    thread.join()
+    proxy.close()
+    for name, spent in times.items():
+        print(f"licence exchange {name:31s} median {statistics.median(spent):6.2f} ms  "
+              f"mean {statistics.fmean(spent):6.2f} ms  ({runs} runs)")
 
 
 def main() -> None:
@@ -63,7 +108,7 @@ def main() -> None:
         print(f"{name:48s} median {statistics.median(spent):6.1f} ms  mean {statistics.fmean(spent):6.1f} ms  "
               f"p90 {statistics.quantiles(spent, n=10)[-1]:6.1f} ms  ({args.runs} runs)")
         judge.close()
-    print(f"licence server connections: {server.connections}")
+    proxy_alone(server, args.runs)
     server.close()
 
 
