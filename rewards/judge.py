@@ -232,16 +232,19 @@ class Judge:
         if hosts == ():
             self._egress = f"judged q has no network ({FLAG} none)"
             return runner
-        if self._slot_uids is None:
-            if hosts == "auto":
-                self._egress = f"judged q has no network ({FLAG} needs the judge to run as root)"
-                return runner
-            raise JudgeUnavailable(f"{FLAG} {describe_hosts(hosts)}: licence egress needs the judge to run as root "
-                                   f"(a network namespace per slot); run as root, or use {FLAG} none")
         try:
+            if self._slot_uids is None:
+                raise LicenceEgressUnavailable("licence egress needs the judge to run as root (a network namespace "
+                                               "per slot)")
+            if shutil.which("nsenter") is None:
+                raise LicenceEgressUnavailable("licence egress needs nsenter (apt-get install util-linux)")
             proxy = LicenceProxy(self._slot_uids.uids, None if hosts == "auto" else hosts)
         except LicenceEgressUnavailable as error:
-            raise JudgeUnavailable(f"{FLAG}: {error}; or use {FLAG} none") from None
+            if hosts != "auto":
+                raise JudgeUnavailable(f"{FLAG} {describe_hosts(hosts)}: {error}; or use {FLAG} none") from None
+            self._egress = f"judged q has no network ({FLAG} auto: {error})"
+            logger.info("%s", self._egress)
+            return runner
         executor = runner.executor
         proxied = _Runner(executor, Sandbox(self.level, self._limits, [*executor.read_only, *TLS_TRUST],
                                             {**executor.env, **PROXY_ENV}, executor.read_write, executor.hostname,

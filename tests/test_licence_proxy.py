@@ -145,6 +145,21 @@ def test_auto_without_a_licence_server_opens_no_egress(qhome, caplog):
     assert "contacted no host" in caplog.text
 
 
+def test_without_nsenter_auto_gives_no_network_and_an_explicit_list_is_refused(kc_lic, licence_server, monkeypatch):
+    which = shutil.which
+    for hosts in ("auto", licence_server.address):
+        with Judge(timeout=5.0, workers=1, q_binary=LICENSED_Q, q_licence_hosts=hosts) as judge:
+            monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "nsenter" else which(name, *a, **k))
+            if hosts == "auto":
+                assert judge.run("solve:{6}", SIX, "q").status == "sandbox_error"
+                assert "no network (--q_licence_hosts auto: licence egress needs nsenter" in judge.isolation
+            else:
+                with pytest.raises(JudgeUnavailable, match=rf"--q_licence_hosts {hosts}: .*needs nsenter.*util-linux"):
+                    judge.preflight("q")
+            monkeypatch.setattr(shutil, "which", which)
+    assert licence_server.connections == 0
+
+
 # What judged code can reach. The stand-in q runs `system "..."` lines with sh, as q's system does, so the
 # judged code below is a Python program that q code starts; it sees QHOME read-only, where the test puts it.
 PROBE = """
