@@ -10,6 +10,8 @@ import os
 import re
 import shutil
 import signal
+import socket
+import stat
 import sys
 from pathlib import Path
 
@@ -41,6 +43,8 @@ class PythonExecutor:
         prefixes = {os.path.realpath(p) for p in (sys.base_prefix, sys.base_exec_prefix)}
         self.read_only = sorted(p for p in prefixes if not p.startswith("/usr"))
         self.env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+        self.read_write: list[str] = []
+        self.hostname = "sandbox"
         self.missing = None
 
     def argv(self, program_path: str) -> list[str]:
@@ -77,6 +81,10 @@ class QExecutor:
     q keeps going after an error in a script, so errors are read from stderr (``'type``, ``'length``,
     ...); ``'wsfull`` is the memory limit. Licence failures are not the program's fault: the judge
     retries them and reports ``sandbox_error`` if they persist.
+
+    Licences: q sees the host's name (a k4.lic is bound to it). q writes its usage-accounting file
+    ``kod.q.acct`` in its working folder (the scratch folder, writable), or at ``KX_ACCT`` when set: that one
+    file is passed through read-write, created if missing, and must be writable by the sandbox uids.
     """
 
     language = "q"
@@ -98,6 +106,12 @@ class QExecutor:
         if self.binary and "QHOME" not in self.env and binary.parent.name in KDB_PLATFORM_FOLDERS:
             self.env["QHOME"] = str(binary.parent.parent)
             self.read_only.append(self.env["QHOME"])
+        self.hostname = socket.gethostname()
+        self.read_write: list[str] = []
+        if os.environ.get("KX_ACCT") and self.binary:
+            self.env["KX_ACCT"] = os.path.realpath(os.environ["KX_ACCT"])
+            self.read_write.append(self.env["KX_ACCT"])
+            self.missing = _accounting_file_problem(self.env["KX_ACCT"])
 
     def argv(self, program_path: str) -> list[str]:
         return [self.binary, program_path, "-q"]
@@ -121,6 +135,32 @@ class QExecutor:
         if result.returncode != 0:
             return "runtime_error"
         return RAN
+
+
+def _accounting_file_problem(path: str) -> str | None:
+    """Make q's KX_ACCT file exist; why the sandbox cannot write it, or None.
+
+    Judged q runs as unprivileged slot uids (when the judge is root), so the file must be writable by
+    others; one the judge creates is made so, an existing one is left as its owner set it.
+    """
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o666)
+    except FileExistsError:
+        fd = None
+    except OSError as error:
+        return (f"KX_ACCT={path}: cannot create q's accounting file ({error.strerror}); point KX_ACCT at a "
+                f"writable file, or unset it so q keeps kod.q.acct in its working folder")
+    if fd is not None:
+        os.fchmod(fd, 0o666)
+        os.close(fd)
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        return f"KX_ACCT={path} is not a regular file; point KX_ACCT at a file"
+    if os.geteuid() == 0 and not info.st_mode & stat.S_IWOTH:
+        return (f"KX_ACCT={path} is mode {stat.S_IMODE(info.st_mode):04o}: judged q runs as unprivileged sandbox "
+                f"uids and cannot write it; chmod o+w {path}, or unset KX_ACCT so q keeps kod.q.acct in its "
+                f"working folder")
+    return None
 
 
 def find_q(q_binary: str | None = None) -> str | None:

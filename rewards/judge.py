@@ -8,6 +8,7 @@ expected output never leaves this process.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import queue
 import secrets
@@ -25,6 +26,8 @@ from tqdm import tqdm
 from rewards import languages
 from rewards.errors import UsageError
 from rewards.executors import LICENCE_FAILURE, RAN, PythonExecutor
+from rewards.licence_proxy import (FLAG, PROXY_ENV, TLS_TRUST, LicenceEgressUnavailable, LicenceProxy,
+                                   describe_hosts, parse_licence_hosts)
 from rewards.sandbox import (LEVEL_TOOLS, LEVELS, NAMESPACE_LEVELS, SCRATCH, Limits, Sandbox, SandboxUnavailable,
                              SlotUids, blocked_for_others)
 
@@ -36,6 +39,7 @@ SEVERITY = ("sandbox_error", "syntax_error", "timeout", "memory", "output_limit"
 LICENCE_RETRY_DELAYS = (0.5, 1.0, 2.0)
 KEEP_CHARS = 4096
 PROBE_TIMEOUT = 10.0
+logger = logging.getLogger(__name__)
 
 
 class JudgeUnavailable(UsageError):
@@ -82,10 +86,17 @@ class Judge:
     works; as root, only levels with namespaces), ``"strict"`` (refuse to run without namespaces) or
     a level name from ``LEVELS`` (only that level; ``"rlimits"`` as root falls back to running judged
     code as root when the sandbox uid cannot run Python).
+
+    ``q_licence_hosts`` is what judged q may reach, only through the judge's licence proxy
+    (rewards/licence_proxy.py): ``"auto"`` (what q contacts when the judge first runs its own ``1+1``;
+    nothing if it contacts nothing), ``"none"``, or ``"HOST:PORT[,HOST:PORT...]"``. A bad value raises
+    ``LicenceHostsError`` (a ValueError). Egress needs root (a network namespace per slot).
     """
 
     def __init__(self, timeout: float = 1.0, completion_budget: float | None = None, workers: int | None = None,
-                 sandbox: str = "auto", memory_mb: int = 1024, q_binary: str | None = None):
+                 sandbox: str = "auto", memory_mb: int = 1024, q_binary: str | None = None,
+                 q_licence_hosts: str = "auto"):
+        self._licence_hosts = parse_licence_hosts(q_licence_hosts)
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
         if completion_budget is not None and completion_budget <= 0:
@@ -110,6 +121,10 @@ class Judge:
         os.chmod(self._base, 0o711)
         self._runners: dict[str, _Runner] = {}
         self._runners_lock = threading.Lock()
+        self._proxy: LicenceProxy | None = None
+        self._egress = ""  # what judged q can reach, once q's runner exists
+        self._licence_retries = 0
+        self._counts_lock = threading.Lock()
         try:
             self.level = self._pick_level(sandbox)
         except BaseException:
@@ -185,15 +200,72 @@ class Judge:
     @property
     def isolation(self) -> str:
         """What protects the host, for the trainer's log."""
-        return Sandbox(self.level, self._limits, [], {}).describe(slot_uids=self._slot_uids is not None)
+        described = Sandbox(self.level, self._limits, [], {}).describe(slot_uids=self._slot_uids is not None)
+        return f"{described}; {self._egress}" if self._egress else described
+
+    def counters(self) -> dict[str, int]:
+        """Cumulative counts since the judge was built, for the trainer's log each step: q runs that failed
+        their licence check and were run again, and requests the licence proxy refused."""
+        with self._counts_lock:
+            retries = self._licence_retries
+        return {"judge/proxy_refusals": self._proxy.refusals if self._proxy else 0,
+                "judge/licence_retries": retries}
 
     def _runner(self, language: str) -> _Runner:
         with self._runners_lock:
             if language not in self._runners:
                 executor = languages.language(language).make_executor(self.q_binary)
-                self._runners[language] = _Runner(executor, Sandbox(self.level, self._limits,
-                                                                     executor.read_only, executor.env))
+                runner = _Runner(executor, Sandbox(self.level, self._limits, executor.read_only, executor.env,
+                                                   executor.read_write, executor.hostname))
+                if language == "q" and not executor.missing:
+                    runner = self._licence_egress(runner)
+                self._runners[language] = runner
             return self._runners[language]
+
+    def _licence_egress(self, runner: _Runner) -> _Runner:
+        """q's runner with egress only through the licence proxy, when ``q_licence_hosts`` asks for some, else
+        ``runner`` (no network). With ``auto``, the proxy records what q's trusted ``1+1`` contacts; that
+        becomes the allow-list, and nothing contacted means no proxy at all."""
+        hosts = self._licence_hosts
+        if self.level == "rlimits":
+            self._egress = f"q reaches the network directly ({FLAG} has no effect without namespaces)"
+            return runner
+        if hosts == ():
+            self._egress = f"judged q has no network ({FLAG} none)"
+            return runner
+        try:
+            if self._slot_uids is None:
+                raise LicenceEgressUnavailable("licence egress needs the judge to run as root (a network namespace "
+                                               "per slot)")
+            if shutil.which("nsenter") is None:
+                raise LicenceEgressUnavailable("licence egress needs nsenter (apt-get install util-linux)")
+            proxy = LicenceProxy(self._slot_uids.uids, None if hosts == "auto" else hosts)
+        except LicenceEgressUnavailable as error:
+            if hosts != "auto":
+                raise JudgeUnavailable(f"{FLAG} {describe_hosts(hosts)}: {error}; or use {FLAG} none") from None
+            self._egress = f"judged q has no network ({FLAG} auto: {error})"
+            logger.info("%s", self._egress)
+            return runner
+        executor = runner.executor
+        proxied = _Runner(executor, Sandbox(self.level, self._limits, [*executor.read_only, *TLS_TRUST],
+                                            {**executor.env, **PROXY_ENV}, executor.read_write, executor.hostname,
+                                            netns=proxy.netns))
+        if hosts == "auto":
+            test = {"test_code": languages.language("q").preflight_code, "expected_output": "2"}
+            self._execute(proxied, "", test, PROBE_TIMEOUT)
+            hosts = tuple(sorted(proxy.contacted))
+            proxy.enforce(hosts)
+            if not hosts:
+                proxy.close()
+                self._egress = f"judged q has no network (q contacted no host at its start-up check, {FLAG} auto)"
+                logger.info("%s", self._egress)
+                return runner
+            logger.info("q licence egress (%s auto): q's start-up check contacted %s; judged q may reach only "
+                        "these, through the judge's proxy", FLAG, describe_hosts(hosts))
+        self._proxy = proxy
+        weakref.finalize(self, proxy.close)
+        self._egress = f"judged q reaches only {describe_hosts(hosts)}, through the licence proxy"
+        return proxied
 
     def preflight(self, *names: str) -> None:
         """Prove each language runs here (a trusted ``1+1``) before any model loads; raise with the fix if not."""
@@ -209,7 +281,8 @@ class Judge:
             detail = (result.stderr.strip().splitlines() or result.stdout.strip().splitlines() or ["no output"])[-1]
             if name == "q" and judgement.status == "sandbox_error":
                 raise JudgeUnavailable(f"q did not start ({detail}): check the licence (QLIC folder with k4.lic or "
-                                       f"kc.lic; on-demand licences need network, which the sandbox blocks)")
+                                       f"kc.lic; {self._egress}; an on-demand kc.lic needs its licence server "
+                                       f"allowed: {FLAG} auto or HOST:PORT)")
             raise JudgeUnavailable(f"{name} cannot run 1+1 in the sandbox ({self.isolation}): "
                                    f"{judgement.status}: {detail}")
 
@@ -263,6 +336,8 @@ class Judge:
                 if delay is None:
                     outcome = "sandbox_error"
                     break
+                with self._counts_lock:
+                    self._licence_retries += 1
                 time.sleep(delay)
         except (OSError, SandboxUnavailable) as error:
             return TestResult("sandbox_error", 0.0, "", f"{type(error).__name__}: {error}")
@@ -301,6 +376,8 @@ class Judge:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        if self._proxy:
+            self._proxy.close()
         self._cleanup()
 
     def __enter__(self) -> Judge:

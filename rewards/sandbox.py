@@ -114,21 +114,22 @@ def _usr_merged_links() -> list[str]:
     return args
 
 
-def _bind_with_parents(paths: list[str]) -> list[str]:
-    """Read-only binds of ``paths`` at the same place, with traversable parent folders.
+def _bind_with_parents(paths: list[str], writable: list[str] = ()) -> list[str]:
+    """Binds of ``paths`` (read-only) and ``writable`` (read-write) at the same place, with traversable
+    parent folders.
 
     bwrap creates missing parents mode 0700, which the slot uid could not cross.
     """
     args: list[str] = []
     made: set[str] = {"/", "/usr", "/proc", "/dev", "/tmp", SCRATCH}
-    for path in sorted(set(paths)):
-        if path == "/usr" or path.startswith("/usr/"):
+    for path in sorted(set(paths) | set(writable)):
+        if (path == "/usr" or path.startswith("/usr/")) and path not in writable:
             continue
         for parent in reversed(Path(path).parents):
             if str(parent) not in made:
                 made.add(str(parent))
                 args += ["--perms", "0755", "--dir", str(parent)]
-        args += ["--ro-bind", path, path]
+        args += ["--bind" if path in writable else "--ro-bind", path, path]
         made.add(path)
     return args
 
@@ -195,33 +196,42 @@ class Sandbox:
     """Builds and runs sandboxed command lines; one instance per judge and program kind.
 
     ``read_only`` are host paths the program needs (interpreter prefix, q binary, QHOME, ...);
-    ``env`` is the complete environment the program sees.
+    ``env`` is the complete environment the program sees. ``read_write`` are host files it may write
+    (q's KX_ACCT); ``hostname`` is the name it sees (q keeps the host's: k4.lic is bound to it).
+    ``netns`` maps each slot uid to a network namespace (an open fd) the program runs in instead of a
+    fresh one: the licence proxy's slot namespaces (rewards/licence_proxy.py).
     """
 
-    def __init__(self, level: str, limits: Limits, read_only: list[str], env: dict[str, str]):
+    def __init__(self, level: str, limits: Limits, read_only: list[str], env: dict[str, str],
+                 read_write: list[str] = (), hostname: str = "sandbox", netns: dict[int, int] | None = None):
         if level not in LEVELS:
             raise ValueError(f"unknown sandbox level {level!r}; use one of {', '.join(LEVELS)}")
         self.level = level
         self.limits = limits
         self.env = dict(env)
         self.as_root = os.geteuid() == 0
-        self._prefix = self._build_prefix(read_only)
+        self.hostname = hostname
+        self.netns = netns
+        self._prefix = self._build_prefix(read_only, list(read_write))
 
-    def _build_prefix(self, read_only: list[str]) -> list[str]:
+    def _build_prefix(self, read_only: list[str], read_write: list[str]) -> list[str]:
         if self.level == "bwrap":
             namespaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+            if self.netns is not None:
+                namespaces.remove("--unshare-net")
             if not self.as_root:
                 namespaces.append("--unshare-user")
             args = ["bwrap", *namespaces, "--die-with-parent", "--new-session", "--clearenv",
-                    "--hostname", "sandbox", "--ro-bind", "/usr", "/usr", *_usr_merged_links(),
+                    "--hostname", self.hostname, "--ro-bind", "/usr", "/usr", *_usr_merged_links(),
                     "--proc", "/proc", "--dev", "/dev",
                     "--perms", "1777", "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp",
-                    *_bind_with_parents(read_only)]
+                    *_bind_with_parents(read_only, read_write)]
             for key, value in self.env.items():
                 args += ["--setenv", key, value]
             return args
         if self.level == "unshare":
-            return ["unshare", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc"]
+            net = [] if self.netns is not None else ["--net"]
+            return ["unshare", *net, "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc"]
         return []
 
     def describe(self, slot_uids: bool) -> str:
@@ -245,10 +255,14 @@ class Sandbox:
             drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
                     "--bounding-set=-all", "--no-new-privs", "--"]
         limits = self.limits.prlimit_args(timeout, bind_nproc=uid is not None)
+        outer = []
+        if self.netns is not None and self.level in NAMESPACE_LEVELS:
+            # nsenter opens the judge's fd through /proc and closes it before exec: no fd leaks inside.
+            outer = ["nsenter", f"--net=/proc/{os.getpid()}/fd/{self.netns[uid]}", "--"]
         if self.level == "bwrap":
-            return [*self._prefix, "--bind", scratch, SCRATCH, "--chdir", SCRATCH,
+            return [*outer, *self._prefix, "--bind", scratch, SCRATCH, "--chdir", SCRATCH,
                     "--setenv", "HOME", SCRATCH, *drop, *limits, *argv]
-        return [*self._prefix, *drop, *limits, *argv]
+        return [*outer, *self._prefix, *drop, *limits, *argv]
 
     def run(self, argv: list[str], scratch: str, uid: int | None, timeout: float) -> RunResult:
         """Run ``argv`` in ``scratch``; everything it started is dead when this returns."""
