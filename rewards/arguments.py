@@ -11,6 +11,7 @@ from transformers import HfArgumentParser
 
 from rewards.errors import UsageError
 from rewards.judge import Judge
+from rewards.licence_proxy import parse_licence_hosts
 from rewards.sandbox import LEVELS
 
 SANDBOX_CHOICES = ("auto", "strict", *LEVELS)
@@ -59,8 +60,15 @@ class JudgeArguments:
                   "aliases": ["--workers"]},
     )
     judge_memory_mb: int = field(default=1024, metadata={"help": "Address-space limit of one execution, in MB."})
+    q_licence_hosts: str = field(
+        default="auto",
+        metadata={"help": "What judged q may reach, only through the judge's licence proxy: auto (the hosts q "
+                  "contacts in a trusted start-up run, logged; none if it contacts none), none, or "
+                  "HOST:PORT[,HOST:PORT...]."},
+    )
 
     def __post_init__(self):
+        parse_licence_hosts(self.q_licence_hosts)
         positive("--judge_timeout/--timeout", self.judge_timeout, "number of seconds")
         positive("--judge_workers/--workers", self.judge_workers)
         positive("--judge_memory_mb", self.judge_memory_mb)
@@ -70,7 +78,7 @@ class JudgeArguments:
         local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         workers = self.judge_workers or max(1, (os.cpu_count() or 1) // local_ranks)
         return Judge(timeout=self.judge_timeout, workers=workers, sandbox=self.sandbox,
-                     memory_mb=self.judge_memory_mb, q_binary=self.q_binary)
+                     memory_mb=self.judge_memory_mb, q_binary=self.q_binary, q_licence_hosts=self.q_licence_hosts)
 
 
 @dataclass

@@ -36,6 +36,8 @@ import struct
 import threading
 from urllib.parse import urlsplit, urlunsplit
 
+from rewards.errors import UsageError
+
 logger = logging.getLogger(__name__)
 
 PROXY_PORT = 3128  # the same in every slot namespace: each namespace has its own, otherwise empty, loopback
@@ -55,7 +57,7 @@ _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 _HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})$")
 
 
-class LicenceHostsError(ValueError):
+class LicenceHostsError(UsageError):
     """A bad ``--q_licence_hosts`` value; the message names the flag and the fix."""
 
 

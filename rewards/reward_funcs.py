@@ -35,6 +35,8 @@ def completion_text(completion) -> str:
 
 
 def make_test_cases(judge: Judge, scoring: ScoringArguments, use_reasoning_format: bool) -> Callable:
+    judge_counts = judge.counters()
+
     async def test_cases(prompts, completions, tests, language, log_metric=None, log_extra=None,
                          **kwargs) -> list[float | None]:
         problems = [{"tests": list(t), "language": lang} for t, lang in zip(tests, language)]
@@ -43,6 +45,11 @@ def make_test_cases(judge: Judge, scoring: ScoringArguments, use_reasoning_forma
         if log_metric is not None:
             for status in STATUSES:
                 log_metric(f"status/{status}", counts[status] / max(len(scores), 1))
+            # q licence retries and licence-proxy refusals since the last batch (a licence server refusing
+            # starts under load shows here before it shows as sandbox_error).
+            for name, total in judge.counters().items():
+                log_metric(name, total - judge_counts[name])
+                judge_counts[name] = total
         if log_extra is not None:
             log_extra("status", [s.status for s in scores])
             log_extra("tests_passed", [f"{s.judgement.passed}/{s.judgement.total}" for s in scores])

@@ -60,8 +60,9 @@ def test_test_cases_reward_logs_status_shares_and_extras(judge):
     assert scores[0] == pytest.approx(2.0)
     assert scores[1] == pytest.approx(0.5)
     assert scores[3] == 0.0
-    assert set(metrics) == {f"status/{s}" for s in STATUSES}
-    assert math.isclose(sum(metrics.values()), 1.0)
+    assert set(metrics) == {f"status/{s}" for s in STATUSES} | {"judge/licence_retries", "judge/proxy_refusals"}
+    assert metrics["judge/licence_retries"] == metrics["judge/proxy_refusals"] == 0
+    assert math.isclose(sum(v for k, v in metrics.items() if k.startswith("status/")), 1.0)
     assert metrics["status/passed"] == metrics["status/no_code"] == metrics["status/syntax_error"] == 0.25
     assert extras["status"][0] == "passed" and extras["status"][3] == "syntax_error"
     assert extras["tests_passed"][:2] == ["4/4", "2/4"], "only the first max_tests_per_problem tests count"
@@ -76,9 +77,12 @@ def test_language_column_overrides_and_sandbox_error_gives_none(tmp_path, monkey
     with Judge(timeout=2.0, workers=2, q_binary=FAKE_Q) as judge:
         (test_cases,) = make_reward_funcs(["test_cases"], judge, ScoringArguments())
         q_tests = [{"test_code": '-1 "6";', "expected_output": "6"}]
+        metrics = {}
         scores = asyncio.run(test_cases(prompts=["p", "p"], completions=["```q\nx:1\n```", RIGHT],
-                                        tests=[q_tests, TESTS[:2]], language=["q", "python"]))
+                                        tests=[q_tests, TESTS[:2]], language=["q", "python"],
+                                        log_metric=lambda name, value: metrics.__setitem__(name, value)))
     assert scores == [None, pytest.approx(2.0)]
+    assert metrics["judge/licence_retries"] >= 1, "the lapsed licence was retried, and the step logs it"
 
 
 @pytest.mark.parametrize("text, reasoning, expected", [
