@@ -130,7 +130,7 @@ class PassAtKEvaluator:
 
     def _generate_vllm(self, prompts: list[str], accelerator, vllm_generation) -> list[list[str]]:
         """Sampled completions from TRL's vLLM backend (server: the main process asks; colocate: each rank)."""
-        n, q = self.args.repeat_eval_problems, self.args
+        n, args = self.args.repeat_eval_problems, self.args
         vllm_generation.sync_weights()
         prompt_ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
         if vllm_generation.mode == "server":
@@ -139,7 +139,7 @@ class PassAtKEvaluator:
             if accelerator.is_main_process:
                 flat = [ids for shard in all_ids for ids in shard]
                 output = vllm_generation.vllm_client.generate(
-                    prompts=flat, n=n, temperature=q.eval_temperature, max_tokens=q.eval_max_tokens
+                    prompts=flat, n=n, temperature=args.eval_temperature, max_tokens=args.eval_max_tokens
                 )
                 texts = self.tokenizer.batch_decode(output["completion_ids"], skip_special_tokens=True)
                 grouped = [texts[i * n : (i + 1) * n] for i in range(len(flat))]
@@ -151,7 +151,7 @@ class PassAtKEvaluator:
             return result[0][accelerator.process_index]
         from vllm import SamplingParams, TokensPrompt
 
-        params = SamplingParams(n=n, temperature=q.eval_temperature, max_tokens=q.eval_max_tokens)
+        params = SamplingParams(n=n, temperature=args.eval_temperature, max_tokens=args.eval_max_tokens)
         outputs = vllm_generation.llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in prompt_ids], params)
         return [[c.text for c in o.outputs] for o in outputs]
 
