@@ -26,6 +26,7 @@ from rewards import languages
 from rewards.executors import LICENCE_FAILURE, RAN, PythonExecutor
 from rewards.sandbox import (LEVEL_TOOLS, LEVELS, NAMESPACE_LEVELS, SCRATCH, Limits, Sandbox, SandboxUnavailable,
                              SlotUids, blocked_for_others)
+from rewards.warm import WarmWorkers
 
 STATUSES = ("passed", "failed", "no_code", "syntax_error", "runtime_error", "timeout", "memory",
             "output_limit", "sandbox_error")
@@ -35,6 +36,10 @@ SEVERITY = ("sandbox_error", "syntax_error", "timeout", "memory", "output_limit"
 LICENCE_RETRY_DELAYS = (0.5, 1.0, 2.0)
 KEEP_CHARS = 4096
 PROBE_TIMEOUT = 10.0
+# bwrap-cold: bubblewrap with a fresh interpreter per Python test; bwrap, auto and strict use warm workers
+# for Python when they start (root only) and fall back to that.
+COLD_BWRAP = "bwrap-cold"
+SANDBOX_CHOICES = ("auto", "strict", "bwrap", COLD_BWRAP, "unshare", "rlimits")
 
 
 class JudgeUnavailable(RuntimeError):
@@ -80,7 +85,9 @@ class Judge:
     ``timeout`` with 0.0 seconds and are not run. ``sandbox`` is ``"auto"`` (strongest level that
     works; as root, only levels with namespaces), ``"strict"`` (refuse to run without namespaces) or
     a level name from ``LEVELS`` (only that level; ``"rlimits"`` as root falls back to running judged
-    code as root when the sandbox uid cannot run Python).
+    code as root when the sandbox uid cannot run Python). At the bwrap level, Python runs in warm workers
+    (``rewards/warm.py``) when they start, else cold; ``"bwrap-cold"`` is bwrap with a fresh interpreter
+    per test.
     """
 
     def __init__(self, timeout: float = 1.0, completion_budget: float | None = None, workers: int | None = None,
@@ -91,8 +98,8 @@ class Judge:
             raise ValueError(f"completion_budget must be positive, got {completion_budget}")
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
-        if sandbox not in ("auto", "strict", *LEVELS):
-            raise ValueError(f"sandbox must be auto, strict or one of {', '.join(LEVELS)}; got {sandbox!r}")
+        if sandbox not in SANDBOX_CHOICES:
+            raise ValueError(f"sandbox must be one of {', '.join(SANDBOX_CHOICES)}; got {sandbox!r}")
         self.timeout = float(timeout)
         self.completion_budget = float(completion_budget) if completion_budget else None  # None: 3x the timeout
         self.workers = workers if workers is not None else os.cpu_count() or 1
@@ -109,8 +116,12 @@ class Judge:
         os.chmod(self._base, 0o711)
         self._runners: dict[str, _Runner] = {}
         self._runners_lock = threading.Lock()
+        self._warm: WarmWorkers | None = None
+        self._warm_missing = "bwrap-cold" if sandbox == COLD_BWRAP else None  # why Python runs cold, if it does
         try:
-            self.level = self._pick_level(sandbox)
+            self.level = self._pick_level("bwrap" if sandbox == COLD_BWRAP else sandbox)
+            if self.level == "bwrap" and sandbox != COLD_BWRAP:
+                self._start_warm()
         except BaseException:
             self._cleanup()
             raise
@@ -181,10 +192,33 @@ class Judge:
             failures.append(f"{level}: {reason}")
         return "", failures
 
+    def _start_warm(self) -> None:
+        """Use warm workers for Python if one starts and passes the probe; else say why Python stays cold."""
+        if self._slot_uids is None:
+            self._warm_missing = "warm workers need root"
+            return
+        python = self._runner("python")
+        self._warm = WarmWorkers(python.sandbox, python.executor.interpreter, self._base, self._slot_uids.uids)
+        self._warm_cleanup = weakref.finalize(self, self._warm.close)
+        result = self._execute(python, "", {"test_code": "print('ok')", "expected_output": "ok"}, PROBE_TIMEOUT)
+        if result.status != "passed" or self._warm.failures:
+            self._warm_missing = f"warm workers did not start: {self._warm.failure or result.status}"
+            self._warm_cleanup()
+            self._warm = None
+
+    @property
+    def warm(self) -> bool:
+        """Whether Python runs in warm workers."""
+        return self._warm is not None
+
     @property
     def isolation(self) -> str:
         """What protects the host, for the trainer's log."""
-        return Sandbox(self.level, self._limits, [], {}).describe(slot_uids=self._slot_uids is not None)
+        base = Sandbox(self.level, self._limits, [], {}).describe(slot_uids=self._slot_uids is not None)
+        if self._warm is not None:
+            return (f"{base}; Python: warm workers (one per slot, root in its sandbox with 5 capabilities; each test "
+                    f"a forked child with its own mount+IPC namespace, /tmp, pipes, limits and the slot uid)")
+        return f"{base}; Python: a fresh interpreter per test" + (f" ({self._warm_missing})" if self._warm_missing else "")
 
     def _runner(self, language: str) -> _Runner:
         with self._runners_lock:
@@ -244,7 +278,8 @@ class Judge:
         uid = self._slots.get()
         scratch = None
         try:
-            scratch = tempfile.mkdtemp(dir=self._base)
+            warm = self._warm if self._warm is not None and runner.executor.language == "python" else None
+            scratch = tempfile.mkdtemp(prefix="scratch-", dir=warm.folders[uid] if warm else self._base)
             if uid is not None:
                 os.chown(scratch, uid, uid)
             marker = secrets.token_hex(16)
@@ -254,7 +289,9 @@ class Judge:
             inside = SCRATCH if runner.sandbox.level == "bwrap" else scratch
             argv = runner.executor.argv(f"{inside}/{runner.executor.filename}")
             for delay in (*LICENCE_RETRY_DELAYS, None):
-                result = runner.sandbox.run(argv, scratch, uid, timeout)
+                result = warm.run(uid, scratch, timeout) if warm else None
+                if result is None:  # no warm worker, or it failed: run cold
+                    result = runner.sandbox.run(argv, scratch, uid, timeout)
                 marker_seen = _after(result.stdout, marker) is not None
                 outcome = runner.executor.outcome(result, marker_seen) if result.returncode is not None else RAN
                 if outcome != LICENCE_FAILURE:
@@ -300,6 +337,8 @@ class Judge:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        if self._warm is not None:
+            self._warm_cleanup()
         self._cleanup()
 
     def __enter__(self) -> Judge:

@@ -203,7 +203,7 @@ class Sandbox:
         self.limits = limits
         self.env = dict(env)
         self.as_root = os.geteuid() == 0
-        self._prefix = self._build_prefix(read_only)
+        self.prefix = self._build_prefix(read_only)
 
     def _build_prefix(self, read_only: list[str]) -> list[str]:
         if self.level == "bwrap":
@@ -244,9 +244,9 @@ class Sandbox:
                     "--bounding-set=-all", "--no-new-privs", "--"]
         limits = self.limits.prlimit_args(timeout, bind_nproc=uid is not None)
         if self.level == "bwrap":
-            return [*self._prefix, "--bind", scratch, SCRATCH, "--chdir", SCRATCH,
+            return [*self.prefix, "--bind", scratch, SCRATCH, "--chdir", SCRATCH,
                     "--setenv", "HOME", SCRATCH, *drop, *limits, *argv]
-        return [*self._prefix, *drop, *limits, *argv]
+        return [*self.prefix, *drop, *limits, *argv]
 
     def run(self, argv: list[str], scratch: str, uid: int | None, timeout: float) -> RunResult:
         """Run ``argv`` in ``scratch``; everything it started is dead when this returns."""
@@ -274,16 +274,17 @@ class Sandbox:
         )
 
 
-def _read_capped(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[bytes, bytes, bool, bool]:
-    """Read both pipes until EOF, the deadline, or either stream passing ``cap`` bytes."""
-    buffers = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+def read_capped(out_fd: int, err_fd: int, deadline: float, cap: int) -> tuple[bytes, bytes, bool, bool]:
+    """Read both pipes until EOF, the deadline, or either stream passing ``cap`` bytes:
+    (stdout, stderr, timed out, over the cap)."""
+    buffers = {out_fd: bytearray(), err_fd: bytearray()}
     with selectors.DefaultSelector() as selector:
         for fd in buffers:
             selector.register(fd, selectors.EVENT_READ)
         while selector.get_map():
             left = deadline - time.monotonic()
             if left <= 0:
-                return bytes(buffers[proc.stdout.fileno()]), bytes(buffers[proc.stderr.fileno()]), True, False
+                return bytes(buffers[out_fd]), bytes(buffers[err_fd]), True, False
             for key, _ in selector.select(left):
                 chunk = os.read(key.fd, 1 << 16)
                 if not chunk:
@@ -291,8 +292,14 @@ def _read_capped(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[byt
                     continue
                 buffers[key.fd] += chunk
                 if len(buffers[key.fd]) > cap:
-                    return bytes(buffers[proc.stdout.fileno()][:cap]), bytes(buffers[proc.stderr.fileno()][:cap]), False, True
-    out, err = bytes(buffers[proc.stdout.fileno()]), bytes(buffers[proc.stderr.fileno()])
+                    return bytes(buffers[out_fd][:cap]), bytes(buffers[err_fd][:cap]), False, True
+    return bytes(buffers[out_fd]), bytes(buffers[err_fd]), False, False
+
+
+def _read_capped(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[bytes, bytes, bool, bool]:
+    out, err, timed_out, overflow = read_capped(proc.stdout.fileno(), proc.stderr.fileno(), deadline, cap)
+    if timed_out or overflow:
+        return out, err, timed_out, overflow
     try:
         proc.wait(max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
