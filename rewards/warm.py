@@ -94,7 +94,8 @@ class WarmWorker:
                 raise WorkerFailed(f"the worker is gone ({error})") from None
         reply = self._receive(max(time.monotonic(), start + timeout) + REPLY_GRACE)
         if not reply.get("setup"):
-            raise WorkerFailed(f"the child's set-up failed: {err.decode('utf-8', 'replace').strip()[-500:]}")
+            why = err.decode("utf-8", "replace").strip()[-500:] or self._log_tail()
+            raise WorkerFailed(f"the child's set-up failed: {why}")
         timed_out = bool(reply["timed_out"]) or stuck
         returncode = None if timed_out or overflow or reply["stopped"] else os.waitstatus_to_exitcode(reply["status"])
         return RunResult(returncode=returncode, stdout=out.decode("utf-8", "replace"),
