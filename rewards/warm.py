@@ -105,7 +105,10 @@ class WarmWorker:
     def _receive(self, deadline: float) -> dict:
         """The worker's next message, or WorkerFailed (with the end of its log) if none comes by ``deadline``."""
         ready, _, _ = select.select([self.control], [], [], max(0.0, deadline - time.monotonic()))
-        message = self.control.recv(4096) if ready else b""
+        try:
+            message = self.control.recv(4096) if ready else b""
+        except OSError:
+            message = b""
         try:
             reply = json.loads(message) if message else None
         except ValueError:
@@ -157,7 +160,7 @@ class WarmWorkers:
                     self._drop(uid, "the warm worker died between executions")
                 worker = self._workers[uid] = WarmWorker(self.sandbox, self.interpreter, uid, self.folders[uid])
             return worker.run(os.path.basename(scratch), timeout)
-        except WorkerFailed as error:
+        except (WorkerFailed, OSError) as error:
             self._drop(uid, str(error))
             return None
 

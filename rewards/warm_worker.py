@@ -134,7 +134,8 @@ def _run_program(path):
         code = _exit_code(exit)
     except BaseException:
         kind, value, trace = sys.exc_info()
-        sys.excepthook(kind, value, trace.tb_next)  # the program's frames only, as a cold start shows
+        value.__traceback__ = trace.tb_next  # the program's frames only, as a cold start shows them
+        sys.excepthook(kind, value, trace.tb_next)
         code = 1
     try:
         if "threading" in sys.modules:

@@ -35,6 +35,16 @@ def judge(sandbox):
         yield judge
 
 
+@pytest.fixture(autouse=True)
+def warm_workers_handle_it_themselves(request):
+    """A warm worker that fails has its test rerun cold, which would hide a warm-path hole: none may fail."""
+    judge = request.getfixturevalue("judge") if "judge" in request.fixturenames else None
+    failures = judge._warm.failures if judge is not None and judge.warm else 0
+    yield
+    if judge is not None and judge.warm:
+        assert judge._warm.failures == failures, f"a warm worker failed: {judge._warm.failure}"
+
+
 def run(judge, code, expected="unused"):
     """Run ``code`` as the test code (after the marker), so what it prints is what the judge compares."""
     return judge.run("", [{"test_code": code, "expected_output": expected}], "python")
@@ -251,6 +261,7 @@ def test_hang_times_out_and_later_tests_are_skipped(sandbox):
     tests = [{"test_code": "print(1)", "expected_output": "1"}] * 4
     with Judge(timeout=1.0, workers=1, sandbox=sandbox) as judge:
         judgement = judge.run("while True:\n    pass\n", tests, "python")
+        assert not judge.warm or judge._warm.failures == 0, judge._warm.failure
     assert judgement.status == "timeout"
     assert [t.status for t in judgement.tests] == ["timeout"] * 4
     assert [t.seconds for t in judgement.tests[1:]] == [0.0] * 3
@@ -260,6 +271,7 @@ def test_completion_budget_cuts_the_first_test_short(sandbox):
     tests = [{"test_code": "print(1)", "expected_output": "1"}] * 3
     with Judge(timeout=5.0, completion_budget=0.5, workers=1, sandbox=sandbox) as judge:
         judgement = judge.run("import time\ntime.sleep(60)\n", tests, "python")
+        assert not judge.warm or judge._warm.failures == 0, judge._warm.failure
     assert [t.status for t in judgement.tests] == ["timeout"] * 3
     assert 0.0 < judgement.tests[0].seconds < 4.0, "the test must stop at the budget, not the 5 s timeout"
 
