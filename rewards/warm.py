@@ -29,7 +29,8 @@ from pathlib import Path
 
 from rewards.sandbox import OUTPUT_CAP, TMPFS_BYTES, RunResult, Sandbox, read_capped
 
-WORKER_SOURCE = Path(__file__).with_name("warm_worker.py").read_text()
+WORKER = str(Path(__file__).with_name("warm_worker.py"))
+WORKER_INSIDE = "/warm_worker.py"
 CAPABILITIES = ("CAP_SETUID", "CAP_SETGID", "CAP_SYS_ADMIN", "CAP_KILL", "CAP_SETPCAP")
 SLOTS = "/slots"
 START_TIMEOUT = 10.0
@@ -53,8 +54,8 @@ class WarmWorker:
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         capabilities = [arg for cap in CAPABILITIES for arg in ("--cap-add", cap)]
         command = [*sandbox.prefix, "--bind", folder, SLOTS, "--dir", "/scratch", "--setenv", "HOME", "/scratch",
-                   "--chdir", "/", "--cap-drop", "ALL", *capabilities,
-                   interpreter, "-I", "-S", "-B", "-c", WORKER_SOURCE, str(theirs.fileno()), str(uid), json.dumps(limits)]
+                   "--ro-bind", WORKER, WORKER_INSIDE, "--chdir", "/", "--cap-drop", "ALL", *capabilities,
+                   interpreter, "-I", "-S", "-B", WORKER_INSIDE, str(theirs.fileno()), str(uid), json.dumps(limits)]
         with theirs, open(self.log, "wb") as log:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
                                             pass_fds=(theirs.fileno(),), start_new_session=True)

@@ -1,5 +1,5 @@
 """The warm Python worker: the program that runs inside one slot's bubblewrap sandbox (never imported by the
-judge; ``rewards/warm.py`` starts it as ``python -I -S -B -c <this file>``).
+judge; ``rewards/warm.py`` binds it read-only at /warm_worker.py and starts ``python -I -S -B /warm_worker.py``).
 
 The worker runs as root inside the sandbox's namespaces with five capabilities (SETUID, SETGID, SYS_ADMIN,
 KILL, SETPCAP) and never runs judged code itself. Per execution it forks a child that
@@ -26,6 +26,7 @@ message is ``{"ready": true}``.
 """
 
 import ctypes
+import gc
 import json
 import math
 import os
@@ -45,9 +46,14 @@ MNT_DETACH = 2
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 4, 24, 36, 38, 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 CAPABILITY_VERSION_3 = 0x20080522
+KEPT_CAPABILITIES = (5, 6, 7, 8, 21)  # KILL, SETGID, SETUID, SETPCAP, SYS_ADMIN: all the worker needs
 SETUP_FAILED = 125
 STOP = b"stop"
 LIBC = ctypes.CDLL(None, use_errno=True)
+# Looked up once here, not in every child (a ctypes lookup and a /proc read cost more than the calls).
+PRCTL, UNSHARE, MOUNT, UMOUNT2, CAPGET, CAPSET = (LIBC.prctl, LIBC.unshare, LIBC.mount, LIBC.umount2, LIBC.capget,
+                                                   LIBC.capset)
+LAST_CAPABILITY = int(open("/proc/sys/kernel/cap_last_cap").read())
 
 
 def _check(result, what):
@@ -57,30 +63,34 @@ def _check(result, what):
 
 
 def _mount(source, target, kind, flags, data=None):
-    _check(LIBC.mount(source and source.encode(), target.encode(), kind and kind.encode(), ctypes.c_ulong(flags),
+    _check(MOUNT(source and source.encode(), target.encode(), kind and kind.encode(), ctypes.c_ulong(flags),
                       data and data.encode()), f"mount {target}")
 
 
+def _drop_bounding(capabilities):
+    for cap in capabilities:
+        _check(PRCTL(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop bounding capability")
+
+
 def _drop_capabilities():
-    """Empty the bounding, ambient and inheritable sets while still root; the uid change empties the rest."""
-    last = int(open("/proc/sys/kernel/cap_last_cap").read())
-    for cap in range(last + 1):
-        _check(LIBC.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop bounding capability")
-    _check(LIBC.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient capabilities")
+    """Empty the bounding (the worker already dropped all but its own), ambient and inheritable sets while
+    still root; the uid change empties the rest."""
+    _drop_bounding(KEPT_CAPABILITIES)
+    _check(PRCTL(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient capabilities")
     header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
     data = (ctypes.c_uint32 * 6)()
-    _check(LIBC.capget(header, data), "capget")
+    _check(CAPGET(header, data), "capget")
     data[2] = data[5] = 0  # inheritable, both halves
-    _check(LIBC.capset(header, data), "capset")
+    _check(CAPSET(header, data), "capset")
 
 
 def _set_up_child(folder, timeout, uid, limits, out_fd, err_fd, setup_fd):
     os.setsid()
-    _check(LIBC.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
+    _check(UNSHARE(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['tmpfs_bytes']},mode=1777")
     _mount(f"{SLOTS}/{folder}", SCRATCH, None, MS_BIND | MS_REC)
-    _check(LIBC.umount2(SLOTS.encode(), MNT_DETACH), f"umount {SLOTS}")
+    _check(UMOUNT2(SLOTS.encode(), MNT_DETACH), f"umount {SLOTS}")
     null = os.open("/dev/null", os.O_RDONLY)
     for source, target in ((null, 0), (out_fd, 1), (err_fd, 2)):
         os.dup2(source, target)
@@ -96,7 +106,7 @@ def _set_up_child(folder, timeout, uid, limits, out_fd, err_fd, setup_fd):
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
     os.chdir(SCRATCH)  # only its owner, the slot uid, may enter it
-    _check(LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    _check(PRCTL(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
@@ -204,9 +214,11 @@ def _execute(control, request, fds, uid, limits):
 def main():
     control_fd, uid = int(sys.argv[1]), int(sys.argv[2])
     limits = json.loads(sys.argv[3])
-    _check(LIBC.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "not dumpable")
-    _check(LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "child subreaper")
+    _check(PRCTL(PR_SET_DUMPABLE, 0, 0, 0, 0), "not dumpable")
+    _check(PRCTL(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "child subreaper")
+    _drop_bounding(cap for cap in range(LAST_CAPABILITY + 1) if cap not in KEPT_CAPABILITIES)
     control = socket.socket(fileno=control_fd)
+    gc.freeze()  # a collection in a child then never walks (and so copies) the worker's own objects
     control.send(b'{"ready": true}')
     while True:
         message, fds, _, _ = socket.recv_fds(control, 4096, 2)

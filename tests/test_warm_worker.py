@@ -75,7 +75,7 @@ def rss_kib(pid):
 def test_the_child_cannot_signal_the_worker(judge, unharmed):
     code = ("import os, signal\n"
             "ppid = os.getppid()\n"
-            "print(b'-c' in open(f'/proc/{ppid}/cmdline', 'rb').read().split(b'\\0'))\n"
+            "print(b'/warm_worker.py' in open(f'/proc/{ppid}/cmdline', 'rb').read().split(b'\\0'))\n"
             "for target in (ppid, 1):\n"
             "    for sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGTERM, signal.SIGINT, signal.SIGSEGV):\n"
             "        try:\n"
@@ -257,3 +257,15 @@ def test_bwrap_cold_starts_no_worker():
     with Judge(timeout=1.0, workers=1, sandbox="bwrap-cold") as judge:
         assert not judge.warm and judge._warm is None
         assert run(judge, "print(6)", "6").status == "passed"
+
+
+def test_the_program_sees_what_a_cold_interpreter_shows_it(judge, unharmed):
+    code = ("import os, sys\n"
+            "print(sys.path, sys.flags, sys.executable, sorted(os.environ), os.getcwd(), os.umask(0o22),\n"
+            "      sys.getrecursionlimit(), sys.stdout.encoding, sys.stdout.line_buffering, sys.stderr.errors,\n"
+            "      sys.stderr.line_buffering, os.getuid() == judge_uid)\n")
+    with Judge(timeout=1.0, workers=1, sandbox="bwrap-cold") as cold:
+        cold_uid, warm_uid = cold._slot_uids.uids[0], judge._slot_uids.uids[0]
+        cold_view = out(cold, f"judge_uid = {cold_uid}\n{code}")
+    warm_view = out(judge, f"judge_uid = {warm_uid}\n{code}")
+    assert warm_view == cold_view
