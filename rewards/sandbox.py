@@ -28,6 +28,7 @@ import pwd
 import selectors
 import signal
 import stat
+import struct
 import subprocess
 import time
 from dataclasses import dataclass
@@ -48,6 +49,31 @@ SLOT_UID_COUNT = 1000
 SLOT_LOCK_DIR = Path("/run/lock/rewards-slot-uids")
 OUTPUT_CAP = 1 << 20
 TMPFS_BYTES = 16 << 20
+
+
+def keyring_filter() -> bytes | None:
+    """A seccomp program (classic BPF, as bwrap's ``--seccomp`` and prctl take it) that refuses the kernel
+    keyring calls (add_key, request_key, keyctl) with EPERM, and every call of another ABI (i386, x32).
+
+    A uid's user keyring outlives its processes: without this, a program could leave keys that a later
+    program of the same slot uid (a later test, or a later run on this machine) reads. None on an
+    architecture this does not know, where the keyring stays reachable.
+    """
+    arches = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
+    if os.uname().machine not in arches:
+        return None
+    audit_arch, calls = arches[os.uname().machine]
+    load, equal, at_least, ret = 0x20, 0x15, 0x35, 0x06
+    allow, refuse = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    deny = 5 + len(calls) + 1  # the index of the last instruction
+    program = [(load, 0, 0, 4), (equal, 1, 0, audit_arch), (ret, 0, 0, refuse),  # another ABI: refused
+               (load, 0, 0, 0), (at_least, deny - 5, 0, 0x40000000)]  # x32 numbers on x86_64: refused
+    program += [(equal, deny - index - 1, 0, call) for index, call in enumerate(calls, start=5)]
+    program += [(ret, 0, 0, allow), (ret, 0, 0, refuse)]
+    return b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
+
+
+KEYRING_FILTER = keyring_filter()
 
 
 class SandboxUnavailable(RuntimeError):
@@ -237,14 +263,16 @@ class Sandbox:
             return f"unshare: pid+net+ipc+uts namespaces, host fs visible, {uid}, {limits}"
         return f"rlimits (weak): no namespaces, network and host fs reachable, {uid}, {limits}"
 
-    def command(self, argv: list[str], scratch: str, uid: int | None, timeout: float) -> list[str]:
+    def command(self, argv: list[str], scratch: str, uid: int | None, timeout: float,
+                seccomp_fd: int | None = None) -> list[str]:
         drop = []
         if uid is not None:
             drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
                     "--bounding-set=-all", "--no-new-privs", "--"]
         limits = self.limits.prlimit_args(timeout, bind_nproc=uid is not None)
         if self.level == "bwrap":
-            return [*self.prefix, "--bind", scratch, SCRATCH, "--chdir", SCRATCH,
+            seccomp = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
+            return [*self.prefix, *seccomp, "--bind", scratch, SCRATCH, "--chdir", SCRATCH,
                     "--setenv", "HOME", SCRATCH, *drop, *limits, *argv]
         return [*self.prefix, *drop, *limits, *argv]
 
@@ -255,11 +283,17 @@ class Sandbox:
         if self.level != "bwrap":
             env = {**self.env, "HOME": scratch}
             cwd = scratch
+        seccomp = _pipe_holding(KEYRING_FILTER) if self.level == "bwrap" and KEYRING_FILTER else None
         start = time.monotonic()
-        proc = subprocess.Popen(
-            self.command(argv, scratch, uid, timeout), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True, close_fds=True,
-        )
+        try:
+            proc = subprocess.Popen(
+                self.command(argv, scratch, uid, timeout, seccomp), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True, close_fds=True,
+                pass_fds=(seccomp,) if seccomp is not None else (),
+            )
+        finally:
+            if seccomp is not None:
+                os.close(seccomp)
         try:
             out, err, timed_out, overflow = _read_capped(proc, start + timeout, OUTPUT_CAP)
         finally:
@@ -272,6 +306,14 @@ class Sandbox:
             stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"),
             seconds=seconds, timed_out=timed_out, output_overflow=overflow,
         )
+
+
+def _pipe_holding(data: bytes) -> int:
+    """The read end of a pipe holding ``data`` (bwrap reads a seccomp program from a descriptor to its end)."""
+    read, write = os.pipe()
+    os.write(write, data)
+    os.close(write)
+    return read
 
 
 def read_capped(out_fd: int, err_fd: int, deadline: float, cap: int) -> tuple[bytes, bytes, bool, bool]:

@@ -8,8 +8,9 @@ KILL, SETPCAP) and never runs judged code itself. Per execution it forks a child
   /scratch (the folder of every slot's executions is unmounted), no SysV IPC or POSIX queues from before;
 - gets its own pipes as stdout and stderr, /dev/null as stdin, and no other descriptor (the control channel
   is closed);
-- gets the limits, an empty bounding, inheritable and ambient capability set, the slot uid, and
-  no_new_privs; from then on it cannot signal, ptrace or open the root-owned worker;
+- gets the limits, an empty bounding, inheritable and ambient capability set, the slot uid,
+  no_new_privs and the judge's seccomp program (no kernel keyring, as on the cold path); from then on it
+  cannot signal, ptrace or open the root-owned worker;
 - runs the program as ``__main__`` in a fresh module, as ``python -I -S -B /scratch/main.py`` would.
 
 When the child exits, times out or the judge asks, the worker kills every other process in the sandbox's
@@ -45,6 +46,7 @@ MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
 MNT_DETACH = 2
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 4, 24, 36, 38, 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 CAPABILITY_VERSION_3 = 0x20080522
 KEPT_CAPABILITIES = (5, 6, 7, 8, 21)  # KILL, SETGID, SETUID, SETPCAP, SYS_ADMIN: all the worker needs
 SETUP_FAILED = 125
@@ -54,6 +56,7 @@ LIBC = ctypes.CDLL(None, use_errno=True)
 PRCTL, UNSHARE, MOUNT, UMOUNT2, CAPGET, CAPSET = (LIBC.prctl, LIBC.unshare, LIBC.mount, LIBC.umount2, LIBC.capget,
                                                    LIBC.capset)
 LAST_CAPABILITY = int(open("/proc/sys/kernel/cap_last_cap").read())
+SECCOMP_PROGRAM = None  # the judge's seccomp program (rewards.sandbox.keyring_filter), set by main
 
 
 def _check(result, what):
@@ -107,6 +110,8 @@ def _set_up_child(folder, timeout, uid, limits, out_fd, err_fd, setup_fd):
     os.setresuid(uid, uid, uid)
     os.chdir(SCRATCH)  # only its owner, the slot uid, may enter it
     _check(PRCTL(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    if limits["seccomp"]:
+        _check(PRCTL(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(SECCOMP_PROGRAM), 0, 0), "seccomp")
     for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
@@ -211,9 +216,19 @@ def _execute(control, request, fds, uid, limits):
     return {"status": status, "timed_out": timed_out, "stopped": stopped, "setup": setup}
 
 
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
 def main():
+    global SECCOMP_PROGRAM
     control_fd, uid = int(sys.argv[1]), int(sys.argv[2])
     limits = json.loads(sys.argv[3])
+    if limits["seccomp"]:
+        program = bytes.fromhex(limits["seccomp"])
+        code = ctypes.create_string_buffer(program, len(program))
+        SECCOMP_PROGRAM = _SockFprog(len(program) // 8, ctypes.addressof(code))
+        SECCOMP_PROGRAM.code = code  # kept alive with the program
     _check(PRCTL(PR_SET_DUMPABLE, 0, 0, 0, 0), "not dumpable")
     _check(PRCTL(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "child subreaper")
     _drop_bounding(cap for cap in range(LAST_CAPABILITY + 1) if cap not in KEPT_CAPABILITIES)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from rewards import Judge, JudgeUnavailable
-from rewards.sandbox import SLOT_LOCK_DIR, SLOT_UID_BASE, SandboxUnavailable, blocked_for_others
+from rewards.sandbox import KEYRING_FILTER, SLOT_LOCK_DIR, SLOT_UID_BASE, SandboxUnavailable, blocked_for_others
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -204,6 +204,17 @@ def test_environment_is_scrubbed(judge, monkeypatch):
     out = run(judge, code).tests[0].stdout.splitlines()
     assert set(eval(out[0])) <= {"HOME", "LANG", "PATH", "PWD"}
     assert out[1] == "False"
+
+
+@pytest.mark.skipif(KEYRING_FILTER is None, reason="no keyring filter for this architecture")
+def test_the_kernel_keyring_is_refused(judge):
+    """A uid's user keyring outlives its processes: a key left there would reach later tests of the slot uid."""
+    add_key, keyctl = {"x86_64": (248, 250), "aarch64": (217, 219)}[os.uname().machine]
+    code = ("import ctypes\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            f"print(libc.syscall({add_key}, b'user', b'left-for-later', b'x', 1, ctypes.c_int(-4)), ctypes.get_errno())\n"
+            f"print(libc.syscall({keyctl}, 0, ctypes.c_int(-4), 0), ctypes.get_errno())\n")
+    assert run(judge, code).tests[0].stdout.split() == ["-1", "1", "-1", "1"]
 
 
 def test_fork_bomb_is_contained_and_cleaned_up(judge):
