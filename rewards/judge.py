@@ -279,18 +279,19 @@ class Judge:
         scratch = None
         try:
             warm = self._warm if self._warm is not None and runner.executor.language == "python" else None
-            scratch = tempfile.mkdtemp(prefix="scratch-", dir=warm.folders[uid] if warm else self._base)
-            if uid is not None:
-                os.chown(scratch, uid, uid)
             marker = secrets.token_hex(16)
-            program = runner.executor.program(code, marker, test["test_code"])
             # Model text can hold lone surrogates, which UTF-8 cannot encode: judge them as "?", never crash.
-            Path(scratch, runner.executor.filename).write_bytes(program.encode("utf-8", "replace"))
+            program = runner.executor.program(code, marker, test["test_code"]).encode("utf-8", "replace")
+            scratch = _new_scratch(warm.folders[uid] if warm else self._base, uid, runner.executor.filename, program)
             inside = SCRATCH if runner.sandbox.level == "bwrap" else scratch
             argv = runner.executor.argv(f"{inside}/{runner.executor.filename}")
             for delay in (*LICENCE_RETRY_DELAYS, None):
                 result = warm.run(uid, scratch, timeout) if warm else None
-                if result is None:  # no warm worker, or it failed: run cold
+                if result is None:  # no warm worker, or it failed (maybe mid-test): run cold, in a fresh folder
+                    if warm:
+                        shutil.rmtree(scratch, ignore_errors=True)
+                        scratch = None
+                        scratch = _new_scratch(self._base, uid, runner.executor.filename, program)
                     result = runner.sandbox.run(argv, scratch, uid, timeout)
                 marker_seen = _after(result.stdout, marker) is not None
                 outcome = runner.executor.outcome(result, marker_seen) if result.returncode is not None else RAN
@@ -346,6 +347,15 @@ class Judge:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _new_scratch(parent: str, uid: int | None, filename: str, program: bytes) -> str:
+    """A fresh scratch folder in ``parent``, owned by the slot uid, holding the program."""
+    scratch = tempfile.mkdtemp(prefix="scratch-", dir=parent)
+    if uid is not None:
+        os.chown(scratch, uid, uid)
+    Path(scratch, filename).write_bytes(program)
+    return scratch
 
 
 def _release(base: str, slot_uids: SlotUids | None) -> None:

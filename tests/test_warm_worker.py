@@ -269,3 +269,17 @@ def test_the_program_sees_what_a_cold_interpreter_shows_it(judge, unharmed):
         cold_view = out(cold, f"judge_uid = {cold_uid}\n{code}")
     warm_view = out(judge, f"judge_uid = {warm_uid}\n{code}")
     assert warm_view == cold_view
+
+
+def test_the_cold_rerun_starts_from_a_fresh_folder(judge):
+    run(judge, "pass")
+    worker = the_worker(judge)
+    killer = threading.Timer(0.3, os.kill, (worker_pid(judge, worker), signal.SIGKILL))
+    killer.start()
+    code = ("import os, time\n"
+            "print(sorted(os.listdir('.')))\n"
+            "open('partial.txt', 'w').write('from the warm attempt')\n"
+            "time.sleep(0.6)\n")
+    judgement = run(judge, code, "['main.py']")
+    killer.join()
+    assert judgement.status == "passed", judgement.tests[0].stdout
