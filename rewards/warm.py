@@ -27,7 +27,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from rewards.sandbox import KEYRING_FILTER, OUTPUT_CAP, TMPFS_BYTES, RunResult, Sandbox, read_capped
+from rewards.sandbox import KEYRING_FILTER, OUTPUT_CAP, SCRATCH, TMPFS_BYTES, RunResult, Sandbox, read_capped
 
 WORKER = str(Path(__file__).with_name("warm_worker.py"))
 WORKER_INSIDE = "/warm_worker.py"
@@ -53,7 +53,7 @@ class WarmWorker:
         self.log = f"{folder}.log"
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         capabilities = [arg for cap in CAPABILITIES for arg in ("--cap-add", cap)]
-        command = [*sandbox.prefix, "--bind", folder, SLOTS, "--dir", "/scratch", "--setenv", "HOME", "/scratch",
+        command = [*sandbox.prefix, "--bind", folder, SLOTS, "--dir", SCRATCH, "--setenv", "HOME", SCRATCH,
                    "--ro-bind", WORKER, WORKER_INSIDE, "--chdir", "/", "--cap-drop", "ALL", *capabilities,
                    interpreter, "-I", "-S", "-B", WORKER_INSIDE, str(theirs.fileno()), str(uid), json.dumps(limits)]
         with theirs, open(self.log, "wb") as log:

@@ -5,7 +5,8 @@ The worker runs as root inside the sandbox's namespaces with five capabilities (
 KILL, SETPCAP) and never runs judged code itself. Per execution it forks a child that
 
 - enters a mount and an IPC namespace of its own: a fresh 16 MB /tmp, the execution's scratch folder at
-  /scratch (the folder of every slot's executions is unmounted), no SysV IPC or POSIX queues from before;
+  /scratch (the folder holding all the slot's scratch folders is unmounted), no SysV IPC or POSIX queue
+  from before;
 - gets its own pipes as stdout and stderr, /dev/null as stdin, and no other descriptor (the control channel
   is closed);
 - gets the limits, an empty bounding, inheritable and ambient capability set, the slot uid,
@@ -22,8 +23,7 @@ Protocol (SOCK_SEQPACKET, one message each way per execution): the judge sends
 ``{"folder": NAME, "timeout": SECONDS}`` with the write ends of the execution's stdout and stderr pipes
 attached; the worker replies ``{"status": WAIT_STATUS, "timed_out": BOOL, "stopped": BOOL, "setup": BOOL}``.
 ``stop`` from the judge while a child runs means stop it now (output over the cap); one that arrives
-after the reply is ignored. The worker's first
-message is ``{"ready": true}``.
+after the reply is ignored. The worker's first message is ``{"ready": true}``.
 """
 
 import ctypes
@@ -55,7 +55,8 @@ LIBC = ctypes.CDLL(None, use_errno=True)
 # Looked up once here, not in every child (a ctypes lookup and a /proc read cost more than the calls).
 PRCTL, UNSHARE, MOUNT, UMOUNT2, CAPGET, CAPSET = (LIBC.prctl, LIBC.unshare, LIBC.mount, LIBC.umount2, LIBC.capget,
                                                    LIBC.capset)
-LAST_CAPABILITY = int(open("/proc/sys/kernel/cap_last_cap").read())
+with open("/proc/sys/kernel/cap_last_cap") as last:
+    LAST_CAPABILITY = int(last.read())
 SECCOMP_PROGRAM = None  # the judge's seccomp program (rewards.sandbox.keyring_filter), set by main
 
 
@@ -67,7 +68,7 @@ def _check(result, what):
 
 def _mount(source, target, kind, flags, data=None):
     _check(MOUNT(source and source.encode(), target.encode(), kind and kind.encode(), ctypes.c_ulong(flags),
-                      data and data.encode()), f"mount {target}")
+                 data and data.encode()), f"mount {target}")
 
 
 def _drop_bounding(capabilities):
