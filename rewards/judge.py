@@ -198,7 +198,11 @@ class Judge:
             self._warm_missing = "warm workers need root"
             return
         python = self._runner("python")
-        self._warm = WarmWorkers(python.sandbox, python.executor.interpreter, self._base, self._slot_uids.uids)
+        try:
+            self._warm = WarmWorkers(python.sandbox, python.executor.interpreter, self._base, self._slot_uids.uids)
+        except OSError as error:
+            self._warm_missing = f"warm workers did not start: {error}"
+            return
         self._warm_cleanup = weakref.finalize(self, self._warm.close)
         result = self._execute(python, "", {"test_code": "print('ok')", "expected_output": "ok"}, PROBE_TIMEOUT)
         if result.status != "passed" or self._warm.failures:

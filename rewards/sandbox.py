@@ -8,7 +8,10 @@ Levels, strongest first (picked once by probing, never per execution):
   drops to a per-slot unprivileged uid (so RLIMIT_NPROC binds and slots cannot signal each other) and
   ``prlimit`` sets the resource limits. bwrap runs as root rather than after the uid drop because the
   interpreter may live in a folder the slot uid cannot enter (pyenv under /root is 0700); the program
-  itself still runs unprivileged with an empty capability set.
+  itself still runs unprivileged with an empty capability set. A seccomp program (``keyring_filter``) refuses
+  the kernel keyring, which outlives processes and would carry keys from one test of a slot uid to the next.
+  Python tests run in warm workers instead when they start (``rewards/warm.py``: the same sandbox, started
+  once per slot, forking a child per test); ``bwrap-cold`` in the judge keeps this path for them.
 - ``unshare``: util-linux ``unshare`` gives PID, network, IPC and UTS namespaces, then ``setpriv`` and
   ``prlimit`` as above; the host filesystem stays visible with the slot uid's permissions.
 - ``rlimits``: only a new session, the slot uid (when root) and resource limits; logged as weak, and
