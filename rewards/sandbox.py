@@ -261,7 +261,8 @@ class Sandbox:
             uid = f"judged code runs as the trainer's user (uid {os.geteuid()}) and can read its files"
         limits = f"rlimits as={self.limits.memory_mb}MB cpu nproc fsize nofile core"
         if self.level == "bwrap":
-            return f"bwrap: pid+net+ipc+uts namespaces, private read-only fs, {uid}, {limits}"
+            keyring = ", no kernel keyring (seccomp)" if KEYRING_FILTER else ""
+            return f"bwrap: pid+net+ipc+uts namespaces, private read-only fs, {uid}, {limits}{keyring}"
         if self.level == "unshare":
             return f"unshare: pid+net+ipc+uts namespaces, host fs visible, {uid}, {limits}"
         return f"rlimits (weak): no namespaces, network and host fs reachable, {uid}, {limits}"
