@@ -37,6 +37,7 @@ START_TIMEOUT = 10.0
 # Past the test's timeout, how long a worker may take to kill, reap and reply before it counts as failed.
 REPLY_GRACE = 2.0
 STOP = b"stop"
+REPLY_KEYS = {"status", "timed_out", "stopped", "setup"}
 
 
 class WorkerFailed(RuntimeError):
@@ -94,11 +95,17 @@ class WarmWorker:
             except OSError as error:
                 raise WorkerFailed(f"the worker is gone ({error})") from None
         reply = self._receive(max(time.monotonic(), start + timeout) + REPLY_GRACE)
-        if not reply.get("setup"):
+        try:
+            exit_code = os.waitstatus_to_exitcode(reply["status"]) if REPLY_KEYS <= reply.keys() else None
+        except (TypeError, ValueError):
+            exit_code = None
+        if exit_code is None:
+            raise WorkerFailed(f"the warm worker answered nonsense: {reply!r:.200}")
+        if not reply["setup"]:
             why = err.decode("utf-8", "replace").strip()[-500:] or self._log_tail()
             raise WorkerFailed(f"the child's set-up failed: {why}")
         timed_out = bool(reply["timed_out"]) or stuck
-        returncode = None if timed_out or overflow or reply["stopped"] else os.waitstatus_to_exitcode(reply["status"])
+        returncode = None if timed_out or overflow or reply["stopped"] else exit_code
         return RunResult(returncode=returncode, stdout=out.decode("utf-8", "replace"),
                          stderr=err.decode("utf-8", "replace"), seconds=time.monotonic() - start,
                          timed_out=timed_out, output_overflow=overflow)

@@ -283,3 +283,35 @@ def test_the_cold_rerun_starts_from_a_fresh_folder(judge):
     judgement = run(judge, code, "['main.py']")
     killer.join()
     assert judgement.status == "passed", judgement.tests[0].stdout
+
+
+STAND_IN_WORKER = '''"""A stand-in for rewards/warm_worker.py, NOT the worker: it says ready, then answers every request with a
+reply of the right shape and a nonsense exit status, running nothing."""
+import os
+import socket
+import sys
+
+control = socket.socket(fileno=int(sys.argv[1]))
+control.send(b'{"ready": true}')
+while True:
+    message, fds, _, _ = socket.recv_fds(control, 4096, 2)
+    if not message:
+        break
+    for fd in fds:
+        os.close(fd)
+    control.send(b'{"status": "nonsense", "timed_out": false, "stopped": false, "setup": true}')
+'''
+
+
+def test_a_worker_answering_nonsense_is_replaced(judge, tmp_path, monkeypatch):
+    stand_in = tmp_path / "stand_in_worker.py"
+    stand_in.write_text(STAND_IN_WORKER)
+    tmp_path.chmod(0o755)
+    run(judge, "pass")
+    the_worker(judge).close()  # the slot's next execution starts a worker from the stand-in
+    monkeypatch.setattr(rewards.warm, "WORKER", str(stand_in))
+    failures = judge._warm.failures
+    assert run(judge, "print(5)", "5").status == "passed", "the execution reruns cold"
+    assert "answered nonsense" in judge._warm.failure and judge._warm.failures == failures + 2
+    monkeypatch.undo()
+    assert run(judge, "print(5)", "5").status == "passed" and judge.warm
