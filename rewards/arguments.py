@@ -10,11 +10,8 @@ from dataclasses import dataclass, field, fields
 from transformers import HfArgumentParser
 
 from rewards.errors import UsageError
-from rewards.judge import Judge
+from rewards.judge import SANDBOX_CHOICES, Judge
 from rewards.licence_proxy import parse_licence_hosts
-from rewards.sandbox import LEVELS
-
-SANDBOX_CHOICES = ("auto", "strict", *LEVELS)
 
 
 def positive(flag: str, value, what: str = "number") -> None:
@@ -47,7 +44,8 @@ class JudgeArguments:
         default="auto",
         metadata={
             "help": "auto: the strongest isolation available (logged; never root without namespaces); strict: refuse "
-            "to run without namespaces; bwrap, unshare, rlimits: exactly that level or stop.",
+            "to run without namespaces; bwrap, unshare, rlimits: exactly that level or stop. At bwrap, Python runs "
+            "in warm workers when they start (root), else a fresh interpreter per test; bwrap-cold: always fresh.",
             "choices": list(SANDBOX_CHOICES),
         },
     )

@@ -30,6 +30,7 @@ from rewards.licence_proxy import (FLAG, PROXY_ENV, TLS_TRUST, LicenceEgressUnav
                                    describe_hosts, parse_licence_hosts)
 from rewards.sandbox import (LEVEL_TOOLS, LEVELS, NAMESPACE_LEVELS, SCRATCH, Limits, Sandbox, SandboxUnavailable,
                              SlotUids, blocked_for_others)
+from rewards.warm import WarmWorkers
 
 STATUSES = ("passed", "failed", "no_code", "syntax_error", "runtime_error", "timeout", "memory",
             "output_limit", "sandbox_error")
@@ -40,6 +41,10 @@ LICENCE_RETRY_DELAYS = (0.5, 1.0, 2.0)
 KEEP_CHARS = 4096
 PROBE_TIMEOUT = 10.0
 logger = logging.getLogger(__name__)
+# bwrap-cold: bubblewrap with a fresh interpreter per Python test; bwrap, auto and strict use warm workers
+# for Python when they start (root only) and fall back to that.
+COLD_BWRAP = "bwrap-cold"
+SANDBOX_CHOICES = ("auto", "strict", "bwrap", COLD_BWRAP, "unshare", "rlimits")
 
 
 class JudgeUnavailable(UsageError):
@@ -85,7 +90,9 @@ class Judge:
     ``timeout`` with 0.0 seconds and are not run. ``sandbox`` is ``"auto"`` (strongest level that
     works; as root, only levels with namespaces), ``"strict"`` (refuse to run without namespaces) or
     a level name from ``LEVELS`` (only that level; ``"rlimits"`` as root falls back to running judged
-    code as root when the sandbox uid cannot run Python).
+    code as root when the sandbox uid cannot run Python). At the bwrap level, Python runs in warm workers
+    (``rewards/warm.py``) when they start, else cold; ``"bwrap-cold"`` is bwrap with a fresh interpreter
+    per test.
 
     ``q_licence_hosts`` is what judged q may reach, only through the judge's licence proxy
     (rewards/licence_proxy.py): ``"auto"`` (what q contacts when the judge first runs its own ``1+1``;
@@ -103,8 +110,8 @@ class Judge:
             raise ValueError(f"completion_budget must be positive, got {completion_budget}")
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
-        if sandbox not in ("auto", "strict", *LEVELS):
-            raise ValueError(f"sandbox must be auto, strict or one of {', '.join(LEVELS)}; got {sandbox!r}")
+        if sandbox not in SANDBOX_CHOICES:
+            raise ValueError(f"sandbox must be one of {', '.join(SANDBOX_CHOICES)}; got {sandbox!r}")
         self.timeout = float(timeout)
         self.completion_budget = float(completion_budget) if completion_budget else None  # None: 3x the timeout
         self.workers = workers if workers is not None else os.cpu_count() or 1
@@ -125,8 +132,12 @@ class Judge:
         self._egress = ""  # what judged q can reach, once q's runner exists
         self._licence_retries = 0
         self._counts_lock = threading.Lock()
+        self._warm: WarmWorkers | None = None
+        self._warm_missing = "bwrap-cold" if sandbox == COLD_BWRAP else None  # why Python runs cold, if it does
         try:
-            self.level = self._pick_level(sandbox)
+            self.level = self._pick_level("bwrap" if sandbox == COLD_BWRAP else sandbox)
+            if self.level == "bwrap" and sandbox != COLD_BWRAP:
+                self._start_warm()
         except BaseException:
             self._cleanup()
             raise
@@ -197,11 +208,39 @@ class Judge:
             failures.append(f"{level}: {reason}")
         return "", failures
 
+    def _start_warm(self) -> None:
+        """Use warm workers for Python if one starts and passes the probe; else say why Python stays cold."""
+        if self._slot_uids is None:
+            self._warm_missing = "warm workers need root"
+            return
+        python = self._runner("python")
+        try:
+            self._warm = WarmWorkers(python.sandbox, python.executor.interpreter, self._base, self._slot_uids.uids)
+        except OSError as error:
+            self._warm_missing = f"warm workers did not start: {error}"
+            return
+        self._warm_cleanup = weakref.finalize(self, self._warm.close)
+        result = self._execute(python, "", {"test_code": "print('ok')", "expected_output": "ok"}, PROBE_TIMEOUT)
+        if result.status != "passed" or self._warm.failures:
+            self._warm_missing = f"warm workers did not start: {self._warm.failure or result.status}"
+            self._warm_cleanup()
+            self._warm = None
+
+    @property
+    def warm(self) -> bool:
+        """Whether Python runs in warm workers."""
+        return self._warm is not None
+
     @property
     def isolation(self) -> str:
         """What protects the host, for the trainer's log."""
-        described = Sandbox(self.level, self._limits, [], {}).describe(slot_uids=self._slot_uids is not None)
-        return f"{described}; {self._egress}" if self._egress else described
+        base = Sandbox(self.level, self._limits, [], {}).describe(slot_uids=self._slot_uids is not None)
+        if self._warm is not None:
+            python = ("Python: warm workers (one per slot, root in its sandbox with 5 capabilities; each test "
+                      "a forked child with its own mount+IPC namespace, /tmp, pipes, limits and the slot uid)")
+        else:
+            python = "Python: a fresh interpreter per test" + (f" ({self._warm_missing})" if self._warm_missing else "")
+        return "; ".join(part for part in (base, python, self._egress) if part)
 
     def counters(self) -> dict[str, int]:
         """Cumulative counts since the judge was built, for the trainer's log each step: q runs that failed
@@ -318,17 +357,21 @@ class Judge:
         uid = self._slots.get()
         scratch = None
         try:
-            scratch = tempfile.mkdtemp(dir=self._base)
-            if uid is not None:
-                os.chown(scratch, uid, uid)
+            warm = self._warm if self._warm is not None and runner.executor.language == "python" else None
             marker = secrets.token_hex(16)
-            program = runner.executor.program(code, marker, test["test_code"])
             # Model text can hold lone surrogates, which UTF-8 cannot encode: judge them as "?", never crash.
-            Path(scratch, runner.executor.filename).write_bytes(program.encode("utf-8", "replace"))
+            program = runner.executor.program(code, marker, test["test_code"]).encode("utf-8", "replace")
+            scratch = _new_scratch(warm.folders[uid] if warm else self._base, uid, runner.executor.filename, program)
             inside = SCRATCH if runner.sandbox.level == "bwrap" else scratch
             argv = runner.executor.argv(f"{inside}/{runner.executor.filename}")
             for delay in (*LICENCE_RETRY_DELAYS, None):
-                result = runner.sandbox.run(argv, scratch, uid, timeout)
+                result = warm.run(uid, scratch, timeout) if warm else None
+                if result is None:  # no warm worker, or it failed (maybe mid-test): run cold, in a fresh folder
+                    if warm:
+                        shutil.rmtree(scratch, ignore_errors=True)
+                        scratch = None
+                        scratch = _new_scratch(self._base, uid, runner.executor.filename, program)
+                    result = runner.sandbox.run(argv, scratch, uid, timeout)
                 marker_seen = _after(result.stdout, marker) is not None
                 outcome = runner.executor.outcome(result, marker_seen) if result.returncode is not None else RAN
                 if outcome != LICENCE_FAILURE:
@@ -378,6 +421,8 @@ class Judge:
         self._pool.shutdown(wait=True)
         if self._proxy:
             self._proxy.close()
+        if self._warm is not None:
+            self._warm_cleanup()
         self._cleanup()
 
     def __enter__(self) -> Judge:
@@ -385,6 +430,15 @@ class Judge:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _new_scratch(parent: str, uid: int | None, filename: str, program: bytes) -> str:
+    """A fresh scratch folder in ``parent``, owned by the slot uid, holding the program."""
+    scratch = tempfile.mkdtemp(prefix="scratch-", dir=parent)
+    if uid is not None:
+        os.chown(scratch, uid, uid)
+    Path(scratch, filename).write_bytes(program)
+    return scratch
 
 
 def _release(base: str, slot_uids: SlotUids | None) -> None:

@@ -8,7 +8,10 @@ Levels, strongest first (picked once by probing, never per execution):
   drops to a per-slot unprivileged uid (so RLIMIT_NPROC binds and slots cannot signal each other) and
   ``prlimit`` sets the resource limits. bwrap runs as root rather than after the uid drop because the
   interpreter may live in a folder the slot uid cannot enter (pyenv under /root is 0700); the program
-  itself still runs unprivileged with an empty capability set.
+  itself still runs unprivileged with an empty capability set. A seccomp program (``keyring_filter``) refuses
+  the kernel keyring, which outlives processes and would carry keys from one test of a slot uid to the next.
+  Python tests run in warm workers instead when they start (``rewards/warm.py``: the same sandbox, started
+  once per slot, forking a child per test); ``bwrap-cold`` in the judge keeps this path for them.
 - ``unshare``: util-linux ``unshare`` gives PID, network, IPC and UTS namespaces, then ``setpriv`` and
   ``prlimit`` as above; the host filesystem stays visible with the slot uid's permissions.
 - ``rlimits``: only a new session, the slot uid (when root) and resource limits; logged as weak, and
@@ -28,6 +31,7 @@ import pwd
 import selectors
 import signal
 import stat
+import struct
 import subprocess
 import time
 from dataclasses import dataclass
@@ -50,6 +54,31 @@ SLOT_UID_COUNT = 1000
 SLOT_LOCK_DIR = Path("/run/lock/rewards-slot-uids")
 OUTPUT_CAP = 1 << 20
 TMPFS_BYTES = 16 << 20
+
+
+def keyring_filter() -> bytes | None:
+    """A seccomp program (classic BPF, as bwrap's ``--seccomp`` and prctl take it) that refuses the kernel
+    keyring calls (add_key, request_key, keyctl) with EPERM, and every call of another ABI (i386, x32).
+
+    A uid's user keyring outlives its processes: without this, a program could leave keys that a later
+    program of the same slot uid (a later test, or a later run on this machine) reads. None on an
+    architecture this does not know, where the keyring stays reachable.
+    """
+    arches = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
+    if os.uname().machine not in arches:
+        return None
+    audit_arch, calls = arches[os.uname().machine]
+    load, equal, at_least, ret = 0x20, 0x15, 0x35, 0x06
+    allow, refuse = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    deny = 5 + len(calls) + 1  # the index of the last instruction
+    program = [(load, 0, 0, 4), (equal, 1, 0, audit_arch), (ret, 0, 0, refuse),  # another ABI: refused
+               (load, 0, 0, 0), (at_least, deny - 5, 0, 0x40000000)]  # x32 numbers on x86_64: refused
+    program += [(equal, deny - index - 1, 0, call) for index, call in enumerate(calls, start=5)]
+    program += [(ret, 0, 0, allow), (ret, 0, 0, refuse)]
+    return b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
+
+
+KEYRING_FILTER = keyring_filter()
 
 
 class SandboxUnavailable(UsageError):
@@ -212,7 +241,7 @@ class Sandbox:
         self.as_root = os.geteuid() == 0
         self.hostname = hostname
         self.netns = netns
-        self._prefix = self._build_prefix(read_only, list(read_write))
+        self.prefix = self._build_prefix(read_only, list(read_write))
 
     def _build_prefix(self, read_only: list[str], read_write: list[str]) -> list[str]:
         if self.level == "bwrap":
@@ -244,12 +273,14 @@ class Sandbox:
             uid = f"judged code runs as the trainer's user (uid {os.geteuid()}) and can read its files"
         limits = f"rlimits as={self.limits.memory_mb}MB cpu nproc fsize nofile core"
         if self.level == "bwrap":
-            return f"bwrap: pid+net+ipc+uts namespaces, private read-only fs, {uid}, {limits}"
+            keyring = ", no kernel keyring (seccomp)" if KEYRING_FILTER else ""
+            return f"bwrap: pid+net+ipc+uts namespaces, private read-only fs, {uid}, {limits}{keyring}"
         if self.level == "unshare":
             return f"unshare: pid+net+ipc+uts namespaces, host fs visible, {uid}, {limits}"
         return f"rlimits (weak): no namespaces, network and host fs reachable, {uid}, {limits}"
 
-    def command(self, argv: list[str], scratch: str, uid: int | None, timeout: float) -> list[str]:
+    def command(self, argv: list[str], scratch: str, uid: int | None, timeout: float,
+                seccomp_fd: int | None = None) -> list[str]:
         drop = []
         if uid is not None:
             drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
@@ -260,9 +291,10 @@ class Sandbox:
             # nsenter opens the judge's fd through /proc and closes it before exec: no fd leaks inside.
             outer = ["nsenter", f"--net=/proc/{os.getpid()}/fd/{self.netns[uid]}", "--"]
         if self.level == "bwrap":
-            return [*outer, *self._prefix, "--bind", scratch, SCRATCH, "--chdir", SCRATCH,
+            seccomp = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
+            return [*outer, *self.prefix, *seccomp, "--bind", scratch, SCRATCH, "--chdir", SCRATCH,
                     "--setenv", "HOME", SCRATCH, *drop, *limits, *argv]
-        return [*outer, *self._prefix, *drop, *limits, *argv]
+        return [*outer, *self.prefix, *drop, *limits, *argv]
 
     def run(self, argv: list[str], scratch: str, uid: int | None, timeout: float) -> RunResult:
         """Run ``argv`` in ``scratch``; everything it started is dead when this returns."""
@@ -271,11 +303,17 @@ class Sandbox:
         if self.level != "bwrap":
             env = {**self.env, "HOME": scratch}
             cwd = scratch
+        seccomp = _pipe_holding(KEYRING_FILTER) if self.level == "bwrap" and KEYRING_FILTER else None
         start = time.monotonic()
-        proc = subprocess.Popen(
-            self.command(argv, scratch, uid, timeout), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True, close_fds=True,
-        )
+        try:
+            proc = subprocess.Popen(
+                self.command(argv, scratch, uid, timeout, seccomp), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True, close_fds=True,
+                pass_fds=(seccomp,) if seccomp is not None else (),
+            )
+        finally:
+            if seccomp is not None:
+                os.close(seccomp)
         try:
             out, err, timed_out, overflow = _read_capped(proc, start + timeout, OUTPUT_CAP)
         finally:
@@ -290,16 +328,25 @@ class Sandbox:
         )
 
 
-def _read_capped(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[bytes, bytes, bool, bool]:
-    """Read both pipes until EOF, the deadline, or either stream passing ``cap`` bytes."""
-    buffers = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+def _pipe_holding(data: bytes) -> int:
+    """The read end of a pipe holding ``data`` (bwrap reads a seccomp program from a descriptor to its end)."""
+    read, write = os.pipe()
+    os.write(write, data)
+    os.close(write)
+    return read
+
+
+def read_capped(out_fd: int, err_fd: int, deadline: float, cap: int) -> tuple[bytes, bytes, bool, bool]:
+    """Read both pipes until EOF, the deadline, or either stream passing ``cap`` bytes:
+    (stdout, stderr, timed out, over the cap)."""
+    buffers = {out_fd: bytearray(), err_fd: bytearray()}
     with selectors.DefaultSelector() as selector:
         for fd in buffers:
             selector.register(fd, selectors.EVENT_READ)
         while selector.get_map():
             left = deadline - time.monotonic()
             if left <= 0:
-                return bytes(buffers[proc.stdout.fileno()]), bytes(buffers[proc.stderr.fileno()]), True, False
+                return bytes(buffers[out_fd]), bytes(buffers[err_fd]), True, False
             for key, _ in selector.select(left):
                 chunk = os.read(key.fd, 1 << 16)
                 if not chunk:
@@ -307,8 +354,14 @@ def _read_capped(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[byt
                     continue
                 buffers[key.fd] += chunk
                 if len(buffers[key.fd]) > cap:
-                    return bytes(buffers[proc.stdout.fileno()][:cap]), bytes(buffers[proc.stderr.fileno()][:cap]), False, True
-    out, err = bytes(buffers[proc.stdout.fileno()]), bytes(buffers[proc.stderr.fileno()])
+                    return bytes(buffers[out_fd][:cap]), bytes(buffers[err_fd][:cap]), False, True
+    return bytes(buffers[out_fd]), bytes(buffers[err_fd]), False, False
+
+
+def _read_capped(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[bytes, bytes, bool, bool]:
+    out, err, timed_out, overflow = read_capped(proc.stdout.fileno(), proc.stderr.fileno(), deadline, cap)
+    if timed_out or overflow:
+        return out, err, timed_out, overflow
     try:
         proc.wait(max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:

@@ -1,4 +1,8 @@
-"""Adversarial programs against the sandbox: each test fails if the property it names breaks."""
+"""Adversarial programs against the sandbox: each test fails if the property it names breaks.
+
+Every test that runs Python runs twice: with warm workers (``bwrap``, a child forked per test; as root the warm
+workers must really start) and with a fresh interpreter per test (``bwrap-cold``). The warm design's own
+threats are in tests/test_warm_worker.py."""
 
 import os
 import pwd
@@ -13,15 +17,32 @@ from pathlib import Path
 import pytest
 
 from rewards import Judge, JudgeUnavailable
-from rewards.sandbox import SLOT_LOCK_DIR, SLOT_UID_BASE, SandboxUnavailable, blocked_for_others
+from rewards.sandbox import KEYRING_FILTER, SLOT_LOCK_DIR, SLOT_UID_BASE, SandboxUnavailable, blocked_for_others
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(scope="module", params=["bwrap", "bwrap-cold"])
+def sandbox(request):
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def judge():
-    with Judge(timeout=1.0, workers=2) as judge:
+def judge(sandbox):
+    with Judge(timeout=1.0, workers=2, sandbox=sandbox) as judge:
+        if sandbox == "bwrap" and os.geteuid() == 0:
+            assert judge.warm, f"the warm workers must start here: {judge.isolation}"
         yield judge
+
+
+@pytest.fixture(autouse=True)
+def warm_workers_handle_it_themselves(request):
+    """A warm worker that fails has its test rerun cold, which would hide a warm-path hole: none may fail."""
+    judge = request.getfixturevalue("judge") if "judge" in request.fixturenames else None
+    failures = judge._warm.failures if judge is not None and judge.warm else 0
+    yield
+    if judge is not None and judge.warm:
+        assert judge._warm.failures == failures, f"a warm worker failed: {judge._warm.failure}"
 
 
 def run(judge, code, expected="unused"):
@@ -52,9 +73,12 @@ def wait_until_gone(judge, seconds=3.0):
     return slot_processes(judge)
 
 
-def test_isolation_level_is_reported(judge):
+def test_isolation_level_is_reported(judge, sandbox):
     assert judge.level == "bwrap", f"bubblewrap is installed here; got {judge.isolation}"
     assert "namespaces" in judge.isolation and f"uid {SLOT_UID_BASE}+" in judge.isolation
+    assert ("Python: warm workers" in judge.isolation) == judge.warm
+    if sandbox == "bwrap-cold":
+        assert "Python: a fresh interpreter per test (bwrap-cold)" in judge.isolation
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
@@ -80,10 +104,15 @@ def test_program_runs_unprivileged_with_limits(judge):
     code = ("import os, resource\n"
             "print(os.getuid() != 0, os.getgid() != 0, os.getgroups())\n"
             "for name in ('RLIMIT_AS', 'RLIMIT_CPU', 'RLIMIT_NPROC', 'RLIMIT_FSIZE', 'RLIMIT_NOFILE', 'RLIMIT_CORE'):\n"
-            "    print(name, resource.getrlimit(getattr(resource, name))[0])\n")
+            "    print(name, resource.getrlimit(getattr(resource, name))[0])\n"
+            "status = dict(line.split(':\\t') for line in open('/proc/self/status').read().splitlines())\n"
+            "for name in ('CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb', 'NoNewPrivs'):\n"
+            "    print(name, int(status[name], 16))\n")
     out = run(judge, code).tests[0].stdout.split("\n")
     assert out[0] == "True True []"
     limits = dict(line.split() for line in out[1:] if line)
+    assert [limits[name] for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")] == ["0"] * 5
+    assert limits["NoNewPrivs"] == "1"
     assert int(limits["RLIMIT_AS"]) == 1024 << 20
     assert 0 < int(limits["RLIMIT_CPU"]) <= 3
     assert 0 < int(limits["RLIMIT_NPROC"]) <= 64
@@ -177,6 +206,17 @@ def test_environment_is_scrubbed(judge, monkeypatch):
     assert out[1] == "False"
 
 
+@pytest.mark.skipif(KEYRING_FILTER is None, reason="no keyring filter for this architecture")
+def test_the_kernel_keyring_is_refused(judge):
+    """A uid's user keyring outlives its processes: a key left there would reach later tests of the slot uid."""
+    add_key, keyctl = {"x86_64": (248, 250), "aarch64": (217, 219)}[os.uname().machine]
+    code = ("import ctypes\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            f"print(libc.syscall({add_key}, b'user', b'left-for-later', b'x', 1, ctypes.c_int(-4)), ctypes.get_errno())\n"
+            f"print(libc.syscall({keyctl}, 0, ctypes.c_int(-4), 0), ctypes.get_errno())\n")
+    assert run(judge, code).tests[0].stdout.split() == ["-1", "1", "-1", "1"]
+
+
 def test_fork_bomb_is_contained_and_cleaned_up(judge):
     code = ("import os\n"
             "while True:\n"
@@ -228,19 +268,21 @@ def test_memory_hog_reports_memory(judge):
     assert run(judge, "hog = bytearray(4 << 30)\n").status == "memory"
 
 
-def test_hang_times_out_and_later_tests_are_skipped():
+def test_hang_times_out_and_later_tests_are_skipped(sandbox):
     tests = [{"test_code": "print(1)", "expected_output": "1"}] * 4
-    with Judge(timeout=1.0, workers=1) as judge:
+    with Judge(timeout=1.0, workers=1, sandbox=sandbox) as judge:
         judgement = judge.run("while True:\n    pass\n", tests, "python")
+        assert not judge.warm or judge._warm.failures == 0, judge._warm.failure
     assert judgement.status == "timeout"
     assert [t.status for t in judgement.tests] == ["timeout"] * 4
     assert [t.seconds for t in judgement.tests[1:]] == [0.0] * 3
 
 
-def test_completion_budget_cuts_the_first_test_short():
+def test_completion_budget_cuts_the_first_test_short(sandbox):
     tests = [{"test_code": "print(1)", "expected_output": "1"}] * 3
-    with Judge(timeout=5.0, completion_budget=0.5, workers=1) as judge:
+    with Judge(timeout=5.0, completion_budget=0.5, workers=1, sandbox=sandbox) as judge:
         judgement = judge.run("import time\ntime.sleep(60)\n", tests, "python")
+        assert not judge.warm or judge._warm.failures == 0, judge._warm.failure
     assert [t.status for t in judgement.tests] == ["timeout"] * 3
     assert 0.0 < judgement.tests[0].seconds < 4.0, "the test must stop at the budget, not the 5 s timeout"
 
@@ -264,7 +306,10 @@ def test_trainer_survives_the_program_attacking_it(judge):
 
 def test_scratch_folders_are_removed(judge):
     run(judge, "open('left-behind.txt', 'w').write('x')\nimport os\nos.mkdir('sub')\n")
-    assert os.listdir(judge._base) == []
+    warm_folders = set(judge._warm.folders.values()) if judge.warm else set()
+    for path in Path(judge._base).iterdir():
+        assert str(path) in warm_folders or str(path)[:-len(".log")] in warm_folders, f"{path} was left behind"
+    assert not [path for folder in warm_folders for path in Path(folder).iterdir()]
 
 
 @pytest.fixture()

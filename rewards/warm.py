@@ -1,0 +1,184 @@
+"""Warm Python workers: one per slot, started once inside bubblewrap, forking a fresh child per execution.
+
+A cold execution pays bubblewrap, setpriv, prlimit and the interpreter's start-up (~30 ms) for every
+test. A warm worker pays them once: it is ``python -I -S -B`` inside the slot's own bubblewrap sandbox (the
+same namespaces and read-only view as a cold execution), and per execution it forks a child that gets a
+mount and IPC namespace of its own, the scratch folder at /scratch, a fresh /tmp, its own pipes, the
+limits and the slot uid, then runs the program (``rewards/warm_worker.py`` says how).
+
+Why the worker is root inside the sandbox and the child the slot uid: a child cannot signal, ptrace or
+open the files of a process of another uid, so nothing a program does reaches the worker; and the worker
+can then kill every process the child left behind without killing itself. The worker keeps only the
+capabilities it needs (SETUID, SETGID, SYS_ADMIN for the child's namespaces, KILL, SETPCAP to empty the
+child's bounding set) and never runs judged code.
+
+A worker that fails (does not start, dies, hangs, answers nonsense) is dropped; the execution it was running
+is run again on the cold path, and the slot's next execution starts a new worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from rewards.sandbox import KEYRING_FILTER, OUTPUT_CAP, SCRATCH, TMPFS_BYTES, RunResult, Sandbox, read_capped
+
+WORKER = str(Path(__file__).with_name("warm_worker.py"))
+WORKER_INSIDE = "/warm_worker.py"
+CAPABILITIES = ("CAP_SETUID", "CAP_SETGID", "CAP_SYS_ADMIN", "CAP_KILL", "CAP_SETPCAP")
+SLOTS = "/slots"
+START_TIMEOUT = 10.0
+# Past the test's timeout, how long a worker may take to kill, reap and reply before it counts as failed.
+REPLY_GRACE = 2.0
+STOP = b"stop"
+REPLY_KEYS = {"status", "timed_out", "stopped", "setup"}
+
+
+class WorkerFailed(RuntimeError):
+    """The warm worker did not start, died, hung or broke the protocol; the message says which."""
+
+
+class WarmWorker:
+    """One slot's worker: ``run`` one execution at a time, ``close`` at the end."""
+
+    def __init__(self, sandbox: Sandbox, interpreter: str, uid: int, folder: str):
+        limits = {"memory_mb": sandbox.limits.memory_mb, "processes": sandbox.limits.processes,
+                  "file_mb": sandbox.limits.file_mb, "open_files": sandbox.limits.open_files,
+                  "tmpfs_bytes": TMPFS_BYTES, "seccomp": KEYRING_FILTER.hex() if KEYRING_FILTER else None}
+        self.log = f"{folder}.log"
+        self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        capabilities = [arg for cap in CAPABILITIES for arg in ("--cap-add", cap)]
+        command = [*sandbox.prefix, "--bind", folder, SLOTS, "--dir", SCRATCH, "--setenv", "HOME", SCRATCH,
+                   "--ro-bind", WORKER, WORKER_INSIDE, "--chdir", "/", "--cap-drop", "ALL", *capabilities,
+                   interpreter, "-I", "-S", "-B", WORKER_INSIDE, str(theirs.fileno()), str(uid), json.dumps(limits)]
+        with theirs, open(self.log, "wb") as log:
+            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+                                            pass_fds=(theirs.fileno(),), start_new_session=True)
+        try:
+            if self._receive(time.monotonic() + START_TIMEOUT) != {"ready": True}:
+                raise WorkerFailed("the worker's first message was not ready")
+        except WorkerFailed:
+            self.close()
+            raise
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def run(self, folder: str, timeout: float) -> RunResult:
+        """Run ``/scratch/main.py`` from the slot's ``folder``; raise WorkerFailed if the worker fails."""
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        start = time.monotonic()
+        try:
+            try:
+                socket.send_fds(self.control, [json.dumps({"folder": folder, "timeout": timeout}).encode()],
+                                [out_write, err_write])
+            except OSError as error:
+                raise WorkerFailed(f"the worker is gone ({error})") from None
+            finally:
+                os.close(out_write)
+                os.close(err_write)
+            deadline = start + timeout + REPLY_GRACE
+            out, err, stuck, overflow = read_capped(out_read, err_read, deadline, OUTPUT_CAP)
+        finally:
+            os.close(out_read)
+            os.close(err_read)
+        if stuck or overflow:
+            try:
+                self.control.send(STOP)
+            except OSError as error:
+                raise WorkerFailed(f"the worker is gone ({error})") from None
+        reply = self._receive(max(time.monotonic(), start + timeout) + REPLY_GRACE)
+        try:
+            exit_code = os.waitstatus_to_exitcode(reply["status"]) if REPLY_KEYS <= reply.keys() else None
+        except (TypeError, ValueError):
+            exit_code = None
+        if exit_code is None:
+            raise WorkerFailed(f"the warm worker answered nonsense: {reply!r:.200}")
+        if not reply["setup"]:
+            why = err.decode("utf-8", "replace").strip()[-500:] or self._log_tail()
+            raise WorkerFailed(f"the child's set-up failed: {why}")
+        timed_out = bool(reply["timed_out"]) or stuck
+        returncode = None if timed_out or overflow or reply["stopped"] else exit_code
+        return RunResult(returncode=returncode, stdout=out.decode("utf-8", "replace"),
+                         stderr=err.decode("utf-8", "replace"), seconds=time.monotonic() - start,
+                         timed_out=timed_out, output_overflow=overflow)
+
+    def _receive(self, deadline: float) -> dict:
+        """The worker's next message, or WorkerFailed (with the end of its log) if none comes by ``deadline``."""
+        ready, _, _ = select.select([self.control], [], [], max(0.0, deadline - time.monotonic()))
+        try:
+            message = self.control.recv(4096) if ready else b""
+        except OSError:
+            message = b""
+        try:
+            reply = json.loads(message) if message else None
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict):
+            what = "did not answer in time" if not ready else "hung up" if not message else "answered nonsense"
+            raise WorkerFailed(f"the warm worker {what}: {self._log_tail() or 'no message in its log'}")
+        return reply
+
+    def _log_tail(self) -> str:
+        try:
+            lines = Path(self.log).read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return lines[-1] if lines else ""
+
+    def close(self) -> None:
+        """Hang up (the worker exits), then kill bubblewrap's process group to be sure, and wait."""
+        self.control.close()
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.process.wait()
+
+
+class WarmWorkers:
+    """The warm workers of a judge's slots, keyed by slot uid; a slot's worker starts on its first execution.
+
+    ``run`` returns None when the slot's worker could not run the execution (it is dropped and ``failure``
+    says why); the caller then runs it cold.
+    """
+
+    def __init__(self, sandbox: Sandbox, interpreter: str, base: str, uids: list[int]):
+        self.sandbox = sandbox
+        self.interpreter = interpreter
+        self.folders = {uid: os.path.join(base, f"warm-{uid}") for uid in uids}
+        for folder in self.folders.values():
+            os.mkdir(folder, 0o711)  # the slot uid may cross it to its scratch folders, not list or write it
+        self._workers: dict[int, WarmWorker] = {}
+        self.failure: str | None = None
+        self.failures = 0
+
+    def run(self, uid: int, scratch: str, timeout: float) -> RunResult | None:
+        worker = self._workers.get(uid)
+        try:
+            if worker is None or not worker.alive():
+                if worker is not None:
+                    self._drop(uid, "the warm worker died between executions")
+                worker = self._workers[uid] = WarmWorker(self.sandbox, self.interpreter, uid, self.folders[uid])
+            return worker.run(os.path.basename(scratch), timeout)
+        except (WorkerFailed, OSError) as error:
+            self._drop(uid, str(error))
+            return None
+
+    def _drop(self, uid: int, why: str) -> None:
+        self.failure = why
+        self.failures += 1
+        worker = self._workers.pop(uid, None)
+        if worker is not None:
+            worker.close()
+
+    def close(self) -> None:
+        for uid in list(self._workers):
+            self._workers.pop(uid).close()

@@ -1,0 +1,317 @@
+"""The warm workers' own threats: a judged child attacking the worker it was forked from, or the next child.
+
+Each test fails if the property it names breaks: the child cannot signal, ptrace or reach the worker; it
+leaves no process, file, IPC object or interpreter state behind; a harmed or dead worker costs at most the
+execution it was running (rerun cold, same result) and is replaced. tests/test_sandbox.py runs the general
+sandbox attacks against warm workers too.
+"""
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import rewards.warm
+from rewards import Judge
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="warm workers need root")
+
+
+@pytest.fixture(scope="module")
+def judge():
+    """One slot, so every execution goes to the same worker."""
+    with Judge(timeout=1.0, workers=1) as judge:
+        assert judge.warm, judge.isolation
+        yield judge
+
+
+@pytest.fixture()
+def unharmed(judge):
+    """The test's attacks must leave the slot's worker in place: a replaced worker reruns the test cold,
+    which would hide a hole in the warm path."""
+    run(judge, "pass")
+    worker, failures = the_worker(judge), judge._warm.failures
+    yield
+    assert judge._warm.failures == failures, f"the worker failed: {judge._warm.failure}"
+    assert the_worker(judge) is worker and worker.alive()
+
+
+def run(judge, code, expected="unused"):
+    return judge.run("", [{"test_code": code, "expected_output": expected}], "python")
+
+
+def out(judge, code):
+    judgement = run(judge, code)
+    assert judgement.tests[0].stderr == "", judgement.tests[0].stderr
+    return judgement.tests[0].stdout
+
+
+def the_worker(judge):
+    (worker,) = judge._warm._workers.values()
+    return worker
+
+
+def worker_pid(judge, worker):
+    """The worker's host pid: the descendant of bubblewrap that runs the interpreter."""
+    interpreter = judge._warm.interpreter.encode()
+    pending = [worker.process.pid]
+    while pending:
+        pid = pending.pop()
+        if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] == interpreter:
+            return pid
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            pending += [int(child) for child in (task / "children").read_text().split()]
+    raise AssertionError("no worker process under bubblewrap")
+
+
+def rss_kib(pid):
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("VmRSS:")[1].split()[0])
+
+
+def test_the_child_cannot_signal_the_worker(judge, unharmed):
+    code = ("import os, signal\n"
+            "ppid = os.getppid()\n"
+            "print(b'/warm_worker.py' in open(f'/proc/{ppid}/cmdline', 'rb').read().split(b'\\0'))\n"
+            "for target in (ppid, 1):\n"
+            "    for sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGTERM, signal.SIGINT, signal.SIGSEGV):\n"
+            "        try:\n"
+            "            os.kill(target, sig)\n"
+            "            print('sent')\n"
+            "        except PermissionError:\n"
+            "            print('refused')\n")
+    assert out(judge, code).split() == ["True"] + ["refused"] * 10
+    assert run(judge, "print(6)", "6").status == "passed"
+
+
+def test_the_child_cannot_ptrace_or_open_the_worker(judge, unharmed):
+    code = ("import ctypes, os\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "ppid = os.getppid()\n"
+            "for request in (16, 0x4206):  # PTRACE_ATTACH, PTRACE_SEIZE\n"
+            "    print(libc.ptrace(request, ppid, 0, 0), ctypes.get_errno())\n"
+            "pidfd = os.pidfd_open(ppid)\n"
+            "for fd in range(3, 16):  # pidfd_getfd: take a copy of the worker's descriptor (the control channel)\n"
+            "    if libc.syscall(438, pidfd, fd, 0) >= 0:\n"
+            "        print('stole', fd)\n"
+            "for name in ('mem', 'environ', 'fd', 'maps', 'fd/3'):\n"
+            "    try:\n"
+            "        path = f'/proc/{ppid}/{name}'\n"
+            "        os.listdir(path) if name == 'fd' else open(path, 'rb').read(1)\n"
+            "        print('opened', name)\n"
+            "    except OSError:\n"
+            "        print('refused')\n")
+    assert out(judge, code).split() == ["-1", "1", "-1", "1"] + ["refused"] * 5
+
+
+def test_the_child_holds_no_descriptor_but_its_own(judge, unharmed):
+    code = ("import os, stat\n"
+            "print(sorted(os.listdir('/proc/self/fd')))\n"
+            "print(stat.S_ISFIFO(os.fstat(1).st_mode), stat.S_ISFIFO(os.fstat(2).st_mode), os.read(0, 10))\n"
+            "written = 0\n"
+            "for fd in range(3, 1024):\n"
+            "    try:\n"
+            "        os.write(fd, b'{\"folder\": \"../..\", \"timeout\": 1e9}')\n"
+            "        written += 1\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "print(written)\n")
+    assert out(judge, code).splitlines() == ["['0', '1', '2', '3']", "True True b''", "0"]
+
+
+def test_no_process_outlives_its_child(judge, unharmed):
+    uid = judge._slot_uids.uids[0]
+    code = ("import os, subprocess, time\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid()\n"
+            "    if os.fork() == 0:\n"
+            "        os.execv('/usr/bin/sleep', ['sleep', '313.37'])\n"
+            "    os._exit(0)\n"
+            "subprocess.Popen(['/usr/bin/sleep', '313.38'], start_new_session=True)\n"
+            "time.sleep(0.2)\n"
+            "print('left them running')\n")
+    assert out(judge, code) == "left them running\n"
+    others = out(judge, "import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit() "
+                        "and int(p) not in (1, os.getppid(), os.getpid())))\n")
+    assert others == "[]\n"
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            assert f"\nUid:\t{uid}\t" not in status.read_text(), f"{status.parent} outlived its child"
+        except FileNotFoundError:
+            pass
+
+
+def test_poison_does_not_reach_the_next_child(judge, unharmed):
+    poison = ("import builtins, ctypes, os, sys\n"
+              "libc = ctypes.CDLL(None, use_errno=True)\n"
+              "print(libc.shmget(0x5eed, 4096, 0o1666) >= 0, libc.semget(0x5eed, 1, 0o1666) >= 0)\n"
+              "open('/tmp/poison', 'w').write('x')\n"
+              "open('/tmp/json.py', 'w').write('raise SystemExit(7)')\n"
+              "open('left.txt', 'w').write('x')\n"
+              "sys.path.insert(0, '/tmp')\n"
+              "sys.modules['json'] = None\n"
+              "os.environ['POISON'] = '1'\n"
+              "sys.stdout.flush()\n"
+              "builtins.print = lambda *args, **kwargs: None\n"
+              "builtins.len = lambda thing: 42\n"
+              "sys.modules['random'] = 'poisoned'\n")
+    assert out(judge, poison) == "True True\n", "the poison must be laid for the test to mean anything"
+    check = ("import ctypes, json, os, random, sys\n"
+             "libc = ctypes.CDLL(None, use_errno=True)\n"
+             "print(len([1]), json.dumps([1]), 'POISON' in os.environ, '/tmp' in sys.path)\n"
+             "print(os.listdir('/tmp'), os.listdir('.'))\n"
+             "print(libc.shmget(0x5eed, 0, 0), libc.semget(0x5eed, 0, 0), type(random).__name__)\n")
+    assert out(judge, check).splitlines() == ["1 [1] False False", "[] ['main.py']", "-1 -1 module"]
+
+
+def test_randomness_is_fresh_per_child(judge, unharmed):
+    code = "import random, os\nprint(random.random(), os.urandom(8).hex())\n"
+    assert out(judge, code) != out(judge, code)
+
+
+def test_memory_exhaustion_costs_only_its_own_execution(judge, unharmed):
+    worker = the_worker(judge)
+    before = rss_kib(worker_pid(judge, worker))
+    fill_tmp = ("try:\n"
+                "    for name in ('a', 'b'):  # each under the 16 MB file size limit, together over the 16 MB /tmp\n"
+                "        open(f'/tmp/{name}', 'wb').write(b'x' * (10 << 20))\n"
+                "except OSError as error:\n"
+                "    print(error.errno == 28)\n")
+    assert out(judge, fill_tmp) == "True\n", "the 16 MB /tmp must fill up"
+    hog = ("import mmap\n"
+           "maps = []\n"
+           "try:\n"
+           "    while True:  # the whole address space the limit allows, then more\n"
+           "        maps.append(mmap.mmap(-1, 64 << 20))\n"
+           "except OSError:\n"
+           "    pass\n"
+           "hog = bytearray(4 << 30)\n")
+    assert run(judge, hog).status == "memory"
+    assert run(judge, "print(len(open('/proc/self/mounts').read()) > 0)", "True").status == "passed"
+    assert rss_kib(worker_pid(judge, worker)) < before + 4096
+
+
+def test_the_program_runs_as_a_fresh_interpreter_would_run_it(judge, unharmed):
+    code = ("import os, sys\n"
+            "print(__name__, sys.argv, os.getcwd(), os.environ['HOME'], sys.flags.isolated, sys.flags.no_site,\n"
+            "      sys.dont_write_bytecode, sys.stdin.read() == '', os.listdir('/slots'))\n")
+    assert out(judge, code) == "__main__ ['/scratch/main.py'] /scratch /scratch 1 1 True True []\n"
+    ending = ("import atexit, threading, time\n"
+              "atexit.register(print, 'at exit')\n"
+              "threading.Thread(target=lambda: (time.sleep(0.1), print('thread done'))).start()\n")
+    assert out(judge, ending) == "thread done\nat exit\n"
+    failing = run(judge, "def f():\n    raise ValueError('bad')\nf()\n").tests[0]
+    assert failing.status == "runtime_error" and 'File "/scratch/main.py", line 5' in failing.stderr
+    assert "warm" not in failing.stderr and "<string>" not in failing.stderr
+    assert run(judge, "import sys\nsys.exit(3)").status == "runtime_error"
+    exited = run(judge, "import sys\nprint(1)\nsys.exit('bye')").tests[0]
+    assert exited.status == "runtime_error" and exited.stderr == "bye\n"
+    assert run(judge, "import sys\nprint(1)\nsys.exit(0)", "1").status == "passed"
+
+
+def test_a_worker_killed_mid_execution_costs_that_execution_only(judge):
+    run(judge, "pass")
+    worker, failures = the_worker(judge), judge._warm.failures
+    killer = threading.Timer(0.3, os.kill, (worker_pid(judge, worker), signal.SIGKILL))
+    killer.start()
+    judgement = run(judge, "import time\ntime.sleep(0.6)\nprint('survived')", "survived")
+    killer.join()
+    assert judgement.status == "passed", "the execution is run again, cold, and judged on its own output"
+    assert judge._warm.failures == failures + 1 and "hung up" in judge._warm.failure
+    assert run(judge, "print(6)", "6").status == "passed"
+    assert the_worker(judge) is not worker and the_worker(judge).alive()
+
+
+def test_a_stopped_worker_is_replaced(judge):
+    run(judge, "pass")
+    worker, failures = the_worker(judge), judge._warm.failures
+    os.kill(worker_pid(judge, worker), signal.SIGSTOP)
+    start = time.monotonic()
+    assert run(judge, "print(7)", "7").status == "passed"
+    assert time.monotonic() - start < 1.0 + rewards.warm.REPLY_GRACE + 5.0
+    assert judge._warm.failures == failures + 1 and "did not answer in time" in judge._warm.failure
+    assert run(judge, "print(8)", "8").status == "passed" and the_worker(judge) is not worker
+
+
+def test_a_worker_that_breaks_the_protocol_is_replaced(judge):
+    run(judge, "pass")
+    worker = the_worker(judge)
+    worker.control.send(b"not json")
+    assert run(judge, "print(9)", "9").status == "passed"
+    assert run(judge, "print(9)", "9").status == "passed" and the_worker(judge) is not worker
+
+
+def test_the_cold_path_takes_over_when_warm_workers_cannot_start(monkeypatch):
+    monkeypatch.setattr(rewards.warm, "CAPABILITIES", ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_SETPCAP"))
+    with Judge(timeout=1.0, workers=1) as judge:
+        assert not judge.warm
+        assert "Python: a fresh interpreter per test (warm workers did not start: " in judge.isolation
+        assert "unshare" in judge.isolation, "the reason must name the step that failed"
+        assert run(judge, "print(6)", "6").status == "passed"
+
+
+def test_bwrap_cold_starts_no_worker():
+    with Judge(timeout=1.0, workers=1, sandbox="bwrap-cold") as judge:
+        assert not judge.warm and judge._warm is None
+        assert run(judge, "print(6)", "6").status == "passed"
+
+
+def test_the_program_sees_what_a_cold_interpreter_shows_it(judge, unharmed):
+    code = ("import os, sys\n"
+            "print(sys.path, sys.flags, sys.executable, sorted(os.environ), os.getcwd(), os.umask(0o22),\n"
+            "      sys.getrecursionlimit(), sys.stdout.encoding, sys.stdout.line_buffering, sys.stderr.errors,\n"
+            "      sys.stderr.line_buffering, os.getuid() == judge_uid)\n")
+    with Judge(timeout=1.0, workers=1, sandbox="bwrap-cold") as cold:
+        cold_uid, warm_uid = cold._slot_uids.uids[0], judge._slot_uids.uids[0]
+        cold_view = out(cold, f"judge_uid = {cold_uid}\n{code}")
+    warm_view = out(judge, f"judge_uid = {warm_uid}\n{code}")
+    assert warm_view == cold_view
+
+
+def test_the_cold_rerun_starts_from_a_fresh_folder(judge):
+    run(judge, "pass")
+    worker = the_worker(judge)
+    killer = threading.Timer(0.3, os.kill, (worker_pid(judge, worker), signal.SIGKILL))
+    killer.start()
+    code = ("import os, time\n"
+            "print(sorted(os.listdir('.')))\n"
+            "open('partial.txt', 'w').write('from the warm attempt')\n"
+            "time.sleep(0.6)\n")
+    judgement = run(judge, code, "['main.py']")
+    killer.join()
+    assert judgement.status == "passed", judgement.tests[0].stdout
+
+
+STAND_IN_WORKER = '''"""A stand-in for rewards/warm_worker.py, NOT the worker: it says ready, then answers every request with a
+reply of the right shape and a nonsense exit status, running nothing."""
+import os
+import socket
+import sys
+
+control = socket.socket(fileno=int(sys.argv[1]))
+control.send(b'{"ready": true}')
+while True:
+    message, fds, _, _ = socket.recv_fds(control, 4096, 2)
+    if not message:
+        break
+    for fd in fds:
+        os.close(fd)
+    control.send(b'{"status": "nonsense", "timed_out": false, "stopped": false, "setup": true}')
+'''
+
+
+def test_a_worker_answering_nonsense_is_replaced(judge, tmp_path, monkeypatch):
+    stand_in = tmp_path / "stand_in_worker.py"
+    stand_in.write_text(STAND_IN_WORKER)
+    tmp_path.chmod(0o755)
+    run(judge, "pass")
+    the_worker(judge).close()  # the slot's next execution starts a worker from the stand-in
+    monkeypatch.setattr(rewards.warm, "WORKER", str(stand_in))
+    failures = judge._warm.failures
+    assert run(judge, "print(5)", "5").status == "passed", "the execution reruns cold"
+    assert "answered nonsense" in judge._warm.failure and judge._warm.failures == failures + 2
+    monkeypatch.undo()
+    assert run(judge, "print(5)", "5").status == "passed" and judge.warm
