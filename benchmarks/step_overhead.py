@@ -76,12 +76,16 @@ def install_clocks(record: dict) -> None:
         def on_step_begin(self, args, state, control, **kwargs):
             record["step_begin"].append([time.time(), cpu_seconds()])
 
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "completions/mean_length" in logs:
+                record["lengths"].append(logs["completions/mean_length"])
+
     init = GRPOTrainer.__init__
 
     def __init__(self, *args, **kwargs):
-        record["marks"]["trainer_init"] = time.time()
+        record["marks"]["trainer_init"] = [time.time(), cpu_seconds()]
         init(self, *args, **kwargs)
-        record["marks"]["trainer_ready"] = time.time()
+        record["marks"]["trainer_ready"] = [time.time(), cpu_seconds()]
         prompts = json.dumps(list(kwargs["train_dataset"]["prompt"])).encode()
         record["prompts"] = hashlib.sha256(prompts).hexdigest()
         record["config"] = json.loads(json.dumps(self.args.to_dict(), default=str))
@@ -111,7 +115,7 @@ def bare_trl(spec: dict) -> int:
 
 def child(side: str, spec_path: str, record_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text())
-    record = {"marks": {}, "spans": [], "step_begin": []}
+    record = {"marks": {}, "spans": [], "step_begin": [], "lengths": []}
     install_clocks(record)
     try:
         if side == "ours":
@@ -182,15 +186,19 @@ def figures(records: list[dict]) -> dict:
         return tuple(statistics.median(p[i] for p in pairs) for i in (0, 1))
 
     steps = [(b[0] - a[0], b[1] - a[1]) for r in records for a, b in zip(r["step_begin"][1:], r["step_begin"][2:])]
-    phases = [(r["marks"]["trainer_init"] - r["started"], r["marks"]["trainer_ready"] - r["marks"]["trainer_init"],
-               r["step_begin"][0][0] - r["marks"]["trainer_ready"]) for r in records]
+    def phases(r):
+        began, ready, first = r["marks"]["trainer_init"], r["marks"]["trainer_ready"], r["step_begin"][0]
+        return ((began[0] - r["started"], began[1]), (ready[0] - began[0], ready[1] - began[1]),
+                (first[0] - ready[0], first[1] - ready[1]))
+
     return {
         "generation": median(spans("transformers.generate")),
         "reward": median(spans("_calculate_rewards")),
         "whole step": median(steps),
         "start-up": median([(r["step_begin"][0][0] - r["started"], r["step_begin"][0][1]) for r in records]),
-        "phases": [statistics.median(p[i] for p in phases) for i in range(3)],
+        "phases": [median([phases(r)[i] for r in records]) for i in range(3)],
         "steps measured": len(steps),
+        "completion length": statistics.mean(x for r in records for x in r["lengths"][1:]),
     }
 
 
@@ -224,9 +232,11 @@ def report(stats: dict, records: dict, meta: dict, args, loads: tuple) -> None:
         print(f"  {label:20}{ours[name][0]:>11.3f}{bare[name][0]:>8.3f}{verdict(ours[name][0], bare[name][0], name):>15}  "
               f"{ours[name][1]:>10.3f}{bare[name][1]:>8.3f}{verdict(ours[name][1], bare[name][1], name):>15}   {target}")
     for side in SIDES:
-        before, init, first = stats[side]["phases"]
-        print(f"  start-up of {NAMES[side]} (wall): {before:.2f} s to the trainer's construction, {init:.2f} s "
-              f"constructing it, {first:.2f} s from there to step 1; {stats[side]['steps measured']} steps measured")
+        (before, before_cpu), (init, init_cpu), (first, first_cpu) = stats[side]["phases"]
+        print(f"  start-up of {NAMES[side]}, wall (CPU) seconds: {before:.2f} ({before_cpu:.2f}) to the trainer's "
+              f"construction, {init:.2f} ({init_cpu:.2f}) constructing it, {first:.2f} ({first_cpu:.2f}) from there "
+              f"to step 1; {stats[side]['steps measured']} steps measured, completions of "
+              f"{stats[side]['completion length']:.1f} tokens on average")
 
 
 def main(argv=None) -> int:
