@@ -4,14 +4,19 @@ Both sides train the same tiny model (built once with scripts/make_tiny_model.py
 (`training.prompts.prompt_rows` of the training problems `rl_trainer.py` picks), with the same reward function
 (`rewards.make_reward_funcs`; `test_cases` judges in the sandbox through `JudgeArguments().make_judge()`,
 `format` is pure Python and isolates the trainer itself) and the same GRPOConfig settings; the script checks
-both and prints any GRPOConfig field that differs. Each run is a fresh interpreter, the sides alternate, and the
-figures are medians:
+both and prints any GRPOConfig field that differs. `rl_trainer.py` runs with `--eval_pass_at_k false` (the bare
+side has no evaluation). Each run is a fresh interpreter with OMP_NUM_THREADS=1 (`--threads`), the sides
+alternate, and the figures are medians, in wall and in CPU seconds (the process's threads and its finished
+children: the sandbox), since on a shared machine the wall clock mostly measures the other jobs:
 
-- start-up: from launching the process to the first training step;
+- start-up: from launching the process to the first training step, split at the trainer's construction;
 - generation, reward: TRL's own profiling spans `transformers.generate` and `_calculate_rewards`, recorded
-  identically on both sides by this harness (TRL only sends them to wandb/mlflow/trackio);
+  identically on both sides by hooks this harness installs before either side's code runs (TRL only sends them
+  to wandb/mlflow/trackio);
 - whole step: from one step's start to the next one's (logging and callbacks included); step 1 of each run is
   left out of the step figures (warm-up).
+
+Each ratio comes with its spread over the run pairs (one run per side, launched back to back).
 
     python benchmarks/step_overhead.py [--runs 3] [--steps 10] [--reward test_cases|format]
 
