@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT / "tests"))  # the licence stand-ins live beside the tests
 
 from licence_stand_ins import LoopbackService  # noqa: E402
 from rewards import Judge  # noqa: E402

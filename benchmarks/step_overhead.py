@@ -38,7 +38,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 SIDES = ("ours", "bare")
 NAMES = {"ours": "rl_trainer.py", "bare": "bare TRL"}
