@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from data import DataError, load_problems, split_problems  # noqa: E402
-from training.prompts import FENCE_TAGS, make_prompt  # noqa: E402
+from rewards.languages import LANGUAGES  # noqa: E402
+from training.prompts import make_prompt  # noqa: E402
 
 LANGUAGE = "python"
 
@@ -42,7 +43,7 @@ def example(problem: dict) -> dict:
     solution = problem["solution"].strip("\n")
     return {
         "prompt": make_prompt(problem["description"], language, False, "plain"),
-        "completion": f"```{FENCE_TAGS[language]}\n{solution}\n```",
+        "completion": f"```{LANGUAGES[language].fence}\n{solution}\n```",
     }
 
 
