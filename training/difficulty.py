@@ -146,20 +146,31 @@ class ProblemTracker:
         self.filter = difficulty
         self.pending: dict[int, list[Group]] = defaultdict(list)
         self.swapped = 0
+        self.expected: list[str] | None = None  # the batch this rank chose; every rank must have chosen the same
 
     def rewrite(self, ids: list[str], size: int) -> list[str]:
         """The generation batch (gathered ids, each problem `size` times in a row) after the filter's choice."""
         self.swapped = 0
+        self.expected = ids
         if self.filter is None:
             return ids
         batch = [group.id for group in groups_of(ids, [math.nan] * len(ids), None, size)]
         chosen = self.filter.choose(batch)
         self.swapped = sum(a != b for a, b in zip(batch, chosen))
-        return [pid for pid in chosen for _ in range(size)]
+        self.expected = [pid for pid in chosen for _ in range(size)]
+        return self.expected
 
     def observe(self, step: int, ids: list[str], rewards: list[float], test_rewards: list[float] | None,
                 size: int) -> dict[str, float]:
-        """Record one judged generation batch for `step`; returns the metrics to log with the step."""
+        """Record one judged generation batch for `step`; returns the metrics to log with the step.
+
+        Raises RuntimeError when the batch the ranks generated for (gathered `ids`) is not the one this rank chose:
+        the ranks disagreed on the rewrite.
+        """
+        if self.expected is not None and ids != self.expected:
+            raise RuntimeError("the ranks generated for a different batch than this rank chose: the difficulty "
+                               "filter's state differs between ranks")
+        self.expected = None
         passed_all = None if test_rewards is None else [r >= self.best_reward - 1e-6 for r in test_rewards]
         groups = groups_of(ids, rewards, passed_all, size)
         self.pending[step] += groups
