@@ -256,8 +256,7 @@ def plot_run(run_dir: Path, out_dir: Path | None = None) -> tuple[list[Path], li
          f"no completions/mean_length or completions/clipped_ratio in {metrics_path}"),
         ("kl_entropy.png", plot_kl_entropy(training), f"no kl or entropy in {metrics_path}"),
         ("problem_pass_rates.png", plot_problem_pass_rates(problem_stats),
-         f"no problem records with a pass count in {problem_stats_path} (written since per-problem records exist, "
-         "and only with the test_cases reward)"),
+         f"no records with a pass count in {problem_stats_path} (a run without the test_cases reward has none)"),
     ]
     out_dir = out_dir or logs / "plots"
     try:

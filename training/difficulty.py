@@ -11,8 +11,8 @@ run has no `test_cases` reward). `scripts/plot_run.py` draws them as problems x 
 
 Filter: a group is zero-signal when all its scored completions earned the same total reward (all passed, or all
 failed alike): its advantages are zero, so it costs a generation and judging and teaches nothing. TRL's
-`frac_reward_zero_std` counts the same groups. A problem is *settled* when its last `window` groups were all
-zero-signal; one group with a spread unsettles it.
+`frac_reward_zero_std` counts the same groups (with its default per-group scaling). A problem is *settled* when
+its last `window` groups were all zero-signal; one group with a spread unsettles it.
 
 The dataloader keeps TRL's `RepeatSampler` order untouched. Just before each generation, the filter rewrites the
 generation batch's problems: each settled problem keeps its slot with probability `recheck` (a re-check, so nothing

@@ -126,8 +126,8 @@ def _fmt(value) -> str:
 
 
 READABLE_KEYS = ("reward", "reward_std", "rewards/test_cases/mean", "rewards/format/mean", "status/passed",
-                 "status/syntax_error", "status/timeout", "kl", "entropy", "completions/mean_length", "learning_rate",
-                 "step_time")
+                 "status/syntax_error", "status/timeout", "frac_reward_zero_std", "difficulty/settled", "kl", "entropy",
+                 "completions/mean_length", "learning_rate", "step_time")
 
 
 def readable_line(step: int, max_steps: int, logs: dict) -> str:
