@@ -221,8 +221,7 @@ def plot_problem_pass_rates(records: list[dict]) -> Figure | None:
     fig = Figure(figsize=(10 if labelled else 8, min(4.5 + (0.16 if labelled else 0.01) * len(problems), 20)),
                  layout="constrained")
     ax = fig.add_subplot()
-    cmap = colormaps["viridis"].copy()
-    cmap.set_bad("#e0e0e0")
+    cmap = colormaps["viridis"].with_extremes(bad="#e0e0e0")
     image = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", interpolation="nearest", cmap=cmap, vmin=0, vmax=1,
                       extent=(first - 0.5, last + 0.5, len(problems) - 0.5, -0.5))
     fig.colorbar(image, ax=ax, label="share of completions passing every test")
