@@ -197,7 +197,8 @@ def plot_problem_pass_rates(records: list[dict]) -> Figure | None:
     """Problems (rows) x steps (columns); a cell is the share of the problem's completions in that step that passed
     every test, grey where the problem was not sampled. Problems are ordered by the first step that solved one
     (never solved at the bottom), so learned, never-solved and easy-from-the-start problems stand apart."""
-    rows = [r for r in records if isinstance(r.get("passed"), int) and isinstance(r.get("samples"), int) and r["samples"]]
+    rows = [r for r in records
+            if isinstance(r.get("passed"), int) and isinstance(r.get("samples"), int) and r["samples"]]
     if not rows:
         return None
     counts: dict[tuple[str, int], list[int]] = {}

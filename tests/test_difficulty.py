@@ -129,8 +129,8 @@ def test_records_merge_a_problems_groups_per_step_and_count_full_passes(tmp_path
     assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1, 1]
     tracker.flush()
     a, b, b2 = [json.loads(line) for line in path.read_text().splitlines()]
-    assert a == {"step": 1, "id": "a", "samples": 4, "mean_reward": 1.5, "reward_std": pytest.approx(0.866025, abs=1e-6),
-                 "passed": 2}
+    assert a == {"step": 1, "id": "a", "samples": 4, "mean_reward": 1.5,
+                 "reward_std": pytest.approx(0.866025, abs=1e-6), "passed": 2}
     assert b == {"step": 1, "id": "b", "samples": 2, "mean_reward": 0.0, "reward_std": 0.0, "passed": 0}
     assert b2["step"] == 2 and b2["passed"] == 0
     assert problem_record(3, "c", [Group("c", [math.nan], None)]) == {

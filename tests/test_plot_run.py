@@ -125,4 +125,5 @@ def test_use_wandb_logs_the_plots_and_records_offline(run_dir, tmp_path):
     images = sorted(p.name.split("_0_")[0] for p in (offline / "files/media/images").iterdir())
     assert images == sorted(name.removesuffix(".png") for name in PLOTS)
     (table,) = (offline / "files/media/table").glob("problem_stats_*.table.json")
-    assert len(json.loads(table.read_text())["data"]) == len((run_dir / "logs/problem_stats.jsonl").read_text().splitlines())
+    records = (run_dir / "logs/problem_stats.jsonl").read_text().splitlines()
+    assert len(json.loads(table.read_text())["data"]) == len(records)
