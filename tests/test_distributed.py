@@ -83,6 +83,8 @@ def test_kill_9_then_resume_continues_to_the_final_step(tiny_model, tmp_path):
     assert json.loads((run / "checkpoints/checkpoint-6/trainer_state.json").read_text())["global_step"] == 6
     lines = [json.loads(line) for line in (run / "logs/metrics.jsonl").read_text().splitlines()]
     assert [line["step"] for line in lines if "reward" in line] == [1, 2, 3, 4, 5, 6]
+    records = [json.loads(line) for line in (run / "logs/problem_stats.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2, 3, 4, 5, 6]  # one problem a step; the killed run's extra dropped
     assert [entry["step"] for entry in json.loads((run / "logs/eval_results.json").read_text())] == [2, 4, 6]
     assert "resumed from checkpoint-2" in (run / "logs/training_log.txt").read_text()
     assert (run / "final_model/config.json").exists()
