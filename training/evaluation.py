@@ -186,7 +186,7 @@ class QGRPOTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         """The generation batch, rewritten by the difficulty filter (the same way on every rank) before generating."""
-        if self.tracker is not None and self.model.training:
+        if self.tracker is not None and self.tracker.filter is not None and self.model.training:
             ids = gather_object([row["id"] for row in inputs])
             chosen = self.tracker.rewrite(ids, self.num_generations)
             if chosen != ids:
