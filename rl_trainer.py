@@ -19,6 +19,7 @@ from datasets import Dataset
 from data import bundled_path, load_problems, split_problems, verify_problems
 from rewards import Judge, UsageError, make_reward_funcs, score
 from training.arguments import Arguments, bf16_supported, parse_args
+from training.difficulty import DifficultyFilter, ProblemTracker
 from training.evaluation import PassAtKEvaluator, QGRPOTrainer
 from training.preflight import check_model, check_packages, check_vllm_server, check_wandb, load_tokenizer
 from training.prompts import prompt_rows
@@ -88,6 +89,9 @@ def main(argv=None) -> int:
                 run.forget_after(checkpoint_step(resume))
         state.wait_for_everyone()
         dataset = Dataset.from_list(prompt_rows(train_problems, args.data.use_reasoning_format, args.data.prompt_style))
+        tracker = make_tracker(args, run, [p["id"] for p in train_problems], state.is_main_process)
+        if resume:
+            tracker.restore(resume)
         trainer = QGRPOTrainer(
             model=args.model.model,
             reward_funcs=make_reward_funcs(args.rewards.reward_funcs, judge, args.scoring,
@@ -98,6 +102,7 @@ def main(argv=None) -> int:
             peft_config=args.model.peft_config(),
             callbacks=[RunLogCallback(run)],
             evaluator=evaluator if args.eval.eval_pass_at_k else None,
+            tracker=tracker,
         )
         if args.grpo.use_vllm:
             bound_vllm_requests(trainer, args.grpo.vllm_request_timeout)
@@ -127,6 +132,15 @@ def load_data(args: Arguments, source: str) -> tuple[list[dict], list[dict]]:
         raise UsageError(f"--data {source}: no {args.eval.eval_split} problems to evaluate; raise --test_fraction "
                          "or pass --eval_pass_at_k false")
     return train, evaluated
+
+
+def make_tracker(args: Arguments, run: RunFolder, ids: list[str], is_main: bool) -> ProblemTracker:
+    """Per-problem records always; the difficulty filter with --difficulty_filter."""
+    d = args.difficulty
+    difficulty = None
+    if d.difficulty_filter:
+        difficulty = DifficultyFilter(ids, d.difficulty_window, d.difficulty_recheck, args.grpo.seed)
+    return ProblemTracker(run.problem_stats if is_main else None, args.scoring.best, difficulty)
 
 
 def test_reward_function(args: Arguments, judge: Judge, problems: list[dict]) -> int:

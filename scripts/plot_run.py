@@ -1,17 +1,20 @@
 """Plot a run folder's logs as PNGs, so a run can be read at a glance.
 
-    python scripts/plot_run.py final_outputs/1.5B/q [--out DIR]
+    python scripts/plot_run.py final_outputs/1.5B/q [--out DIR] [--use_wandb]
 
-Reads `logs/metrics.jsonl` (one JSON object per logged step) and `logs/eval_results.json` (every pass@k
-evaluation) and writes, by default to `<run>/logs/plots/`:
+Reads `logs/metrics.jsonl` (one JSON object per logged step), `logs/eval_results.json` (every pass@k evaluation)
+and `logs/problem_stats.jsonl` (each training problem's groups per step) and writes, by default to
+`<run>/logs/plots/`:
 
-    rewards.png            total reward with its std band, and each reward function's mean
-    eval_pass_at_k.png     pass@k of every evaluation
-    status_shares.png      share of each judging status per step (stacked)
-    completion_length.png  mean completion length, and the share clipped at the length limit
-    kl_entropy.png         KL to the reference model and policy entropy
+    rewards.png               total reward with its std band, and each reward function's mean
+    eval_pass_at_k.png        pass@k of every evaluation
+    status_shares.png         share of each judging status per step (stacked)
+    completion_length.png     mean completion length, and the share clipped at the length limit
+    kl_entropy.png            KL to the reference model and policy entropy
+    problem_pass_rates.png    problems x steps, coloured by the share of completions passing every test
 
-A plot whose data the logs do not hold is skipped with one line saying why.
+A plot whose data the logs do not hold is skipped with one line saying why. With `--use_wandb` the plots and the
+per-problem records also go to a wandb run (job type "plots") in the run's wandb project, named after its run.
 """
 
 import argparse
@@ -20,6 +23,9 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
+import yaml
+from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
@@ -49,6 +55,16 @@ def read_metrics(path: Path) -> list[dict]:
         if not isinstance(row, dict) or not isinstance(row.get("step"), int):
             raise BadRun(f"{path}:{number}: expected a JSON object with an integer \"step\"; fix or delete the line")
         rows.append(row)
+    return rows
+
+
+def read_problem_stats(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    rows = read_metrics(path)
+    for number, row in enumerate(rows, start=1):
+        if not isinstance(row.get("id"), str):
+            raise BadRun(f"{path}:{number}: expected a problem \"id\" string; fix or delete the line")
     return rows
 
 
@@ -177,6 +193,50 @@ def plot_kl_entropy(rows: list[dict]) -> Figure | None:
     return fig
 
 
+def plot_problem_pass_rates(records: list[dict]) -> Figure | None:
+    """Problems (rows) x steps (columns); a cell is the share of the problem's completions in that step that passed
+    every test, grey where the problem was not sampled. Problems are ordered by the first step that solved one
+    (never solved at the bottom), so learned, never-solved and easy-from-the-start problems stand apart."""
+    rows = [r for r in records
+            if isinstance(r.get("passed"), int) and isinstance(r.get("samples"), int) and r["samples"]]
+    if not rows:
+        return None
+    counts: dict[tuple[str, int], list[int]] = {}
+    for r in rows:
+        passed_samples = counts.setdefault((r["id"], r["step"]), [0, 0])
+        passed_samples[0] += r["passed"]
+        passed_samples[1] += r["samples"]
+    first, last = min(r["step"] for r in rows), max(r["step"] for r in rows)
+    solved_at = {}
+    for (pid, step), (passed, _) in sorted(counts.items(), key=lambda item: item[0][1]):
+        solved_at.setdefault(pid, None)
+        if passed and solved_at[pid] is None:
+            solved_at[pid] = step
+    problems = sorted(solved_at, key=lambda pid: (solved_at[pid] is None, solved_at[pid] or 0, pid))
+    row_of = {pid: i for i, pid in enumerate(problems)}
+    grid = np.full((len(problems), last - first + 1), np.nan)
+    for (pid, step), (passed, samples) in counts.items():
+        grid[row_of[pid], step - first] = passed / samples
+
+    labelled = len(problems) <= 60
+    fig = Figure(figsize=(10 if labelled else 8, min(4.5 + (0.16 if labelled else 0.01) * len(problems), 20)),
+                 layout="constrained")
+    ax = fig.add_subplot()
+    cmap = colormaps["viridis"].with_extremes(bad="#e0e0e0")
+    image = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", interpolation="nearest", cmap=cmap, vmin=0, vmax=1,
+                      extent=(first - 0.5, last + 0.5, len(problems) - 0.5, -0.5))
+    fig.colorbar(image, ax=ax, label="share of completions passing every test")
+    ax.set_title(f"Pass rate per training problem and step ({len(problems)} problems; grey: not sampled)")
+    ax.set_xlabel("step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if labelled:
+        ax.set_yticks(range(len(problems)), problems, fontsize="x-small")
+    else:
+        ax.set_yticks([])
+    ax.set_ylabel("problem (by the first step that solved it; never solved last)")
+    return fig
+
+
 def plot_run(run_dir: Path, out_dir: Path | None = None) -> tuple[list[Path], list[str]]:
     """Write every plot the logs allow; returns the paths written and one line per skipped plot."""
     logs = run_dir / "logs"
@@ -185,6 +245,8 @@ def plot_run(run_dir: Path, out_dir: Path | None = None) -> tuple[list[Path], li
         raise BadRun(f"{run_dir}: no logs/metrics.jsonl; pass a run folder written by rl_trainer.py (--output_dir)")
     rows = read_metrics(metrics_path)
     evaluations = read_evaluations(eval_path)
+    problem_stats_path = logs / "problem_stats.jsonl"
+    problem_stats = read_problem_stats(problem_stats_path)
     training = [r for r in rows if not any(k.startswith("eval_") for k in r)]
     plots = [
         ("rewards.png", plot_rewards(training), f"no reward or rewards/<name>/mean in {metrics_path}"),
@@ -193,6 +255,8 @@ def plot_run(run_dir: Path, out_dir: Path | None = None) -> tuple[list[Path], li
         ("completion_length.png", plot_completion_length(training),
          f"no completions/mean_length or completions/clipped_ratio in {metrics_path}"),
         ("kl_entropy.png", plot_kl_entropy(training), f"no kl or entropy in {metrics_path}"),
+        ("problem_pass_rates.png", plot_problem_pass_rates(problem_stats),
+         f"no records with a pass count in {problem_stats_path} (a run without the test_cases reward has none)"),
     ]
     out_dir = out_dir or logs / "plots"
     try:
@@ -209,13 +273,48 @@ def plot_run(run_dir: Path, out_dir: Path | None = None) -> tuple[list[Path], li
     return written, skipped
 
 
+def send_to_wandb(run_dir: Path, written: list[Path]) -> str:
+    """Log the plots and the per-problem records to a new wandb run beside the training run; returns its name.
+
+    Project, entity and name come from the run's config.yaml (as `--use_wandb` training set them); the run is named
+    `<wandb_name or folder>-plots`, with job type "plots".
+    """
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from rewards import UsageError
+    from training.preflight import check_wandb
+
+    try:
+        check_wandb()
+    except UsageError as e:
+        raise BadRun(str(e)) from None
+    import wandb
+
+    config = run_dir / "config.yaml"
+    settings = yaml.safe_load(config.read_text()) if config.exists() else {}
+    name = f"{settings.get('wandb_name') or run_dir.resolve().name}-plots"
+    run = wandb.init(project=settings.get("wandb_project") or "q-language-training",
+                     entity=settings.get("wandb_entity"), name=name, job_type="plots",
+                     config={"run_dir": str(run_dir.resolve())})
+    run.log({path.stem: wandb.Image(str(path)) for path in written})
+    records = read_problem_stats(run_dir / "logs" / "problem_stats.jsonl")
+    if records:
+        columns = ["step", "id", "samples", "mean_reward", "reward_std", "passed"]
+        run.log({"problem_stats": wandb.Table(columns=columns, data=[[r.get(c) for c in columns] for r in records])})
+    run.finish()
+    return name
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Plot a run folder's metrics.jsonl and eval_results.json as PNGs.")
+    parser = argparse.ArgumentParser(description="Plot a run folder's metrics.jsonl, eval_results.json and "
+                                     "problem_stats.jsonl as PNGs.")
     parser.add_argument("run_dir", type=Path, help="the run folder (--output_dir of rl_trainer.py)")
     parser.add_argument("--out", type=Path, help="where to write the PNGs (default: RUN_DIR/logs/plots)")
+    parser.add_argument("--use_wandb", action="store_true",
+                        help="also log the plots and the per-problem records to wandb (a run named <run>-plots)")
     args = parser.parse_args(argv)
     try:
         written, skipped = plot_run(args.run_dir, args.out)
+        wandb_run = send_to_wandb(args.run_dir, written) if args.use_wandb else None
     except BadRun as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -223,6 +322,8 @@ def main(argv=None) -> int:
         print(line)
     for path in written:
         print(path)
+    if wandb_run:
+        print(f"wandb: {len(written)} plots and the per-problem records logged to run {wandb_run}")
     return 0
 
 

@@ -83,6 +83,29 @@ def test_kill_9_then_resume_continues_to_the_final_step(tiny_model, tmp_path):
     assert json.loads((run / "checkpoints/checkpoint-6/trainer_state.json").read_text())["global_step"] == 6
     lines = [json.loads(line) for line in (run / "logs/metrics.jsonl").read_text().splitlines()]
     assert [line["step"] for line in lines if "reward" in line] == [1, 2, 3, 4, 5, 6]
+    records = [json.loads(line) for line in (run / "logs/problem_stats.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2, 3, 4, 5, 6]  # one problem a step; the killed run's extra dropped
     assert [entry["step"] for entry in json.loads((run / "logs/eval_results.json").read_text())] == [2, 4, 6]
     assert "resumed from checkpoint-2" in (run / "logs/training_log.txt").read_text()
     assert (run / "final_model/config.json").exists()
+
+
+@pytest.mark.parametrize("config_file", ["config/cpu/zero3.yaml", "config/cpu/ddp.yaml"])
+def test_two_process_difficulty_filter_rewrites_batches_alike_on_both_ranks(config_file, tiny_model, tmp_path):
+    """3 problems a step over 2 ranks, so one group spans both. A rank whose rewritten batch differed from the
+    batch the ranks generated for would stop the run (training/difficulty.py), so a finished run with swaps shows
+    that both ranks chose alike."""
+    run = tmp_path / "run"
+    result = launch(config_file, "--model", tiny_model, "--output_dir", run, "--language", "python",
+                    "--max_train_problems", "5", "--max_steps", "4", "--num_generations", "2",
+                    "--per_device_train_batch_size", "3", "--gradient_accumulation_steps", "1",
+                    "--max_completion_length", "16", "--eval_pass_at_k", "false", "--save_steps", "4",
+                    "--difficulty_filter", "--difficulty_window", "1", "--difficulty_recheck", "0.01")
+    assert result.returncode == 0, result.stderr[-4000:]
+    train = [m for m in map(json.loads, (run / "logs/metrics.jsonl").read_text().splitlines()) if "reward" in m]
+    assert [m["step"] for m in train] == [1, 2, 3, 4]
+    assert sum(m["difficulty/swapped"] for m in train) > 0
+    records = [json.loads(line) for line in (run / "logs/problem_stats.jsonl").read_text().splitlines()]
+    assert [sum(r["step"] == step for r in records) for step in (1, 2, 3, 4)] == [3, 3, 3, 3]
+    assert all(r["samples"] == 2 for r in records)
+    assert (run / "checkpoints/checkpoint-4/difficulty_filter.json").exists()

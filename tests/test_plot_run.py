@@ -1,6 +1,7 @@
 """scripts/plot_run.py on a recorded run folder: every PNG is written and real; absent data is skipped; bad input exits 2."""
 
 import json
+import os
 import shutil
 import struct
 import subprocess
@@ -12,7 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "plot_run.py"
 RECORDED_RUN = ROOT / "tests" / "fixtures" / "recorded_run"
-PLOTS = ("rewards.png", "eval_pass_at_k.png", "status_shares.png", "completion_length.png", "kl_entropy.png")
+PLOTS = ("rewards.png", "eval_pass_at_k.png", "status_shares.png", "completion_length.png", "kl_entropy.png",
+         "problem_pass_rates.png")
 # An empty titled axes saves to about 17 kB at this size; every real plot of the recorded run is well above.
 DRAWN_PLOT_BYTES = 25_000
 
@@ -58,6 +60,7 @@ def test_absent_data_is_skipped_with_a_reason(run_dir, tmp_path, capsys):
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
     metrics.write_text("".join(json.dumps({k: v for k, v in r.items() if k not in ("kl", "entropy")}) + "\n" for r in rows))
     (run_dir / "logs" / "eval_results.json").unlink()
+    (run_dir / "logs" / "problem_stats.jsonl").unlink()
     out = tmp_path / "elsewhere"
 
     assert plot_run.main([str(run_dir), "--out", str(out)]) == 0
@@ -66,6 +69,8 @@ def test_absent_data_is_skipped_with_a_reason(run_dir, tmp_path, capsys):
     assert [line for line in printed if line.startswith("skipped")] == [
         f"skipped eval_pass_at_k.png: no pass@k evaluation in {run_dir / 'logs' / 'eval_results.json'}",
         f"skipped kl_entropy.png: no kl or entropy in {metrics}",
+        f"skipped problem_pass_rates.png: no records with a pass count in {run_dir / 'logs' / 'problem_stats.jsonl'} "
+        "(a run without the test_cases reward has none)",
     ]
     assert sorted(p.name for p in out.iterdir()) == ["completion_length.png", "rewards.png", "status_shares.png"]
 
@@ -97,3 +102,28 @@ def test_bad_metrics_line_exits_2_naming_file_and_line(run_dir, capsys):
 
     error = capsys.readouterr().err
     assert error.startswith(f"error: {metrics}:3: not valid JSON") and error.count("\n") == 1
+
+
+def test_pass_rates_show_every_problem_and_step_and_leave_unsampled_cells_grey(run_dir):
+    records = plot_run.read_problem_stats(run_dir / "logs" / "problem_stats.jsonl")
+    fig = plot_run.plot_problem_pass_rates(records)
+    grid = fig.axes[0].images[0].get_array()
+    steps = {r["step"] for r in records}
+    assert grid.shape == (len({r["id"] for r in records}), max(steps) - min(steps) + 1)
+    assert grid.mask.sum() == grid.size - len(records)  # grey exactly where a problem was not sampled
+    first = records[0]
+    assert first["passed"] / first["samples"] in grid.compressed()
+
+
+def test_use_wandb_logs_the_plots_and_records_offline(run_dir, tmp_path):
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, str(SCRIPT), str(run_dir), "--use_wandb"], capture_output=True,
+                            text=True, timeout=300, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"{len(PLOTS)} plots and the per-problem records logged to run run-plots" in result.stdout
+    (offline,) = (tmp_path / "wandb").glob("offline-run-*")
+    images = sorted(p.name.split("_0_")[0] for p in (offline / "files/media/images").iterdir())
+    assert images == sorted(name.removesuffix(".png") for name in PLOTS)
+    (table,) = (offline / "files/media/table").glob("problem_stats_*.table.json")
+    records = (run_dir / "logs/problem_stats.jsonl").read_text().splitlines()
+    assert len(json.loads(table.read_text())["data"]) == len(records)

@@ -185,6 +185,35 @@ class EvalArguments:
 
 
 @dataclass
+class DifficultyFilterArguments:
+    """The online difficulty filter (training/difficulty.py): a group whose completions all earn the same reward
+    has no advantage and teaches nothing, so problems that keep producing such groups get fewer turns."""
+
+    difficulty_filter: bool = field(
+        default=False,
+        metadata={"help": "Give fewer turns to settled problems (see --difficulty_window), re-checking them now and "
+                  "then (--difficulty_recheck); their slots go to unsettled problems. Off by default."},
+    )
+    difficulty_window: int = field(
+        default=2,
+        metadata={"help": "A problem is settled when its last N groups were zero-signal (every completion earned "
+                  "the same reward: all passed, or all failed alike)."},
+    )
+    difficulty_recheck: float = field(
+        default=0.25,
+        metadata={"help": "Chance that a settled problem keeps its turn in the normal order, so it is re-checked "
+                  "and nothing is dropped for good; otherwise an unsettled problem takes its slot. In (0, 1]."},
+    )
+
+    def __post_init__(self):
+        if self.difficulty_window < 1:
+            raise UsageError(f"--difficulty_window {self.difficulty_window}: must be at least 1 group")
+        if not 0 < self.difficulty_recheck <= 1:
+            raise UsageError(f"--difficulty_recheck {self.difficulty_recheck}: must be in (0, 1]; 0 would drop "
+                             "settled problems for good")
+
+
+@dataclass
 class LoggingArguments:
     use_wandb: bool = field(default=False, metadata={"help": "Log to Weights & Biases."})
     wandb_project: str = field(default="q-language-training", metadata={"help": "wandb project."})
@@ -259,6 +288,7 @@ class Arguments:
     scoring: ScoringArguments
     judge: JudgeArguments
     eval: EvalArguments
+    difficulty: DifficultyFilterArguments
     logging: LoggingArguments
     grpo: QGRPOConfig
     run_dir: str
@@ -266,7 +296,8 @@ class Arguments:
     def settings(self) -> dict:
         """Every setting as `--config` accepts it back (output_dir is the run folder)."""
         settings = {}
-        for part in (self.model, self.data, self.rewards, self.scoring, self.judge, self.eval, self.logging):
+        for part in (self.model, self.data, self.rewards, self.scoring, self.judge, self.eval, self.difficulty,
+                     self.logging):
             settings.update(asdict(part))
         settings.update(self.grpo.to_dict())
         settings["output_dir"] = self.run_dir
@@ -286,7 +317,7 @@ def model_size(model: str) -> str:
 
 def make_parser() -> TrlParser:
     return TrlParser((ModelArguments, DataArguments, RewardFunctionArguments, ScoringArguments, JudgeArguments,
-                      EvalArguments, LoggingArguments, QGRPOConfig), prog="rl_trainer.py")
+                      EvalArguments, DifficultyFilterArguments, LoggingArguments, QGRPOConfig), prog="rl_trainer.py")
 
 
 def _read_yaml(path: str, flag: str) -> dict:
@@ -361,10 +392,10 @@ def parse_args(argv: list[str] | None = None) -> Arguments:
         parts = parser.parse_args_into_dataclasses(args=argv)
     except ValueError as e:
         raise UsageError(str(e).splitlines()[0]) from None
-    model, data, rewards, scoring, judge, evaluation, logs, grpo = parts
+    model, data, rewards, scoring, judge, evaluation, difficulty, logs, grpo = parts
     fmt = "reasoning" if data.use_reasoning_format else "non_reasoning"
     run_dir = grpo.output_dir if grpo.output_dir_given else str(Path("final_outputs") / model_size(model.model) / fmt)
-    args = Arguments(model, data, rewards, scoring, judge, evaluation, logs, grpo, run_dir)
+    args = Arguments(model, data, rewards, scoring, judge, evaluation, difficulty, logs, grpo, run_dir)
     resolve(args)
     return args
 

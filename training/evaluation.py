@@ -20,6 +20,7 @@ from trl import GRPOTrainer
 
 from rewards import STATUSES, Judge, ScoringArguments, mean_pass_at_k, score
 from training.arguments import EvalArguments
+from training.difficulty import ProblemTracker
 from training.run_folder import RunFolder
 
 logger = logging.getLogger(__name__)
@@ -169,13 +170,45 @@ class PassAtKSchedule(TrainerCallback):
 
 
 class QGRPOTrainer(GRPOTrainer):
-    """TRL's GRPOTrainer whose evaluation is pass@k (``evaluator``; none: evaluation is off)."""
+    """TRL's GRPOTrainer whose evaluation is pass@k (``evaluator``; none: evaluation is off) and whose generation
+    batches pass through ``tracker`` (training/difficulty.py): per-problem records and the difficulty filter."""
 
-    def __init__(self, *args, evaluator: PassAtKEvaluator | None = None, **kwargs):
+    def __init__(self, *args, evaluator: PassAtKEvaluator | None = None, tracker: ProblemTracker | None = None,
+                 **kwargs):
         super().__init__(*args, **kwargs)
         self.evaluator = evaluator
         if evaluator is not None:
             self.add_callback(PassAtKSchedule(int(self.args.eval_steps or 0)))
+        self.tracker = tracker
+        if tracker is not None:
+            self.add_callback(tracker.callback())
+            self._row_of_problem = {pid: i for i, pid in enumerate(self.train_dataset["id"])}
+
+    def _generate_and_score_completions(self, inputs):
+        """The generation batch, rewritten by the difficulty filter (the same way on every rank) before generating."""
+        if self.tracker is not None and self.tracker.filter is not None and self.model.training:
+            ids = gather_object([row["id"] for row in inputs])
+            chosen = self.tracker.rewrite(ids, self.num_generations)
+            if chosen != ids:
+                mine = chosen[self.accelerator.process_index * len(inputs) :][: len(inputs)]
+                inputs = [self.train_dataset[self._row_of_problem[pid]] for pid in mine]
+        return super()._generate_and_score_completions(inputs)
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        """TRL's rewards of the whole generation batch (gathered), shown to the tracker with the problem ids."""
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        if self.tracker is not None and self.model.training:
+            ids = gather_object([row["id"] for row in inputs])
+            # The total reward as TRL forms it for the advantage; a row no function could score stays NaN.
+            total = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
+            total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+            names = list(self.reward_func_names)
+            tests = rewards_per_func[:, names.index("test_cases")].tolist() if "test_cases" in names else None
+            metrics = self.tracker.observe(self.state.global_step + 1, ids, total.tolist(), tests,
+                                           self.num_generations)
+            for name, value in metrics.items():
+                self._metrics["train"][name].append(value)
+        return rewards_per_func
 
     def evaluate(self, *args, **kwargs) -> dict:
         if self.evaluator is None:

@@ -6,6 +6,7 @@
     <run>/logs/metrics.jsonl         one JSON object per logged step (evaluations included)
     <run>/logs/eval_results.json     every pass@k evaluation, appended
     <run>/logs/eval_samples/step-N.jsonl   the evaluation's completions with their judgements
+    <run>/logs/problem_stats.jsonl   one line per training problem per step it was sampled (training/difficulty.py)
     <run>/final_model/               the trained model (or LoRA adapter) and tokenizer
 """
 
@@ -35,6 +36,7 @@ class RunFolder:
         self.metrics = self.logs / "metrics.jsonl"
         self.eval_results = self.logs / "eval_results.json"
         self.eval_samples = self.logs / "eval_samples"
+        self.problem_stats = self.logs / "problem_stats.jsonl"
         self.final_model = self.root / "final_model"
 
     def holds_outputs(self) -> bool:
@@ -76,7 +78,7 @@ class RunFolder:
         except OSError as e:
             raise UsageError(f"--output_dir {self.root}: cannot write there ({e.strerror}); choose a writable folder") from None
         if overwrite and not (resuming or evaluation_only):
-            for path in (self.metrics, self.eval_results, self.training_log):
+            for path in (self.metrics, self.eval_results, self.training_log, self.problem_stats):
                 path.unlink(missing_ok=True)
 
     def write_config(self, settings: dict) -> None:
@@ -93,11 +95,12 @@ class RunFolder:
 
     def forget_after(self, step: int) -> None:
         """On resume from checkpoint `step`: drop what was logged after it, since training repeats those steps."""
-        if self.metrics.exists():
-            kept = [line for line in self.metrics.read_text().splitlines() if json.loads(line).get("step", 0) <= step]
-            tmp = self.metrics.with_suffix(".tmp")
-            tmp.write_text("".join(line + "\n" for line in kept))
-            os.replace(tmp, self.metrics)
+        for path in (self.metrics, self.problem_stats):
+            if path.exists():
+                kept = [line for line in path.read_text().splitlines() if json.loads(line).get("step", 0) <= step]
+                tmp = path.with_suffix(".tmp")
+                tmp.write_text("".join(line + "\n" for line in kept))
+                os.replace(tmp, path)
         if self.eval_results.exists():
             self._write_json_atomic(self.eval_results, [e for e in self.read_eval_results() if e["step"] <= step])
         with self.training_log.open("a") as f:
@@ -123,8 +126,8 @@ def _fmt(value) -> str:
 
 
 READABLE_KEYS = ("reward", "reward_std", "rewards/test_cases/mean", "rewards/format/mean", "status/passed",
-                 "status/syntax_error", "status/timeout", "kl", "entropy", "completions/mean_length", "learning_rate",
-                 "step_time")
+                 "status/syntax_error", "status/timeout", "frac_reward_zero_std", "difficulty/settled", "kl", "entropy",
+                 "completions/mean_length", "learning_rate", "step_time")
 
 
 def readable_line(step: int, max_steps: int, logs: dict) -> str:
