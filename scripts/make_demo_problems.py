@@ -5,12 +5,15 @@
 Every family is one task shape with a few slots (an operation or comparison, a constant, argument names, the
 order of the arguments); an instance fills every slot. The instances of each family are shuffled with `--seed`
 and a share `--held_out` of them becomes the `test` split. A held-out instance differs from every training
-instance in at least one slot, and no training solution passes a held-out problem's test (for the commutative
-operations only one argument order exists), so the held-out split measures whether a model can recombine parts
-it saw in training into programs it never saw: the same kind of task, not a new one.
+instance in at least one slot, so its description and its solution never occur in the training split. Its
+computation does: with 20% held out, every held-out problem computes what some training problem computes under
+other argument names (for the commutative operations only one argument order is generated, so a held-out
+problem is never a training problem with its operands swapped). The held-out split therefore measures whether a
+model writes the right program for a description it never saw, of a kind of task it trained on; not new tasks.
 
-Records follow the design's problem record; each has one test that prints three calls on one line (one sandboxed
-execution per completion keeps judging cheap on 2 cores) and a canonical `solution`.
+Records follow the design's problem record; each has one test that prints three to five calls on one line (one
+sandboxed execution per completion keeps judging cheap on 2 cores), chosen so that no other generated computation
+passes it, and a canonical `solution`.
 """
 
 import argparse
@@ -27,6 +30,8 @@ CONSTANTS = tuple(range(2, 10))
 ARITHMETIC = (("plus", "+"), ("minus", "-"), ("times", "*"))
 COMPARISONS = (("greater than", ">"), ("less than", "<"), ("equal to", "=="))
 INPUTS = (3, 10, -4)
+# A comparison's inputs around its constant: with fewer, `n == 4` would pass the test of `n < 5` (inputs 4, 5, 6).
+AROUND = (-2, -1, 0, 1, 2)
 
 
 def record(family: str, slots: tuple, description: str, argument_list: str, expression: str,
@@ -61,8 +66,7 @@ def comparison() -> Iterator[dict]:
         yield record("compare", (word, constant, name),
                      f"that takes an integer `{name}` and returns True when {name} is {word} {constant}, "
                      "else False.",
-                     name, f"{name} {op} {constant}", tuple(f"solve({i})" for i in (constant - 1, constant,
-                                                                                    constant + 1)))
+                     name, f"{name} {op} {constant}", tuple(f"solve({constant + d})" for d in AROUND))
 
 
 def pair() -> Iterator[dict]:
