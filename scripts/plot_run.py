@@ -6,12 +6,15 @@ Reads `logs/metrics.jsonl` (one JSON object per logged step), `logs/eval_results
 and `logs/problem_stats.jsonl` (each training problem's groups per step) and writes, by default to
 `<run>/logs/plots/`:
 
-    rewards.png               total reward with its std band, and each reward function's mean
-    eval_pass_at_k.png        pass@k of every evaluation
-    status_shares.png         share of each judging status per step (stacked)
-    completion_length.png     mean completion length, and the share clipped at the length limit
-    kl_entropy.png            KL to the reference model and policy entropy
-    problem_pass_rates.png    problems x steps, coloured by the share of completions passing every test
+    rewards.png                  total reward per step (raw, with its std band) and its rolling mean, and each
+                                 reward function's mean when there are several
+    eval_pass_at_k.png           pass@k of every evaluation
+    pass_at_k_before_after.png   pass@k of the first and the last evaluation side by side, on their split
+    eval_problem_pass_rates.png  each evaluated problem's pass rate (c/n) in the first and the last evaluation
+    status_shares.png            share of each judging status per step (stacked)
+    completion_length.png        mean completion length, and the share clipped at the length limit
+    kl_entropy.png               KL to the reference model and policy entropy
+    problem_pass_rates.png       training problems x steps, coloured by the share of completions passing every test
 
 A plot whose data the logs do not hold is skipped with one line saying why. With `--use_wandb` the plots and the
 per-problem records also go to a wandb run (job type "plots") in the run's wandb project, named after its run.
@@ -36,6 +39,7 @@ STATUS_COLOURS = {
     "sandbox_error": "#17becf",
 }
 PASS_AT_K = re.compile(r"pass@(\d+)")
+SMOOTHING = 10  # steps in the reward's rolling mean: a step's reward is the mean of a few prompts, so it is noisy
 REWARD_MEAN = re.compile(r"rewards/(.+)/mean")
 
 
@@ -104,19 +108,26 @@ def new_figure(title: str) -> tuple[Figure, object]:
     return fig, ax
 
 
-def plot_rewards(rows: list[dict]) -> Figure | None:
+def rolling_mean(values: list[float], window: int) -> list[float]:
+    """Mean of each value and the up to `window - 1` values before it."""
+    return [sum(values[max(0, i + 1 - window) : i + 1]) / (i + 1 - max(0, i + 1 - window)) for i in range(len(values))]
+
+
+def plot_rewards(rows: list[dict], window: int = SMOOTHING) -> Figure | None:
     components = keys_matching(rows, REWARD_MEAN)
     steps, reward = series(rows, "reward")
     if not steps and not components:
         return None
     fig, ax = new_figure("Reward per step")
     if steps:
-        ax.plot(steps, reward, color="black", linewidth=2, label="reward (total)")
         std_steps, std = series(rows, "reward_std")
         if std_steps == steps:
             ax.fill_between(steps, [m - s for m, s in zip(reward, std)], [m + s for m, s in zip(reward, std)],
-                            color="black", alpha=0.12, label="reward ± std")
-    for key in components:
+                            color="black", alpha=0.08, label="reward ± std")
+        ax.plot(steps, reward, color="grey", linewidth=0.8, marker=".", alpha=0.7, label="reward (total), per step")
+        ax.plot(steps, rolling_mean(reward, window), color="black", linewidth=2.5,
+                label=f"reward (total), rolling mean of {window} steps")
+    for key in components if len(components) > 1 or not steps else []:  # one function's mean is the total
         ax.plot(*series(rows, key), marker=".", label=REWARD_MEAN.fullmatch(key).group(1))
     ax.set_ylabel("reward")
     ax.legend(loc="best", fontsize="small")
@@ -135,6 +146,72 @@ def plot_pass_at_k(evaluations: list[dict]) -> Figure | None:
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("share of problems solved")
     ax.legend(loc="best", fontsize="small")
+    return fig
+
+
+def first_and_last(evaluations: list[dict]) -> tuple[dict, dict] | None:
+    """The first and the last evaluation, when there are two at different steps."""
+    ordered = sorted(evaluations, key=lambda e: e["step"])
+    if len(ordered) < 2 or ordered[0]["step"] == ordered[-1]["step"]:
+        return None
+    return ordered[0], ordered[-1]
+
+
+def split_label(evaluation: dict) -> str:
+    settings = evaluation.get("settings", {})
+    split = {"test": "held-out", "train": "training"}.get(settings.get("split"), "evaluated")
+    return f"{settings.get('problems', '?')} {split} problems, n={settings.get('n', '?')}"
+
+
+def plot_pass_at_k_before_after(evaluations: list[dict]) -> Figure | None:
+    pair = first_and_last(evaluations)
+    if not pair:
+        return None
+    before, after = pair
+    ks = sorted({int(m.group(1)) for key in after.get("metrics", {}) if (m := PASS_AT_K.fullmatch(key))}
+                & {int(m.group(1)) for key in before.get("metrics", {}) if (m := PASS_AT_K.fullmatch(key))})
+    if not ks:
+        return None
+    fig = Figure(figsize=(8, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_title(f"pass@k before and after training ({split_label(after)})")
+    width = 0.38
+    for offset, entry, colour in ((-width / 2, before, "#9e9e9e"), (width / 2, after, "#2ca02c")):
+        values = [entry["metrics"][f"pass@{k}"] for k in ks]
+        bars = ax.bar([i + offset for i in range(len(ks))], values, width, color=colour,
+                      label=f"step {entry['step']}")
+        ax.bar_label(bars, fmt="%.2f", fontsize="small")
+    ax.set_xticks(range(len(ks)), [f"pass@{k}" for k in ks])
+    ax.set_ylim(0, 1.1)
+    ax.set_ylabel("share of problems solved")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(loc="upper left", fontsize="small")
+    return fig
+
+
+def plot_eval_problem_pass_rates(evaluations: list[dict]) -> Figure | None:
+    """One column per evaluated problem, sorted by its pass rate before: a grey dot before, a coloured dot after."""
+    pair = first_and_last(evaluations)
+    if not pair or not pair[0].get("problems") or not pair[1].get("problems"):
+        return None
+    before, after = ({p["id"]: p["c"] / p["n"] for p in e["problems"]} for e in pair)
+    ids = sorted(set(before) & set(after), key=lambda i: (before[i], after[i], i))
+    if not ids:
+        return None
+    fig, ax = new_figure(f"Each problem's pass rate, step {pair[0]['step']} -> step {pair[1]['step']} "
+                         f"({split_label(pair[1])})")
+    ax.set_xlabel("problem (sorted by its pass rate before)")
+    for x, i in enumerate(ids):
+        colour = "#2ca02c" if after[i] > before[i] else "#d62728" if after[i] < before[i] else "#7f7f7f"
+        ax.plot([x, x], [before[i], after[i]], color=colour, linewidth=1.5, alpha=0.8)
+    xs = range(len(ids))
+    ax.scatter(xs, [before[i] for i in ids], color="#9e9e9e", s=14, zorder=3, label=f"step {pair[0]['step']}")
+    ax.scatter(xs, [after[i] for i in ids],
+               color=["#2ca02c" if after[i] > before[i] else "#d62728" if after[i] < before[i] else "#7f7f7f"
+                      for i in ids], s=18, zorder=4, label=f"step {pair[1]['step']} (green: up, red: down)")
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_ylabel("pass rate (passing samples / samples)")
+    ax.legend(loc="upper left", fontsize="small")
     return fig
 
 
@@ -251,6 +328,10 @@ def plot_run(run_dir: Path, out_dir: Path | None = None) -> tuple[list[Path], li
     plots = [
         ("rewards.png", plot_rewards(training), f"no reward or rewards/<name>/mean in {metrics_path}"),
         ("eval_pass_at_k.png", plot_pass_at_k(evaluations), f"no pass@k evaluation in {eval_path}"),
+        ("pass_at_k_before_after.png", plot_pass_at_k_before_after(evaluations),
+         f"no two pass@k evaluations at different steps in {eval_path}"),
+        ("eval_problem_pass_rates.png", plot_eval_problem_pass_rates(evaluations),
+         f"no two evaluations with per-problem results in {eval_path}"),
         ("status_shares.png", plot_status_shares(training), f"no status/<name> shares in {metrics_path}"),
         ("completion_length.png", plot_completion_length(training),
          f"no completions/mean_length or completions/clipped_ratio in {metrics_path}"),

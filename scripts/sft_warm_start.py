@@ -17,12 +17,12 @@ import argparse
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from data import DataError, load_problems, split_problems
+from rewards.languages import language as language_named
+from training.arguments import bf16_supported
+from training.prompts import make_prompt
 
-from data import DataError, load_problems, split_problems  # noqa: E402
-from rewards.languages import language as language_named  # noqa: E402
-from training.prompts import make_prompt  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 LANGUAGE = "python"
 
@@ -47,6 +47,55 @@ def example(problem: dict) -> dict:
     }
 
 
+class StopAtSkill:
+    """Stops the warm start once greedy decoding reproduces a share of its own training solutions exactly.
+
+    A tiny model learns to copy a problem's constant into its code abruptly, and the step where that happens
+    moves with the seed and the machine; stopping at a measured skill instead of a fixed step count gives GRPO
+    the same kind of partly trained policy everywhere. Only training examples are decoded: held-out problems stay
+    unseen.
+    """
+
+    def __init__(self, tokenizer, examples: list[dict], target: float, every: int):
+        self.tokenizer = tokenizer
+        self.examples = examples
+        self.target = target
+        self.every = every
+        self.history: list[tuple[int, float]] = []
+
+    def share(self, model) -> float:
+        import torch
+
+        tok = self.tokenizer
+        side, tok.padding_side = tok.padding_side, "left"
+        was_training = model.training
+        model.eval()
+        batch = tok([e["prompt"] for e in self.examples], return_tensors="pt", padding=True,
+                    add_special_tokens=False).to(model.device)
+        longest = max(len(tok(e["completion"], add_special_tokens=False)["input_ids"]) for e in self.examples)
+        with torch.no_grad():
+            out = model.generate(**batch, do_sample=False, max_new_tokens=longest + 2, pad_token_id=tok.pad_token_id)
+        texts = tok.batch_decode(out[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
+        tok.padding_side = side
+        model.train(was_training)
+        return sum(t.strip() == e["completion"].strip() for t, e in zip(texts, self.examples)) / len(self.examples)
+
+    def callback(self):
+        from transformers import TrainerCallback
+
+        stopper = self
+
+        class Callback(TrainerCallback):
+            def on_step_end(self, args, state, control, model=None, **kwargs):
+                if state.global_step % stopper.every == 0:
+                    share = stopper.share(model)
+                    stopper.history.append((state.global_step, share))
+                    if share >= stopper.target:
+                        control.should_training_stop = True
+
+        return Callback()
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", help="model folder (or hub name) to start from")
@@ -60,6 +109,11 @@ def main(argv=None) -> int:
     parser.add_argument("--learning_rate", type=float, default=1e-3)
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--stop_at_exact", type=float, default=None,
+                        help="stop once greedy decoding reproduces this share of the checked training solutions "
+                             "exactly (default: train for --epochs / --max_steps)")
+    parser.add_argument("--check_every", type=int, default=25, help="optimizer steps between two such checks")
+    parser.add_argument("--check_problems", type=int, default=64, help="training problems decoded in each check")
     args = parser.parse_args(argv)
 
     try:
@@ -70,7 +124,6 @@ def main(argv=None) -> int:
         parser.exit(2, f"sft_warm_start.py: error: --data {args.data}: no training problems with a solution for "
                        f"--problems {args.problems}; choose another --problems or data with solutions\n")
 
-    import torch
     from datasets import Dataset
     from transformers import AutoTokenizer
     from trl import SFTConfig, SFTTrainer
@@ -89,19 +142,28 @@ def main(argv=None) -> int:
         save_strategy="no",
         report_to=[],
         seed=args.seed,
-        bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
+        bf16=bf16_supported(),
         disable_tqdm=True,
     )
+    examples = [example(p) for p in problems]
+    stopper = None
+    if args.stop_at_exact is not None:
+        stopper = StopAtSkill(tokenizer, examples[: args.check_problems], args.stop_at_exact, args.check_every)
     trainer = SFTTrainer(
         model=args.model,
         args=config,
-        train_dataset=Dataset.from_list([example(p) for p in problems]),
+        train_dataset=Dataset.from_list(examples),
         processing_class=tokenizer,
+        callbacks=[stopper.callback()] if stopper else None,
     )
     result = trainer.train()
     trainer.save_model(str(args.out))
     tokenizer.save_pretrained(args.out)
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    if stopper:
+        checks = ", ".join(f"{share:.2f}" for _, share in stopper.history)
+        print(f"greedy exact match on {len(stopper.examples)} training problems every {args.check_every} steps: "
+              f"{checks} (target {args.stop_at_exact})")
     print(f"warm start: {len(problems)} problems, {result.global_step} steps, loss {losses[0]:.3f} -> "
           f"{losses[-1]:.3f}; model written to {args.out}")
     return 0

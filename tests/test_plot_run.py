@@ -13,8 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "plot_run.py"
 RECORDED_RUN = ROOT / "tests" / "fixtures" / "recorded_run"
-PLOTS = ("rewards.png", "eval_pass_at_k.png", "status_shares.png", "completion_length.png", "kl_entropy.png",
-         "problem_pass_rates.png")
+PLOTS = ("rewards.png", "eval_pass_at_k.png", "pass_at_k_before_after.png", "eval_problem_pass_rates.png",
+         "status_shares.png", "completion_length.png", "kl_entropy.png", "problem_pass_rates.png")
 # An empty titled axes saves to about 17 kB at this size; every real plot of the recorded run is well above.
 DRAWN_PLOT_BYTES = 25_000
 
@@ -66,8 +66,11 @@ def test_absent_data_is_skipped_with_a_reason(run_dir, tmp_path, capsys):
     assert plot_run.main([str(run_dir), "--out", str(out)]) == 0
 
     printed = capsys.readouterr().out.splitlines()
+    evals = run_dir / "logs" / "eval_results.json"
     assert [line for line in printed if line.startswith("skipped")] == [
-        f"skipped eval_pass_at_k.png: no pass@k evaluation in {run_dir / 'logs' / 'eval_results.json'}",
+        f"skipped eval_pass_at_k.png: no pass@k evaluation in {evals}",
+        f"skipped pass_at_k_before_after.png: no two pass@k evaluations at different steps in {evals}",
+        f"skipped eval_problem_pass_rates.png: no two evaluations with per-problem results in {evals}",
         f"skipped kl_entropy.png: no kl or entropy in {metrics}",
         f"skipped problem_pass_rates.png: no records with a pass count in {run_dir / 'logs' / 'problem_stats.jsonl'} "
         "(a run without the test_cases reward has none)",
@@ -127,3 +130,16 @@ def test_use_wandb_logs_the_plots_and_records_offline(run_dir, tmp_path):
     (table,) = (offline / "files/media/table").glob("problem_stats_*.table.json")
     records = (run_dir / "logs/problem_stats.jsonl").read_text().splitlines()
     assert len(json.loads(table.read_text())["data"]) == len(records)
+
+
+def test_rolling_mean_averages_each_step_with_the_steps_before_it():
+    assert plot_run.rolling_mean([1.0, 3.0, 2.0, 6.0], 2) == [1.0, 2.0, 2.5, 4.0]
+    assert plot_run.rolling_mean([1.0, 3.0, 2.0], 10) == [1.0, 2.0, 2.0]
+
+
+def test_before_after_plots_need_two_evaluations_and_per_problem_results(run_dir):
+    evaluations = json.loads((run_dir / "logs" / "eval_results.json").read_text())
+    assert [e["settings"]["split"] for e in evaluations] == ["test", "test"] and all(e["problems"] for e in evaluations)
+    assert plot_run.plot_pass_at_k_before_after(evaluations[:1]) is None
+    assert plot_run.plot_eval_problem_pass_rates([{**e, "problems": []} for e in evaluations]) is None
+    assert plot_run.plot_eval_problem_pass_rates(evaluations) is not None

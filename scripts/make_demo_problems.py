@@ -1,0 +1,130 @@
+"""The CPU demo's problems: generated families of one-line Python tasks, split into disjoint train and held-out instances.
+
+    python scripts/make_demo_problems.py RUN_DIR/problems.jsonl --seed 0 --tokenizer_corpus RUN_DIR/tokenizer_corpus
+
+Every family is one task shape with a few slots (an operation or comparison, a constant, argument names, the
+order of the arguments); an instance fills every slot. The instances of each family are shuffled with `--seed`
+and a share `--held_out` of them becomes the `test` split. A held-out instance differs from every training
+instance in at least one slot, so its description and its solution never occur in the training split. Its
+computation does: with 20% held out, every held-out problem computes what some training problem computes under
+other argument names (for the commutative operations only one argument order is generated, so a held-out
+problem is never a training problem with its operands swapped). The held-out split therefore measures whether a
+model writes the right program for a description it never saw, of a kind of task it trained on; not new tasks.
+
+Records follow the design's problem record; each has one test that prints three to five calls on one line (one
+sandboxed execution per completion keeps judging cheap on 2 cores), chosen so that no other generated computation
+passes it, and a canonical `solution`.
+"""
+
+import argparse
+import json
+import random
+import sys
+from collections.abc import Iterator
+from itertools import product
+from pathlib import Path
+
+NAMES = ("x", "n", "k", "a", "m", "v")
+PAIRS = (("a", "b"), ("x", "y"), ("m", "n"), ("p", "q"), ("i", "j"), ("u", "v"))
+CONSTANTS = tuple(range(2, 10))
+ARITHMETIC = (("plus", "+"), ("minus", "-"), ("times", "*"))
+COMPARISONS = (("greater than", ">"), ("less than", "<"), ("equal to", "=="))
+INPUTS = (3, 10, -4)
+# A comparison's inputs around its constant: with fewer, `n == 4` would pass the test of `n < 5` (inputs 4, 5, 6).
+AROUND = (-2, -1, 0, 1, 2)
+
+
+def record(family: str, slots: tuple, description: str, argument_list: str, expression: str,
+           calls: tuple[str, ...]) -> dict:
+    """One problem: its canonical solution is evaluated here to give the expected output of its test."""
+    solution = f"def solve({argument_list}):\n    return {expression}\n"
+    scope: dict = {}
+    exec(solution, scope)  # our own generated one-liner, to compute the expected output
+    expected = " ".join(str(eval(call, scope)) for call in calls)
+    return {
+        "id": "-".join([family, *(str(slot).replace(" ", "") for slot in slots)]),
+        "language": "python",
+        "description": f"Write a Python function `solve({argument_list})` {description}",
+        "tests": [{"test_code": f"print({', '.join(calls)})", "expected_output": expected}],
+        "solution": solution,
+        "difficulty": "easy",
+        "tags": ["demo", family],
+    }
+
+
+def arithmetic() -> Iterator[dict]:
+    """`solve(n)` returns n plus/minus/times a constant."""
+    for (word, op), constant, name in product(ARITHMETIC, CONSTANTS, NAMES):
+        yield record("arith", (word, constant, name),
+                     f"that takes an integer `{name}` and returns {name} {word} {constant}.",
+                     name, f"{name} {op} {constant}", tuple(f"solve({i})" for i in INPUTS))
+
+
+def comparison() -> Iterator[dict]:
+    """`solve(n)` returns whether n is greater than / less than / equal to a constant."""
+    for (word, op), constant, name in product(COMPARISONS, CONSTANTS, NAMES):
+        yield record("compare", (word, constant, name),
+                     f"that takes an integer `{name}` and returns True when {name} is {word} {constant}, "
+                     "else False.",
+                     name, f"{name} {op} {constant}", tuple(f"solve({constant + d})" for d in AROUND))
+
+
+def pair() -> Iterator[dict]:
+    """`solve(a, b)` combines its two arguments; subtraction in both orders, the commutative ones in one."""
+    for (word, op), (first, second) in product(ARITHMETIC, PAIRS):
+        orders = [(first, second), (second, first)] if op == "-" else [(first, second)]
+        for left, right in orders:
+            yield record("pair", (word, left, right),
+                         f"that takes two integers `{first}` and `{second}` and returns {left} {word} {right}.",
+                         f"{first}, {second}", f"{left} {op} {right}",
+                         tuple(f"solve({i}, {j})" for i, j in ((3, 10), (7, 2), (-4, 5))))
+
+
+FAMILIES = {"arith": arithmetic, "compare": comparison, "pair": pair}
+
+
+def generate(seed: int, held_out: float) -> list[dict]:
+    """Every instance of every family, each with its split; per family a seeded share is held out."""
+    if not 0 < held_out < 1:
+        raise ValueError(f"held_out must be between 0 and 1, got {held_out}")
+    rng = random.Random(seed)
+    problems = []
+    for make in FAMILIES.values():
+        instances = list(make())
+        rng.shuffle(instances)
+        cut = max(1, round(len(instances) * held_out))
+        problems += [{**p, "split": "test"} for p in instances[:cut]]
+        problems += [{**p, "split": "train"} for p in instances[cut:]]
+    rng.shuffle(problems)
+    return problems
+
+
+def write_jsonl(path: Path, problems: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(p) + "\n" for p in problems))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path, help="JSONL file to write every problem to, train and held-out")
+    parser.add_argument("--seed", type=int, default=0, help="which instances are held out, and the file order")
+    parser.add_argument("--held_out", type=float, default=0.2, help="share of each family's instances held out")
+    parser.add_argument("--tokenizer_corpus", type=Path,
+                        help="also write the training split alone to DIR/train.jsonl, for make_tiny_model.py "
+                             "--data_dir, so the tokenizer never reads a held-out problem")
+    args = parser.parse_args(argv)
+    if not 0 < args.held_out < 1:
+        parser.exit(2, f"make_demo_problems.py: error: --held_out {args.held_out}: give a share between 0 and 1\n")
+
+    problems = generate(args.seed, args.held_out)
+    write_jsonl(args.out, problems)
+    train = [p for p in problems if p["split"] == "train"]
+    if args.tokenizer_corpus:
+        write_jsonl(args.tokenizer_corpus / "train.jsonl", train)
+    print(f"{len(problems)} problems ({len(train)} train, {len(problems) - len(train)} held out; families "
+          f"{', '.join(FAMILIES)}; seed {args.seed}) written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
