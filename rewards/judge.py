@@ -86,8 +86,9 @@ class Judge:
     """Judges completions; build once (it probes the host), reuse for every batch, ``close()`` at the end.
 
     ``timeout`` bounds each test's wall clock unless a call gives its own (training and evaluation share
-    one judge); ``completion_budget`` (default 3x the timeout) bounds all tests of one completion: after a timeout or once the budget is spent, later tests are recorded as
-    ``timeout`` with 0.0 seconds and are not run. ``sandbox`` is ``"auto"`` (strongest level that
+    one judge); ``completion_budget`` (default 3x the timeout) bounds all tests of one completion: after a
+    timeout or once the budget is spent, later tests are recorded as ``timeout`` with 0.0 seconds and are not
+    run. ``sandbox`` is ``"auto"`` (strongest level that
     works; as root, only levels with namespaces), ``"strict"`` (refuse to run without namespaces) or
     a level name from ``LEVELS`` (only that level; ``"rlimits"`` as root falls back to running judged
     code as root when the sandbox uid cannot run Python). At the bwrap level, Python runs in warm workers
@@ -97,7 +98,7 @@ class Judge:
     ``q_licence_hosts`` is what judged q may reach, only through the judge's licence proxy
     (rewards/licence_proxy.py): ``"auto"`` (what q contacts when the judge first runs its own ``1+1``;
     nothing if it contacts nothing), ``"none"``, or ``"HOST:PORT[,HOST:PORT...]"``. A bad value raises
-    ``LicenceHostsError`` (a ValueError). Egress needs root (a network namespace per slot).
+    ``LicenceHostsError`` (a UsageError). Egress needs root (a network namespace per slot).
     """
 
     def __init__(self, timeout: float = 1.0, completion_budget: float | None = None, workers: int | None = None,
