@@ -360,7 +360,6 @@ def send_to_wandb(run_dir: Path, written: list[Path]) -> str:
     Project, entity and name come from the run's config.yaml (as `--use_wandb` training set them); the run is named
     `<wandb_name or folder>-plots`, with job type "plots".
     """
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from rewards import UsageError
     from training.preflight import check_wandb
 
