@@ -2,8 +2,9 @@
 
 Every field is a flag; `--preset 7b` and `--config FILE.yaml` give defaults that flags override. Flag names and
 defaults follow README.md, "Settings"; the alias names (`--generation_temp`, `--max_model_len`, `--eval_problems`)
-are mapped onto the settings they stand for in `__post_init__`, as TRL maps its deprecated names. Settings that depend on several dataclasses are resolved once, in `parse_args`, so the
-`config.yaml` a run writes is exactly what the trainer uses.
+are mapped onto the settings they stand for in `__post_init__`, as TRL maps its deprecated names. Settings that
+depend on several dataclasses are resolved once, in `parse_args`, so the `config.yaml` a run writes is exactly what
+the trainer uses.
 """
 
 import logging
@@ -125,7 +126,8 @@ class RewardFunctionArguments:
             name, _, weight = item.partition(":")
             name = "dummy" if self.dummy_reward and name == "test_cases" else name
             if name not in REWARD_FUNCS:
-                raise UsageError(f"--reward_funcs {name}: no such reward function; choose from {', '.join(REWARD_FUNCS)}")
+                raise UsageError(f"--reward_funcs {name}: no such reward function; "
+                                 f"choose from {', '.join(REWARD_FUNCS)}")
             names.append(name)
             if weight:
                 try:
@@ -244,7 +246,8 @@ class QGRPOConfig(GRPOConfig):
     )
     vllm_mode: str = field(
         default="server",
-        metadata={"help": "With --use_vllm: server (a vLLM server, scripts/serve_vllm.sh, as the reference) or colocate."},
+        metadata={"help": "With --use_vllm: server (a vLLM server, scripts/serve_vllm.sh, as the reference) or "
+                  "colocate."},
     )
     vllm_request_timeout: float = field(
         default=900.0,

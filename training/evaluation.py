@@ -77,7 +77,8 @@ class PassAtKEvaluator:
                 samples_out.append({
                     "id": problem["id"], "sample": sample, "completion": text, "status": j.status,
                     "passed": j.passed, "total": j.total, "reward": s.reward,
-                    "tests": [{"status": t.status, "seconds": round(t.seconds, 4), "stdout": t.stdout} for t in j.tests],
+                    "tests": [{"status": t.status, "seconds": round(t.seconds, 4), "stdout": t.stdout}
+                              for t in j.tests],
                 })
         per_problem = sorted(gather_object(per_problem), key=lambda p: p["id"])
         samples_out = gather_object(samples_out)
