@@ -36,6 +36,7 @@ class PythonExecutor:
     """
 
     language = "python"
+    licensed = False  # needs a licence check at start (q's): licence egress, retries, the preflight's advice
     filename = "main.py"
 
     def __init__(self):
@@ -88,6 +89,7 @@ class QExecutor:
     """
 
     language = "q"
+    licensed = True
     filename = "main.q"
 
     def __init__(self, q_binary: str | None = None):

@@ -257,7 +257,7 @@ class Judge:
                 executor = languages.language(language).make_executor(self.q_binary)
                 runner = _Runner(executor, Sandbox(self.level, self._limits, executor.read_only, executor.env,
                                                    executor.read_write, executor.hostname))
-                if language == "q" and not executor.missing:
+                if executor.licensed and not executor.missing:
                     runner = self._licence_egress(runner)
                 self._runners[language] = runner
             return self._runners[language]
@@ -319,7 +319,7 @@ class Judge:
                 continue
             result = judgement.tests[0]
             detail = (result.stderr.strip().splitlines() or result.stdout.strip().splitlines() or ["no output"])[-1]
-            if name == "q" and judgement.status == "sandbox_error":
+            if runner.executor.licensed and judgement.status == "sandbox_error":
                 raise JudgeUnavailable(f"q did not start ({detail}): check the licence (QLIC folder with k4.lic or "
                                        f"kc.lic; {self._egress}; an on-demand kc.lic needs its licence server "
                                        f"allowed: {FLAG} auto or HOST:PORT)")
