@@ -17,7 +17,9 @@ from accelerate import Accelerator, PartialState
 from datasets import Dataset
 
 from data import bundled_path, load_problems, split_problems, verify_problems
-from rewards import Judge, UsageError, make_reward_funcs, score
+from cli import UsageError
+from judging import Judge
+from rewards import make_reward_funcs, score
 from training.arguments import Arguments, bf16_supported, parse_args
 from training.difficulty import DifficultyFilter, ProblemTracker
 from training.evaluation import PassAtKEvaluator, QGRPOTrainer
@@ -140,7 +142,7 @@ def make_tracker(args: Arguments, run: RunFolder, ids: list[str], is_main: bool)
     difficulty = None
     if d.difficulty_filter:
         difficulty = DifficultyFilter(ids, d.difficulty_window, d.difficulty_recheck, args.grpo.seed)
-    return ProblemTracker(run.problem_stats if is_main else None, args.scoring.best, difficulty)
+    return ProblemTracker(run.problem_stats if is_main else None, difficulty)
 
 
 def test_reward_function(args: Arguments, judge: Judge, problems: list[dict]) -> int:

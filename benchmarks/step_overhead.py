@@ -104,7 +104,8 @@ def bare_trl(spec: dict) -> int:
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from rewards import JudgeArguments, ScoringArguments, make_reward_funcs
+    from judging import JudgeArguments
+    from rewards import ScoringArguments, make_reward_funcs
 
     judge = JudgeArguments().make_judge() if spec["reward"] == "test_cases" else None
     config = GRPOConfig(output_dir=spec["output_dir"], reward_weights=spec["reward_weights"], **spec["settings"])

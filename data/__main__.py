@@ -15,9 +15,9 @@ from collections import Counter
 from data.loaders import bundled_path, load_problems
 from data.validate import DataError
 from data.verify import verify_problems
-from rewards import JudgeArguments, UsageError
-from rewards.arguments import CommandParser
-from rewards.languages import LANGUAGES
+from cli import CommandParser, UsageError
+from judging import JudgeArguments
+from judging.languages import LANGUAGES
 
 SHOWN_CHARS = 200
 SHOWN_IDS = 10

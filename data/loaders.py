@@ -19,6 +19,7 @@ import random
 import re
 from pathlib import Path
 
+from cli import LocatedError, json_lines
 from data.validate import LANGUAGES, SPLITS, DataError, validate_records
 
 logger = logging.getLogger(__name__)
@@ -90,14 +91,11 @@ def _load_file(path, language):
 
 
 def _json_lines(text, path, layout_hint):
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            yield f"{path}:{number}", json.loads(line)
-        except json.JSONDecodeError as error:
-            reason = f"invalid JSON ({error.msg} at column {error.colno}); {layout_hint}"
-            raise DataError(f"{path}:{number}", reason) from None
+    try:
+        for number, record in json_lines(text, path, layout_hint):
+            yield f"{path}:{number}", record
+    except LocatedError as error:
+        raise DataError(error.location, error.reason) from None
 
 
 def _json_array_items(text, path):

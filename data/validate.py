@@ -5,19 +5,14 @@ Every loader hands raw records here together with a location string (``file:line
 is loaded with one line that says where and what to fix.
 """
 
-from rewards.errors import UsageError
-from rewards.languages import LANGUAGES
+from cli import LocatedError
+from judging.languages import LANGUAGES
 
 SPLITS = ("train", "test")
 
 
-class DataError(UsageError):
+class DataError(LocatedError):
     """A problem source that cannot be used; ``str(error)`` is ``location: reason`` on one line."""
-
-    def __init__(self, location, reason):
-        super().__init__(f"{location}: {reason}")
-        self.location = location
-        self.reason = reason
 
 
 def _require_text(record, key, location, allow_empty=False):

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from rewards import JudgeUnavailable, ScoringArguments, score
+from judging import JudgeUnavailable
+from rewards import ScoringArguments, score
 
 NO_OP_SOLUTION = ""
 PROBLEMS_PER_BATCH = 16

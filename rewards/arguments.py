@@ -1,82 +1,8 @@
-"""Settings read by the judge and the rewards, shared by every command that judges code.
+"""How a judgement becomes the test-case reward, for training, scoring and pass@k's mean reward."""
 
-`rl_trainer.py`, `python -m rewards score` and `python -m data verify` all parse `JudgeArguments`, so they
-accept the same judge flags; `ScoringArguments` is how a judgement becomes a reward, for training and scoring.
-"""
+from dataclasses import dataclass, field
 
-import os
-from dataclasses import dataclass, field, fields
-
-from transformers import HfArgumentParser
-
-from rewards.errors import UsageError
-from rewards.judge import SANDBOX_CHOICES, Judge
-from rewards.licence_proxy import parse_licence_hosts
-
-
-def positive(flag: str, value, what: str = "number") -> None:
-    """The one check of a positive setting: UsageError naming the flag otherwise (None means unset)."""
-    if value is not None and not value > 0:
-        raise UsageError(f"{flag} must be a positive {what}, got {value}")
-
-
-class CommandParser(HfArgumentParser):
-    """Dataclass fields as flags, for the project's subcommands; a usage error is one line and exit 2."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-    def dataclasses_from(self, namespace) -> tuple:
-        """The parsed namespace as this parser's dataclasses; their checks raise UsageError."""
-        return tuple(dtype(**{f.name: getattr(namespace, f.name) for f in fields(dtype) if f.init})
-                     for dtype in self.dataclass_types)
-
-
-@dataclass
-class JudgeArguments:
-    """How completions are run: the q binary, the sandbox, and the limits of one execution."""
-
-    q_binary: str | None = field(
-        default=None,
-        metadata={"help": "The q executable. Default: $Q_INTERPRETER_PATH, $Q_EXECUTABLE_PATH, $QHOME/l64/q, PATH."},
-    )
-    sandbox: str = field(
-        default="auto",
-        metadata={
-            "help": "auto: the strongest isolation available (logged; never root without namespaces); strict: refuse "
-            "to run without namespaces; bwrap, unshare, rlimits: exactly that level or stop. At bwrap, Python runs "
-            "in warm workers when they start (root), else a fresh interpreter per test; bwrap-cold: always fresh.",
-            "choices": list(SANDBOX_CHOICES),
-        },
-    )
-    judge_timeout: float = field(
-        default=1.0, metadata={"help": "Seconds per test (during training, in the trainer).", "aliases": ["--timeout"]}
-    )
-    judge_workers: int | None = field(
-        default=None,
-        metadata={"help": "Parallel executions per process. Default: the cores shared among local ranks.",
-                  "aliases": ["--workers"]},
-    )
-    judge_memory_mb: int = field(default=1024, metadata={"help": "Address-space limit of one execution, in MB."})
-    q_licence_hosts: str = field(
-        default="auto",
-        metadata={"help": "What judged q may reach, only through the judge's licence proxy: auto (the hosts q "
-                  "contacts in a trusted start-up run, logged; none if it contacts none), none, or "
-                  "HOST:PORT[,HOST:PORT...]."},
-    )
-
-    def __post_init__(self):
-        parse_licence_hosts(self.q_licence_hosts)
-        positive("--judge_timeout/--timeout", self.judge_timeout, "number of seconds")
-        positive("--judge_workers/--workers", self.judge_workers)
-        positive("--judge_memory_mb", self.judge_memory_mb)
-
-    def make_judge(self) -> Judge:
-        """The process's one judge. Every rank judges its own completions, so ranks on a node share its cores."""
-        local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-        workers = self.judge_workers or max(1, (os.cpu_count() or 1) // local_ranks)
-        return Judge(timeout=self.judge_timeout, workers=workers, sandbox=self.sandbox,
-                     memory_mb=self.judge_memory_mb, q_binary=self.q_binary, q_licence_hosts=self.q_licence_hosts)
+from cli import positive
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import textwrap
 
-from rewards import languages
+from judging import languages
 
 _ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|\Z)", re.DOTALL | re.IGNORECASE)
 _REASONING = re.compile(r"<reasoning>.*?(?:</reasoning>|\Z)", re.DOTALL | re.IGNORECASE)

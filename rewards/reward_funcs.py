@@ -17,7 +17,7 @@ from typing import Callable
 
 from rewards.arguments import ScoringArguments
 from rewards.extract import extract_code, has_fenced_block
-from rewards.judge import STATUSES, Judge
+from judging.judge import STATUSES, Judge
 from rewards.scoring import ascore
 
 _REASONING_THEN_ANSWER = re.compile(
@@ -35,6 +35,8 @@ def completion_text(completion) -> str:
 
 
 def make_test_cases(judge: Judge, scoring: ScoringArguments, use_reasoning_format: bool) -> Callable:
+    """The test-case reward. After each call, ``test_cases.passed_all`` says which of that call's completions
+    passed every test, for the trainer's per-problem records (a reward alone cannot say it under every weighting)."""
     judge_counts = judge.counters()
 
     async def test_cases(prompts, completions, tests, language, log_metric=None, log_extra=None,
@@ -53,8 +55,10 @@ def make_test_cases(judge: Judge, scoring: ScoringArguments, use_reasoning_forma
         if log_extra is not None:
             log_extra("status", [s.status for s in scores])
             log_extra("tests_passed", [f"{s.judgement.passed}/{s.judgement.total}" for s in scores])
+        test_cases.passed_all = [s.status == "passed" for s in scores]
         return [None if s.status == "sandbox_error" else s.reward for s in scores]
 
+    test_cases.passed_all = []
     return test_cases
 
 

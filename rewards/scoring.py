@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from rewards.arguments import ScoringArguments
 from rewards.extract import extract_code
-from rewards.judge import Judge, Judgement
+from judging.judge import Judge, Judgement
 
 
 @dataclass

@@ -32,6 +32,8 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from cli import UsageError, read_json_objects
+
 # Fixed colours, so a status looks the same in every plot and every run.
 STATUS_COLOURS = {
     "passed": "#2ca02c", "failed": "#ff7f0e", "no_code": "#7f7f7f", "syntax_error": "#9467bd",
@@ -48,17 +50,11 @@ class BadRun(Exception):
 
 
 def read_metrics(path: Path) -> list[dict]:
-    rows = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise BadRun(f"{path}:{number}: not valid JSON ({e.msg}); fix or delete the line") from None
-        if not isinstance(row, dict) or not isinstance(row.get("step"), int):
-            raise BadRun(f"{path}:{number}: expected a JSON object with an integer \"step\"; fix or delete the line")
-        rows.append(row)
+    """The rows of a JSONL log, each an object with an integer "step", numbered by their line in the file."""
+    try:
+        rows = read_json_objects(path, {"step": int}, hint="fix or delete the line")
+    except UsageError as e:
+        raise BadRun(str(e)) from None
     return rows
 
 
@@ -66,9 +62,9 @@ def read_problem_stats(path: Path) -> list[dict]:
     if not path.exists():
         return []
     rows = read_metrics(path)
-    for number, row in enumerate(rows, start=1):
+    for row in rows:
         if not isinstance(row.get("id"), str):
-            raise BadRun(f"{path}:{number}: expected a problem \"id\" string; fix or delete the line")
+            raise BadRun(f"{path}:{row['_line']}: expected a problem \"id\" string; fix or delete the line")
     return rows
 
 
@@ -360,7 +356,6 @@ def send_to_wandb(run_dir: Path, written: list[Path]) -> str:
     Project, entity and name come from the run's config.yaml (as `--use_wandb` training set them); the run is named
     `<wandb_name or folder>-plots`, with job type "plots".
     """
-    from rewards import UsageError
     from training.preflight import check_wandb
 
     try:

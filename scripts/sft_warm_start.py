@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from data import DataError, load_problems, split_problems
-from rewards.languages import language as language_named
+from judging.languages import language as language_named
 from training.arguments import bf16_supported
 from training.prompts import make_prompt
 

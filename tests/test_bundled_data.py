@@ -4,7 +4,7 @@ import json
 
 from conftest import run_trainer
 from data import bundled_path, load_problems, split_problems, verify_problems
-from rewards import Judge
+from judging import Judge
 
 
 def test_bundled_python_set_verifies_clean():

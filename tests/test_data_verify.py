@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from data import verify_problems
-from rewards import Judge
-from rewards.executors import find_q
+from judging import Judge
+from judging.executors import find_q
 
 FIXTURES = Path(__file__).parent / "fixtures" / "data"
 REPO = Path(__file__).resolve().parent.parent

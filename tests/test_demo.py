@@ -157,7 +157,7 @@ def test_seed_picks_the_held_out_instances_and_nothing_else():
 
 def test_generated_file_loads_with_its_splits_and_every_solution_passes_the_real_judge(tmp_path):
     from data import load_problems, split_problems
-    from rewards import Judge
+    from judging import Judge
 
     out = tmp_path / "problems.jsonl"
     result = subprocess.run([sys.executable, str(GENERATOR), str(out), "--seed", "5", "--tokenizer_corpus",

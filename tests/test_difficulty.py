@@ -58,7 +58,7 @@ def test_groups_of_refuses_a_group_that_mixes_problems():
 
 
 def test_rewritten_batches_keep_trls_layout():
-    tracker = ProblemTracker(None, 2.0, DifficultyFilter(IDS, window=1, recheck=0.25, seed=3))
+    tracker = ProblemTracker(None, DifficultyFilter(IDS, window=1, recheck=0.25, seed=3))
     hard = set(IDS[:8])
     for original, rewritten in zip(generation_batches(6), train(tracker, 6, hard)):
         assert len(rewritten) == len(original)
@@ -69,7 +69,7 @@ def test_rewritten_batches_keep_trls_layout():
 
 def test_same_seed_and_state_give_the_same_batches_on_every_rank():
     def run(seed):
-        return train(ProblemTracker(None, 2.0, DifficultyFilter(IDS, 1, 0.25, seed=seed)), 6, set(IDS[:8]))
+        return train(ProblemTracker(None, DifficultyFilter(IDS, 1, 0.25, seed=seed)), 6, set(IDS[:8]))
 
     assert run(7) == run(7)
     assert run(7) != run(8)
@@ -79,7 +79,7 @@ def test_settled_problems_are_sampled_less_but_not_never():
     hard = set(IDS[:8])
     epochs = 40
     plain = Counter(pid for ids in generation_batches(epochs) for pid in ids[::SIZE])
-    tracker = ProblemTracker(None, 2.0, DifficultyFilter(IDS, window=2, recheck=0.25, seed=0))
+    tracker = ProblemTracker(None, DifficultyFilter(IDS, window=2, recheck=0.25, seed=0))
     filtered = Counter(pid for ids in train(tracker, epochs, hard) for pid in ids[::SIZE])
     assert sum(filtered.values()) == sum(plain.values())
     for pid in IDS:
@@ -108,10 +108,10 @@ def test_a_group_with_a_spread_unsettles_its_problem():
 
 
 def test_state_round_trips_through_a_checkpoint(tmp_path):
-    tracker = ProblemTracker(tmp_path / "records.jsonl", 2.0, DifficultyFilter(IDS, 2, 0.25, seed=5))
+    tracker = ProblemTracker(tmp_path / "records.jsonl", DifficultyFilter(IDS, 2, 0.25, seed=5))
     train(tracker, 3, set(IDS[:8]))
     tracker.save(tmp_path)
-    fresh = ProblemTracker(None, 2.0, DifficultyFilter(IDS, 2, 0.25, seed=5))
+    fresh = ProblemTracker(None, DifficultyFilter(IDS, 2, 0.25, seed=5))
     fresh.restore(tmp_path)
     assert fresh.filter.state_dict() == tracker.filter.state_dict()
     assert fresh.filter.settled() and fresh.filter.generations == tracker.filter.generations
@@ -121,10 +121,10 @@ def test_state_round_trips_through_a_checkpoint(tmp_path):
 
 def test_records_merge_a_problems_groups_per_step_and_count_full_passes(tmp_path):
     path = tmp_path / "problem_stats.jsonl"
-    tracker = ProblemTracker(path, best_reward=2.0)
+    tracker = ProblemTracker(path)
     ids = ["a", "a", "b", "b", "a", "a"]
-    tracker.observe(1, ids, [2.0, 0.5, 0.0, 0.0, 2.0, math.nan], [2.0, 0.5, 0.0, 0.0, 2.0, math.nan], 2)
-    tracker.observe(2, ["b", "b"], [1.0, 1.0], [1.0, 1.0], 2)
+    tracker.observe(1, ids, [2.0, 0.5, 0.0, 0.0, 2.0, math.nan], [True, False, False, False, True, False], 2)
+    tracker.observe(2, ["b", "b"], [1.0, 1.0], [False, False], 2)
     tracker.flush(1)
     assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1, 1]
     tracker.flush()
@@ -138,7 +138,7 @@ def test_records_merge_a_problems_groups_per_step_and_count_full_passes(tmp_path
 
 
 def test_a_batch_other_than_the_chosen_one_is_refused():
-    tracker = ProblemTracker(None, 2.0, DifficultyFilter(["a", "b", "c"], 1, 0.01, seed=0))
+    tracker = ProblemTracker(None, DifficultyFilter(["a", "b", "c"], 1, 0.01, seed=0))
     tracker.filter.update([group("a", [0.0, 0.0])])
     chosen = tracker.rewrite(["a", "a", "b", "b"], 2)
     assert chosen == ["c", "c", "b", "b"]  # a is settled; c, never seen, takes its slot

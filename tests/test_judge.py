@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import rewards.judge
-from rewards import STATUSES, Judge, JudgeUnavailable, TestResult
-from rewards.judge import completion_status
+import judging.judge
+from judging import STATUSES, Judge, JudgeUnavailable, TestResult
+from judging.judge import completion_status
 
 FAKE_Q = str(Path(__file__).resolve().parent / "fake_q" / "q")
 SUM_TESTS = [{"test_code": "print(solve([1, 2, 3]))", "expected_output": "6"},
@@ -126,7 +126,7 @@ def test_a_failing_scratch_folder_is_a_sandbox_error_and_frees_the_slot():
 
 
 def test_a_judge_never_closed_removes_its_folder_at_exit():
-    code = "from rewards import Judge\njudge = Judge(workers=1)\nprint(judge._base)\n"
+    code = "from judging import Judge\njudge = Judge(workers=1)\nprint(judge._base)\n"
     done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -146,7 +146,7 @@ def qhome(tmp_path, monkeypatch):
     home.chmod(0o755)
     monkeypatch.setenv("QHOME", str(home))
     monkeypatch.delenv("QLIC", raising=False)
-    monkeypatch.setattr(rewards.judge, "LICENCE_RETRY_DELAYS", (0.01, 0.01, 0.01))
+    monkeypatch.setattr(judging.judge, "LICENCE_RETRY_DELAYS", (0.01, 0.01, 0.01))
     return home
 
 
@@ -224,7 +224,7 @@ def test_q_missing_is_a_clear_preflight_error(qhome, tmp_path, monkeypatch):
 
 
 def test_q_binary_found_through_environment(qhome, monkeypatch):
-    from rewards.executors import find_q
+    from judging.executors import find_q
 
     monkeypatch.setenv("Q_INTERPRETER_PATH", FAKE_Q)
     assert find_q() == FAKE_Q
@@ -234,7 +234,7 @@ def test_q_binary_found_through_environment(qhome, monkeypatch):
 
 
 def test_qhome_is_inferred_only_from_a_kdb_platform_folder(tmp_path, monkeypatch):
-    from rewards.executors import QExecutor
+    from judging.executors import QExecutor
 
     monkeypatch.delenv("QHOME", raising=False)
     monkeypatch.delenv("QLIC", raising=False)

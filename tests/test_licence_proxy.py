@@ -1,4 +1,4 @@
-"""Licence-only egress for judged q (rewards/licence_proxy.py), with real sandboxes and real sockets.
+"""Licence-only egress for judged q (judging/licence_proxy.py), with real sandboxes and real sockets.
 
 Everything here runs against STAND-INS, none of them kdb+ or KX software: tests/fake_q/licensed_q (a shell
 script standing in for q with an on-demand kc.lic licence: it must reach its licence server through the
@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-import rewards.judge
+import judging.judge
 from licence_stand_ins import LoopbackService
-from rewards import Judge, JudgeUnavailable
-from rewards.licence_proxy import SLOT_CONNECTIONS, LicenceHostsError, LicenceProxy, parse_licence_hosts
+from judging import Judge, JudgeUnavailable
+from judging.licence_proxy import SLOT_CONNECTIONS, LicenceHostsError, LicenceProxy, parse_licence_hosts
 
 ROOT = Path(__file__).resolve().parent.parent
 LICENSED_Q = str(ROOT / "tests" / "fake_q" / "licensed_q")
@@ -55,7 +55,7 @@ def qhome(tmp_path, monkeypatch):
     monkeypatch.setenv("QHOME", str(home))
     monkeypatch.setenv("QLIC", str(home))
     monkeypatch.delenv("KX_ACCT", raising=False)
-    monkeypatch.setattr(rewards.judge, "LICENCE_RETRY_DELAYS", (0.01, 0.01, 0.01))
+    monkeypatch.setattr(judging.judge, "LICENCE_RETRY_DELAYS", (0.01, 0.01, 0.01))
     return home
 
 
@@ -83,7 +83,7 @@ def test_licence_hosts_values():
 
 
 def test_auto_learns_the_licence_server_and_q_passes(kc_lic, licence_server, caplog):
-    caplog.set_level(logging.INFO, logger="rewards.judge")
+    caplog.set_level(logging.INFO, logger="judging.judge")
     with Judge(timeout=5.0, workers=2, q_binary=LICENSED_Q) as judge:
         judge.preflight("q")
         judgement = judge.run("solve:{6}", SIX, "q")
@@ -135,7 +135,7 @@ def test_refused_starts_are_retried_and_counted(kc_lic, licence_server):
 
 
 def test_auto_without_a_licence_server_opens_no_egress(qhome, caplog):
-    caplog.set_level(logging.INFO, logger="rewards.judge")
+    caplog.set_level(logging.INFO, logger="judging.judge")
     with Judge(timeout=5.0, workers=1, q_binary=LICENSED_Q) as judge:
         judgement = judge.run("solve:{6}", SIX, "q")
         assert judgement.status == "passed", judgement.tests[0].stderr
@@ -262,7 +262,7 @@ def unshare_works():
 @pytest.mark.skipif(not unshare_works(), reason="unshare cannot create namespaces here")
 def test_the_unshare_level_gets_the_same_egress(licence_server, other_service, monkeypatch):
     monkeypatch.setattr(sys, "executable", "/usr/bin/python3")  # the level's probe needs a Python any uid can run
-    monkeypatch.setattr(rewards.judge, "LICENCE_RETRY_DELAYS", (0.01, 0.01, 0.01))
+    monkeypatch.setattr(judging.judge, "LICENCE_RETRY_DELAYS", (0.01, 0.01, 0.01))
     home = Path(tempfile.mkdtemp(dir="/tmp"))  # the host filesystem is visible: the slot uid must reach QHOME
     try:
         home.chmod(0o755)

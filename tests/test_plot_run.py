@@ -104,7 +104,7 @@ def test_bad_metrics_line_exits_2_naming_file_and_line(run_dir, capsys):
     assert plot_run.main([str(run_dir)]) == 2
 
     error = capsys.readouterr().err
-    assert error.startswith(f"error: {metrics}:3: not valid JSON") and error.count("\n") == 1
+    assert error.startswith(f"error: {metrics}:3: invalid JSON") and error.count("\n") == 1
 
 
 def test_pass_rates_show_every_problem_and_step_and_leave_unsampled_cells_grey(run_dir):

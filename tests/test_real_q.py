@@ -2,8 +2,8 @@
 
 import pytest
 
-from rewards import Judge
-from rewards.executors import find_q
+from judging import Judge
+from judging.executors import find_q
 
 Q = find_q()
 pytestmark = [pytest.mark.real_q,

@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-import rewards.judge
-from rewards import REWARD_FUNCS, STATUSES, Judge, ScoringArguments, make_reward_funcs, score
+import judging.judge
+from judging import STATUSES, Judge
+from rewards import REWARD_FUNCS, ScoringArguments, make_reward_funcs, score
 
 FAKE_Q = str(Path(__file__).resolve().parent / "fake_q" / "q")
 TESTS = [{"test_code": f"print(solve({n}))", "expected_output": str(2 * n)} for n in range(1, 7)]
@@ -66,6 +67,7 @@ def test_test_cases_reward_logs_status_shares_and_extras(judge):
     assert metrics["status/passed"] == metrics["status/no_code"] == metrics["status/syntax_error"] == 0.25
     assert extras["status"][0] == "passed" and extras["status"][3] == "syntax_error"
     assert extras["tests_passed"][:2] == ["4/4", "2/4"], "only the first max_tests_per_problem tests count"
+    assert test_cases.passed_all == [True, False, False, False], "the judge's fact, not a reward threshold"
 
 
 def test_language_column_overrides_and_sandbox_error_gives_none(tmp_path, monkeypatch):
@@ -73,7 +75,7 @@ def test_language_column_overrides_and_sandbox_error_gives_none(tmp_path, monkey
     qhome.mkdir()
     (qhome / "mode").write_text("licence")
     monkeypatch.setenv("QHOME", str(qhome))
-    monkeypatch.setattr(rewards.judge, "LICENCE_RETRY_DELAYS", (0.01,))
+    monkeypatch.setattr(judging.judge, "LICENCE_RETRY_DELAYS", (0.01,))
     with Judge(timeout=2.0, workers=2, q_binary=FAKE_Q) as judge:
         (test_cases,) = make_reward_funcs(["test_cases"], judge, ScoringArguments())
         q_tests = [{"test_code": '-1 "6";', "expected_output": "6"}]

@@ -64,7 +64,7 @@ def test_passk_with_k_above_samples_is_an_error(files, tmp_path):
 
 
 @pytest.mark.parametrize("bad_line, message", [
-    ("{not json", ":2: not valid JSON"),
+    ("{not json", ":2: invalid JSON"),
     ('{"id": "double"}', ":2: 'completion' must be a str"),
     ('{"id": "nope", "completion": "x"}', ":2: unknown problem id 'nope'"),
 ])

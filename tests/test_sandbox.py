@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from rewards import Judge, JudgeUnavailable
-from rewards.sandbox import KEYRING_FILTER, SLOT_LOCK_DIR, SLOT_UID_BASE, SandboxUnavailable, blocked_for_others
+from judging import Judge, JudgeUnavailable
+from judging.sandbox import KEYRING_FILTER, SLOT_LOCK_DIR, SLOT_UID_BASE, SandboxUnavailable, blocked_for_others
 
 ROOT = Path(__file__).resolve().parent.parent
 

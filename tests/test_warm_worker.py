@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-import rewards.warm
-from rewards import Judge
+import judging.warm
+from judging import Judge
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="warm workers need root")
 
@@ -231,7 +231,7 @@ def test_a_stopped_worker_is_replaced(judge):
     os.kill(worker_pid(judge, worker), signal.SIGSTOP)
     start = time.monotonic()
     assert run(judge, "print(7)", "7").status == "passed"
-    assert time.monotonic() - start < 1.0 + rewards.warm.REPLY_GRACE + 5.0
+    assert time.monotonic() - start < 1.0 + judging.warm.REPLY_GRACE + 5.0
     assert judge._warm.failures == failures + 1 and "did not answer in time" in judge._warm.failure
     assert run(judge, "print(8)", "8").status == "passed" and the_worker(judge) is not worker
 
@@ -245,7 +245,7 @@ def test_a_worker_that_breaks_the_protocol_is_replaced(judge):
 
 
 def test_the_cold_path_takes_over_when_warm_workers_cannot_start(monkeypatch):
-    monkeypatch.setattr(rewards.warm, "CAPABILITIES", ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_SETPCAP"))
+    monkeypatch.setattr(judging.warm, "CAPABILITIES", ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_SETPCAP"))
     with Judge(timeout=1.0, workers=1) as judge:
         assert not judge.warm
         assert "Python: a fresh interpreter per test (warm workers did not start: " in judge.isolation
@@ -285,7 +285,7 @@ def test_the_cold_rerun_starts_from_a_fresh_folder(judge):
     assert judgement.status == "passed", judgement.tests[0].stdout
 
 
-STAND_IN_WORKER = '''"""A stand-in for rewards/warm_worker.py, NOT the worker: it says ready, then answers every request with a
+STAND_IN_WORKER = '''"""A stand-in for judging/warm_worker.py, NOT the worker: it says ready, then answers every request with a
 reply of the right shape and a nonsense exit status, running nothing."""
 import os
 import socket
@@ -309,7 +309,7 @@ def test_a_worker_answering_nonsense_is_replaced(judge, tmp_path, monkeypatch):
     tmp_path.chmod(0o755)
     run(judge, "pass")
     the_worker(judge).close()  # the slot's next execution starts a worker from the stand-in
-    monkeypatch.setattr(rewards.warm, "WORKER", str(stand_in))
+    monkeypatch.setattr(judging.warm, "WORKER", str(stand_in))
     failures = judge._warm.failures
     assert run(judge, "print(5)", "5").status == "passed", "the execution reruns cold"
     assert "answered nonsense" in judge._warm.failure and judge._warm.failures == failures + 2

@@ -19,9 +19,10 @@ import torch
 import yaml
 from trl import GRPOConfig, TrlParser
 
-from rewards import REWARD_FUNCS, JudgeArguments, ScoringArguments, UsageError
-from rewards.arguments import positive
-from rewards.languages import LANGUAGES
+from cli import UsageError, positive
+from judging import JudgeArguments
+from rewards import REWARD_FUNCS, ScoringArguments
+from judging.languages import LANGUAGES
 
 # TRL 1.16 still uses transformers' gradient_checkpointing names (field and methods), each use warning of the v6
 # rename to activation_checkpointing: silence that one warning wherever the settings are built.

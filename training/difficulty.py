@@ -140,9 +140,8 @@ class ProblemTracker:
     """Sees every generation batch of training: rewrites it through the filter (if any), records its groups, and
     updates the filter. `records` is the problem_stats.jsonl path on the main process, None on the others."""
 
-    def __init__(self, records: Path | None, best_reward: float, difficulty: DifficultyFilter | None = None):
+    def __init__(self, records: Path | None, difficulty: DifficultyFilter | None = None):
         self.records = records
-        self.best_reward = best_reward
         self.filter = difficulty
         self.pending: dict[int, list[Group]] = defaultdict(list)
         self.swapped = 0
@@ -160,9 +159,10 @@ class ProblemTracker:
         self.expected = [pid for pid in chosen for _ in range(size)]
         return self.expected
 
-    def observe(self, step: int, ids: list[str], rewards: list[float], test_rewards: list[float] | None,
+    def observe(self, step: int, ids: list[str], rewards: list[float], passed_all: list[bool] | None,
                 size: int) -> dict[str, float]:
-        """Record one judged generation batch for `step`; returns the metrics to log with the step.
+        """Record one judged generation batch for `step`; returns the metrics to log with the step. `passed_all`
+        says which completions passed every test (None without the test_cases reward), as the judge found.
 
         Raises RuntimeError when the batch the ranks generated for (gathered `ids`) is not the one this rank chose:
         the ranks disagreed on the rewrite.
@@ -171,7 +171,6 @@ class ProblemTracker:
             raise RuntimeError("the ranks generated for a different batch than this rank chose: the difficulty "
                                "filter's state differs between ranks")
         self.expected = None
-        passed_all = None if test_rewards is None else [r >= self.best_reward - 1e-6 for r in test_rewards]
         groups = groups_of(ids, rewards, passed_all, size)
         self.pending[step] += groups
         if self.filter is None:

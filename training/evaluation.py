@@ -18,7 +18,8 @@ from trl.models import unwrap_model_for_generation
 
 from trl import GRPOTrainer
 
-from rewards import STATUSES, Judge, ScoringArguments, mean_pass_at_k, score
+from judging import STATUSES, Judge
+from rewards import ScoringArguments, mean_pass_at_k, score
 from training.arguments import EvalArguments
 from training.difficulty import ProblemTracker
 from training.run_folder import RunFolder
@@ -204,8 +205,10 @@ class QGRPOTrainer(GRPOTrainer):
             total = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
             total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
             names = list(self.reward_func_names)
-            tests = rewards_per_func[:, names.index("test_cases")].tolist() if "test_cases" in names else None
-            metrics = self.tracker.observe(self.state.global_step + 1, ids, total.tolist(), tests,
+            passed_all = None
+            if "test_cases" in names:
+                passed_all = gather_object(list(self.reward_funcs[names.index("test_cases")].passed_all))
+            metrics = self.tracker.observe(self.state.global_step + 1, ids, total.tolist(), passed_all,
                                            self.num_generations)
             for name, value in metrics.items():
                 self._metrics["train"][name].append(value)

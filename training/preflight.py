@@ -9,7 +9,7 @@ import requests
 from transformers import AutoConfig, AutoTokenizer
 
 from data.loaders import looks_like_path
-from rewards import UsageError
+from cli import UsageError
 
 GPU_REQUIREMENTS = "pip install -r requirements-gpu.txt"
 

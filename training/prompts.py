@@ -6,7 +6,7 @@ The chat style gives the same words as system and user messages, so the model's 
 Both name the language being trained and, with the reasoning format, ask for `<reasoning>` then `<answer>`.
 """
 
-from rewards.languages import language as language_named
+from judging.languages import language as language_named
 
 SYSTEM_PROMPTS = {
     "answer": (

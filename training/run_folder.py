@@ -21,7 +21,7 @@ from transformers import TrainerCallback, TrainerState
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import get_last_checkpoint
 
-from rewards import UsageError
+from cli import UsageError
 
 OUTPUT_FILES = ("config.yaml", "logs/metrics.jsonl", "logs/eval_results.json", "final_model")
 

@@ -10,7 +10,7 @@ Levels, strongest first (picked once by probing, never per execution):
   interpreter may live in a folder the slot uid cannot enter (pyenv under /root is 0700); the program
   itself still runs unprivileged with an empty capability set. A seccomp program (``keyring_filter``) refuses
   the kernel keyring, which outlives processes and would carry keys from one test of a slot uid to the next.
-  Python tests run in warm workers instead when they start (``rewards/warm.py``: the same sandbox, started
+  Python tests run in warm workers instead when they start (``judging/warm.py``: the same sandbox, started
   once per slot, forking a child per test); ``bwrap-cold`` in the judge keeps this path for them.
 - ``unshare``: util-linux ``unshare`` gives PID, network, IPC and UTS namespaces, then ``setpriv`` and
   ``prlimit`` as above; the host filesystem stays visible with the slot uid's permissions.
@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rewards.errors import UsageError
+from cli import UsageError
 
 LEVELS = ("bwrap", "unshare", "rlimits")
 NAMESPACE_LEVELS = ("bwrap", "unshare")
@@ -228,7 +228,7 @@ class Sandbox:
     ``env`` is the complete environment the program sees. ``read_write`` are host files it may write
     (q's KX_ACCT); ``hostname`` is the name it sees (q keeps the host's: k4.lic is bound to it).
     ``netns`` maps each slot uid to a network namespace (an open fd) the program runs in instead of a
-    fresh one: the licence proxy's slot namespaces (rewards/licence_proxy.py).
+    fresh one: the licence proxy's slot namespaces (judging/licence_proxy.py).
     """
 
     def __init__(self, level: str, limits: Limits, read_only: list[str], env: dict[str, str],

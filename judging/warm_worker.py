@@ -1,5 +1,5 @@
 """The warm Python worker: the program that runs inside one slot's bubblewrap sandbox (never imported by the
-judge; ``rewards/warm.py`` binds it read-only at /warm_worker.py and starts ``python -I -S -B /warm_worker.py``).
+judge; ``judging/warm.py`` binds it read-only at /warm_worker.py and starts ``python -I -S -B /warm_worker.py``).
 
 The worker runs as root inside the sandbox's namespaces with five capabilities (SETUID, SETGID, SYS_ADMIN,
 KILL, SETPCAP) and never runs judged code itself. Per execution it forks a child that
@@ -57,7 +57,7 @@ PRCTL, UNSHARE, MOUNT, UMOUNT2, CAPGET, CAPSET = (LIBC.prctl, LIBC.unshare, LIBC
                                                    LIBC.capset)
 with open("/proc/sys/kernel/cap_last_cap") as last:
     LAST_CAPABILITY = int(last.read())
-SECCOMP_PROGRAM = None  # the judge's seccomp program (rewards.sandbox.keyring_filter), set by main
+SECCOMP_PROGRAM = None  # the judge's seccomp program (judging.sandbox.keyring_filter), set by main
 
 
 def _check(result, what):

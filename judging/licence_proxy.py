@@ -36,7 +36,7 @@ import struct
 import threading
 from urllib.parse import urlsplit, urlunsplit
 
-from rewards.errors import UsageError
+from cli import UsageError
 
 logger = logging.getLogger(__name__)
 

@@ -18,13 +18,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cli import CommandParser, UsageError, positive, read_json_objects
 from data import load_problems
-from rewards.arguments import CommandParser, JudgeArguments, ScoringArguments, positive
-from rewards.errors import UsageError
-from rewards.judge import STATUSES
-from rewards.languages import LANGUAGES
-from rewards.passk import mean_pass_at_k
-from rewards.scoring import score
+from judging import STATUSES, JudgeArguments
+from judging.languages import LANGUAGES
+from rewards import ScoringArguments, mean_pass_at_k, score
 
 
 @dataclass
@@ -46,26 +44,8 @@ class PassKArguments:
             positive("--k", k)
 
 
-def read_jsonl(path: str, required: dict[str, type]) -> list[dict]:
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as error:
-        raise UsageError(f"{path}: cannot read: {error.strerror}") from None
-    records = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise UsageError(f"{path}:{number}: not valid JSON ({error.msg})") from None
-        if not isinstance(record, dict):
-            raise UsageError(f"{path}:{number}: expected a JSON object")
-        for key, kind in required.items():
-            if not isinstance(record.get(key), kind):
-                raise UsageError(f"{path}:{number}: '{key}' must be a {kind.__name__}")
-        record["_line"] = number
-        records.append(record)
+def read_records(path: str, required: dict[str, type]) -> list[dict]:
+    records = read_json_objects(path, required)
     if not records:
         raise UsageError(f"{path}: no records")
     return records
@@ -77,7 +57,7 @@ def run_score(args: ScoreArguments, judge_args: JudgeArguments, scoring: Scoring
     if len(problems) < len(loaded):
         repeated = sorted(id_ for id_, n in Counter(p["id"] for p in loaded).items() if n > 1)
         raise UsageError(f"{args.problems}: problem ids must be unique; repeated: {', '.join(map(repr, repeated))}")
-    completions = read_jsonl(args.completions, {"id": str, "completion": str})
+    completions = read_records(args.completions, {"id": str, "completion": str})
     for record in completions:
         if record["id"] not in problems:
             raise UsageError(f"{args.completions}:{record['_line']}: unknown problem id {record['id']!r}")
@@ -102,7 +82,7 @@ def run_score(args: ScoreArguments, judge_args: JudgeArguments, scoring: Scoring
 
 def run_passk(args: PassKArguments) -> int:
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for record in read_jsonl(args.scores, {"id": str, "status": str}):
+    for record in read_records(args.scores, {"id": str, "status": str}):
         if record["status"] not in STATUSES:
             raise UsageError(f"{args.scores}:{record['_line']}: unknown status {record['status']!r}")
         counts[record["id"]][0] += 1

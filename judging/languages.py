@@ -1,7 +1,7 @@
 """Every language the trainer judges, in one place: its name in prompts, the fence tags its code may carry,
 the trusted program that proves it runs here, and its executor.
 
-Adding a language is one executor class (``rewards/executors.py``) and one entry in ``LANGUAGES``.
+Adding a language is one executor class (``judging/executors.py``) and one entry in ``LANGUAGES``.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from rewards.executors import PythonExecutor, QExecutor
+from judging.executors import PythonExecutor, QExecutor
 
 
 @dataclass(frozen=True)

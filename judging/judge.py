@@ -23,14 +23,14 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from rewards import languages
-from rewards.errors import UsageError
-from rewards.executors import LICENCE_FAILURE, RAN, PythonExecutor
-from rewards.licence_proxy import (FLAG, PROXY_ENV, TLS_TRUST, LicenceEgressUnavailable, LicenceProxy,
+from judging import languages
+from cli import UsageError
+from judging.executors import LICENCE_FAILURE, RAN, PythonExecutor
+from judging.licence_proxy import (FLAG, PROXY_ENV, TLS_TRUST, LicenceEgressUnavailable, LicenceProxy,
                                    describe_hosts, parse_licence_hosts)
-from rewards.sandbox import (LEVEL_TOOLS, LEVELS, NAMESPACE_LEVELS, SCRATCH, Limits, Sandbox, SandboxUnavailable,
+from judging.sandbox import (LEVEL_TOOLS, LEVELS, NAMESPACE_LEVELS, SCRATCH, Limits, Sandbox, SandboxUnavailable,
                              SlotUids, blocked_for_others)
-from rewards.warm import WarmWorkers
+from judging.warm import WarmWorkers
 
 STATUSES = ("passed", "failed", "no_code", "syntax_error", "runtime_error", "timeout", "memory",
             "output_limit", "sandbox_error")
@@ -78,7 +78,7 @@ def completion_status(results: list[TestResult]) -> str:
 
 @dataclass
 class _Runner:
-    executor: object  # an executor of rewards/executors.py
+    executor: object  # an executor of judging/executors.py
     sandbox: Sandbox
 
 
@@ -92,11 +92,11 @@ class Judge:
     works; as root, only levels with namespaces), ``"strict"`` (refuse to run without namespaces) or
     a level name from ``LEVELS`` (only that level; ``"rlimits"`` as root falls back to running judged
     code as root when the sandbox uid cannot run Python). At the bwrap level, Python runs in warm workers
-    (``rewards/warm.py``) when they start, else cold; ``"bwrap-cold"`` is bwrap with a fresh interpreter
+    (``judging/warm.py``) when they start, else cold; ``"bwrap-cold"`` is bwrap with a fresh interpreter
     per test.
 
     ``q_licence_hosts`` is what judged q may reach, only through the judge's licence proxy
-    (rewards/licence_proxy.py): ``"auto"`` (what q contacts when the judge first runs its own ``1+1``;
+    (judging/licence_proxy.py): ``"auto"`` (what q contacts when the judge first runs its own ``1+1``;
     nothing if it contacts nothing), ``"none"``, or ``"HOST:PORT[,HOST:PORT...]"``. A bad value raises
     ``LicenceHostsError`` (a UsageError). Egress needs root (a network namespace per slot).
     """

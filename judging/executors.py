@@ -15,7 +15,7 @@ import stat
 import sys
 from pathlib import Path
 
-from rewards.sandbox import RunResult
+from judging.sandbox import RunResult
 
 RAN = "ran"
 LICENCE_FAILURE = "licence_failure"

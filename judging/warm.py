@@ -4,7 +4,7 @@ A cold execution pays bubblewrap, setpriv, prlimit and the interpreter's start-u
 test. A warm worker pays them once: it is ``python -I -S -B`` inside the slot's own bubblewrap sandbox (the
 same namespaces and read-only view as a cold execution), and per execution it forks a child that gets a
 mount and IPC namespace of its own, the scratch folder at /scratch, a fresh /tmp, its own pipes, the
-limits and the slot uid, then runs the program (``rewards/warm_worker.py`` says how).
+limits and the slot uid, then runs the program (``judging/warm_worker.py`` says how).
 
 Why the worker is root inside the sandbox and the child the slot uid: a child cannot signal, ptrace or
 open the files of a process of another uid, so nothing a program does reaches the worker; and the worker
@@ -27,7 +27,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from rewards.sandbox import KEYRING_FILTER, OUTPUT_CAP, SCRATCH, TMPFS_BYTES, RunResult, Sandbox, read_capped
+from judging.sandbox import KEYRING_FILTER, OUTPUT_CAP, SCRATCH, TMPFS_BYTES, RunResult, Sandbox, read_capped
 
 WORKER = str(Path(__file__).with_name("warm_worker.py"))
 WORKER_INSIDE = "/warm_worker.py"

@@ -1,0 +1,1 @@
+"""Command-line tools that sit above every package they use: ``python -m rewards score|passk``."""

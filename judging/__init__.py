@@ -1,0 +1,12 @@
+"""The execution boundary: everything that runs untrusted code and turns it into a verdict.
+
+Security-critical: the sandbox levels (``sandbox.py``), warm workers (``warm.py``, ``warm_worker.py``), the q
+licence proxy (``licence_proxy.py``), the language executors (``executors.py``, ``languages.py``) and the judge
+that runs tests through them (``judge.py``). It imports nothing from ``rewards``, ``data`` or ``training`` and
+nothing heavier than tqdm.
+"""
+
+from judging.arguments import JudgeArguments
+from judging.judge import STATUSES, Judge, Judgement, JudgeUnavailable, TestResult
+
+__all__ = ["JudgeArguments", "Judge", "Judgement", "JudgeUnavailable", "TestResult", "STATUSES"]

@@ -1,0 +1,59 @@
+"""The judge's settings, shared by every command that judges code.
+
+`rl_trainer.py`, `python -m rewards score` and `python -m data verify` all parse `JudgeArguments`, so they
+accept the same judge flags.
+"""
+
+import os
+from dataclasses import dataclass, field
+
+from cli import positive
+from judging.judge import SANDBOX_CHOICES, Judge
+from judging.licence_proxy import parse_licence_hosts
+
+
+@dataclass
+class JudgeArguments:
+    """How completions are run: the q binary, the sandbox, and the limits of one execution."""
+
+    q_binary: str | None = field(
+        default=None,
+        metadata={"help": "The q executable. Default: $Q_INTERPRETER_PATH, $Q_EXECUTABLE_PATH, $QHOME/l64/q, PATH."},
+    )
+    sandbox: str = field(
+        default="auto",
+        metadata={
+            "help": "auto: the strongest isolation available (logged; never root without namespaces); strict: refuse "
+            "to run without namespaces; bwrap, unshare, rlimits: exactly that level or stop. At bwrap, Python runs "
+            "in warm workers when they start (root), else a fresh interpreter per test; bwrap-cold: always fresh.",
+            "choices": list(SANDBOX_CHOICES),
+        },
+    )
+    judge_timeout: float = field(
+        default=1.0, metadata={"help": "Seconds per test (during training, in the trainer).", "aliases": ["--timeout"]}
+    )
+    judge_workers: int | None = field(
+        default=None,
+        metadata={"help": "Parallel executions per process. Default: the cores shared among local ranks.",
+                  "aliases": ["--workers"]},
+    )
+    judge_memory_mb: int = field(default=1024, metadata={"help": "Address-space limit of one execution, in MB."})
+    q_licence_hosts: str = field(
+        default="auto",
+        metadata={"help": "What judged q may reach, only through the judge's licence proxy: auto (the hosts q "
+                  "contacts in a trusted start-up run, logged; none if it contacts none), none, or "
+                  "HOST:PORT[,HOST:PORT...]."},
+    )
+
+    def __post_init__(self):
+        parse_licence_hosts(self.q_licence_hosts)
+        positive("--judge_timeout/--timeout", self.judge_timeout, "number of seconds")
+        positive("--judge_workers/--workers", self.judge_workers)
+        positive("--judge_memory_mb", self.judge_memory_mb)
+
+    def make_judge(self) -> Judge:
+        """The process's one judge. Every rank judges its own completions, so ranks on a node share its cores."""
+        local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        workers = self.judge_workers or max(1, (os.cpu_count() or 1) // local_ranks)
+        return Judge(timeout=self.judge_timeout, workers=workers, sandbox=self.sandbox,
+                     memory_mb=self.judge_memory_mb, q_binary=self.q_binary, q_licence_hosts=self.q_licence_hosts)
