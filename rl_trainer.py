@@ -22,11 +22,12 @@ from judging import Judge
 from rewards import make_reward_funcs, score
 from training.arguments import Arguments, bf16_supported, parse_args
 from training.difficulty import DifficultyFilter, ProblemTracker
-from training.evaluation import PassAtKEvaluator, QGRPOTrainer
+from training.evaluation import PassAtKEvaluator
 from training.preflight import check_model, check_packages, check_vllm_server, check_wandb, load_tokenizer
 from training.prompts import prompt_rows
 from training.run_folder import RunFolder, RunLogCallback, checkpoint_step
-from training.vllm_timeout import VLLMServerUnresponsive, bound_vllm_requests
+from training.trainer import QGRPOTrainer
+from training.vllm_timeout import VLLMServerUnresponsive
 
 logger = logging.getLogger("rl_trainer")
 
@@ -105,9 +106,8 @@ def main(argv=None) -> int:
             callbacks=[RunLogCallback(run)],
             evaluator=evaluator if args.eval.eval_pass_at_k else None,
             tracker=tracker,
+            vllm_request_timeout=args.grpo.vllm_request_timeout,
         )
-        if args.grpo.use_vllm:
-            bound_vllm_requests(trainer, args.grpo.vllm_request_timeout)
         try:
             trainer.train(resume_from_checkpoint=resume)
         except VLLMServerUnresponsive as e:

@@ -1,4 +1,5 @@
-"""training/vllm_timeout.py against a real loopback HTTP server and TRL's real VLLMClient.
+"""training/vllm_timeout.py, through training/trainer.py's bound_vllm_client, against a real loopback HTTP server
+and TRL's real VLLMClient.
 
 The server below is a stand-in for vLLM, not vLLM: it answers /health and /v1/models as vLLM does, so that a
 VLLMClient can be built against it, and then accepts every other request and never answers it (a wedged server),
@@ -11,14 +12,14 @@ import json
 import socket
 import threading
 import time
-from types import SimpleNamespace
 
 import pytest
 import requests
 from trl.generation import vllm_client, vllm_generation
 from trl.trainer import grpo_trainer
 
-from training.vllm_timeout import VLLMServerUnresponsive, bound_vllm_requests
+from training.trainer import bound_vllm_client
+from training.vllm_timeout import VLLMServerUnresponsive, bound_session
 
 ANSWERED = {"/health": b"", "/v1/models": json.dumps({"data": [{"id": "stand-in"}]}).encode()}
 COMPLETION = json.dumps({"choices": [{"prompt_token_ids": [1, 2], "token_ids": [3, 4], "logprobs": None}]}).encode()
@@ -126,7 +127,7 @@ def raises_within(seconds: float, call, *args) -> tuple[VLLMServerUnresponsive, 
 
 def test_a_silent_server_stops_generation_with_one_line_naming_it(make_client):
     server, client = make_client()
-    assert bound_vllm_requests(client, 0.5) is client
+    assert bound_vllm_client(client, 0.5) is client
     error, elapsed = raises_within(10, client.generate, ["solve:{sum x}"])
     assert elapsed >= 0.5
     message = str(error)
@@ -139,7 +140,7 @@ def test_a_silent_server_stops_generation_with_one_line_naming_it(make_client):
 
 def test_weight_updates_and_cache_resets_are_bounded_too(make_client):
     server, client = make_client()
-    bound_vllm_requests(client, 0.3)
+    bound_vllm_client(client, 0.3)
     error, _ = raises_within(10, client.update_named_params, [("w", "float32", [1])], iter([]))
     assert "POST /start_weight_update within 0.3 s" in str(error)
     error, _ = raises_within(10, client.reset_prefix_cache)
@@ -153,7 +154,7 @@ def test_a_server_that_went_away_is_named_too(make_client):
     # TRL waits 0+4+8+16+32 s between its connection retries; without that back-off the test need not wait a minute.
     for adapter in client.session.adapters.values():
         adapter.max_retries = adapter.max_retries.new(backoff_factor=0)
-    bound_vllm_requests(client, 5)
+    bound_vllm_client(client, 5)
     server.stop()
     error, _ = raises_within(10, client.generate, ["x"])
     assert str(error).startswith(f"the vLLM server at {server.url} failed POST /v1/completions: ")
@@ -162,7 +163,7 @@ def test_a_server_that_went_away_is_named_too(make_client):
 
 def test_a_slow_answer_within_the_bound_still_arrives(make_client):
     server, client = make_client(answer_after=0.5)
-    bound_vllm_requests(client, 5)
+    bound_vllm_client(client, 5)
     assert client.generate(["x"])["completion_ids"] == [[3, 4]]
     assert server.requests[-1] == "POST /v1/completions"
 
@@ -183,24 +184,16 @@ def test_without_the_bound_trl_waits_on_a_silent_server(make_client):
     assert not finished.wait(3)
 
 
-def test_finds_the_client_where_the_grpo_trainer_keeps_it(make_client):
-    _, client = make_client()
-    trainer = SimpleNamespace(vllm_generation=SimpleNamespace(vllm_client=client))
-    assert bound_vllm_requests(trainer, 900) is client
-    # Where TRL 1.16 puts it; a TRL that moves it fails here, not on a GPU node.
+def test_the_client_keeps_its_session_where_the_bound_reaches_it():
+    """Where TRL 1.16 builds the client, and what bound_vllm_client reaches into; a TRL that moves them fails here."""
     assert "self.vllm_generation = VLLMGeneration(" in inspect.getsource(grpo_trainer.GRPOTrainer.__init__)
     assert "self.vllm_client = VLLMClient(" in inspect.getsource(vllm_generation.VLLMGeneration._init_vllm)
-
-
-@pytest.mark.parametrize("trainer", [SimpleNamespace(), SimpleNamespace(vllm_generation=SimpleNamespace())],
-                         ids=["no-vllm", "colocate-or-other-rank"])
-def test_a_process_without_a_client_is_left_alone(trainer):
-    assert bound_vllm_requests(trainer, 900) is None
+    assert "self.session = requests.Session()" in inspect.getsource(vllm_client.VLLMClient.__init__)
 
 
 def test_rejects_a_bound_that_is_no_bound():
     with pytest.raises(ValueError, match="positive"):
-        bound_vllm_requests(SimpleNamespace(), 0)
+        bound_session(requests.Session(), "http://127.0.0.1:1", 0)
 
 
 def test_the_last_checkpoint_survives_a_silent_server(make_client, tmp_path):
@@ -210,7 +203,7 @@ def test_the_last_checkpoint_survives_a_silent_server(make_client, tmp_path):
     from transformers import Trainer, TrainingArguments
 
     _, client = make_client()
-    bound_vllm_requests(client, 0.3)
+    bound_vllm_client(client, 0.3)
 
     class Line(torch.nn.Module):
         def __init__(self):

@@ -4,12 +4,12 @@ TRL 1.16's `VLLMClient` (trl/generation/vllm_client.py) sends all its requests a
 info, weight-update start/finish/update, prefix-cache reset) through `client.session` with no timeout, and its retry
 policy sends a request again after a failed read, up to five times. A server that accepts connections but never
 answers (a wedged engine, a stuck NCCL call) therefore holds the main process in a socket read forever, and every
-other rank with it in its next collective. `bound_vllm_requests` gives each of those requests `timeout_s` to be
+other rank with it in its next collective. `bound_session` gives each of those requests `timeout_s` to be
 answered, does not resend a request that used it all up, and turns a timeout or an unreachable server into one
 `VLLMServerUnresponsive` whose message names the server and how to check it.
 
 Start-up requests (the health check, /v1/models, /server_info, the weight-transfer rendezvous) run inside
-`GRPOTrainer.__init__`, before the client can be reached; the preflight health check (3 s) covers a server that is
+`GRPOTrainer.__init__`, before `QGRPOTrainer.__init__` can reach the client to bound it; the preflight health check (3 s) covers a server that is
 already dead or wedged then. Not covered: the NCCL broadcast of the weights itself, which runs beside the
 /update_weights request and is no HTTP request.
 """
@@ -72,25 +72,14 @@ class _NoResendAfterTimeout(Retry):
         return super().increment(method, url, response, error, _pool, _stacktrace)
 
 
-def bound_vllm_requests(trainer_or_client, timeout_s: float):
-    """Bound the requests of a built `GRPOTrainer`'s vLLM client (or of a `VLLMClient`) to `timeout_s` each.
+def bound_session(session: requests.Session, server: str, timeout_s: float) -> requests.Session:
+    """Bound every request sent through ``session`` (the vLLM client's) to ``timeout_s``; returns ``session``.
 
-    Returns the client, or None where this process has none: vLLM off, colocate mode, or a rank other than the
-    main one in server mode (only the main process talks to the server; the others wait for it in collectives).
-    Once bounded, a request that gets no answer within `timeout_s`, or a server that cannot be reached, raises
-    `VLLMServerUnresponsive` out of the trainer's step."""
-    from trl.generation.vllm_client import VLLMClient
-
+    Once bounded, a request that gets no answer within ``timeout_s``, or a server that cannot be reached, raises
+    `VLLMServerUnresponsive` naming ``server`` out of the trainer's step. training/trainer.py finds TRL's client and
+    hands its session here, inside the trainer's constructor."""
     if not timeout_s > 0:
         raise ValueError(f"timeout_s must be positive, got {timeout_s}")
-    if isinstance(trainer_or_client, VLLMClient):
-        client = trainer_or_client
-    else:
-        client = getattr(getattr(trainer_or_client, "vllm_generation", None), "vllm_client", None)
-    if client is None:
-        return None
-
-    session = client.session
     for adapter in session.adapters.values():
         if isinstance(adapter, HTTPAdapter):
             adapter.max_retries = _NoResendAfterTimeout.like(adapter.max_retries)
@@ -102,7 +91,7 @@ def bound_vllm_requests(trainer_or_client, timeout_s: float):
         try:
             return send(method, url, **kwargs)
         except (requests.Timeout, requests.ConnectionError) as error:
-            raise VLLMServerUnresponsive(client.base_url, method, url, timeout_s, error) from error
+            raise VLLMServerUnresponsive(server, method, url, timeout_s, error) from error
 
     session.request = request
-    return client
+    return session
