@@ -1,0 +1,75 @@
+"""The packages form layers: each imports only the ones below it, so there is no cycle and no arrow upward.
+
+    cli  <  judging  <  rewards  <  data  <  training, commands  <  rl_trainer.py
+
+`rewards/__main__.py` is the one exception by design: `python -m rewards score` is a command, implemented in
+`commands/score.py` (it loads problems with `data`), and the shim only forwards to it.
+"""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BELOW = {
+    "cli": set(),
+    "judging": {"cli"},
+    "rewards": {"cli", "judging"},
+    "data": {"cli", "judging", "rewards"},
+    "training": {"cli", "judging", "rewards", "data"},
+    "commands": {"cli", "judging", "rewards", "data"},
+}
+ENTRY_SHIMS = {"rewards/__main__.py": {"commands"}}
+HEAVY = {"torch", "transformers", "trl", "accelerate", "deepspeed", "datasets", "peft"}
+
+
+def imported(path: Path, top_level_only: bool = False) -> set[str]:
+    """The top-level names of every module ``path`` imports (anywhere in it, or only at module level)."""
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_level_only else ast.walk(tree)
+    names = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("package", sorted(BELOW))
+def test_a_package_imports_only_the_layers_below_it(package):
+    wrong = {}
+    for path in sorted((ROOT / package).glob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        allowed = BELOW[package] | {package} | ENTRY_SHIMS.get(relative, set())
+        upward = (imported(path) & set(BELOW)) - allowed
+        if upward:
+            wrong[relative] = sorted(upward)
+    assert not wrong, f"imports from a layer above or beside: {wrong}"
+
+
+@pytest.mark.parametrize("package", ["cli", "judging", "rewards"])
+def test_the_lower_layers_import_nothing_heavy_at_module_level(package):
+    heavy = {path.name: sorted(imported(path, top_level_only=True) & HEAVY)
+             for path in (ROOT / package).glob("*.py") if imported(path, top_level_only=True) & HEAVY}
+    assert not heavy
+
+
+@pytest.mark.parametrize("command", [
+    ["-c", "import rewards, judging, cli"],
+    ["-m", "rewards", "score", "--help"],
+    ["-m", "data", "check", "--help"],
+])
+def test_the_light_commands_start_without_torch_or_transformers(command):
+    probe = ("import runpy, sys, atexit\n"
+             "atexit.register(lambda: print('HEAVY', sorted(m for m in sys.modules if m.split('.')[0] in "
+             f"{sorted(HEAVY)!r})))\n")
+    if command[0] == "-c":
+        code = probe + command[1]
+    else:
+        code = probe + f"sys.argv = {[command[1], *command[2:]]!r}\nrunpy.run_module({command[1]!r}, run_name='__main__')"
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert "HEAVY []" in result.stdout, result.stdout[-2000:] + result.stderr[-2000:]
