@@ -122,7 +122,7 @@ def _call_of(node: ast.AST, name: str, arguments: int | None = None) -> bool:
             and (arguments is None or (len(node.args) == arguments and not node.keywords)))
 
 
-def measure(problems: list[dict], judge, show_progress: bool = False) -> list[TrivialShare]:
+def measure_trivial_shares(problems: list[dict], judge, show_progress: bool = False) -> list[TrivialShare]:
     """Run every probe of each problem's language on all its tests through ``judge``; one result per problem.
 
     Raises ``JudgeUnavailable`` when the judge cannot run a probe (``sandbox_error``): that says nothing about
@@ -166,15 +166,6 @@ def _share(passes: list[tuple[Probe, list[bool]]]) -> TrivialShare:
     return TrivialShare(best_passed / total, best.name, best_passed, total, by_tests)
 
 
-def share_of(problem: dict, tests: int) -> float:
-    """The trivial share over the first ``tests`` tests of a problem that carries ``trivial_shares``."""
-    by_tests = problem.get("trivial_shares")
-    if by_tests is None:
-        raise ValueError(f"problem {problem.get('id', '?')!r} has no trivial_shares; measure them first "
-                         "(data.trivial.measure)")
-    return by_tests[tests - 1]
-
-
 def _key(problem: dict) -> str:
     """What a cached share depends on: the language, the tests and the probes of that language."""
     text = json.dumps([problem["language"], problem["tests"], [p.program for p in PROBES[problem["language"]]]],
@@ -182,18 +173,24 @@ def _key(problem: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def cached_measure(problems: list[dict], judge, cache: str | Path | None,
-                   show_progress: bool = False) -> list[TrivialShare]:
-    """``measure``, reading and extending the JSON file ``cache`` (a run folder's ``trivial_shares.json``).
+def cached_trivial_shares(problems: list[dict], judge, cache: str | Path | None,
+                          show_progress: bool = False) -> list[TrivialShare]:
+    """``measure_trivial_shares``, reading and extending the JSON file ``cache`` (a run folder's
+    ``trivial_shares.json``; None: no cache).
 
-    Entries are keyed by each problem's language, tests and probes, so a changed problem is measured again and a
-    resumed run measures nothing."""
+    Entries are keyed by each problem's language, tests and the probes, so a changed problem is measured again and
+    a resumed run measures nothing. An unreadable cache is measured afresh and replaced."""
     cache = Path(cache) if cache is not None else None
-    stored = json.loads(cache.read_text()) if cache is not None and cache.exists() else {}
+    stored = {}
+    if cache is not None and cache.exists():
+        try:
+            stored = json.loads(cache.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            stored = {}
     keys = [_key(problem) for problem in problems]
-    missing = [problem for problem, key in zip(problems, keys) if key not in stored]
+    missing = list({key: problem for problem, key in zip(problems, keys) if key not in stored}.values())
     if missing:
-        measured = measure(missing, judge, show_progress)
+        measured = measure_trivial_shares(missing, judge, show_progress)
         stored.update({_key(p): {"id": p["id"], **asdict(s)} for p, s in zip(missing, measured)})
         if cache is not None:
             tmp = cache.with_suffix(f".tmp-{os.getpid()}")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE, TrivialShare, measure
+from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE, TrivialShare, measure_trivial_shares
 from judging import JudgeUnavailable
 from rewards import ScoringArguments, score
 
@@ -66,7 +66,7 @@ def verify_problems(problems, judge, show_progress=True, max_trivial_share=DEFAU
             _verify_batch(batch, judge, report)
             progress.update(len(batch))
     if trivial is None:
-        trivial = measure(problems, judge, show_progress)
+        trivial = measure_trivial_shares(problems, judge, show_progress)
     for problem, share in zip(problems, trivial):
         report.trivial[problem["id"]] = share
         if share.share > max_trivial_share:
