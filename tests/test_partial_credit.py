@@ -152,3 +152,12 @@ def test_training_and_evaluation_under_above_trivial(tiny_model, tmp_path):
     result = run_trainer(*args, "--eval_only")
     assert result.returncode == 0, result.stderr[-3000:]
     assert (run / "trivial_shares.json").stat().st_mtime_ns == stamp
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--partial_credit", "half"], "--partial_credit"),
+    (["--max_trivial_share", "1.5"], "--max_trivial_share 1.5: must be a fraction between 0 and 1"),
+])
+def test_bad_settings_are_one_line_errors(tmp_path, flags, message):
+    result = run_trainer("--model", tmp_path / "no-model", "--language", "python", *flags)
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
