@@ -144,9 +144,8 @@ def solve_problem(problem_id, tests, solution):
 
 IS_PALINDROME = "def solve(s):\n    return s == s[::-1]\n"
 # The bundled is-palindrome before its tests were balanced: returning True passes 3 of 4.
-OLD_PALINDROME = solve_problem("is-palindrome", [("print(solve('racecar'))", "True"), ("print(solve('hello'))", "False"),
-                                                 ("print(solve('abba'))", "True"), ("print(solve('a'))", "True")],
-                               IS_PALINDROME)
+OLD_PALINDROME = solve_problem("is-palindrome", [(f"print(solve({word!r}))", str(word == word[::-1]))
+                                                 for word in ("racecar", "hello", "abba", "a")], IS_PALINDROME)
 ALL_TRUE = solve_problem("all-true", [(f"print(solve({n}))", "True") for n in (2, 4, 6)],
                          "def solve(n):\n    return n % 2 == 0\n")
 ONE_IN_THREE = solve_problem("one-in-three", [("print(solve(4))", "True"), ("print(solve(3))", "False"),
