@@ -16,7 +16,7 @@ from pathlib import Path
 from accelerate import Accelerator, PartialState
 from datasets import Dataset
 
-from data import bundled_path, load_problems, split_problems, verify_problems
+from data import bundled_path, cached_trivial_shares, load_problems, split_problems, verify_problems
 from cli import UsageError
 from judging import Judge
 from rewards import make_reward_funcs, score
@@ -62,14 +62,21 @@ def main(argv=None) -> int:
         try:
             judge.preflight(*{p["language"] for p in train_problems + eval_problems})
             if args.rewards.test_reward_function:
+                if args.scoring.needs_trivial_shares:
+                    attach_trivial_shares(train_problems, judge, state, cache=None)
                 return test_reward_function(args, judge, train_problems)
             run.prepare(args.grpo.overwrite_output_dir, resuming=resume is not None,
                         evaluation_only=args.eval.eval_only)
+            trivial = None
+            if args.scoring.needs_trivial_shares:
+                trivial = attach_trivial_shares(train_problems + eval_problems, judge, state, run.trivial_shares)
             if args.data.verify_data:
-                report = verify_problems(train_problems + eval_problems, judge, show_progress=state.is_main_process)
+                report = verify_problems(train_problems + eval_problems, judge, show_progress=state.is_main_process,
+                                         max_trivial_share=args.data.max_trivial_share, trivial=trivial)
                 if not report.clean:
                     raise UsageError(f"--verify_data: {report.summary()}; `python -m data verify {source} "
-                                     f"--language {args.data.language}` shows each broken test")
+                                     f"--language {args.data.language} --max_trivial_share "
+                                     f"{args.data.max_trivial_share:g}` lists each problem")
         except UsageError as e:
             fail(str(e))
         state.wait_for_everyone()  # every rank has checked the run folder before the main one writes into it
@@ -134,6 +141,17 @@ def load_data(args: Arguments, source: str) -> tuple[list[dict], list[dict]]:
         raise UsageError(f"--data {source}: no {args.eval.eval_split} problems to evaluate; raise --test_fraction "
                          "or pass --eval_pass_at_k false")
     return train, evaluated
+
+
+def attach_trivial_shares(problems: list[dict], judge: Judge, state: PartialState, cache) -> list:
+    """--partial_credit above_trivial: each problem's trivial shares (data/trivial.py) as its `trivial_shares`, which
+    becomes a dataset column the reward reads. The main process measures them and writes the run folder's cache;
+    the other ranks then read it, and a resumed run measures nothing."""
+    with state.main_process_first():
+        shares = cached_trivial_shares(problems, judge, cache, show_progress=state.is_main_process)
+    for problem, share in zip(problems, shares):
+        problem["trivial_shares"] = share.by_tests
+    return shares
 
 
 def make_tracker(args: Arguments, run: RunFolder, ids: list[str], is_main: bool) -> ProblemTracker:

@@ -5,7 +5,8 @@
     python -m rewards passk --scores S.jsonl --k 1 5 10
 
 ``score`` writes one line per completion, in input order: id, sample, reward, passed, total, status and each
-test's status and seconds. The reward is the trainer's test-case reward under the same weights. ``passk``
+test's status and seconds. The reward is the trainer's test-case reward under the same weights and
+``--partial_credit`` (``above_trivial`` first measures each scored problem's trivial share, data/trivial.py). ``passk``
 prints the unbiased pass@k per problem, averaged. Bad input exits 2 with one line.
 """
 
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cli import CommandParser, UsageError, positive, read_json_objects
-from data import load_problems
+from data import load_problems, measure_trivial_shares
 from judging import STATUSES, JudgeArguments
 from judging.languages import LANGUAGES
 from rewards import ScoringArguments, mean_pass_at_k, score
@@ -64,6 +65,10 @@ def run_score(args: ScoreArguments, judge_args: JudgeArguments, scoring: Scoring
     judged = [problems[record["id"]] for record in completions]
     with judge_args.make_judge() as judge:
         judge.preflight(*{p["language"] for p in judged})
+        if scoring.needs_trivial_shares:
+            measured = list({p["id"]: p for p in judged}.values())
+            for problem, share in zip(measured, measure_trivial_shares(measured, judge, show_progress=True)):
+                problem["trivial_shares"] = share.by_tests
         scores = score(judge, judged, [record["completion"] for record in completions], scoring, progress=True)
     samples: Counter = Counter()
     with open(args.out, "w", encoding="utf-8") as out:

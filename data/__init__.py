@@ -1,7 +1,9 @@
-"""Problem data: loaders for every supported source, validation, and verification against the judge."""
+"""Problem data: loaders for every supported source, validation, verification against the judge, trivial shares."""
 
 from data.loaders import bundled_path, load_problems, split_problems
+from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE, TrivialShare, cached_trivial_shares, measure_trivial_shares
 from data.validate import DataError
 from data.verify import VerifyReport, verify_problems
 
-__all__ = ["DataError", "VerifyReport", "bundled_path", "load_problems", "split_problems", "verify_problems"]
+__all__ = ["DEFAULT_MAX_TRIVIAL_SHARE", "DataError", "TrivialShare", "VerifyReport", "bundled_path",
+           "cached_trivial_shares", "load_problems", "measure_trivial_shares", "split_problems", "verify_problems"]

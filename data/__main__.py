@@ -1,19 +1,23 @@
 """Command line for problem data.
 
     python -m data check  [SOURCE] [--language q|python]
-    python -m data verify [SOURCE] [--language q|python] [--timeout S] [--q_binary PATH] [every judge setting]
+    python -m data verify [SOURCE] [--language q|python] [--max_trivial_share X] [--timeout S] [--q_binary PATH]
+                          [every judge setting]
 
 SOURCE is anything ``load_problems`` accepts; without it, the bundled set for ``--language``.
-``check`` validates and counts. ``verify`` also runs each problem's solution and a no-op through
-the judge and exits 1 when a problem is broken. Bad input (data or a missing interpreter) exits 2.
+``check`` validates and counts. ``verify`` also runs each problem's solution, a no-op and the trivial
+programs (data/trivial.py) through the judge, and exits 1 when a problem is broken or a trivial program passes
+more than ``--max_trivial_share`` of its tests. Bad input (data or a missing interpreter) exits 2.
 """
 
+import argparse
 import logging
 import sys
 from collections import Counter
 
 from data.loaders import bundled_path, load_problems
 from data.validate import DataError
+from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE
 from data.verify import verify_problems
 from cli import CommandParser, UsageError
 from judging import JudgeArguments
@@ -27,9 +31,12 @@ def _parser():
     parser = CommandParser(prog="python -m data", description="Validate and verify problem sets.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
     check = commands.add_parser("check", help="load and validate a problem source, print its counts")
-    verify = commands.add_parser("verify", help="run each problem's solution and a no-op through the judge",
-                                 dataclass_types=[JudgeArguments])
+    verify = commands.add_parser("verify", help="run each problem's solution, a no-op and the trivial programs "
+                                                "through the judge", dataclass_types=[JudgeArguments])
     verify.set_defaults(judge_timeout=2.0)  # verification is not training: the evaluation timeout
+    verify.add_argument("--max_trivial_share", type=_share, default=DEFAULT_MAX_TRIVIAL_SHARE,
+                        help="list a problem when a trivial program (a constant, echoing the input, printing "
+                             "nothing) passes more than this fraction of its tests (default %(default)s)")
     for command in (check, verify):
         command.add_argument("source", nargs="?", help="problem file, folder or dataset name "
                                                        "(default: the bundled set for --language)")
@@ -37,6 +44,16 @@ def _parser():
                              help="language of records that do not name one, and of the fields to pick")
         command.set_defaults(parser=command)
     return parser
+
+
+def _share(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction between 0 and 1")
+    return value
 
 
 def _shown(text):
@@ -66,17 +83,24 @@ def main(argv=None):
                   + ", ".join(f"{count} {split}" for split, count in sorted(splits.items())) + ")")
             return 0
         with judge_args[0].make_judge() as judge:
-            report = verify_problems(problems, judge)
+            report = verify_problems(problems, judge, max_trivial_share=args.max_trivial_share)
     except UsageError as error:
         print(error if isinstance(error, DataError) else f"{source}: {error}", file=sys.stderr)
         return 2
     for broken in report.broken:
         _print_broken(broken)
+    for guessable in report.guessable:
+        print(f"{guessable['location'] or source}: {guessable['id']}: {guessable['probe']} passes "
+              f"{guessable['passed']}/{guessable['total']} tests")
+    if report.trivial:
+        shares = [share.share for share in report.trivial.values()]
+        print(f"trivial share (the most of a problem's tests a constant, an echo or printing nothing passes): "
+              f"mean {sum(shares) / len(shares):.2f}, max {max(shares):.2f}")
     if report.unverifiable:
         print(f"unverifiable (no solution): {', '.join(report.unverifiable[:SHOWN_IDS])}"
               + (" ..." if len(report.unverifiable) > SHOWN_IDS else ""))
     print(report.summary())
-    return 1 if report.broken else 0
+    return 0 if report.clean else 1
 
 
 if __name__ == "__main__":

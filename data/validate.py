@@ -15,6 +15,17 @@ class DataError(LocatedError):
     """A problem source that cannot be used; ``str(error)`` is ``location: reason`` on one line."""
 
 
+class Problem(dict):
+    """A validated problem record; ``location`` says where it was read (``file:line``), for reports about it.
+
+    The location is an attribute, not a field: records compare, serialise and become dataset rows as before.
+    """
+
+    def __init__(self, record: dict, location: str):
+        super().__init__(record)
+        self.location = location
+
+
 def _require_text(record, key, location, allow_empty=False):
     if key not in record or record[key] is None:
         raise DataError(location, f"missing '{key}'")
@@ -91,7 +102,7 @@ def validate_record(record, location, language):
     if split is not None and split not in SPLITS:
         raise DataError(location, f"split {split!r} is not one of {', '.join(SPLITS)} (or leave it out)")
     problem["split"] = split
-    return problem
+    return Problem(problem, location)
 
 
 def validate_records(located_records, language):

@@ -2,13 +2,16 @@
 
 Wrong tests teach wrong code: a problem whose canonical solution fails its own tests punishes
 correct completions forever, and a test that an empty program passes rewards doing nothing. Each
-problem's ``solution`` must pass every test and a no-op solution must fail at least one.
+problem's ``solution`` must pass every test and a no-op solution must fail at least one. Tests that
+share an answer pay for guessing: a problem whose trivial share (data/trivial.py) is above
+``max_trivial_share`` is listed too, with the trivial program that scores.
 """
 
 from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
+from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE, TrivialShare, measure_trivial_shares
 from judging import JudgeUnavailable
 from rewards import ScoringArguments, score
 
@@ -22,38 +25,53 @@ class VerifyReport:
 
     ``broken`` holds one dict per broken problem: ``id``, ``reason``, ``test`` (index of the failing
     test; 0 when a no-op passes them all), ``expected``, ``got`` and ``stderr`` (that test's expected
-    output and what the program printed after the judge's marker, and on stderr).
+    output and what the program printed after the judge's marker, and on stderr). ``guessable`` holds one
+    dict per problem above ``max_trivial_share``: ``id``, ``location`` (``file:line``, None when the problem
+    was not loaded from a source), and the best trivial program: ``probe``, ``passed`` of ``total`` tests.
     """
 
     checked: int = 0
     broken: list = field(default_factory=list)
     unverifiable: list = field(default_factory=list)
+    max_trivial_share: float = DEFAULT_MAX_TRIVIAL_SHARE
+    trivial: dict = field(default_factory=dict)  # id -> TrivialShare of every problem checked
+    guessable: list = field(default_factory=list)
 
     @property
     def clean(self):
-        return not self.broken
+        return not self.broken and not self.guessable
 
     def summary(self):
+        listed = {p["id"] for p in self.broken} | {p["id"] for p in self.guessable} | set(self.unverifiable)
         return (f"verified {self.checked} problems: {len(self.broken)} broken, "
-                f"{len(self.unverifiable)} unverifiable (no solution), "
-                f"{self.checked - len(self.broken) - len(self.unverifiable)} clean")
+                f"{len(self.guessable)} guessable (trivial share above {self.max_trivial_share:g}), "
+                f"{len(self.unverifiable)} unverifiable (no solution), {self.checked - len(listed)} clean")
 
 
-def verify_problems(problems, judge, show_progress=True):
-    """Judge every problem's solution and a no-op solution on all its tests.
+def verify_problems(problems, judge, show_progress=True, max_trivial_share=DEFAULT_MAX_TRIVIAL_SHARE,
+                    trivial: list[TrivialShare] | None = None):
+    """Judge every problem's solution and a no-op solution on all its tests, then the trivial programs.
 
     Problems without a ``solution`` are listed as unverifiable; their tests are still run against the
-    no-op, which marks them broken if it passes. Raises the judge's ``JudgeUnavailable`` from its
-    preflight when a language's interpreter is missing, and when the judge cannot run a problem
-    (``sandbox_error``, e.g. a q licence lapsing mid-way): that says nothing about the data.
+    no-op, which marks them broken if it passes. ``trivial`` gives the problems' trivial shares when they are
+    already measured. Raises the judge's ``JudgeUnavailable`` from its preflight when a language's interpreter
+    is missing, and when the judge cannot run a problem (``sandbox_error``, e.g. a q licence lapsing mid-way):
+    that says nothing about the data.
     """
     judge.preflight(*{problem["language"] for problem in problems})
-    report = VerifyReport()
+    report = VerifyReport(max_trivial_share=max_trivial_share)
     with tqdm(total=len(problems), desc="verifying", unit="problem", disable=not show_progress) as progress:
         for start in range(0, len(problems), PROBLEMS_PER_BATCH):
             batch = problems[start:start + PROBLEMS_PER_BATCH]
             _verify_batch(batch, judge, report)
             progress.update(len(batch))
+    if trivial is None:
+        trivial = measure_trivial_shares(problems, judge, show_progress)
+    for problem, share in zip(problems, trivial):
+        report.trivial[problem["id"]] = share
+        if share.share > max_trivial_share:
+            report.guessable.append({"id": problem["id"], "location": getattr(problem, "location", None),
+                                     "probe": share.probe, "passed": share.passed, "total": share.total})
     return report
 
 

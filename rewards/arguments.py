@@ -2,31 +2,62 @@
 
 from dataclasses import dataclass, field
 
-from cli import positive
+from cli import UsageError, positive
+
+PARTIAL_CREDIT = ("fraction", "above_trivial", "none")
 
 
 @dataclass
 class ScoringArguments:
-    """How a judgement becomes the test-case reward: over the first N tests, base x passed/total, plus the
+    """How a judgement becomes the test-case reward: over the first N tests, base x partial credit, plus the
     perfect-solution bonus when all pass."""
 
     max_tests_per_problem: int | None = field(
         default=5, metadata={"help": "Training reward uses the first N tests of each problem."}
     )
     perfect_bonus: float = field(default=1.0, metadata={"help": "Bonus when every test passes."})
-    base_reward_weight: float = field(default=1.0, metadata={"help": "Weight of the pass fraction."})
+    base_reward_weight: float = field(default=1.0, metadata={"help": "Weight of the partial credit."})
     perfect_reward_weight: float = field(default=1.0, metadata={"help": "Weight of the perfect-solution bonus."})
+    partial_credit: str = field(
+        default="fraction",
+        metadata={
+            "help": "Partial credit for passing some tests. fraction: passed/total (the reference's). above_trivial: "
+            "the share passed above what a trivial program (a constant, echoing the input, printing nothing) "
+            "passes, (passed/total - trivial) / (1 - trivial), at least 0; each problem's trivial share is "
+            "measured once when the problems load. none: no partial credit, only the bonus for passing all.",
+            "choices": list(PARTIAL_CREDIT),
+        },
+    )
 
     def __post_init__(self):
         positive("--max_tests_per_problem", self.max_tests_per_problem)
+        if self.partial_credit not in PARTIAL_CREDIT:
+            raise UsageError(f"--partial_credit {self.partial_credit}: choose one of {', '.join(PARTIAL_CREDIT)}")
+
+    @property
+    def needs_trivial_shares(self) -> bool:
+        return self.partial_credit == "above_trivial"
 
     @property
     def best(self) -> float:
-        return self.base_reward_weight + self.perfect_reward_weight * self.perfect_bonus
+        """The reward of a completion that passes every test."""
+        return self.of(1, 1)
 
-    def of(self, passed: int, total: int) -> float:
-        """The reward of a completion that passed ``passed`` of ``total`` tests."""
-        reward = self.base_reward_weight * passed / total
+    def of(self, passed: int, total: int, trivial_share: float = 0.0) -> float:
+        """The reward of a completion that passed ``passed`` of ``total`` tests, where a trivial program passes
+        ``trivial_share`` of those same tests (read by ``above_trivial`` only)."""
+        reward = self.base_reward_weight * self.credit(passed, total, trivial_share)
         if passed == total:
             reward += self.perfect_reward_weight * self.perfect_bonus
         return reward
+
+    def credit(self, passed: int, total: int, trivial_share: float = 0.0) -> float:
+        """The partial credit, in [0, 1]; 1 whenever every test passes."""
+        if passed == total:
+            return 1.0 if self.partial_credit != "none" else 0.0
+        share = passed / total
+        if self.partial_credit == "fraction":
+            return share
+        if self.partial_credit == "above_trivial":
+            return max(0.0, share - trivial_share) / (1.0 - trivial_share) if trivial_share < 1 else 0.0
+        return 0.0

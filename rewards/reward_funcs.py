@@ -2,7 +2,8 @@
 
 Each is ``async def f(prompts, completions, **kwargs) -> list[float | None]`` so TRL runs them
 concurrently; their weights come from ``GRPOConfig.reward_weights``. Dataset columns arrive as kwargs
-lists: ``tests``, ``language``, ``id``. Every factory takes ``(judge, scoring, use_reasoning_format)``.
+lists: ``tests``, ``language``, ``id``, and ``trivial_shares`` under ``--partial_credit above_trivial``. Every
+factory takes ``(judge, scoring, use_reasoning_format)``.
 
 A completion judged ``sandbox_error`` gets ``None`` from ``test_cases``: TRL turns it into NaN and
 leaves it out of the advantage, so a broken sandbox or a lapsed q licence never teaches the model that
@@ -40,8 +41,11 @@ def make_test_cases(judge: Judge, scoring: ScoringArguments, use_reasoning_forma
     judge_counts = judge.counters()
 
     async def test_cases(prompts, completions, tests, language, log_metric=None, log_extra=None,
-                         **kwargs) -> list[float | None]:
+                         trivial_shares=None, **kwargs) -> list[float | None]:
         problems = [{"tests": list(t), "language": lang} for t, lang in zip(tests, language)]
+        if trivial_shares is not None:
+            for problem, shares in zip(problems, trivial_shares):
+                problem["trivial_shares"] = shares
         scores = await ascore(judge, problems, [completion_text(c) for c in completions], scoring)
         counts = Counter(s.status for s in scores)
         if log_metric is not None:

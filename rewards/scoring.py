@@ -2,7 +2,8 @@
 
 Training rewards, pass@k evaluation, `--test_reward_function`, `python -m rewards score` and
 `python -m data verify` all call `score` (or `ascore` inside TRL's async reward functions), so a completion
-earns the same reward wherever it is judged.
+earns the same reward wherever it is judged. Under `--partial_credit above_trivial` each problem carries its
+`trivial_shares`, and the share read is the one over exactly the tests judged.
 """
 
 from __future__ import annotations
@@ -31,8 +32,25 @@ def _items(problems: list[dict], texts: list[str | None], max_tests: int | None,
              problem["language"]) for problem, text in zip(problems, texts)]
 
 
-def _scores(judgements: list[Judgement], scoring: ScoringArguments) -> list[Score]:
-    return [Score(j, 0.0 if j.status == "no_code" else scoring.of(j.passed, j.total)) for j in judgements]
+def trivial_share(problem: dict, tests: int) -> float:
+    """The share of ``problem``'s first ``tests`` tests that a trivial program passes, from its ``trivial_shares``
+    (data/trivial.py: ``trivial_shares[n - 1]`` is the share over the first n tests)."""
+    shares = problem.get("trivial_shares")
+    if shares is None:
+        raise ValueError(f"problem {problem.get('id', '?')!r} has no trivial_shares, which --partial_credit "
+                         "above_trivial needs; measure them with data.trivial first")
+    return shares[tests - 1]
+
+
+def _reward(judgement: Judgement, problem: dict, scoring: ScoringArguments) -> float:
+    if judgement.status == "no_code":
+        return 0.0
+    trivial = trivial_share(problem, judgement.total) if scoring.needs_trivial_shares else 0.0
+    return scoring.of(judgement.passed, judgement.total, trivial)
+
+
+def _scores(judgements: list[Judgement], problems: list[dict], scoring: ScoringArguments) -> list[Score]:
+    return [Score(j, _reward(j, problem, scoring)) for j, problem in zip(judgements, problems)]
 
 
 def score(judge: Judge, problems: list[dict], texts: list[str | None], scoring: ScoringArguments, *,
@@ -42,11 +60,11 @@ def score(judge: Judge, problems: list[dict], texts: list[str | None], scoring: 
     ``all_tests``). ``extract=False`` runs each text as it is (canonical solutions, verification's no-op)."""
     max_tests = None if all_tests else scoring.max_tests_per_problem
     items = _items(problems, texts, max_tests, extract)
-    return _scores(judge.run_many(items, progress=progress, timeout=timeout), scoring)
+    return _scores(judge.run_many(items, progress=progress, timeout=timeout), problems, scoring)
 
 
 async def ascore(judge: Judge, problems: list[dict], texts: list[str | None], scoring: ScoringArguments, *,
                  timeout: float | None = None) -> list[Score]:
     """`score` for TRL's async reward functions: the first ``scoring.max_tests_per_problem`` tests, extracted code."""
     items = _items(problems, texts, scoring.max_tests_per_problem, extract=True)
-    return _scores(await judge.arun_many(items, timeout=timeout), scoring)
+    return _scores(await judge.arun_many(items, timeout=timeout), problems, scoring)

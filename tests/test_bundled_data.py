@@ -1,10 +1,19 @@
-"""The bundled problem sets: the Python set verifies clean through the real judge; the Q set is well formed."""
+"""The bundled problem sets: the Python set verifies clean through the real judge, no trivial program passes more
+than a third of any problem's tests; the Q set is well formed and, by reading, as balanced."""
 
 import json
+import re
+
+import pytest
 
 from conftest import run_trainer
-from data import bundled_path, load_problems, split_problems, verify_problems
+from data import DEFAULT_MAX_TRIVIAL_SHARE, bundled_path, load_problems, measure_trivial_shares, split_problems, \
+    verify_problems
 from judging import Judge
+from judging.executors import find_q
+from rewards import ScoringArguments
+
+TRAINING_TESTS = ScoringArguments().max_tests_per_problem
 
 
 def test_bundled_python_set_verifies_clean():
@@ -14,8 +23,48 @@ def test_bundled_python_set_verifies_clean():
         report = verify_problems(problems, judge, show_progress=False)
     finally:
         judge.close()
-    assert report.clean, report.broken[:3]
+    assert report.clean, (report.broken[:3], report.guessable[:3])
     assert report.checked == len(problems) >= 80 and not report.unverifiable
+    # Over all tests (evaluation, `data verify`) and over the first five (the training reward's), no constant, echo
+    # or silence passes more than a third of a problem's tests.
+    shares = report.trivial.values()
+    assert max(s.share for s in shares) <= 1 / 3 < DEFAULT_MAX_TRIVIAL_SHARE
+    assert max(s.by_tests[min(TRAINING_TESTS, s.total) - 1] for s in shares) <= 1 / 3
+    assert sum(s.share > 0 for s in shares) > len(problems) / 2  # the probes do pass tests: the bound is not vacuous
+
+
+Q_CONSTANTS = ("1b", "0b", "0", "1", "-1")  # printed by `show` exactly so
+
+
+def q_share_by_reading(problem, tests):
+    """The most of the first ``tests`` tests a constant or the identity passes, read off the expected outputs: a
+    constant prints its own text; the identity on one literal argument (`show solve[-7]`) prints that argument."""
+    chosen = problem["tests"][:tests]
+    expected = [t["expected_output"].strip() for t in chosen]
+    echoed = [re.fullmatch(r"show solve\[([^;\[\]]*)\]", t["test_code"].strip()) for t in chosen]
+    echo = sum(bool(m) and m.group(1).strip() == e for m, e in zip(echoed, expected))
+    return max(echo, *(expected.count(c) for c in Q_CONSTANTS)) / len(chosen)
+
+
+def test_bundled_q_set_is_balanced_by_reading():
+    """No q licence here: the q set's trivial shares are read off its expected outputs, not run (see the next test)."""
+    problems = load_problems(bundled_path("q"), "q")
+    for problem in problems:
+        for tests in (len(problem["tests"]), TRAINING_TESTS):
+            assert q_share_by_reading(problem, tests) <= 1 / 3, problem["id"]
+    is_even = next(p for p in problems if p["id"] == "is-even")
+    assert q_share_by_reading({**is_even, "tests": is_even["tests"][:2] * 2}, 4) == 0.5  # the reading does count
+
+
+@pytest.mark.real_q
+@pytest.mark.skipif(find_q() is None, reason="no q binary found: the q set's trivial programs cannot run here")
+def test_bundled_q_set_trivial_shares_through_real_q():
+    problems = load_problems(bundled_path("q"), "q")
+    with Judge(timeout=5.0) as judge:
+        judge.preflight("q")
+        shares = measure_trivial_shares(problems, judge)
+    above = [(p["id"], s.probe, s.passed, s.total) for p, s in zip(problems, shares) if s.share > 1 / 3]
+    assert not above
 
 
 def test_bundled_sets_have_splits_solutions_and_three_tests():
@@ -39,6 +88,21 @@ def test_verify_data_stops_training_on_a_broken_problem(tiny_model, tmp_path):
                          "--output_dir", tmp_path / "run")
     assert result.returncode == 2
     assert "--verify_data: verified 2 problems: 1 broken" in result.stderr
+    assert not (tmp_path / "run" / "config.yaml").exists()
+
+
+def test_verify_data_stops_training_on_a_guessable_problem(tiny_model, tmp_path):
+    guessable = {"id": "is-even", "description": "Return whether x is even.", "split": "train",
+                 "solution": "def solve(x):\n    return x % 2 == 0",
+                 "tests": [{"test_code": f"print(solve({x}))", "expected_output": str(x % 2 == 0)} for x in (2, 4, 5)]}
+    data = tmp_path / "problems.jsonl"
+    data.write_text(json.dumps(guessable) + "\n")
+    result = run_trainer("--model", tiny_model, "--language", "python", "--data", data, "--test_fraction", "0",
+                         "--verify_data", "--eval_pass_at_k", "false", "--output_dir", tmp_path / "run")
+    assert result.returncode == 2
+    assert "--verify_data: verified 1 problems: 0 broken, 1 guessable (trivial share above 0.34)" in result.stderr
+    assert f"python -m data verify {data} --language python --max_trivial_share 0.34` lists each problem" \
+        in result.stderr
     assert not (tmp_path / "run" / "config.yaml").exists()
 
 

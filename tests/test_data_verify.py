@@ -1,4 +1,4 @@
-"""Verification of problem sets through the real judge, on planted broken Python problems."""
+"""Verification of problem sets through the real judge, on planted broken and guessable problems."""
 
 import json
 import os
@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from data import verify_problems
+from data import bundled_path, cached_trivial_shares, load_problems, measure_trivial_shares, verify_problems
+from data.trivial import PROBES, probes
 from judging import Judge
 from judging.executors import find_q
+from rewards import ScoringArguments, score
 
 FIXTURES = Path(__file__).parent / "fixtures" / "data"
 REPO = Path(__file__).resolve().parent.parent
@@ -69,7 +71,13 @@ def test_a_test_that_a_no_op_passes_is_broken_even_without_a_solution(report):
 
 def test_problems_without_solution_are_unverifiable_not_broken(report):
     assert report.unverifiable == ["no-solution"]
-    assert report.summary() == "verified 6 problems: 4 broken, 1 unverifiable (no solution), 1 clean"
+    assert report.summary() == ("verified 6 problems: 4 broken, 2 guessable (trivial share above 0.34), "
+                                "1 unverifiable (no solution), 1 clean")
+
+
+def test_a_test_that_prints_without_the_solution_is_guessable_too(report):
+    assert [g["id"] for g in report.guessable] == ["no-op-passes", "no-solution-no-op-passes"]
+    assert report.trivial["no-op-passes"].share == 1.0 and report.trivial["clean"].share == 0.0
 
 
 def run_cli(*args):
@@ -82,7 +90,8 @@ def test_cli_exits_0_on_a_clean_file_and_counts_unverifiable():
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-2:] == [
         "unverifiable (no solution): greet",
-        "verified 3 problems: 0 broken, 1 unverifiable (no solution), 2 clean",
+        "verified 3 problems: 0 broken, 0 guessable (trivial share above 0.34), 1 unverifiable (no solution), "
+        "2 clean",
     ]
 
 
@@ -95,7 +104,10 @@ def test_cli_exits_1_and_prints_each_broken_problem(tmp_path):
         "BROKEN wrong-expected: solution fails test 1 (failed)",
         "  test 1 expected: '7'",
         "  test 1 got:      '6'",
-        "verified 2 problems: 1 broken, 0 unverifiable (no solution), 1 clean",
+        "trivial share (the most of a problem's tests a constant, an echo or printing nothing passes): "
+        "mean 0.00, max 0.00",
+        "verified 2 problems: 1 broken, 0 guessable (trivial share above 0.34), 0 unverifiable (no solution), "
+        "1 clean",
     ]
 
 
@@ -108,6 +120,8 @@ def test_cli_exits_2_on_bad_input(tmp_path):
                                      "(use \"\" for a test that prints nothing)")
     result = run_cli(str(path), "--timeout", "0")
     assert result.returncode == 2 and "must be a positive number of seconds" in result.stderr
+    result = run_cli(str(path), "--max_trivial_share", "1.5")
+    assert result.returncode == 2 and "--max_trivial_share: '1.5' is not a fraction between 0 and 1" in result.stderr
 
 
 @pytest.mark.skipif(find_q() is not None, reason="a q binary is installed here; this checks the missing-q path")
@@ -119,3 +133,127 @@ def test_cli_exits_2_with_the_preflight_message_when_q_is_missing(tmp_path):
     assert (result.returncode, result.stdout) == (2, "")
     message = result.stderr.strip()
     assert message.startswith(f"{path}: ") and "\n" not in message
+
+
+# Trivial programs (data/trivial.py): constants, echoing the first argument and printing nothing, judged for real.
+
+def solve_problem(problem_id, tests, solution):
+    return {"id": problem_id, "language": "python", "description": "Write solve.", "solution": solution,
+            "tests": [{"test_code": code, "expected_output": expected} for code, expected in tests]}
+
+
+IS_PALINDROME = "def solve(s):\n    return s == s[::-1]\n"
+# The bundled is-palindrome before its tests were balanced: returning True passes 3 of 4.
+OLD_PALINDROME = solve_problem("is-palindrome", [(f"print(solve({word!r}))", str(word == word[::-1]))
+                                                 for word in ("racecar", "hello", "abba", "a")], IS_PALINDROME)
+ALL_TRUE = solve_problem("all-true", [(f"print(solve({n}))", "True") for n in (2, 4, 6)],
+                         "def solve(n):\n    return n % 2 == 0\n")
+ONE_IN_THREE = solve_problem("one-in-three", [("print(solve(4))", "True"), ("print(solve(3))", "False"),
+                                              ("print(solve(4), solve(3))", "True False")],
+                             "def solve(n):\n    return n % 2 == 0\n")
+
+
+def write_jsonl(path, records, blank_after_first=False):
+    lines = [json.dumps(record) for record in records]
+    if blank_after_first:
+        lines.insert(1, "")
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def test_cli_lists_each_guessable_problem_at_file_and_line_with_the_program_that_scores(tmp_path):
+    path = write_jsonl(tmp_path / "problems.jsonl", [PLANTED[0], ONE_IN_THREE, ALL_TRUE, OLD_PALINDROME],
+                       blank_after_first=True)
+    result = run_cli(str(path), "--language", "python")
+    assert result.returncode == 1, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:2] == [f"{path}:4: all-true: returning True passes 3/3 tests",
+                         f"{path}:5: is-palindrome: returning True passes 3/4 tests"]
+    assert lines[-1] == ("verified 4 problems: 0 broken, 2 guessable (trivial share above 0.34), "
+                         "0 unverifiable (no solution), 2 clean")
+    result = run_cli(str(path), "--language", "python", "--max_trivial_share", "0.8")
+    assert result.returncode == 1 and result.stdout.splitlines()[0] == f"{path}:4: all-true: returning True passes " \
+                                                                       "3/3 tests"
+    assert "is-palindrome" not in result.stdout
+    result = run_cli(str(path), "--language", "python", "--max_trivial_share", "1")
+    assert result.returncode == 0 and "0 guessable (trivial share above 1)" in result.stdout
+
+
+KINDS = [  # (tests as (code, expected), the probe that passes most, how many)
+    ([("print(solve(1))", "False"), ("print(solve(2))", "False"), ("print(solve(3))", "True")], "returning False", 2),
+    ([("print(solve(1))", "0"), ("print(solve(2))", "5")], "returning 0", 1),
+    ([("print(solve(8))", "1"), ("print(solve(9))", "1"), ("print(solve(2))", "2")], "returning 1", 2),
+    ([("print(solve([3], 4))", "-1"), ("print(solve([4], 4))", "2")], "returning -1", 1),
+    ([("print(solve('ab'))", ""), ("print(solve('ba'))", "")], "returning ''", 2),
+    ([("print(solve([0]))", "[]"), ("print(solve([1]))", "[5]")], "returning []", 1),
+    ([("print(solve([]))", "None"), ("print(solve([2, 1]))", "2")], "returning None", 1),
+    ([("print(solve(5))", "5"), ("print(solve(-5))", "5"), ("print(solve(0))", "0")], "echoing its first argument", 2),
+    ([("print(solve([1]) + [2])", ""), ("print(solve([3]) + [4])", "x")], "printing nothing", 1),
+    ([("print(solve(2) * 3)", "6"), ("print(len(solve('abc')))", "3")], "echoing its first argument", 2),
+    ([("x = solve(3)\nprint('yes' if x else 'no')", "yes")], "returning True", 1),
+]
+
+
+def test_each_kind_of_trivial_program_is_found_through_the_judge():
+    problems = [solve_problem(f"kind-{i}", tests, None) for i, (tests, _, _) in enumerate(KINDS)]
+    with Judge(timeout=5.0) as judge:
+        shares = measure_trivial_shares(problems, judge)
+    assert [(s.probe, s.passed, s.total) for s in shares] == [(probe, passed, len(tests))
+                                                              for tests, probe, passed in KINDS]
+
+
+def test_trivial_shares_by_number_of_tests_read_the_first_n_tests():
+    problem = solve_problem("late-trues", [("print(solve(1))", "1"), ("print(solve(2))", "4"),
+                                           ("print(solve(3))", "True"), ("print(solve(4))", "True")], None)
+    with Judge(timeout=5.0) as judge:
+        (share,) = measure_trivial_shares([problem], judge)
+    # First test: the echo passes it; the first two: one of two; then True catches up.
+    assert share.by_tests == [1.0, 0.5, 1 / 3, 0.5] and (share.probe, share.passed) == ("returning True", 2)
+
+
+def test_skipping_probes_that_cannot_pass_changes_no_share():
+    """Left-out probes are those whose output no test expects; running the whole family gives the same shares."""
+    problems = load_problems(bundled_path("python"), "python")[:24] + [OLD_PALINDROME, ALL_TRUE, ONE_IN_THREE]
+    family = PROBES["python"]
+    with Judge(timeout=5.0) as judge:
+        measured = measure_trivial_shares(problems, judge)
+        scores = score(judge, [p for p in problems for _ in family], [probe.program for _ in problems
+                                                                      for probe in family],
+                       ScoringArguments(), all_tests=True, extract=False)
+    skipped = sum(len(family) - len(probes(p)) for p in problems)
+    assert skipped > len(problems) * 5  # most constants are never run on the bundled set
+    for index, (problem, share) in enumerate(zip(problems, measured)):
+        passes = [[t.status == "passed" for t in s.judgement.tests]
+                  for s in scores[index * len(family):(index + 1) * len(family)]]
+        full = [max(sum(p[:n]) for p in passes) / n for n in range(1, len(problem["tests"]) + 1)]
+        assert share.by_tests == full, problem["id"]
+
+
+def test_q_probes_run_through_the_judge_and_are_listed(tmp_path):
+    """With tests/fake_q/q, a STAND-IN that evaluates no q: every probe passes a test that prints by itself, so this
+    checks that q problems get the q probes through the judge and the listing, not what real q prints."""
+    q_problem = {"id": "prints-itself", "language": "q", "description": "d", "solution": "solve:{x}",
+                 "tests": [{"test_code": '-1 "1b";', "expected_output": "1b"},
+                           {"test_code": '-1 "0b";', "expected_output": "0b"}]}
+    path = write_jsonl(tmp_path / "q.jsonl", [q_problem])
+    result = run_cli(str(path), "--language", "q", "--q_binary", str(REPO / "tests" / "fake_q" / "q"))
+    assert result.returncode == 1, result.stderr
+    assert f"{path}:1: prints-itself: returning 1b passes 2/2 tests" in result.stdout.splitlines()
+    assert [probe.program.splitlines()[0] for probe in PROBES["q"]][:2] == ["solve:('[{1b};enlist])",
+                                                                           "solve:('[{0b};enlist])"]
+
+
+def test_cached_shares_are_read_back_and_a_changed_problem_is_measured_again(tmp_path):
+    cache = tmp_path / "trivial_shares.json"
+    with Judge(timeout=5.0) as judge:
+        first = cached_trivial_shares([OLD_PALINDROME, ALL_TRUE], judge, cache)
+    assert [s.share for s in first] == [0.75, 1.0]
+    assert cached_trivial_shares([OLD_PALINDROME, ALL_TRUE], None, cache) == first  # no judge: nothing measured
+    changed = {**ALL_TRUE, "tests": ALL_TRUE["tests"] + [{"test_code": "print(solve(3))", "expected_output": "False"}]}
+    with pytest.raises(AttributeError):
+        cached_trivial_shares([changed], None, cache)
+    with Judge(timeout=5.0) as judge:
+        (share,) = cached_trivial_shares([changed], judge, cache)
+    assert (share.passed, share.total) == (3, 4)
+    assert sorted(entry["id"] for entry in json.loads(cache.read_text()).values()) == [
+        "all-true", "all-true", "is-palindrome"]

@@ -20,6 +20,7 @@ import yaml
 from trl import GRPOConfig, TrlParser
 
 from cli import UsageError, positive
+from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE
 from judging import JudgeArguments
 from rewards import REWARD_FUNCS, ScoringArguments
 from judging.languages import LANGUAGES
@@ -84,7 +85,14 @@ class DataArguments:
     max_test_problems: int = field(default=40, metadata={"help": "At most this many held-out problems."})
     verify_data: bool = field(
         default=False,
-        metadata={"help": "Run every problem's canonical solution through the judge before training; stop if any fails."},
+        metadata={"help": "Run every problem's canonical solution, a no-op and the trivial programs through the judge "
+                  "before training; stop if a solution fails, the no-op passes, or a problem is guessable "
+                  "(--max_trivial_share)."},
+    )
+    max_trivial_share: float = field(
+        default=DEFAULT_MAX_TRIVIAL_SHARE,
+        metadata={"help": "With --verify_data: a problem is guessable when a trivial program (a constant, echoing the "
+                  "input, printing nothing) passes more than this fraction of its tests."},
     )
     prompt_style: str = field(
         default="plain",
@@ -98,6 +106,10 @@ class DataArguments:
         default=False,
         metadata={"help": "Ask for <reasoning>...</reasoning> then <answer>...</answer>; only the answer runs."},
     )
+
+    def __post_init__(self):
+        if not 0 <= self.max_trivial_share <= 1:
+            raise UsageError(f"--max_trivial_share {self.max_trivial_share}: must be a fraction between 0 and 1")
 
 
 @dataclass

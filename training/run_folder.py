@@ -1,6 +1,7 @@
 """The run folder and the callback that writes its logs.
 
     <run>/config.yaml                every resolved setting; `--config <run>/config.yaml` repeats the run
+    <run>/trivial_shares.json        each problem's trivial share, measured once (--partial_credit above_trivial)
     <run>/checkpoints/checkpoint-N/  TRL/transformers checkpoints (resumable)
     <run>/logs/training_log.txt      one readable line per logged step
     <run>/logs/metrics.jsonl         one JSON object per logged step (evaluations included)
@@ -30,6 +31,7 @@ class RunFolder:
     def __init__(self, root: str | Path):
         self.root = Path(root)
         self.config = self.root / "config.yaml"
+        self.trivial_shares = self.root / "trivial_shares.json"
         self.checkpoints = self.root / "checkpoints"
         self.logs = self.root / "logs"
         self.training_log = self.logs / "training_log.txt"

@@ -1,0 +1,199 @@
+"""The trivial share of a problem: the largest fraction of its tests a program that ignores its input passes.
+
+The test-case reward pays the fraction of tests passed. When a problem's tests share an answer, a `solve` that
+always returns it (``True``, ``0``, ``[]``, ...) earns part of the reward with no algorithm at all, and under GRPO
+such a constant is a cheap local optimum. The probes are the programs a model can reach without reading the
+input, run through the real judge exactly as completions are:
+
+- a constant of each type the tests print: booleans, 0, 1, -1, the empty string, the empty list, None (q: ``1b``,
+  ``0b``, ``0``, ``1``, ``-1``, ``""``, ``()``);
+- echoing its first argument (q: the identity ``{x}``);
+- printing nothing: ``solve`` ends the program, so nothing at all is printed after the judge's marker. (Returning
+  ``None`` prints ``None``, and returning ``""`` prints an empty line; both are probes of their own.)
+
+Each probe's ``solve`` takes any arguments (Python ``*args, **kwargs``; q a function composed with ``enlist``,
+which accepts one to eight arguments), so a single probe fits every problem.
+
+A problem's trivial share depends on which of its tests are judged: the training reward uses the first
+``--max_tests_per_problem``, evaluation all of them. ``TrivialShare.by_tests[n - 1]`` is the share over the first
+n tests, so every consumer reads the share of exactly the tests it judges.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from judging import JudgeUnavailable
+from rewards import ScoringArguments, score
+
+PROBLEMS_PER_BATCH = 16
+# Above it a problem is listed by `python -m data verify` (and stops `--verify_data`): just above 1/3, so one test
+# in three sharing a constant answer passes, two in four do not.
+DEFAULT_MAX_TRIVIAL_SHARE = 0.34
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str  # how a report names it: "returning True passes 3/4 tests"
+    program: str
+    prints: str | None = None  # what it makes `print(solve(<literals>))` print, stripped, when that is certain
+
+
+def _python_probe(name: str, body: str, prints: str | None = None) -> Probe:
+    return Probe(name, f"def solve(*args, **kwargs):\n    {body}\n", prints)
+
+
+def _q_probe(name: str, function: str) -> Probe:
+    # A function composed with enlist takes one to eight arguments as one list: solve[a], solve[a;b], solve a.
+    return Probe(name, f"solve:('[{function};enlist])\n")
+
+
+PROBES: dict[str, tuple[Probe, ...]] = {
+    "python": (
+        *(_python_probe(f"returning {value}", f"return {value}", str(ast.literal_eval(value)))
+          for value in ("True", "False", "0", "1", "-1", "''", "[]", "None")),
+        _python_probe("echoing its first argument", "return args[0]"),
+        _python_probe("printing nothing", "raise SystemExit(0)", ""),
+    ),
+    "q": (
+        *(_q_probe(f"returning {value}", "{" + value + "}") for value in ("1b", "0b", "0", "1", "-1", '""', "()")),
+        _q_probe("echoing its first argument ({x})", "first"),
+        _q_probe("printing nothing", "{exit 0}"),
+    ),
+}
+
+
+@dataclass
+class TrivialShare:
+    """What the best probe achieves on one problem: ``passed`` of its ``total`` tests, ``share`` = passed/total.
+
+    ``by_tests[n - 1]`` is the largest share any probe achieves over the first n tests (the best probe there may
+    differ from ``probe``)."""
+
+    share: float
+    probe: str
+    passed: int
+    total: int
+    by_tests: list[float]
+
+
+def probes(problem: dict) -> tuple[Probe, ...]:
+    """The probes worth running on ``problem``: all of its language's, less those that certainly fail every test.
+
+    When every test is ``print(solve(<literals>))``, a constant's output is known without running it (``True``
+    prints ``True``), so a probe whose output no test expects passes none and is left out. What is run is
+    judged; the shares are those that running every probe gives, in a fifth of the executions on the bundled
+    Python set."""
+    family = PROBES[problem["language"]]
+    if problem["language"] != "python" or not all(_prints_solve_of_literals(t["test_code"]) for t in problem["tests"]):
+        return family
+    expected = {str(t["expected_output"]).strip() for t in problem["tests"]}
+    return tuple(probe for probe in family if probe.prints is None or probe.prints in expected)
+
+
+def _prints_solve_of_literals(test_code: str) -> bool:
+    """Whether the test is exactly ``print(solve(...))`` with literal arguments (nothing else can print)."""
+    try:
+        body = ast.parse(test_code).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    if len(body) != 1 or not isinstance(body[0], ast.Expr) or not _call_of(body[0].value, "print", 1):
+        return False
+    solve = body[0].value.args[0]
+    if not _call_of(solve, "solve") or any(k.arg is None for k in solve.keywords):
+        return False
+    for node in [*solve.args, *(k.value for k in solve.keywords)]:
+        try:
+            ast.literal_eval(node)
+        except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+            return False
+    return True
+
+
+def _call_of(node: ast.AST, name: str, arguments: int | None = None) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
+            and (arguments is None or (len(node.args) == arguments and not node.keywords)))
+
+
+def measure_trivial_shares(problems: list[dict], judge, show_progress: bool = False) -> list[TrivialShare]:
+    """Run every probe of each problem's language on all its tests through ``judge``; one result per problem.
+
+    Raises ``JudgeUnavailable`` when the judge cannot run a probe (``sandbox_error``): that says nothing about
+    the data, and a share measured through a broken sandbox would be wrong."""
+    shares: list[TrivialShare] = []
+    with tqdm(total=len(problems), desc="trivial programs", unit="problem", disable=not show_progress) as progress:
+        for start in range(0, len(problems), PROBLEMS_PER_BATCH):
+            batch = problems[start:start + PROBLEMS_PER_BATCH]
+            shares += _measure_batch(batch, judge)
+            progress.update(len(batch))
+    return shares
+
+
+def _measure_batch(batch: list[dict], judge) -> list[TrivialShare]:
+    judged, programs = [], []
+    family = [probes(problem) for problem in batch]
+    for problem, run in zip(batch, family):
+        for probe in run:
+            judged.append(problem)
+            programs.append(probe.program)
+    judgements = iter(s.judgement for s in score(judge, judged, programs, ScoringArguments(), all_tests=True,
+                                                 extract=False))
+    results = []
+    for problem, run in zip(batch, family):
+        passes = []  # per probe, whether each test passed
+        for probe in run:
+            judgement = next(judgements)
+            if judgement.status == "sandbox_error":
+                detail = next((t.stderr.strip().splitlines()[-1] for t in judgement.tests if t.stderr.strip()), "")
+                raise JudgeUnavailable(f"{problem['id']}: the judge could not run the probe {probe.name!r} "
+                                       f"({detail or 'sandbox error'}); fix the judge (q licence, sandbox) and retry")
+            passes.append((probe, [t.status == "passed" for t in judgement.tests]))
+        results.append(_share(passes))
+    return results
+
+
+def _share(passes: list[tuple[Probe, list[bool]]]) -> TrivialShare:
+    total = len(passes[0][1])  # the echo always runs
+    best, best_passed = max(((probe, sum(tests)) for probe, tests in passes), key=lambda pair: pair[1])
+    by_tests = [max(sum(tests[:n]) for _, tests in passes) / n for n in range(1, total + 1)]
+    return TrivialShare(best_passed / total, best.name, best_passed, total, by_tests)
+
+
+def _key(problem: dict) -> str:
+    """What a cached share depends on: the language, the tests and the probes of that language."""
+    text = json.dumps([problem["language"], problem["tests"], [p.program for p in PROBES[problem["language"]]]],
+                      sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def cached_trivial_shares(problems: list[dict], judge, cache: str | Path | None,
+                          show_progress: bool = False) -> list[TrivialShare]:
+    """``measure_trivial_shares``, reading and extending the JSON file ``cache`` (a run folder's
+    ``trivial_shares.json``; None: no cache).
+
+    Entries are keyed by each problem's language, tests and the probes, so a changed problem is measured again and
+    a resumed run measures nothing. An unreadable cache is measured afresh and replaced."""
+    cache = Path(cache) if cache is not None else None
+    stored = {}
+    if cache is not None and cache.exists():
+        try:
+            stored = json.loads(cache.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            stored = {}
+    keys = [_key(problem) for problem in problems]
+    missing = list({key: problem for problem, key in zip(problems, keys) if key not in stored}.values())
+    if missing:
+        measured = measure_trivial_shares(missing, judge, show_progress)
+        stored.update({_key(p): {"id": p["id"], **asdict(s)} for p, s in zip(missing, measured)})
+        if cache is not None:
+            tmp = cache.with_suffix(f".tmp-{os.getpid()}")
+            tmp.write_text(json.dumps(stored, indent=1))
+            os.replace(tmp, cache)
+    return [TrivialShare(**{k: v for k, v in stored[key].items() if k != "id"}) for key in keys]
