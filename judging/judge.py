@@ -19,7 +19,6 @@ import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from tqdm import tqdm
 
@@ -30,6 +29,7 @@ from judging.licence_proxy import (FLAG, PROXY_ENV, TLS_TRUST, LicenceEgressUnav
                                    describe_hosts, parse_licence_hosts)
 from judging.sandbox import (LEVEL_TOOLS, LEVELS, NAMESPACE_LEVELS, SCRATCH, Limits, Sandbox, SandboxUnavailable,
                              SlotUids, blocked_for_others)
+from judging.scratch import new_scratch, remove_tree
 from judging.warm import WarmWorkers
 
 STATUSES = ("passed", "failed", "no_code", "syntax_error", "runtime_error", "timeout", "memory",
@@ -356,38 +356,41 @@ class Judge:
 
     def _execute(self, runner: _Runner, code: str, test: dict, timeout: float) -> TestResult:
         uid = self._slots.get()
-        scratch = None
-        try:
-            warm = self._warm if self._warm is not None and runner.executor.language == "python" else None
-            marker = secrets.token_hex(16)
-            # Model text can hold lone surrogates, which UTF-8 cannot encode: judge them as "?", never crash.
-            program = runner.executor.program(code, marker, test["test_code"]).encode("utf-8", "replace")
-            scratch = _new_scratch(warm.folders[uid] if warm else self._base, uid, runner.executor.filename, program)
-            inside = SCRATCH if runner.sandbox.level == "bwrap" else scratch
-            argv = runner.executor.argv(f"{inside}/{runner.executor.filename}")
-            for delay in (*LICENCE_RETRY_DELAYS, None):
-                result = warm.run(uid, scratch, timeout) if warm else None
-                if result is None:  # no warm worker, or it failed (maybe mid-test): run cold, in a fresh folder
-                    if warm:
-                        shutil.rmtree(scratch, ignore_errors=True)
-                        scratch = None
-                        scratch = _new_scratch(self._base, uid, runner.executor.filename, program)
-                    result = runner.sandbox.run(argv, scratch, uid, timeout)
-                marker_seen = _after(result.stdout, marker) is not None
-                outcome = runner.executor.outcome(result, marker_seen) if result.returncode is not None else RAN
-                if outcome != LICENCE_FAILURE:
-                    break
-                if delay is None:
-                    outcome = "sandbox_error"
-                    break
-                with self._counts_lock:
-                    self._licence_retries += 1
-                time.sleep(delay)
-        except (OSError, SandboxUnavailable) as error:
-            return TestResult("sandbox_error", 0.0, "", f"{type(error).__name__}: {error}")
+        try:  # the slot goes back whatever happens below, cleanup included
+            scratch = None
+            try:
+                warm = self._warm if self._warm is not None and runner.executor.language == "python" else None
+                marker = secrets.token_hex(16)
+                # Model text can hold lone surrogates, which UTF-8 cannot encode: judge them as "?", never crash.
+                program = runner.executor.program(code, marker, test["test_code"]).encode("utf-8", "replace")
+                filename = runner.executor.filename
+                scratch = new_scratch(warm.folders[uid] if warm else self._base, uid, filename, program)
+                inside = SCRATCH if runner.sandbox.level == "bwrap" else scratch
+                argv = runner.executor.argv(f"{inside}/{filename}")
+                for delay in (*LICENCE_RETRY_DELAYS, None):
+                    result = warm.run(uid, scratch, timeout) if warm else None
+                    if result is None:  # no warm worker, or it failed (maybe mid-test): run cold, in a fresh folder
+                        if warm:
+                            remove_tree(scratch)
+                            scratch = None
+                            scratch = new_scratch(self._base, uid, filename, program)
+                        result = runner.sandbox.run(argv, scratch, uid, timeout)
+                    marker_seen = _after(result.stdout, marker) is not None
+                    outcome = runner.executor.outcome(result, marker_seen) if result.returncode is not None else RAN
+                    if outcome != LICENCE_FAILURE:
+                        break
+                    if delay is None:
+                        outcome = "sandbox_error"
+                        break
+                    with self._counts_lock:
+                        self._licence_retries += 1
+                    time.sleep(delay)
+            except (OSError, SandboxUnavailable) as error:
+                return TestResult("sandbox_error", 0.0, "", f"{type(error).__name__}: {error}")
+            finally:
+                if scratch:
+                    remove_tree(scratch)  # never raises: what judged code left is logged, not the test's verdict
         finally:
-            if scratch:
-                shutil.rmtree(scratch, ignore_errors=True)
             self._slots.put(uid)
         after_marker = _after(result.stdout, marker)
         if result.output_overflow:
@@ -419,12 +422,19 @@ class Judge:
                                            for item in items)))
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        """Stop the pool, the licence proxy and the warm workers and remove the judge's folder; never raises (a
+        step that fails is logged and the next still runs)."""
+        steps = [lambda: self._pool.shutdown(wait=True)]
         if self._proxy:
-            self._proxy.close()
+            steps.append(self._proxy.close)
         if self._warm is not None:
-            self._warm_cleanup()
-        self._cleanup()
+            steps.append(self._warm_cleanup)
+        steps.append(self._cleanup)
+        for step in steps:
+            try:
+                step()
+            except Exception:
+                logger.exception("judge close: a step failed; the rest still ran")
 
     def __enter__(self) -> Judge:
         return self
@@ -433,19 +443,10 @@ class Judge:
         self.close()
 
 
-def _new_scratch(parent: str, uid: int | None, filename: str, program: bytes) -> str:
-    """A fresh scratch folder in ``parent``, owned by the slot uid, holding the program."""
-    scratch = tempfile.mkdtemp(prefix="scratch-", dir=parent)
-    if uid is not None:
-        os.chown(scratch, uid, uid)
-    Path(scratch, filename).write_bytes(program)
-    return scratch
-
-
 def _release(base: str, slot_uids: SlotUids | None) -> None:
     if slot_uids:
         slot_uids.release()
-    shutil.rmtree(base, ignore_errors=True)
+    remove_tree(base)
 
 
 def _after(stdout: str, marker: str) -> str | None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from judging import Judge, JudgeUnavailable
+from judging.scratch import remove_tree
 from judging.sandbox import KEYRING_FILTER, SLOT_LOCK_DIR, SLOT_UID_BASE, SandboxUnavailable, blocked_for_others
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,9 +46,9 @@ def warm_workers_handle_it_themselves(request):
         assert judge._warm.failures == failures, f"a warm worker failed: {judge._warm.failure}"
 
 
-def run(judge, code, expected="unused"):
+def run(judge, code, expected="unused", timeout=None):
     """Run ``code`` as the test code (after the marker), so what it prints is what the judge compares."""
-    return judge.run("", [{"test_code": code, "expected_output": expected}], "python")
+    return judge.run("", [{"test_code": code, "expected_output": expected}], "python", timeout)
 
 
 def slot_processes(judge):
@@ -306,10 +307,89 @@ def test_trainer_survives_the_program_attacking_it(judge):
 
 def test_scratch_folders_are_removed(judge):
     run(judge, "open('left-behind.txt', 'w').write('x')\nimport os\nos.mkdir('sub')\n")
+    assert_only_warm_folders_left(judge)
+
+
+def cleanup_breakers(host_folder):
+    """Programs that leave a scratch tree built to break its removal on the host (issue 19, item 1)."""
+    return {
+        "1500_nested_folders": ("import os\n"
+                                "for _ in range(1500):\n"
+                                "    os.mkdir('d' * 40)\n"
+                                "    os.chdir('d' * 40)\n"),
+        "links_to_host_paths_and_loops": ("import os\n"
+                                          f"os.symlink({host_folder!r}, 'host')\n"
+                                          f"os.symlink({host_folder + '/keep.txt'!r}, 'host_file')\n"
+                                          "os.symlink('loop', 'loop')\n"
+                                          "os.symlink('b', 'a')\n"
+                                          "os.symlink('a', 'b')\n"
+                                          "os.mkdir('sub')\n"
+                                          "os.symlink('..', 'sub/up')\n"),
+        "unreadable_folders": ("import os\n"
+                               "os.makedirs('u/v/w')\n"
+                               "open('u/v/w/f', 'w').write('x')\n"
+                               "for path in ('u/v/w/f', 'u/v/w', 'u/v', 'u'):\n"
+                               "    os.chmod(path, 0)\n"),
+    }
+
+
+def host_folder_to_keep(tmp_path):
+    folder = tmp_path / "keep-me"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("keep")
+    return folder
+
+
+def assert_only_warm_folders_left(judge):
     warm_folders = set(judge._warm.folders.values()) if judge.warm else set()
     for path in Path(judge._base).iterdir():
         assert str(path) in warm_folders or str(path)[:-len(".log")] in warm_folders, f"{path} was left behind"
     assert not [path for folder in warm_folders for path in Path(folder).iterdir()]
+
+
+@pytest.mark.parametrize("breaker", ["1500_nested_folders", "links_to_host_paths_and_loops", "unreadable_folders"])
+def test_cleanup_breakers_get_a_verdict_free_the_slot_and_leave_nothing(judge, breaker, tmp_path):
+    kept = host_folder_to_keep(tmp_path)
+    code = cleanup_breakers(str(kept))[breaker]
+    judgement = run(judge, code + "print(6)\n", "6", timeout=10.0)  # 1,500 mkdirs take ~1 s on a loaded machine
+    assert judgement.status == "passed", judgement.tests[0].stderr
+    assert run(judge, code + "print(5)\n", "6", timeout=10.0).status == "failed", "its output is judged as any other"
+    assert judge._slots.qsize() == judge.workers, "every slot must be handed back"
+    assert_only_warm_folders_left(judge)
+    assert (kept / "keep.txt").read_text() == "keep", "removal followed a link to the host"
+
+
+def test_close_after_cleanup_breakers_never_raises(sandbox, tmp_path):
+    judge = Judge(timeout=10.0, workers=1, sandbox=sandbox)
+    base = Path(judge._base)
+    for code in cleanup_breakers(str(host_folder_to_keep(tmp_path))).values():
+        judge.run("", [{"test_code": code, "expected_output": ""}] * 2, "python")
+    judge.close()
+    judge.close()
+    assert not base.exists()
+
+
+def test_remove_tree_holds_against_deep_linked_and_unreadable_trees(tmp_path):
+    """The remover alone, on a tree deeper than PATH_MAX (names of 50 characters, 1,500 deep)."""
+    kept = host_folder_to_keep(tmp_path)
+    top = tmp_path / "scratch"
+    top.mkdir()
+    fd = os.open(top, os.O_RDONLY)
+    for _ in range(1500):
+        os.mkdir("n" * 50, dir_fd=fd)
+        inner = os.open("n" * 50, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.symlink(str(kept), "host", dir_fd=fd)
+    os.symlink("loop", "loop", dir_fd=fd)
+    os.close(fd)
+    (top / "u" / "v").mkdir(parents=True)
+    (top / "u" / "v" / "f").write_text("x")
+    (top / "u" / "v").chmod(0)
+    (top / "u").chmod(0)
+    assert remove_tree(str(top)) is None
+    assert not top.exists() and (kept / "keep.txt").read_text() == "keep"
+    assert remove_tree(str(top)) is None, "a folder already gone is not an error"
 
 
 @pytest.fixture()
