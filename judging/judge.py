@@ -375,8 +375,7 @@ class Judge:
                             scratch = None
                             scratch = new_scratch(self._base, uid, filename, program)
                         result = runner.sandbox.run(argv, scratch, uid, timeout)
-                    marker_seen = _after(result.stdout, marker) is not None
-                    outcome = runner.executor.outcome(result, marker_seen) if result.returncode is not None else RAN
+                    outcome = runner.executor.outcome(result, marker) if result.returncode is not None else RAN
                     if outcome != LICENCE_FAILURE:
                         break
                     if delay is None:
