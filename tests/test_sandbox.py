@@ -7,10 +7,12 @@ threats are in tests/test_warm_worker.py."""
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -390,6 +392,49 @@ def test_remove_tree_holds_against_deep_linked_and_unreadable_trees(tmp_path):
     assert remove_tree(str(top)) is None
     assert not top.exists() and (kept / "keep.txt").read_text() == "keep"
     assert remove_tree(str(top)) is None, "a folder already gone is not an error"
+
+
+FAKE_Q = str(ROOT / "tests" / "fake_q" / "q")  # a STAND-IN for q (see the file); it evaluates no q code
+# Each judged behaviour once known to end in sandbox_error (issue 19): (language, solution, test code, the verdict
+# it gets now). sandbox_error scores None, which spares a wrong answer its penalty: only the judge's own faults
+# may end there.
+ONCE_SANDBOX_ERRORS = {
+    "q_prints_licence_failure_text": ("q", "solve:{5}\n'k4.lic\nexit 1;", '-1 "5";', "runtime_error"),
+    "1500_nested_scratch_folders": ("python", cleanup_breakers("/")["1500_nested_folders"], "print(6)", "passed"),
+    "links_in_scratch": ("python", cleanup_breakers("/")["links_to_host_paths_and_loops"], "print(6)", "passed"),
+    "mode_000_folders": ("python", cleanup_breakers("/")["unreadable_folders"], "print(6)", "passed"),
+    "closes_stdout_and_stderr": ("python", "import os\nos.close(1)\nos.close(2)\n", "print(6)", "runtime_error"),
+    "signals_its_parent_and_all": ("python", "import os, signal\nfor pid in (os.getppid(), 1, -1):\n"
+                                             "    try:\n        os.kill(pid, signal.SIGKILL)\n"
+                                             "    except OSError:\n        pass\n", "print(6)", "passed"),
+    "its_warm_worker_is_killed": ("python", "import time\ntime.sleep(1.0)\n", "print(6)", "passed"),
+}
+
+
+@pytest.mark.parametrize("behaviour", list(ONCE_SANDBOX_ERRORS))
+def test_judged_behaviours_that_ended_in_sandbox_error_now_get_their_verdict(sandbox, behaviour, tmp_path,
+                                                                              monkeypatch):
+    language, solution, test_code, verdict = ONCE_SANDBOX_ERRORS[behaviour]
+    if behaviour == "its_warm_worker_is_killed" and sandbox == "bwrap-cold":
+        pytest.skip("no warm worker on the cold path")
+    (tmp_path / "qhome").mkdir(mode=0o755)
+    monkeypatch.setenv("QHOME", str(tmp_path / "qhome"))
+    monkeypatch.delenv("QLIC", raising=False)
+    with Judge(timeout=10.0, workers=1, sandbox=sandbox, q_binary=FAKE_Q, q_licence_hosts="none") as judge:
+        killer = None
+        if behaviour == "its_warm_worker_is_killed":
+            run(judge, "pass")
+            killer = threading.Timer(0.5, os.killpg, (next(iter(judge._warm._workers.values())).process.pid,
+                                                      signal.SIGKILL))
+            killer.start()
+        judgement = judge.run(solution, [{"test_code": test_code, "expected_output": "6"}], language)
+        if killer:
+            killer.join()
+            assert judge._warm.failures == 1, "the worker must really have died mid-test"
+        assert judgement.status == verdict, judgement.tests[0].stderr
+        assert judge.counters()["judge/licence_retries"] == 0
+        assert judge._slots.qsize() == 1
+        assert run(judge, "print(6)", "6").status == "passed"
 
 
 @pytest.fixture()
