@@ -95,6 +95,9 @@ class Judge:
     (``judging/warm.py``) when they start, else cold; ``"bwrap-cold"`` is bwrap with a fresh interpreter
     per test.
 
+    ``memory_mb`` bounds one test's memory and ``disk_mb`` the size of its /scratch and of its /tmp (each a
+    tmpfs inside the bwrap sandbox; the weaker levels write to a host folder).
+
     ``q_licence_hosts`` is what judged q may reach, only through the judge's licence proxy
     (judging/licence_proxy.py): ``"auto"`` (what q contacts when the judge first runs its own ``1+1``;
     nothing if it contacts nothing), ``"none"``, or ``"HOST:PORT[,HOST:PORT...]"``. A bad value raises
@@ -103,7 +106,7 @@ class Judge:
 
     def __init__(self, timeout: float = 1.0, completion_budget: float | None = None, workers: int | None = None,
                  sandbox: str = "auto", memory_mb: int = 1024, q_binary: str | None = None,
-                 q_licence_hosts: str = "auto"):
+                 q_licence_hosts: str = "auto", disk_mb: int = 64):
         self._licence_hosts = parse_licence_hosts(q_licence_hosts)
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
@@ -117,7 +120,9 @@ class Judge:
         self.completion_budget = float(completion_budget) if completion_budget else None  # None: 3x the timeout
         self.workers = workers if workers is not None else os.cpu_count() or 1
         self.q_binary = q_binary
-        self._limits = Limits(memory_mb=memory_mb)
+        if disk_mb < 1:
+            raise ValueError(f"disk_mb must be at least 1, got {disk_mb}")
+        self._limits = Limits(memory_mb=memory_mb, disk_mb=disk_mb)
         self._slot_uids = SlotUids(self.workers) if os.geteuid() == 0 else None
         self._slots: queue.Queue = queue.Queue()
         for uid in self._slot_uids.uids if self._slot_uids else [None] * self.workers:
@@ -364,17 +369,19 @@ class Judge:
                 # Model text can hold lone surrogates, which UTF-8 cannot encode: judge them as "?", never crash.
                 program = runner.executor.program(code, marker, test["test_code"]).encode("utf-8", "replace")
                 filename = runner.executor.filename
-                scratch = new_scratch(warm.folders[uid] if warm else self._base, uid, filename, program)
-                inside = SCRATCH if runner.sandbox.level == "bwrap" else scratch
-                argv = runner.executor.argv(f"{inside}/{filename}")
+                # bwrap copies the program into the sandbox's own /scratch (a tmpfs): no host folder; the warm
+                # worker reads it from its slot's folder; the weaker levels run in a host folder.
+                in_tmpfs = runner.sandbox.level == "bwrap"
+                if warm:  # the worker (root without CAP_DAC_OVERRIDE) reads it: a folder of the judge's own
+                    scratch = new_scratch(warm.folders[uid], None, filename, program)
+                elif not in_tmpfs:
+                    scratch = new_scratch(self._base, uid, filename, program)
+                argv = runner.executor.argv(f"{SCRATCH if in_tmpfs else scratch}/{filename}")
                 for delay in (*LICENCE_RETRY_DELAYS, None):
                     result = warm.run(uid, scratch, timeout) if warm else None
-                    if result is None:  # no warm worker, or it failed (maybe mid-test): run cold, in a fresh folder
-                        if warm:
-                            remove_tree(scratch)
-                            scratch = None
-                            scratch = new_scratch(self._base, uid, filename, program)
-                        result = runner.sandbox.run(argv, scratch, uid, timeout)
+                    if result is None:  # no warm worker, or it failed (maybe mid-test): run cold
+                        result = runner.sandbox.run(argv, None if in_tmpfs else scratch, uid, timeout,
+                                                    (filename, program))
                     outcome = runner.executor.outcome(result, marker) if result.returncode is not None else RAN
                     if outcome != LICENCE_FAILURE:
                         break

@@ -196,7 +196,11 @@ def test_q_answer_printed_by_the_solution_fails(qjudge):
     assert judgement.status == "failed"
 
 
-def test_q_licence_failure_is_retried_then_sandbox_error(qjudge, qhome):
+def test_q_licence_failure_is_retried_then_sandbox_error(qjudge, qhome, tmp_path, monkeypatch):
+    tries = tmp_path / "acct"  # where the stand-in counts its runs: its working folder dies with each run
+    tries.touch(mode=0o666)
+    tries.chmod(0o666)
+    monkeypatch.setenv("KX_ACCT", str(tries))
     (qhome / "mode").write_text("flaky")
     tests = [{"test_code": '-1 "6";', "expected_output": "6"}]
     assert qjudge.run("x:1", tests, "q").status == "passed", "two licence failures then success must pass"

@@ -107,7 +107,7 @@ def test_lone_surrogates_in_inputs_are_scored(files):
 
 
 @pytest.mark.parametrize("flag, value", [("--timeout", "0"), ("--max_tests_per_problem", "0"), ("--workers", "-1"),
-                                         ("--timeout", "soon")])
+                                         ("--timeout", "soon"), ("--judge_disk_mb", "0")])
 def test_bad_numbers_are_one_line_exit_2(files, flag, value):
     problems, completions, scores = files
     result = rewards_cli("score", "--problems", problems, "--completions", completions, "--out", scores,

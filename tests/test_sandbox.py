@@ -163,6 +163,58 @@ def test_files_too_big_are_refused(judge):
     assert run(judge, code).tests[0].stdout.strip() == "refused"
 
 
+class DiskWatch:
+    """The least free space seen on the host file system holding ``folder`` while the block runs."""
+
+    def __init__(self, folder):
+        self.folder, self.lowest, self._done = folder, shutil.disk_usage(folder).free, threading.Event()
+
+    def _watch(self):
+        while not self._done.wait(0.01):
+            self.lowest = min(self.lowest, shutil.disk_usage(self.folder).free)
+
+    def __enter__(self):
+        self.before = shutil.disk_usage(self.folder).free
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
+
+
+DISK_FILL = ("import os\n"
+             "for folder in ('/scratch', '/tmp'):\n"
+             "    written = 0\n"
+             "    try:\n"
+             "        for n in range(20):\n"
+             "            with open(f'{folder}/fill{n}', 'wb', buffering=0) as file:\n"
+             "                for _ in range(10):\n"
+             "                    written += file.write(b'x' * (1 << 20))\n"
+             "    except OSError as error:\n"
+             "        print(folder, error.errno, written >> 20, os.statvfs(folder).f_blocks * os.statvfs(folder).f_frsize >> 20)\n")
+
+
+def test_disk_is_bounded_per_test_and_nothing_reaches_the_host_disk(judge):
+    """200 MB in /scratch and 200 MB in /tmp: each stops at --judge_disk_mb (64) with ENOSPC (issue 19, item 3)."""
+    with DiskWatch(judge._base) as disk:
+        judgement = run(judge, DISK_FILL, timeout=10.0)
+        unchecked = run(judge, "for n in range(20):\n    open(f'fill{n}', 'wb').write(b'x' * (10 << 20))\n",
+                        timeout=10.0)
+    lines = [line.split() for line in judgement.tests[0].stdout.splitlines()]
+    assert [line[:2] for line in lines] == [["/scratch", "28"], ["/tmp", "28"]], judgement.tests[0].stderr
+    assert all(60 <= int(line[2]) <= 64 and line[3] == "64" for line in lines), lines
+    assert unchecked.status == "runtime_error" and "No space left on device" in unchecked.tests[0].stderr
+    assert disk.before - disk.lowest < 50 << 20, "what the test wrote reached the host disk"
+
+
+def test_judge_disk_mb_sizes_scratch_and_tmp(sandbox):
+    code = "import os\nfor folder in ('/scratch', '/tmp'):\n    print(os.statvfs(folder).f_blocks * os.statvfs(folder).f_frsize)"
+    with Judge(workers=1, sandbox=sandbox, disk_mb=8) as judge:
+        assert run(judge, code, f"{8 << 20}\n{8 << 20}").status == "passed"
+
+
 def test_host_files_and_problem_data_are_not_readable(judge, tmp_path):
     planted = tmp_path / "planted.txt"
     planted.write_text("secret")
