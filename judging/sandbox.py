@@ -5,7 +5,8 @@ Levels, strongest first (picked once by probing, never per execution):
 - ``bwrap``: bubblewrap started as root builds PID, network, IPC and UTS namespaces and a private,
   read-only filesystem view holding only /usr, /proc, /dev, the interpreter's own files, and /scratch (the
   working directory, holding the program) and /tmp, each a fresh tmpfs of ``--judge_disk_mb``: nothing a test
-  writes reaches the host disk (its pages are memory). Inside, ``setpriv``
+  writes reaches the host disk (its pages are memory, counted in the slot's cgroup: judging/cgroups.py).
+  Inside, ``setpriv``
   drops to a per-slot unprivileged uid (so RLIMIT_NPROC binds and slots cannot signal each other) and
   ``prlimit`` sets the resource limits. bwrap runs as root rather than after the uid drop because the
   interpreter may live in a folder the slot uid cannot enter (pyenv under /root is 0700); the program
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cli import UsageError
+from judging.cgroups import SlotCgroup
 
 LEVELS = ("bwrap", "unshare", "rlimits")
 NAMESPACE_LEVELS = ("bwrap", "unshare")
@@ -307,9 +309,10 @@ class Sandbox:
         return [*outer, *self.prefix, *drop, *limits, *argv]
 
     def run(self, argv: list[str], scratch: str | None, uid: int | None, timeout: float,
-            program: tuple[str, bytes] | None = None) -> RunResult:
+            program: tuple[str, bytes] | None = None, cgroup: SlotCgroup | None = None) -> RunResult:
         """Run ``argv`` in ``scratch`` (a host folder; at the bwrap level a fresh tmpfs holding ``program``, a
-        file name and its bytes, instead); everything it started is dead when this returns."""
+        file name and its bytes, instead), inside the slot's ``cgroup`` when there is one; everything it started
+        is dead when this returns."""
         env = None
         cwd = None
         if self.level != "bwrap":
@@ -325,9 +328,10 @@ class Sandbox:
             if self.level == "bwrap" and program:
                 held = (program[0], _memfd_holding(program[1]))
                 passed.append(held[1])
+            command = self.command(argv, scratch, uid, timeout, seccomp, held)
             start = time.monotonic()
             proc = subprocess.Popen(
-                self.command(argv, scratch, uid, timeout, seccomp, held), stdin=subprocess.DEVNULL,
+                cgroup.enter_command(command) if cgroup else command, stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True,
                 close_fds=True, pass_fds=passed,
             )

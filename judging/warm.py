@@ -27,6 +27,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from judging.cgroups import SlotCgroup
 from judging.sandbox import KEYRING_FILTER, OUTPUT_CAP, SCRATCH, RunResult, Sandbox, read_capped
 
 WORKER = str(Path(__file__).with_name("warm_worker.py"))
@@ -47,7 +48,7 @@ class WorkerFailed(RuntimeError):
 class WarmWorker:
     """One slot's worker: ``run`` one execution at a time, ``close`` at the end."""
 
-    def __init__(self, sandbox: Sandbox, interpreter: str, uid: int, folder: str):
+    def __init__(self, sandbox: Sandbox, interpreter: str, uid: int, folder: str, cgroup: SlotCgroup | None = None):
         limits = {"memory_mb": sandbox.limits.memory_mb, "processes": sandbox.limits.processes,
                   "file_mb": sandbox.limits.file_mb, "open_files": sandbox.limits.open_files,
                   "tmpfs_bytes": sandbox.limits.disk_bytes, "seccomp": KEYRING_FILTER.hex() if KEYRING_FILTER else None}
@@ -57,6 +58,8 @@ class WarmWorker:
         command = [*sandbox.prefix, "--bind", folder, SLOTS, "--dir", SCRATCH, "--setenv", "HOME", SCRATCH,
                    "--ro-bind", WORKER, WORKER_INSIDE, "--chdir", "/", "--cap-drop", "ALL", *capabilities,
                    interpreter, "-I", "-S", "-B", WORKER_INSIDE, str(theirs.fileno()), str(uid), json.dumps(limits)]
+        if cgroup:  # the worker and every child it forks count against the slot's memory and tasks
+            command = cgroup.enter_command(command)
         with theirs, open(self.log, "wb") as log:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
                                             pass_fds=(theirs.fileno(),), start_new_session=True)
@@ -150,8 +153,10 @@ class WarmWorkers:
     says why); the caller then runs it cold.
     """
 
-    def __init__(self, sandbox: Sandbox, interpreter: str, base: str, uids: list[int]):
+    def __init__(self, sandbox: Sandbox, interpreter: str, base: str, uids: list[int],
+                 cgroups: dict[int, SlotCgroup] | None = None):
         self.sandbox = sandbox
+        self.cgroups = cgroups or {}
         self.interpreter = interpreter
         self.folders = {uid: os.path.join(base, f"warm-{uid}") for uid in uids}
         for folder in self.folders.values():
@@ -166,7 +171,8 @@ class WarmWorkers:
             if worker is None or not worker.alive():
                 if worker is not None:
                     self._drop(uid, "the warm worker died between executions")
-                worker = self._workers[uid] = WarmWorker(self.sandbox, self.interpreter, uid, self.folders[uid])
+                worker = self._workers[uid] = WarmWorker(self.sandbox, self.interpreter, uid, self.folders[uid],
+                                                         self.cgroups.get(uid))
             return worker.run(os.path.basename(scratch), timeout)
         except (WorkerFailed, OSError) as error:
             self._drop(uid, str(error))
