@@ -7,9 +7,8 @@ Levels, strongest first (picked once by probing, never per execution):
   working directory, holding the program) and /tmp, each a fresh tmpfs of ``--judge_disk_mb``: nothing a test
   writes reaches the host disk (its pages are memory, counted in the slot's cgroup: judging/cgroups.py).
   Inside, ``setpriv`` drops to a per-slot unprivileged uid (so RLIMIT_NPROC binds and slots cannot signal each
-  other) and
-  ``prlimit`` sets the resource limits. bwrap runs as root rather than after the uid drop because the
-  interpreter may live in a folder the slot uid cannot enter (pyenv under /root is 0700); the program
+  other) and ``prlimit`` sets the resource limits. bwrap runs as root rather than after the uid drop because
+  the interpreter may live in a folder the slot uid cannot enter (pyenv under /root is 0700); the program
   itself still runs unprivileged with an empty capability set. A seccomp program (``keyring_filter``) refuses
   the kernel keyring, which outlives processes and would carry keys from one test of a slot uid to the next.
   Python tests run in warm workers instead when they start (``judging/warm.py``: the same sandbox, started
