@@ -212,7 +212,7 @@ class Judge:
             if shutil.which(LEVEL_TOOLS[level]) is None:
                 failures.append(f"{level}: {LEVEL_TOOLS[level]} not installed")
                 continue
-            runner = _Runner(python, Sandbox(level, self._limits, python.read_only, python.env))
+            runner = _Runner(python, Sandbox(level, self._limits, python.read_only, python.env, hidden=python.hidden))
             result = self._execute(runner, "", {"test_code": "print('ok')", "expected_output": "ok"}, PROBE_TIMEOUT)
             if result.status == "passed":
                 return level, failures
@@ -279,7 +279,7 @@ class Judge:
             if language not in self._runners:
                 executor = languages.language(language).make_executor(self.q_binary)
                 runner = _Runner(executor, Sandbox(self.level, self._limits, executor.read_only, executor.env,
-                                                   executor.read_write, executor.hostname))
+                                                   executor.read_write, executor.hostname, hidden=executor.hidden))
                 if executor.licensed and not executor.missing:
                     runner = self._licence_egress(runner)
                 self._runners[language] = runner
@@ -312,7 +312,7 @@ class Judge:
         executor = runner.executor
         proxied = _Runner(executor, Sandbox(self.level, self._limits, [*executor.read_only, *TLS_TRUST],
                                             {**executor.env, **PROXY_ENV}, executor.read_write, executor.hostname,
-                                            netns=proxy.netns))
+                                            netns=proxy.netns, hidden=executor.hidden))
         if hosts == "auto":
             test = {"test_code": languages.language("q").preflight_code, "expected_output": "2"}
             self._execute(proxied, "", test, PROBE_TIMEOUT)

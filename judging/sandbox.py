@@ -234,11 +234,13 @@ class Sandbox:
     ``env`` is the complete environment the program sees. ``read_write`` are host files it may write
     (q's KX_ACCT); ``hostname`` is the name it sees (q keeps the host's: k4.lic is bound to it).
     ``netns`` maps each slot uid to a network namespace (an open fd) the program runs in instead of a
-    fresh one: the licence proxy's slot namespaces (judging/licence_proxy.py).
+    fresh one: the licence proxy's slot namespaces (judging/licence_proxy.py). ``hidden`` are folders inside
+    the view that the program must not see (the interpreter's site-packages): each is covered by an empty one.
     """
 
     def __init__(self, level: str, limits: Limits, read_only: list[str], env: dict[str, str],
-                 read_write: list[str] = (), hostname: str = "sandbox", netns: dict[int, int] | None = None):
+                 read_write: list[str] = (), hostname: str = "sandbox", netns: dict[int, int] | None = None,
+                 hidden: list[str] = ()):
         if level not in LEVELS:
             raise ValueError(f"unknown sandbox level {level!r}; use one of {', '.join(LEVELS)}")
         self.level = level
@@ -247,9 +249,9 @@ class Sandbox:
         self.as_root = os.geteuid() == 0
         self.hostname = hostname
         self.netns = netns
-        self.prefix = self._build_prefix(read_only, list(read_write))
+        self.prefix = self._build_prefix(read_only, list(read_write), list(hidden))
 
-    def _build_prefix(self, read_only: list[str], read_write: list[str]) -> list[str]:
+    def _build_prefix(self, read_only: list[str], read_write: list[str], hidden: list[str]) -> list[str]:
         if self.level == "bwrap":
             namespaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
             if self.netns is not None:
@@ -261,6 +263,8 @@ class Sandbox:
                     "--proc", "/proc", "--dev", "/dev",
                     "--perms", "1777", "--size", str(self.limits.disk_bytes), "--tmpfs", "/tmp",
                     *_bind_with_parents(read_only, read_write)]
+            for path in hidden:  # an empty, unwritable folder over it (0555: the root warm worker cannot write it)
+                args += ["--perms", "0555", "--size", "4096", "--tmpfs", path]
             for key, value in self.env.items():
                 args += ["--setenv", key, value]
             return args

@@ -4,7 +4,8 @@ A cold execution pays bubblewrap, setpriv, prlimit and the interpreter's start-u
 test. A warm worker pays them once: it is ``python -I -S -B`` inside the slot's own bubblewrap sandbox (the
 same namespaces and read-only view as a cold execution), and per execution it forks a child that gets a
 mount and IPC namespace of its own, a fresh tmpfs at /scratch holding the program and one at /tmp (each
-``--judge_disk_mb``), its own pipes, the limits and the slot uid, then runs the program (``judging/warm_worker.py`` says how).
+``--judge_disk_mb``), its own pipes, the limits and the slot uid, then runs the program
+(``judging/warm_worker.py`` says how).
 
 Why the worker is root inside the sandbox and the child the slot uid: a child cannot signal, ptrace or
 open the files of a process of another uid, so nothing a program does reaches the worker; and the worker

@@ -6,6 +6,7 @@ threats are in tests/test_warm_worker.py."""
 
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import socket
@@ -20,6 +21,7 @@ import pytest
 
 from judging import Judge, JudgeUnavailable
 from judging.cgroups import V2_ROOT_ENV, Cgroups
+from judging.executors import PythonExecutor
 from judging.scratch import remove_tree
 from judging.sandbox import KEYRING_FILTER, SLOT_LOCK_DIR, SLOT_UID_BASE, SandboxUnavailable, blocked_for_others
 
@@ -194,7 +196,8 @@ DISK_FILL = ("import os\n"
              "                for _ in range(10):\n"
              "                    written += file.write(b'x' * (1 << 20))\n"
              "    except OSError as error:\n"
-             "        print(folder, error.errno, written >> 20, os.statvfs(folder).f_blocks * os.statvfs(folder).f_frsize >> 20)\n")
+             "        size = os.statvfs(folder)\n"
+             "        print(folder, error.errno, written >> 20, size.f_blocks * size.f_frsize >> 20)\n")
 
 
 def test_disk_is_bounded_per_test_and_nothing_reaches_the_host_disk(judge):
@@ -211,7 +214,8 @@ def test_disk_is_bounded_per_test_and_nothing_reaches_the_host_disk(judge):
 
 
 def test_judge_disk_mb_sizes_scratch_and_tmp(sandbox):
-    code = "import os\nfor folder in ('/scratch', '/tmp'):\n    print(os.statvfs(folder).f_blocks * os.statvfs(folder).f_frsize)"
+    code = ("import os\nfor folder in ('/scratch', '/tmp'):\n"
+            "    print(os.statvfs(folder).f_blocks * os.statvfs(folder).f_frsize)")
     with Judge(workers=1, sandbox=sandbox, disk_mb=8) as judge:
         assert run(judge, code, f"{8 << 20}\n{8 << 20}").status == "passed"
 
@@ -229,6 +233,36 @@ def test_host_files_and_problem_data_are_not_readable(judge, tmp_path):
             "    except OSError:\n"
             "        print('hidden')\n")
     assert run(judge, code).tests[0].stdout.split() == ["hidden"] * 4
+
+
+def test_the_view_shows_the_standard_library_not_site_packages_nor_installed_data(judge):
+    """A non-editable install puts data/*.jsonl (every bundled test and solution) into site-packages: a planted
+    copy there must be out of sight, as must the rest of site-packages; the standard library stays (issue 19,
+    item 8)."""
+    from judging.executors import site_packages_in_view
+
+    shown = site_packages_in_view(PythonExecutor().read_only)
+    assert shown, "this interpreter's site-packages lies in the sandbox's view: the test needs it"
+    planted = Path(shown[0]) / f"rewards_planted_{secrets.token_hex(4)}" / "data" / "problems.jsonl"
+    planted.parent.mkdir(parents=True)
+    try:
+        planted.write_text('{"id": "x", "tests": [{"expected_output": "planted-answer"}]}\n')
+        code = ("import os\n"
+                f"for path in {shown + [str(planted.parent.parent)]!r}:\n"
+                "    try:\n"
+                "        print(len(os.listdir(path)))\n"
+                "    except OSError:\n"
+                "        print('hidden')\n"
+                "try:\n"
+                f"    print(open({str(planted)!r}).read())\n"
+                "except OSError:\n"
+                "    print('hidden')\n"
+                "import json, decimal, sqlite3, ctypes\n"
+                "print('standard-library')\n")
+        out = run(judge, code).tests[0].stdout.split()
+    finally:
+        shutil.rmtree(planted.parent.parent)
+    assert out == ["0"] * len(shown) + ["hidden", "hidden", "standard-library"], out
 
 
 def test_expected_output_is_nowhere_the_program_can_look(judge):
