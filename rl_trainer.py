@@ -27,7 +27,7 @@ from training.difficulty import DifficultyFilter, ProblemTracker
 from training.evaluation import PassAtKEvaluator
 from training.preflight import check_model, check_packages, check_vllm_server, check_wandb, load_tokenizer
 from training.prompts import prompt_rows
-from training.run_folder import RunFolder, RunLogCallback, checkpoint_step
+from training.run_folder import RunFolder, RunLogCallback, checkpoint_step, model_step
 from training.trainer import QGRPOTrainer
 from training.vllm_timeout import VLLMServerUnresponsive
 
@@ -224,7 +224,8 @@ def test_reward_function(args: Arguments, judge: Judge, problems: list[dict]) ->
 
 
 def evaluate_only(args: Arguments, evaluator: PassAtKEvaluator, run: RunFolder) -> int:
-    """pass@k of a model, a run's checkpoint, or a LoRA adapter folder (loaded onto its base model)."""
+    """pass@k of a model, a run's checkpoint or final model, or a LoRA adapter folder (loaded onto its base model),
+    recorded at the step the model stands for (training/run_folder.py, `model_step`)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -236,10 +237,12 @@ def evaluate_only(args: Arguments, evaluator: PassAtKEvaluator, run: RunFolder) 
         model = AutoPeftModelForCausalLM.from_pretrained(path, dtype=dtype)
     else:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    metrics = evaluator.evaluate(model.to(accelerator.device), accelerator, checkpoint_step(path))
+    step = model_step(path)
+    metrics = evaluator.evaluate(model.to(accelerator.device), accelerator, step)
     if accelerator.is_main_process:
         print(json.dumps(metrics))
-        print(f"evaluation written to {run.eval_results} (samples in {run.eval_samples}/)")
+        samples = run.logs / run.read_eval_results()[-1]["samples"]
+        print(f"evaluation of {path} appended to {run.eval_results} at step {step} (samples in {samples})")
     return 0
 
 

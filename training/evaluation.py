@@ -4,7 +4,8 @@ Each evaluation samples n = `--repeat_eval_problems` completions for each of `--
 problems, judges them with the training judge on all of a problem's tests, and reports pass@k with the unbiased
 estimator (`rewards.mean_pass_at_k`), the mean reward and the share of each judging status. Problems are sharded
 across processes (each evaluated exactly once), results gathered, and only the main process writes
-`logs/eval_results.json` and `logs/eval_samples/step-N.jsonl`.
+`logs/eval_results.json` and `logs/eval_samples/step-N.jsonl`. An `--eval_only` evaluation is marked
+`"eval_only": true` and writes its samples beside training's, to `step-N-eval_only.jsonl` (training/run_folder.py).
 """
 
 import json
@@ -86,14 +87,16 @@ class PassAtKEvaluator:
 
         metrics = self.summarize(per_problem)
         if accelerator.is_main_process:
+            self.run.eval_samples.mkdir(parents=True, exist_ok=True)
+            samples_file = self.run.eval_samples_file(step, self.args.eval_only)
+            with samples_file.open("w") as f:
+                f.writelines(json.dumps(s) + "\n" for s in samples_out)
             entry = {
                 "step": step, "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": round(time.time() - started, 2),
+                "eval_only": self.args.eval_only, "samples": str(samples_file.relative_to(self.run.logs)),
                 "settings": self.settings, "metrics": metrics, "problems": per_problem,
             }
             self.run.append_eval(entry)
-            self.run.eval_samples.mkdir(parents=True, exist_ok=True)
-            with (self.run.eval_samples / f"step-{step}.jsonl").open("w") as f:
-                f.writelines(json.dumps(s) + "\n" for s in samples_out)
             logger.info("evaluation at step %d: %s", step, json.dumps(metrics))
         return metrics
 

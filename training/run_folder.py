@@ -7,6 +7,7 @@
     <run>/logs/metrics.jsonl         one JSON object per logged step (evaluations included)
     <run>/logs/eval_results.json     every pass@k evaluation, appended
     <run>/logs/eval_samples/step-N.jsonl   the evaluation's completions with their judgements
+    <run>/logs/eval_samples/step-N-eval_only.jsonl   the same for an `--eval_only` evaluation of the step's model
     <run>/logs/problem_stats.jsonl   one line per training problem per step it was sampled (training/difficulty.py)
     <run>/final_model/               the trained model (or LoRA adapter) and tokenizer
 """
@@ -86,6 +87,24 @@ class RunFolder:
     def write_config(self, settings: dict) -> None:
         self.config.write_text(yaml.safe_dump(settings, sort_keys=True))
 
+    def last_step(self) -> int:
+        """The step training reached: its newest checkpoint's, or the last step logged (the run's end is logged)."""
+        steps = [checkpoint_step(latest)] if (latest := self.latest_checkpoint()) else []
+        if self.metrics.exists():
+            steps += [json.loads(line).get("step", 0) for line in self.metrics.read_text().splitlines() if line.strip()]
+        return max(steps, default=0)
+
+    def eval_samples_file(self, step: int, eval_only: bool) -> Path:
+        """Where an evaluation's samples go. Training's evaluation of a step owns `step-N.jsonl`; an `--eval_only`
+        evaluation takes `step-N-eval_only.jsonl`, or the next free `-2`, `-3` ..., and never overwrites a file."""
+        if not eval_only:
+            return self.eval_samples / f"step-{step}.jsonl"
+        path, copy = self.eval_samples / f"step-{step}-eval_only.jsonl", 1
+        while path.exists():
+            copy += 1
+            path = self.eval_samples / f"step-{step}-eval_only-{copy}.jsonl"
+        return path
+
     def read_eval_results(self) -> list[dict]:
         if not self.eval_results.exists():
             return []
@@ -116,9 +135,31 @@ class RunFolder:
 
 
 def checkpoint_step(path: str) -> int:
-    """The training step a checkpoint (or a run's saved model) was taken at; 0 for a model that never trained here."""
+    """The training step a checkpoint was taken at; 0 for a folder without a trainer state."""
     state = Path(path) / TRAINER_STATE_NAME
     return TrainerState.load_from_json(str(state)).global_step if state.exists() else 0
+
+
+def run_of_model(model: str) -> Path | None:
+    """The run folder that holds ``model`` as one of its checkpoints (`RUN/checkpoints/checkpoint-N`) or as its
+    final model (`RUN/final_model`), recognised by the run's config.yaml; None for any other model."""
+    path = Path(model).expanduser()
+    if path.name == "final_model":
+        root = path.parent
+    elif path.parent.name == "checkpoints" and path.name.startswith("checkpoint-"):
+        root = path.parent.parent
+    else:
+        return None
+    return root if (root / "config.yaml").is_file() else None
+
+
+def model_step(model: str) -> int:
+    """The training step a model stands for: a checkpoint's own step, a run's final model the run's last step, and 0
+    for a model that never trained in a run here."""
+    if (Path(model) / TRAINER_STATE_NAME).exists():
+        return checkpoint_step(model)
+    root = run_of_model(model)
+    return RunFolder(root).last_step() if root else 0
 
 
 def _fmt(value) -> str:
