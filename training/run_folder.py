@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 from transformers import TrainerCallback, TrainerState
 from transformers.trainer import TRAINER_STATE_NAME
-from transformers.trainer_utils import get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from cli import UsageError
 
@@ -43,10 +43,18 @@ class RunFolder:
         self.final_model = self.root / "final_model"
 
     def holds_outputs(self) -> bool:
-        return any((self.root / name).exists() for name in OUTPUT_FILES) or self.latest_checkpoint() is not None
+        started = any(self.checkpoints.glob(f"{PREFIX_CHECKPOINT_DIR}-*"))
+        return started or any((self.root / name).exists() for name in OUTPUT_FILES)
 
     def latest_checkpoint(self) -> str | None:
-        return get_last_checkpoint(str(self.checkpoints)) if self.checkpoints.is_dir() else None
+        """The newest whole checkpoint. The trainer writes trainer_state.json last, so a checkpoint without a
+        readable one was cut off while being saved (a run stopped by scancel or a kill) and is skipped."""
+        steps = {}
+        for path in self.checkpoints.glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
+            step = path.name.removeprefix(f"{PREFIX_CHECKPOINT_DIR}-")
+            if step.isdigit() and _readable_state(path):
+                steps[int(step)] = path
+        return str(steps[max(steps)]) if steps else None
 
     def resolve_checkpoint(self, resume: str | None) -> str | None:
         """`latest` means the newest checkpoint of this run folder; anything else is a checkpoint path."""
@@ -132,6 +140,14 @@ class RunFolder:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(value, indent=1))
         os.replace(tmp, path)
+
+
+def _readable_state(checkpoint: Path) -> bool:
+    try:
+        json.loads((checkpoint / TRAINER_STATE_NAME).read_text())
+        return True
+    except (OSError, ValueError):
+        return False
 
 
 def checkpoint_step(path: str) -> int:
