@@ -3,11 +3,11 @@
     python benchmarks/learning_check.py final_outputs/demo     # a finished run (scripts/cpu_demo.sh runs it too)
 
 Reads training's first and last evaluation of logs/eval_results.json (`--eval_only` entries are left out); both
-must be on the held-out split (`settings.split` = `test`) and on the same problems. Each problem's pass rate is c/n (its passing samples over
-its samples), so pass@1 is their mean. The verdict is on the per-problem differences, after minus before:
-problems are resampled with replacement (`--resamples`, seeded), the mean difference of each resample gives a
-95% percentile interval, and the demo learned when the interval's lower bound is above 0. Noise cannot pass it:
-a run whose problems go up and down by chance gives an interval that straddles 0.
+must be on the held-out split (`settings.split` = `test`) and on the same problems. Each problem's pass rate is
+c/n (its passing samples over its samples), so pass@1 is their mean. The verdict is on the per-problem
+differences, after minus before: problems are resampled with replacement (`--resamples`, seeded), the mean
+difference of each resample gives a 95% percentile interval, and the demo learned when the interval's lower bound
+is above 0. Noise cannot pass it: a run whose problems go up and down by chance gives an interval that straddles 0.
 
 Also prints every pass@k before and after, and the training reward (rolling mean of logs/metrics.jsonl) for
 context; neither decides. Exit code 0 when the lower bound is above 0, 1 when it is not, 2 when the run folder

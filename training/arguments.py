@@ -443,7 +443,8 @@ def _parse(argv: list[str], defaults: dict) -> Arguments:
     fmt = "reasoning" if data.use_reasoning_format else "non_reasoning"
     # An evaluation of a model outside any run gets a folder of its own that says what it holds.
     kind = ["eval_only"] if evaluation.eval_only else []
-    run_dir = grpo.output_dir if grpo.output_dir_given else str(Path("final_outputs", *kind, model_size(model.model), fmt))
+    default_dir = Path("final_outputs", *kind, model_size(model.model), fmt)
+    run_dir = grpo.output_dir if grpo.output_dir_given else str(default_dir)
     return Arguments(model, data, rewards, scoring, judge, evaluation, difficulty, logs, grpo, run_dir)
 
 

@@ -15,6 +15,7 @@
 import json
 import math
 import os
+import re
 import time
 from pathlib import Path
 
@@ -25,6 +26,10 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from cli import UsageError
 
+# training_log.txt lines that belong to a step (readable_line): "step N/M | ...", "eval step N/M | ...", "finished at
+# step N/M | ...".
+LOGGED_STEP = re.compile(r"^(?:eval |finished at )?step (\d+)/")
+CONSTANT_SCHEDULES = ("constant", "constant_with_warmup")
 OUTPUT_FILES = ("config.yaml", "logs/metrics.jsonl", "logs/eval_results.json", "final_model")
 
 
@@ -132,8 +137,26 @@ class RunFolder:
                 os.replace(tmp, path)
         if self.eval_results.exists():
             self._write_json_atomic(self.eval_results, [e for e in self.read_eval_results() if e["step"] <= step])
-        with self.training_log.open("a") as f:
-            f.write(f"--- resumed from checkpoint-{step} at {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n")
+        kept = []
+        if self.training_log.exists():
+            for line in self.training_log.read_text().splitlines():
+                logged = LOGGED_STEP.match(line)
+                if logged is None or int(logged.group(1)) <= step:
+                    kept.append(line)
+        kept.append(f"--- resumed from checkpoint-{step} at {time.strftime('%Y-%m-%d %H:%M:%S')} ---")
+        tmp = self.training_log.with_suffix(".tmp")
+        tmp.write_text("".join(line + "\n" for line in kept))
+        os.replace(tmp, self.training_log)
+
+    def check_resume_schedule(self, checkpoint: str, max_steps: int, scheduler: str) -> None:
+        """A resumed run continues the checkpoint's learning-rate schedule, which ends at the step count it was
+        saved with: more steps than that would train at the schedule's end rate (0 for the default linear decay)."""
+        saved = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_NAME)).max_steps
+        if max_steps > 0 and max_steps != saved and scheduler not in CONSTANT_SCHEDULES:
+            raise UsageError(
+                f"--max_steps {max_steps}: {checkpoint} is from a run of {saved} steps, and its {scheduler} learning-"
+                f"rate schedule ends there; resume with --max_steps {saved}, or train on from it as a new run "
+                f"(--model {checkpoint} --output_dir NEW_FOLDER)")
 
     @staticmethod
     def _write_json_atomic(path: Path, value) -> None:
@@ -189,10 +212,13 @@ READABLE_KEYS = ("reward", "reward_std", "rewards/test_cases/mean", "rewards/for
                  "completions/mean_length", "learning_rate", "step_time")
 
 
-def readable_line(step: int, max_steps: int, logs: dict) -> str:
-    """One line of training_log.txt: the numbers a person watches (all of them are in metrics.jsonl)."""
+def readable_line(step: int, max_steps: int, logs: dict, keys: tuple[str, ...] = READABLE_KEYS) -> str:
+    """One line of training_log.txt: the numbers a person watches (all of them are in metrics.jsonl). An
+    evaluation shows its pass@k and mean reward; the summary transformers logs when training ends, its run time."""
+    if "train_runtime" in logs:
+        return f"finished at step {step}/{max_steps} | train_runtime={_fmt(logs['train_runtime'])}s"
     shown = [k for k in logs if k.startswith("eval_pass@") or k == "eval_mean_reward"] or [
-        k for k in READABLE_KEYS if k in logs]
+        k for k in keys if k in logs]
     parts = [f"{k}={_fmt(logs[k])}" for k in shown if logs[k] is not None]
     kind = "eval " if any(k.startswith("eval_") for k in logs) else ""
     return f"{kind}step {step}/{max_steps} | " + " ".join(parts)
