@@ -94,7 +94,8 @@ def test_the_final_model_is_recorded_at_the_runs_last_step_and_not_as_the_after(
 
 
 def test_a_model_outside_any_run_gets_an_eval_only_folder(tiny_model, tmp_path):
-    evaluate_only(tiny_model, "--language", "python", "--simple_eval_problems", "2", "--repeat_eval_problems", "1",
-                  "--eval_max_tokens", "8", cwd=tmp_path)
+    result = evaluate_only(tiny_model, "--language", "python", "--simple_eval_problems", "2", "--repeat_eval_problems",
+                           "1", "--eval_max_tokens", "8", cwd=tmp_path)
     [entry] = results(tmp_path / "final_outputs/eval_only/other/non_reasoning")
     assert entry["step"] == 0 and entry["eval_only"] is True and entry["settings"]["n"] == 1
+    assert "evaluation: generating: 100%|" in result.stderr and "2/2" in result.stderr  # progress while generating

@@ -13,6 +13,7 @@ import logging
 import time
 
 import torch
+from tqdm.auto import tqdm
 from accelerate.utils import gather_object
 from trl.models import unwrap_model_for_generation
 
@@ -117,7 +118,10 @@ class PassAtKEvaluator:
         out = []
         padding_side = tok.padding_side
         tok.padding_side = "left"
-        with unwrap_model_for_generation(model, accelerator) as unwrapped:
+        # Generation is most of an evaluation's time on a CPU: the main process shows the problems done.
+        progress = tqdm(total=len(prompts), desc="evaluation: generating", unit="problem",
+                        disable=not accelerator.is_main_process)
+        with unwrap_model_for_generation(model, accelerator) as unwrapped, progress:
             was_training = unwrapped.training
             unwrapped.eval()
             for start in range(0, len(prompts), self.generation_batch):
@@ -129,6 +133,7 @@ class PassAtKEvaluator:
                 )
                 texts = tok.batch_decode(generated[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
                 out += [texts[i * n : (i + 1) * n] for i in range(len(texts) // n)]
+                progress.update(len(texts) // n)
             if was_training:
                 unwrapped.train()
         tok.padding_side = padding_side
