@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from accelerate.commands.launch import launch_command_parser
 
+import launch_stand_ins
 from conftest import ROOT
 from training.arguments import parse_args
 from training.run_folder import RunFolder
@@ -65,8 +66,8 @@ def free_port() -> str:
         return str(s.getsockname()[1])
 
 
-def submit(env, *args, nodes=2) -> str:
-    result = subprocess.run(["sbatch", "--parsable", f"-N{nodes}", "--output", os.devnull, str(SBATCH), *args],
+def submit(env, *args, nodes=2, output=os.devnull) -> str:
+    result = subprocess.run(["sbatch", "--parsable", f"-N{nodes}", "--output", str(output), str(SBATCH), *args],
                             cwd=ROOT, env={**env, "MAIN_PORT": free_port()}, capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0, result.stderr
@@ -297,3 +298,54 @@ def test_latest_checkpoint_skips_one_cut_off_while_saving(tmp_path):
     assert folder.latest_checkpoint() == str(folder.checkpoints / "checkpoint-2")
     assert folder.resolve_checkpoint("latest") == str(folder.checkpoints / "checkpoint-2")
     assert folder.holds_outputs()
+
+
+def test_exps_slurm_runs_the_gpu_layout_with_node_0s_server(slurm, tmp_path):
+    """exps.sh --slurm --nodes 2 for two sizes: two real jobs of train.sbatch's GPU layout, with stand-ins for vLLM
+    and accelerate (tests/launch_stand_ins.py). In each, node 0 serves, the job waits for its /health, the trainer
+    node reaches it at node 0's address, and the server is stopped when training ends."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(ROOT / "config", checkout / "config")
+    shutil.copytree(ROOT / "scripts", checkout / "scripts", ignore=shutil.ignore_patterns("*.py"))
+    shutil.copy2(ROOT / "exps.sh", checkout / "exps.sh")
+    (checkout / "rl_trainer.py").write_text("# never run: the accelerate stand-in takes its place\n")
+    bin_dir, record = tmp_path / "bin", tmp_path / "launches.txt"
+    launch_stand_ins.install(bin_dir, record)
+    port = free_port()
+    env = {**slurm, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VLLM_PORT": port, "CKPT_1_5B": "/ckpts/a",
+           "CKPT_3B": "/ckpts/b"}
+    result = subprocess.run(["./exps.sh", "--slurm", "--nodes", "2", "--name", "t", "1.5b", "3b"], cwd=checkout,
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    jobs = re.findall(r"^Submitted batch job (\d+)$", result.stdout, flags=re.M)
+    assert len(jobs) == 2
+    for job in jobs:
+        state, exit_code = wait_for_job(slurm, job, timeout=300)
+        output = (checkout / f"slurm-{job_field(slurm, job, 'JobName')}-{job}.out").read_text()
+        assert (state, exit_code) == ("COMPLETED", "0:0"), output
+        assert "# n1 (node 0): vLLM server; the trainers start once http://127.0.0.1:" in output
+    assert record.read_text().splitlines() == ["/ckpts/a served=/ckpts/a rank=- gpus=-",
+                                               "/ckpts/b served=/ckpts/b rank=- gpus=-"]
+    for size in ("1.5b", "3b"):
+        logs = list((checkout / "final_outputs" / "t" / size / "non_reasoning" / "slurm").glob("*-n1-vllm.log"))
+        assert len(logs) == 1 and "VLLM_SERVER_DEV_MODE=1 vllm serve" in logs[0].read_text()
+    assert processes_mentioning(str(bin_dir / "vllm")) == [], "the job left its server running"
+
+
+@pytest.mark.parametrize("server, wait, message", [
+    ("import sys; sys.exit(1)", "1800", "the vLLM server on n1 exited before answering http://127.0.0.1:{port}/health"),
+    ("import time; time.sleep(600)", "5", "no answer from http://127.0.0.1:{port}/health after 5s"),
+], ids=["server-exits", "server-silent"])
+def test_a_server_that_never_answers_stops_the_job_with_one_line(slurm, tmp_path, server, wait, message):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    launch_stand_ins.write_executable(bin_dir / "vllm", f"#!{sys.executable}\n# Stand-in, not vLLM.\n{server}\n")
+    port, output = free_port(), tmp_path / "job.out"
+    env = {**slurm, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VLLM_PORT": port, "VLLM_WAIT": wait}
+    job = submit(env, "--model", "/ckpts/a", "--output-dir", str(tmp_path / "run"), output=output)
+    state, exit_code = wait_for_job(slurm, job, timeout=300)
+    assert (state, exit_code) == ("FAILED", "1:0")
+    errors = [line for line in output.read_text().splitlines() if line.startswith("train.sbatch:")]
+    assert len(errors) == 1 and errors[0].startswith(f"train.sbatch: {message.format(port=port)}; see ")
+    assert not list((tmp_path / "run" / "slurm").glob("*-n2.log")), "no trainer starts without a server"
+    assert processes_mentioning(str(bin_dir / "vllm")) == []
