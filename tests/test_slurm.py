@@ -24,8 +24,6 @@ from conftest import ROOT
 from training.arguments import parse_args
 from training.run_folder import RunFolder
 
-pytestmark = pytest.mark.slow
-
 SBATCH = ROOT / "scripts" / "slurm" / "train.sbatch"
 CLUSTER = ROOT / "scripts" / "slurm" / "local_cluster.sh"
 SLURM_COMMANDS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "scancel", "scontrol")
@@ -121,6 +119,7 @@ def held_out_ids(n):
     return sorted(p["id"] for p in test[:n])
 
 
+@pytest.mark.slow
 def test_two_node_cpu_job_trains_one_run_under_zero3(slurm, tmp_path):
     """Two trainer nodes, one process each, ZeRO-3 over the rendezvous, 2 steps and one evaluation, from the
     tiny model the job builds itself."""
@@ -146,6 +145,7 @@ def test_two_node_cpu_job_trains_one_run_under_zero3(slurm, tmp_path):
     assert [m["step"] for m in metrics if "eval_pass@1" in m] == [2]
 
 
+@pytest.mark.slow
 def test_cancelled_job_leaves_no_process_and_resumes_from_its_newest_checkpoint(slurm, tiny_model, tmp_path):
     run = tmp_path / "run"
     flags = [*SMALL, "--max_steps", "6", "--eval_steps", "6", "--save_steps", "1"]
@@ -204,6 +204,7 @@ JUDGE_ON_A_NODE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_judges_on_two_nodes_of_one_host_never_share_slot_uids_or_folders(slurm, tmp_path):
     """The judge runs on every training node; two nodes on one host hold their judges at the same time."""
     meeting = tmp_path / "meeting"
@@ -300,6 +301,7 @@ def test_latest_checkpoint_skips_one_cut_off_while_saving(tmp_path):
     assert folder.holds_outputs()
 
 
+@pytest.mark.slow
 def test_exps_slurm_runs_the_gpu_layout_with_node_0s_server(slurm, tmp_path):
     """exps.sh --slurm --nodes 2 for two sizes: two real jobs of train.sbatch's GPU layout, with stand-ins for vLLM
     and accelerate (tests/launch_stand_ins.py). In each, node 0 serves, the job waits for its /health, the trainer
@@ -332,6 +334,7 @@ def test_exps_slurm_runs_the_gpu_layout_with_node_0s_server(slurm, tmp_path):
     assert processes_mentioning(str(bin_dir / "vllm")) == [], "the job left its server running"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server, wait, message", [
     ("import sys; sys.exit(1)", "1800", "the vLLM server on n1 exited before answering http://127.0.0.1:{port}/health"),
     ("import time; time.sleep(600)", "5", "no answer from http://127.0.0.1:{port}/health after 5s"),
@@ -349,3 +352,26 @@ def test_a_server_that_never_answers_stops_the_job_with_one_line(slurm, tmp_path
     assert len(errors) == 1 and errors[0].startswith(f"train.sbatch: {message.format(port=port)}; see ")
     assert not list((tmp_path / "run" / "slurm").glob("*-n2.log")), "no trainer starts without a server"
     assert processes_mentioning(str(bin_dir / "vllm")) == []
+
+
+@pytest.mark.slow
+def test_scancel_stops_the_server_and_the_trainers_of_the_gpu_layout(slurm, tmp_path):
+    """Stand-ins (tests/launch_stand_ins.py) for vLLM and for a trainer that never ends: once the trainer has
+    reached the server, scancel leaves neither running."""
+    bin_dir, record = tmp_path / "bin", tmp_path / "launches.txt"
+    launch_stand_ins.install(bin_dir, record)
+    accelerate = (bin_dir / "accelerate").read_text()
+    (bin_dir / "accelerate").write_text(accelerate + "import time\ntime.sleep(600)\n")
+    env = {**slurm, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VLLM_PORT": free_port()}
+    job = submit(env, "--model", "/ckpts/a", "--output-dir", str(tmp_path / "run"))
+    deadline = time.monotonic() + 120
+    while not record.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert record.read_text() == "/ckpts/a served=/ckpts/a rank=- gpus=-\n"
+    assert len(processes_mentioning(str(bin_dir))) >= 2, "the server and the trainer run"
+    subprocess.run(["scancel", job], env=slurm, check=True, timeout=30)
+    assert wait_for_job(slurm, job)[0] == "CANCELLED"
+    deadline = time.monotonic() + 60
+    while processes_mentioning(str(bin_dir)) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert processes_mentioning(str(bin_dir)) == []
