@@ -7,9 +7,11 @@ Every GRPOConfig field is a flag; `--preset 7b` and `--config FILE.yaml` give de
 Outputs go to final_outputs/<size>/<format>/ (or --output_dir); see README.md.
 """
 
+import gc
 import json
 import logging
 import sys
+import time
 from contextlib import closing
 from pathlib import Path
 
@@ -30,10 +32,16 @@ from training.trainer import QGRPOTrainer
 from training.vllm_timeout import VLLMServerUnresponsive
 
 logger = logging.getLogger("rl_trainer")
+RANK_EXIT_DELAY_S = 5
 
 
-def fail(message: str) -> None:
-    print(f"rl_trainer.py: error: {message}", file=sys.stderr)
+def fail(message: str, state: PartialState) -> None:
+    """One line and exit 2, printed by the main process only. The other ranks hit the same error; they wait a moment
+    so that the line is out before the launcher, seeing a rank fail, stops the rest."""
+    if state.is_main_process:
+        print(f"rl_trainer.py: error: {message}", file=sys.stderr)
+    else:
+        time.sleep(RANK_EXIT_DELAY_S)
     sys.exit(2)
 
 
@@ -41,26 +49,54 @@ def main(argv=None) -> int:
     state = PartialState()
     logging.basicConfig(level=logging.INFO if state.is_main_process else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # Everything a user's input can break is checked before any model weights load.
     try:
         args = parse_args(argv)
+    except UsageError as e:
+        fail(str(e), state)
+    try:
+        return run_session(args, state)
+    except KeyboardInterrupt:
+        pass
+    # Out of the except block the interrupted frames can be freed; collecting them closes the progress bars, which
+    # print their last state as they close, so that the line below comes last.
+    gc.collect()
+    if state.is_main_process:
+        print(f"rl_trainer.py: {interrupted(args)}", file=sys.stderr)
+    return 130
+
+
+def interrupted(args: Arguments) -> str:
+    """What Ctrl-C left behind: the newest checkpoint and how to go on from it."""
+    if args.eval.eval_only:
+        return "interrupted; the evaluation was not recorded"
+    run = RunFolder(args.run_dir)
+    latest = run.latest_checkpoint()
+    if latest is None:
+        return f"interrupted before the first checkpoint; nothing to resume in {run.root}"
+    return (f"interrupted; newest checkpoint {latest}; resume with the same command plus --resume_from_checkpoint "
+            f"latest, e.g. `python rl_trainer.py --config {run.config} --resume_from_checkpoint latest`")
+
+
+def run_session(args: Arguments, state: PartialState) -> int:
+    """Check everything a user's input can break before any model weights load, then train (or evaluate)."""
+    try:
         source = args.data.data or str(bundled_path(args.data.language))
         train_problems, eval_problems = load_data(args, source)
         run = RunFolder(args.run_dir)
         resume = run.resolve_checkpoint(args.grpo.resume_from_checkpoint)
         check_model(args.model.model)
         tokenizer = load_tokenizer(args.model.model, args.data.prompt_style)
+        check_packages(args)  # vLLM installed before asking for its server
         if args.grpo.use_vllm and args.grpo.vllm_mode == "server" and not args.rewards.test_reward_function:
             check_vllm_server(args.grpo, args.model.model)
-        check_packages(args)
         if args.logging.use_wandb:
             check_wandb()
         judge = args.judge.make_judge()
     except UsageError as e:
-        fail(str(e))
+        fail(str(e), state)
     with closing(judge):
         try:
-            judge.preflight(*{p["language"] for p in train_problems + eval_problems})
+            preflight(judge, {p["language"] for p in train_problems + eval_problems}, bundled=not args.data.data)
             if args.rewards.test_reward_function:
                 if args.scoring.needs_trivial_shares:
                     attach_trivial_shares(train_problems, judge, state, cache=None)
@@ -78,7 +114,7 @@ def main(argv=None) -> int:
                                      f"--language {args.data.language} --max_trivial_share "
                                      f"{args.data.max_trivial_share:g}` lists each problem")
         except UsageError as e:
-            fail(str(e))
+            fail(str(e), state)
         state.wait_for_everyone()  # every rank has checked the run folder before the main one writes into it
         logger.info("judging: %s", judge.isolation)
         logger.info("data: %s (%d train, %d %s problems to evaluate)", source, len(train_problems),
@@ -127,6 +163,17 @@ def main(argv=None) -> int:
             tokenizer.save_pretrained(run.final_model)
             print(summary(run, trainer.state.global_step))
     return 0
+
+
+def preflight(judge: Judge, languages: set[str], bundled: bool) -> None:
+    """Each language runs 1+1 in the sandbox; without q, the bundled Python problems are the way to try the trainer."""
+    try:
+        judge.preflight(*languages)
+    except UsageError as e:
+        if "q" in languages and bundled:
+            raise UsageError(f"{e}; to try the trainer without q, train on the bundled Python problems with "
+                             "--language python") from None
+        raise
 
 
 def load_data(args: Arguments, source: str) -> tuple[list[dict], list[dict]]:

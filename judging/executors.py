@@ -62,7 +62,7 @@ class PythonExecutor:
     def program(self, solution: str, marker: str, test_code: str) -> str:
         return f"{solution}\nprint({marker!r}, flush=True)\n{test_code}\n"
 
-    def outcome(self, result: RunResult, marker_seen: bool) -> str:
+    def outcome(self, result: RunResult, marker: str) -> str:
         if result.returncode == 0:
             return RAN
         if _PYTHON_MEMORY.search(result.stderr):
@@ -81,7 +81,9 @@ class QExecutor:
 
     q keeps going after an error in a script, so errors are read from stderr (``'type``, ``'length``,
     ...); ``'wsfull`` is the memory limit. Licence failures are not the program's fault: the judge
-    retries them and reports ``sandbox_error`` if they persist.
+    retries them and reports ``sandbox_error`` if they persist. q checks its licence before it reads the
+    script, so the script's first line writes the run's random marker to stderr: licence text after it is
+    the program's own output (a program must not dodge a wrong answer's penalty by printing ``'k4.lic``).
 
     Licences: q sees the host's name (a k4.lic is bound to it). q writes its usage-accounting file
     ``kod.q.acct`` in its working folder (the scratch folder, writable), or at ``KX_ACCT`` when set: that one
@@ -123,12 +125,12 @@ class QExecutor:
 
     def program(self, solution: str, marker: str, test_code: str) -> str:
         solution = _Q_TRAILING_EXIT.sub("\n", solution.rstrip())
-        return f'{solution}\n-1 "{marker}";\n{test_code}\nexit 0;\n'
+        return f'-2 "{marker}";\n{solution}\n-1 "{marker}";\n{test_code}\nexit 0;\n'
 
-    def outcome(self, result: RunResult, marker_seen: bool) -> str:
-        """Only a failed run (non-zero exit or no marker) can be a licence failure, and only q's own
-        stderr says so: a program printing ``kc.lic`` is judged like any other output."""
-        if (result.returncode != 0 or not marker_seen) and _Q_LICENCE.search(result.stderr):
+    def outcome(self, result: RunResult, marker: str) -> str:
+        """A licence failure is q's licence text on stderr before q ever ran the script's first line (which
+        writes the marker to stderr); anything after that is the program's and judged like any other output."""
+        if marker not in result.stderr and _Q_LICENCE.search(result.stderr):
             return LICENCE_FAILURE
         if "'wsfull" in result.stderr:
             return "memory"

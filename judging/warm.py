@@ -3,8 +3,8 @@
 A cold execution pays bubblewrap, setpriv, prlimit and the interpreter's start-up (~30 ms) for every
 test. A warm worker pays them once: it is ``python -I -S -B`` inside the slot's own bubblewrap sandbox (the
 same namespaces and read-only view as a cold execution), and per execution it forks a child that gets a
-mount and IPC namespace of its own, the scratch folder at /scratch, a fresh /tmp, its own pipes, the
-limits and the slot uid, then runs the program (``judging/warm_worker.py`` says how).
+mount and IPC namespace of its own, a fresh tmpfs at /scratch holding the program and one at /tmp (each
+``--judge_disk_mb``), its own pipes, the limits and the slot uid, then runs the program (``judging/warm_worker.py`` says how).
 
 Why the worker is root inside the sandbox and the child the slot uid: a child cannot signal, ptrace or
 open the files of a process of another uid, so nothing a program does reaches the worker; and the worker
@@ -27,7 +27,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from judging.sandbox import KEYRING_FILTER, OUTPUT_CAP, SCRATCH, TMPFS_BYTES, RunResult, Sandbox, read_capped
+from judging.sandbox import KEYRING_FILTER, OUTPUT_CAP, SCRATCH, RunResult, Sandbox, read_capped
 
 WORKER = str(Path(__file__).with_name("warm_worker.py"))
 WORKER_INSIDE = "/warm_worker.py"
@@ -50,7 +50,7 @@ class WarmWorker:
     def __init__(self, sandbox: Sandbox, interpreter: str, uid: int, folder: str):
         limits = {"memory_mb": sandbox.limits.memory_mb, "processes": sandbox.limits.processes,
                   "file_mb": sandbox.limits.file_mb, "open_files": sandbox.limits.open_files,
-                  "tmpfs_bytes": TMPFS_BYTES, "seccomp": KEYRING_FILTER.hex() if KEYRING_FILTER else None}
+                  "tmpfs_bytes": sandbox.limits.disk_bytes, "seccomp": KEYRING_FILTER.hex() if KEYRING_FILTER else None}
         self.log = f"{folder}.log"
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         capabilities = [arg for cap in CAPABILITIES for arg in ("--cap-add", cap)]

@@ -7,16 +7,19 @@ threats are in tests/test_warm_worker.py."""
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from judging import Judge, JudgeUnavailable
+from judging.scratch import remove_tree
 from judging.sandbox import KEYRING_FILTER, SLOT_LOCK_DIR, SLOT_UID_BASE, SandboxUnavailable, blocked_for_others
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,9 +48,9 @@ def warm_workers_handle_it_themselves(request):
         assert judge._warm.failures == failures, f"a warm worker failed: {judge._warm.failure}"
 
 
-def run(judge, code, expected="unused"):
+def run(judge, code, expected="unused", timeout=None):
     """Run ``code`` as the test code (after the marker), so what it prints is what the judge compares."""
-    return judge.run("", [{"test_code": code, "expected_output": expected}], "python")
+    return judge.run("", [{"test_code": code, "expected_output": expected}], "python", timeout)
 
 
 def slot_processes(judge):
@@ -158,6 +161,58 @@ def test_files_too_big_are_refused(judge):
             "except OSError as e:\n"
             "    print('refused')\n")
     assert run(judge, code).tests[0].stdout.strip() == "refused"
+
+
+class DiskWatch:
+    """The least free space seen on the host file system holding ``folder`` while the block runs."""
+
+    def __init__(self, folder):
+        self.folder, self.lowest, self._done = folder, shutil.disk_usage(folder).free, threading.Event()
+
+    def _watch(self):
+        while not self._done.wait(0.01):
+            self.lowest = min(self.lowest, shutil.disk_usage(self.folder).free)
+
+    def __enter__(self):
+        self.before = shutil.disk_usage(self.folder).free
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
+
+
+DISK_FILL = ("import os\n"
+             "for folder in ('/scratch', '/tmp'):\n"
+             "    written = 0\n"
+             "    try:\n"
+             "        for n in range(20):\n"
+             "            with open(f'{folder}/fill{n}', 'wb', buffering=0) as file:\n"
+             "                for _ in range(10):\n"
+             "                    written += file.write(b'x' * (1 << 20))\n"
+             "    except OSError as error:\n"
+             "        print(folder, error.errno, written >> 20, os.statvfs(folder).f_blocks * os.statvfs(folder).f_frsize >> 20)\n")
+
+
+def test_disk_is_bounded_per_test_and_nothing_reaches_the_host_disk(judge):
+    """200 MB in /scratch and 200 MB in /tmp: each stops at --judge_disk_mb (64) with ENOSPC (issue 19, item 3)."""
+    with DiskWatch(judge._base) as disk:
+        judgement = run(judge, DISK_FILL, timeout=10.0)
+        unchecked = run(judge, "for n in range(20):\n    open(f'fill{n}', 'wb').write(b'x' * (10 << 20))\n",
+                        timeout=10.0)
+    lines = [line.split() for line in judgement.tests[0].stdout.splitlines()]
+    assert [line[:2] for line in lines] == [["/scratch", "28"], ["/tmp", "28"]], judgement.tests[0].stderr
+    assert all(60 <= int(line[2]) <= 64 and line[3] == "64" for line in lines), lines
+    assert unchecked.status == "runtime_error" and "No space left on device" in unchecked.tests[0].stderr
+    assert disk.before - disk.lowest < 50 << 20, "what the test wrote reached the host disk"
+
+
+def test_judge_disk_mb_sizes_scratch_and_tmp(sandbox):
+    code = "import os\nfor folder in ('/scratch', '/tmp'):\n    print(os.statvfs(folder).f_blocks * os.statvfs(folder).f_frsize)"
+    with Judge(workers=1, sandbox=sandbox, disk_mb=8) as judge:
+        assert run(judge, code, f"{8 << 20}\n{8 << 20}").status == "passed"
 
 
 def test_host_files_and_problem_data_are_not_readable(judge, tmp_path):
@@ -306,10 +361,132 @@ def test_trainer_survives_the_program_attacking_it(judge):
 
 def test_scratch_folders_are_removed(judge):
     run(judge, "open('left-behind.txt', 'w').write('x')\nimport os\nos.mkdir('sub')\n")
+    assert_only_warm_folders_left(judge)
+
+
+def cleanup_breakers(host_folder):
+    """Programs that leave a scratch tree built to break its removal on the host (issue 19, item 1)."""
+    return {
+        "1500_nested_folders": ("import os\n"
+                                "for _ in range(1500):\n"
+                                "    os.mkdir('d' * 40)\n"
+                                "    os.chdir('d' * 40)\n"),
+        "links_to_host_paths_and_loops": ("import os\n"
+                                          f"os.symlink({host_folder!r}, 'host')\n"
+                                          f"os.symlink({host_folder + '/keep.txt'!r}, 'host_file')\n"
+                                          "os.symlink('loop', 'loop')\n"
+                                          "os.symlink('b', 'a')\n"
+                                          "os.symlink('a', 'b')\n"
+                                          "os.mkdir('sub')\n"
+                                          "os.symlink('..', 'sub/up')\n"),
+        "unreadable_folders": ("import os\n"
+                               "os.makedirs('u/v/w')\n"
+                               "open('u/v/w/f', 'w').write('x')\n"
+                               "for path in ('u/v/w/f', 'u/v/w', 'u/v', 'u'):\n"
+                               "    os.chmod(path, 0)\n"),
+    }
+
+
+def host_folder_to_keep(tmp_path):
+    folder = tmp_path / "keep-me"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("keep")
+    return folder
+
+
+def assert_only_warm_folders_left(judge):
     warm_folders = set(judge._warm.folders.values()) if judge.warm else set()
     for path in Path(judge._base).iterdir():
         assert str(path) in warm_folders or str(path)[:-len(".log")] in warm_folders, f"{path} was left behind"
     assert not [path for folder in warm_folders for path in Path(folder).iterdir()]
+
+
+@pytest.mark.parametrize("breaker", ["1500_nested_folders", "links_to_host_paths_and_loops", "unreadable_folders"])
+def test_cleanup_breakers_get_a_verdict_free_the_slot_and_leave_nothing(judge, breaker, tmp_path):
+    kept = host_folder_to_keep(tmp_path)
+    code = cleanup_breakers(str(kept))[breaker]
+    judgement = run(judge, code + "print(6)\n", "6", timeout=10.0)  # 1,500 mkdirs take ~1 s on a loaded machine
+    assert judgement.status == "passed", judgement.tests[0].stderr
+    assert run(judge, code + "print(5)\n", "6", timeout=10.0).status == "failed", "its output is judged as any other"
+    assert judge._slots.qsize() == judge.workers, "every slot must be handed back"
+    assert_only_warm_folders_left(judge)
+    assert (kept / "keep.txt").read_text() == "keep", "removal followed a link to the host"
+
+
+def test_close_after_cleanup_breakers_never_raises(sandbox, tmp_path):
+    judge = Judge(timeout=10.0, workers=1, sandbox=sandbox)
+    base = Path(judge._base)
+    for code in cleanup_breakers(str(host_folder_to_keep(tmp_path))).values():
+        judge.run("", [{"test_code": code, "expected_output": ""}] * 2, "python")
+    judge.close()
+    judge.close()
+    assert not base.exists()
+
+
+def test_remove_tree_holds_against_deep_linked_and_unreadable_trees(tmp_path):
+    """The remover alone, on a tree deeper than PATH_MAX (names of 50 characters, 1,500 deep)."""
+    kept = host_folder_to_keep(tmp_path)
+    top = tmp_path / "scratch"
+    top.mkdir()
+    fd = os.open(top, os.O_RDONLY)
+    for _ in range(1500):
+        os.mkdir("n" * 50, dir_fd=fd)
+        inner = os.open("n" * 50, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.symlink(str(kept), "host", dir_fd=fd)
+    os.symlink("loop", "loop", dir_fd=fd)
+    os.close(fd)
+    (top / "u" / "v").mkdir(parents=True)
+    (top / "u" / "v" / "f").write_text("x")
+    (top / "u" / "v").chmod(0)
+    (top / "u").chmod(0)
+    assert remove_tree(str(top)) is None
+    assert not top.exists() and (kept / "keep.txt").read_text() == "keep"
+    assert remove_tree(str(top)) is None, "a folder already gone is not an error"
+
+
+FAKE_Q = str(ROOT / "tests" / "fake_q" / "q")  # a STAND-IN for q (see the file); it evaluates no q code
+# Each judged behaviour once known to end in sandbox_error (issue 19): (language, solution, test code, the verdict
+# it gets now). sandbox_error scores None, which spares a wrong answer its penalty: only the judge's own faults
+# may end there.
+ONCE_SANDBOX_ERRORS = {
+    "q_prints_licence_failure_text": ("q", "solve:{5}\n'k4.lic\nexit 1;", '-1 "5";', "runtime_error"),
+    "1500_nested_scratch_folders": ("python", cleanup_breakers("/")["1500_nested_folders"], "print(6)", "passed"),
+    "links_in_scratch": ("python", cleanup_breakers("/")["links_to_host_paths_and_loops"], "print(6)", "passed"),
+    "mode_000_folders": ("python", cleanup_breakers("/")["unreadable_folders"], "print(6)", "passed"),
+    "closes_stdout_and_stderr": ("python", "import os\nos.close(1)\nos.close(2)\n", "print(6)", "runtime_error"),
+    "signals_its_parent_and_all": ("python", "import os, signal\nfor pid in (os.getppid(), 1, -1):\n"
+                                             "    try:\n        os.kill(pid, signal.SIGKILL)\n"
+                                             "    except OSError:\n        pass\n", "print(6)", "passed"),
+    "its_warm_worker_is_killed": ("python", "import time\ntime.sleep(1.0)\n", "print(6)", "passed"),
+}
+
+
+@pytest.mark.parametrize("behaviour", list(ONCE_SANDBOX_ERRORS))
+def test_judged_behaviours_that_ended_in_sandbox_error_now_get_their_verdict(sandbox, behaviour, tmp_path,
+                                                                              monkeypatch):
+    language, solution, test_code, verdict = ONCE_SANDBOX_ERRORS[behaviour]
+    if behaviour == "its_warm_worker_is_killed" and sandbox == "bwrap-cold":
+        pytest.skip("no warm worker on the cold path")
+    (tmp_path / "qhome").mkdir(mode=0o755)
+    monkeypatch.setenv("QHOME", str(tmp_path / "qhome"))
+    monkeypatch.delenv("QLIC", raising=False)
+    with Judge(timeout=10.0, workers=1, sandbox=sandbox, q_binary=FAKE_Q, q_licence_hosts="none") as judge:
+        killer = None
+        if behaviour == "its_warm_worker_is_killed":
+            run(judge, "pass")
+            killer = threading.Timer(0.5, os.killpg, (next(iter(judge._warm._workers.values())).process.pid,
+                                                      signal.SIGKILL))
+            killer.start()
+        judgement = judge.run(solution, [{"test_code": test_code, "expected_output": "6"}], language)
+        if killer:
+            killer.join()
+            assert judge._warm.failures == 1, "the worker must really have died mid-test"
+        assert judgement.status == verdict, judgement.tests[0].stderr
+        assert judge.counters()["judge/licence_retries"] == 0
+        assert judge._slots.qsize() == 1
+        assert run(judge, "print(6)", "6").status == "passed"
 
 
 @pytest.fixture()

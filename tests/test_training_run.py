@@ -1,14 +1,17 @@
-"""A real GRPO run of the tiny model through the command line, and `--eval_only` on its checkpoint."""
+"""A real GRPO run of the warm tiny model through the command line, and `--eval_only` on its checkpoint."""
 
 import json
 
 import pytest
 import yaml
 
-from conftest import run_trainer
+from conftest import WARM_PYTHON_DATA, run_trainer
+from run_checks import assert_trained
 
+# One group of 4 samples a step: with the warm model passing about half its samples, a step's rewards differ.
 FAST = [
-    "--language", "python", "--max_steps", "3", "--num_generations", "2", "--per_device_train_batch_size", "2",
+    "--data", WARM_PYTHON_DATA, "--language", "python", "--max_steps", "3", "--num_generations", "4",
+    "--per_device_train_batch_size", "4",
     "--gradient_accumulation_steps", "1", "--max_completion_length", "16", "--eval_steps", "2", "--eval_on_start",
     "--simple_eval_problems", "3", "--repeat_eval_problems", "2", "--eval_max_tokens", "16",
     "--save_steps", "2", "--judge_timeout", "2",
@@ -16,11 +19,16 @@ FAST = [
 
 
 @pytest.fixture(scope="module")
-def trained_run(tiny_model, tmp_path_factory):
+def trained_run(warm_model, tmp_path_factory):
     run = tmp_path_factory.mktemp("runs") / "tiny"
-    result = run_trainer("--model", tiny_model, "--output_dir", run, *FAST)
+    result = run_trainer("--model", warm_model, "--output_dir", run, *FAST)
     assert result.returncode == 0, result.stderr[-3000:]
     return run, result
+
+
+def test_the_run_learned_from_a_signal(trained_run, warm_model):
+    run, _ = trained_run
+    assert_trained(run, warm_model)
 
 
 def test_run_writes_the_whole_layout(trained_run):

@@ -331,9 +331,16 @@ def model_size(model: str) -> str:
     return f"{match.group(1)}b" if match else "other"
 
 
-def make_parser() -> TrlParser:
-    return TrlParser((ModelArguments, DataArguments, RewardFunctionArguments, ScoringArguments, JudgeArguments,
-                      EvalArguments, DifficultyFilterArguments, LoggingArguments, QGRPOConfig), prog="rl_trainer.py")
+class Parser(TrlParser):
+    """TRL's parser whose errors (a bad value, an unknown choice) are one line, without the usage block."""
+
+    def error(self, message: str):
+        raise UsageError(f"{message}; see `python rl_trainer.py --help`")
+
+
+def make_parser() -> Parser:
+    return Parser((ModelArguments, DataArguments, RewardFunctionArguments, ScoringArguments, JudgeArguments,
+                   EvalArguments, DifficultyFilterArguments, LoggingArguments, QGRPOConfig), prog="rl_trainer.py")
 
 
 def _read_yaml(path: str, flag: str) -> dict:
