@@ -19,11 +19,10 @@ from pathlib import Path
 import pytest
 from accelerate.commands.launch import launch_command_parser
 
+import launch_stand_ins
 from conftest import ROOT
 from training.arguments import parse_args
 from training.run_folder import RunFolder
-
-pytestmark = pytest.mark.slow
 
 SBATCH = ROOT / "scripts" / "slurm" / "train.sbatch"
 CLUSTER = ROOT / "scripts" / "slurm" / "local_cluster.sh"
@@ -65,8 +64,8 @@ def free_port() -> str:
         return str(s.getsockname()[1])
 
 
-def submit(env, *args, nodes=2) -> str:
-    result = subprocess.run(["sbatch", "--parsable", f"-N{nodes}", "--output", os.devnull, str(SBATCH), *args],
+def submit(env, *args, nodes=2, output=os.devnull) -> str:
+    result = subprocess.run(["sbatch", "--parsable", f"-N{nodes}", "--output", str(output), str(SBATCH), *args],
                             cwd=ROOT, env={**env, "MAIN_PORT": free_port()}, capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0, result.stderr
@@ -120,6 +119,7 @@ def held_out_ids(n):
     return sorted(p["id"] for p in test[:n])
 
 
+@pytest.mark.slow
 def test_two_node_cpu_job_trains_one_run_under_zero3(slurm, tmp_path):
     """Two trainer nodes, one process each, ZeRO-3 over the rendezvous, 2 steps and one evaluation, from the
     tiny model the job builds itself."""
@@ -145,6 +145,7 @@ def test_two_node_cpu_job_trains_one_run_under_zero3(slurm, tmp_path):
     assert [m["step"] for m in metrics if "eval_pass@1" in m] == [2]
 
 
+@pytest.mark.slow
 def test_cancelled_job_leaves_no_process_and_resumes_from_its_newest_checkpoint(slurm, tiny_model, tmp_path):
     run = tmp_path / "run"
     flags = [*SMALL, "--max_steps", "6", "--eval_steps", "6", "--save_steps", "1"]
@@ -203,6 +204,7 @@ JUDGE_ON_A_NODE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_judges_on_two_nodes_of_one_host_never_share_slot_uids_or_folders(slurm, tmp_path):
     """The judge runs on every training node; two nodes on one host hold their judges at the same time."""
     meeting = tmp_path / "meeting"
@@ -297,3 +299,79 @@ def test_latest_checkpoint_skips_one_cut_off_while_saving(tmp_path):
     assert folder.latest_checkpoint() == str(folder.checkpoints / "checkpoint-2")
     assert folder.resolve_checkpoint("latest") == str(folder.checkpoints / "checkpoint-2")
     assert folder.holds_outputs()
+
+
+@pytest.mark.slow
+def test_exps_slurm_runs_the_gpu_layout_with_node_0s_server(slurm, tmp_path):
+    """exps.sh --slurm --nodes 2 for two sizes: two real jobs of train.sbatch's GPU layout, with stand-ins for vLLM
+    and accelerate (tests/launch_stand_ins.py). In each, node 0 serves, the job waits for its /health, the trainer
+    node reaches it at node 0's address, and the server is stopped when training ends."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(ROOT / "config", checkout / "config")
+    shutil.copytree(ROOT / "scripts", checkout / "scripts", ignore=shutil.ignore_patterns("*.py"))
+    shutil.copy2(ROOT / "exps.sh", checkout / "exps.sh")
+    (checkout / "rl_trainer.py").write_text("# never run: the accelerate stand-in takes its place\n")
+    bin_dir, record = tmp_path / "bin", tmp_path / "launches.txt"
+    launch_stand_ins.install(bin_dir, record)
+    port = free_port()
+    env = {**slurm, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VLLM_PORT": port, "CKPT_1_5B": "/ckpts/a",
+           "CKPT_3B": "/ckpts/b"}
+    result = subprocess.run(["./exps.sh", "--slurm", "--nodes", "2", "--name", "t", "1.5b", "3b"], cwd=checkout,
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    jobs = re.findall(r"^Submitted batch job (\d+)$", result.stdout, flags=re.M)
+    assert len(jobs) == 2
+    for job in jobs:
+        state, exit_code = wait_for_job(slurm, job, timeout=300)
+        output = (checkout / f"slurm-{job_field(slurm, job, 'JobName')}-{job}.out").read_text()
+        assert (state, exit_code) == ("COMPLETED", "0:0"), output
+        assert "# n1 (node 0): vLLM server; the trainers start once http://127.0.0.1:" in output
+    assert record.read_text().splitlines() == ["/ckpts/a served=/ckpts/a rank=- gpus=-",
+                                               "/ckpts/b served=/ckpts/b rank=- gpus=-"]
+    for size in ("1.5b", "3b"):
+        logs = list((checkout / "final_outputs" / "t" / size / "non_reasoning" / "slurm").glob("*-n1-vllm.log"))
+        assert len(logs) == 1 and "VLLM_SERVER_DEV_MODE=1 vllm serve" in logs[0].read_text()
+    assert processes_mentioning(str(bin_dir / "vllm")) == [], "the job left its server running"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("server, wait, message", [
+    ("import sys; sys.exit(1)", "1800", "the vLLM server on n1 exited before answering http://127.0.0.1:{port}/health"),
+    ("import time; time.sleep(600)", "5", "no answer from http://127.0.0.1:{port}/health after 5s"),
+], ids=["server-exits", "server-silent"])
+def test_a_server_that_never_answers_stops_the_job_with_one_line(slurm, tmp_path, server, wait, message):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    launch_stand_ins.write_executable(bin_dir / "vllm", f"#!{sys.executable}\n# Stand-in, not vLLM.\n{server}\n")
+    port, output = free_port(), tmp_path / "job.out"
+    env = {**slurm, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VLLM_PORT": port, "VLLM_WAIT": wait}
+    job = submit(env, "--model", "/ckpts/a", "--output-dir", str(tmp_path / "run"), output=output)
+    state, exit_code = wait_for_job(slurm, job, timeout=300)
+    assert (state, exit_code) == ("FAILED", "1:0")
+    errors = [line for line in output.read_text().splitlines() if line.startswith("train.sbatch:")]
+    assert len(errors) == 1 and errors[0].startswith(f"train.sbatch: {message.format(port=port)}; see ")
+    assert not list((tmp_path / "run" / "slurm").glob("*-n2.log")), "no trainer starts without a server"
+    assert processes_mentioning(str(bin_dir / "vllm")) == []
+
+
+@pytest.mark.slow
+def test_scancel_stops_the_server_and_the_trainers_of_the_gpu_layout(slurm, tmp_path):
+    """Stand-ins (tests/launch_stand_ins.py) for vLLM and for a trainer that never ends: once the trainer has
+    reached the server, scancel leaves neither running."""
+    bin_dir, record = tmp_path / "bin", tmp_path / "launches.txt"
+    launch_stand_ins.install(bin_dir, record)
+    accelerate = (bin_dir / "accelerate").read_text()
+    (bin_dir / "accelerate").write_text(accelerate + "import time\ntime.sleep(600)\n")
+    env = {**slurm, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VLLM_PORT": free_port()}
+    job = submit(env, "--model", "/ckpts/a", "--output-dir", str(tmp_path / "run"))
+    deadline = time.monotonic() + 120
+    while not record.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert record.read_text() == "/ckpts/a served=/ckpts/a rank=- gpus=-\n"
+    assert len(processes_mentioning(str(bin_dir))) >= 2, "the server and the trainer run"
+    subprocess.run(["scancel", job], env=slurm, check=True, timeout=30)
+    assert wait_for_job(slurm, job)[0] == "CANCELLED"
+    deadline = time.monotonic() + 60
+    while processes_mentioning(str(bin_dir)) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert processes_mentioning(str(bin_dir)) == []

@@ -71,7 +71,7 @@ EOF
         shift
     done
     echo "PartitionName=local Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=INFINITE State=UP" \
-        "OverSubscribe=FORCE" >> "$dir/slurm.conf"
+        >> "$dir/slurm.conf"
 }
 
 wait_until_idle() {  # both nodes idle, or fail naming the logs
