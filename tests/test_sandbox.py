@@ -390,6 +390,19 @@ def test_memory_is_bounded_per_test_for_all_its_processes_together(sandbox):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_the_slot_cgroup_counts_the_tests_processes_not_bwraps(sandbox):
+    """bwrap's PID-namespace init outlives bwrap and waits for the host's init to reap it: 50 tests in a row
+    (pids.max is 40) must not leave a slot unable to fork."""
+    with Judge(timeout=5.0, workers=1, sandbox=sandbox) as judge:
+        statuses = [run(judge, "pass", "").status for _ in range(50)]
+        [slot] = judge._cgroups.slots.values()
+        tasks = [int((folder / "pids.current").read_text()) for folder in slot.folders if
+                 (folder / "pids.current").exists()]
+    assert statuses == ["passed"] * 50
+    assert tasks and tasks[0] <= 1, "only the warm worker may stay in the slot between tests"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
 def test_cgroup_v2_layout_on_a_stand_in_hierarchy(tmp_path, monkeypatch):
     """A STAND-IN v2 hierarchy (a plain folder, no kernel behind it): the knobs written and the join command.
     This machine runs cgroup v1; GPU nodes mostly v2."""
