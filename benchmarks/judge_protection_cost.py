@@ -37,14 +37,14 @@ EMPTY = [{"test_code": "pass", "expected_output": ""}]
 def measure(variant: str, sandbox: str, runs: int) -> float:
     """Median milliseconds per empty test (run in a child process, with ``variant``'s protection switched off)."""
     if variant == "no cgroup":
-        import judging.judge
+        import judging.runners
 
-        class NoCgroups(judging.judge.Cgroups):
+        class NoCgroups(judging.runners.Cgroups):
             def __init__(self, keys, memory_bytes, processes):
                 super().__init__([], memory_bytes, processes)
                 self.unavailable = "switched off by the benchmark"
 
-        judging.judge.Cgroups = NoCgroups
+        judging.runners.Cgroups = NoCgroups
     if variant == "no hidden site-packages":
         import judging.executors
 
@@ -103,14 +103,16 @@ def main() -> None:
                     results[variant, sandbox].append(child(variant, sandbox, args.runs, pythonpath))
     print(f"ms per empty Python test, median of {args.rounds} rounds of {args.runs} tests, one slot "
           f"({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f})")
-    print(f"{'variant':<26}" + "".join(f"{sandbox:>24}" for sandbox in PATHS))
+    print("each cell: median ms (the rounds' lowest-highest median) and the ratio to 'all' on that path")
+    print(f"{'variant':<26}" + "".join(f"{sandbox:>34}" for sandbox in PATHS))
     for variant in variants:
         cells = []
         for sandbox in PATHS:
-            ms = statistics.median(results[variant, sandbox])
+            rounds = results[variant, sandbox]
+            ms = statistics.median(rounds)
             base = statistics.median(results["all", sandbox])
-            cells.append(f"{ms:8.2f} ms ({ms / base:4.2f}x all)")
-        print(f"{variant:<26}" + "".join(f"{cell:>24}" for cell in cells))
+            cells.append(f"{ms:6.2f} ms ({min(rounds):.1f}-{max(rounds):.1f}) {ms / base:4.2f}x")
+        print(f"{variant:<26}" + "".join(f"{cell:>34}" for cell in cells))
 
 
 if __name__ == "__main__":
