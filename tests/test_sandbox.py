@@ -481,6 +481,32 @@ def test_scratch_folders_are_removed(judge):
     assert_only_warm_folders_left(judge)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="switches to an unprivileged uid to build and remove the tree")
+def test_remove_tree_without_root_opens_up_mode_000_folders():
+    """A judge that is not root runs judged code as its own user, who may chmod 000 a folder the judge then must
+    enter: remove_tree makes it 0700 through a descriptor of the folder itself."""
+    top = tempfile.mkdtemp(prefix="remove-tree-")
+    os.chown(top, 65534, 65534)
+    try:
+        pid = os.fork()
+        if pid == 0:  # as nobody: build the tree, lock it up, remove it
+            code = 1
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                os.makedirs(f"{top}/scratch/u/v/w")
+                Path(f"{top}/scratch/u/v/w/f").write_text("x")
+                for path in ("u/v/w", "u/v", "u"):
+                    os.chmod(f"{top}/scratch/{path}", 0)
+                os.chmod(f"{top}/scratch", 0o500)
+                code = 0 if remove_tree(f"{top}/scratch") is None and not os.path.exists(f"{top}/scratch") else 2
+            finally:
+                os._exit(code)
+        assert os.waitpid(pid, 0)[1] == 0, "remove_tree left the tree (or raised) without root"
+    finally:
+        shutil.rmtree(top)
+
+
 def cleanup_breakers(host_folder):
     """Programs that leave a scratch tree built to break its removal on the host (issue 19, item 1)."""
     return {
