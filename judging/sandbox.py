@@ -292,9 +292,11 @@ class Sandbox:
         return f"rlimits (weak): no namespaces, network and host fs reachable, {disk}, {uid}, {limits}"
 
     def command(self, argv: list[str], scratch: str | None, uid: int | None, timeout: float,
-                seccomp_fd: int | None = None, program: tuple[str, int] | None = None) -> list[str]:
+                seccomp_fd: int | None = None, program: tuple[str, int] | None = None,
+                cgroup: SlotCgroup | None = None) -> list[str]:
         """The command line; at the bwrap level /scratch is a fresh tmpfs and ``program`` (a file name and a
-        descriptor holding it) is copied into it, else ``scratch`` (a host folder) is the working folder."""
+        descriptor holding it) is copied into it, else ``scratch`` (a host folder) is the working folder. The
+        program joins the slot's ``cgroup`` before anything else runs."""
         drop = []
         if uid is not None:
             drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
@@ -307,9 +309,12 @@ class Sandbox:
         if self.level == "bwrap":
             seccomp = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
             files = ["--perms", "0644", "--file", str(program[1]), f"{SCRATCH}/{program[0]}"] if program else []
-            return [*outer, *self.prefix, *seccomp, "--perms", "0777", "--size", str(self.limits.disk_bytes),
-                    "--tmpfs", SCRATCH, *files, "--chdir", SCRATCH, "--setenv", "HOME", SCRATCH, *drop, *limits, *argv]
-        return [*outer, *self.prefix, *drop, *limits, *argv]
+            binds, join = cgroup.join_inside() if cgroup else ([], [])
+            return [*outer, *self.prefix, *seccomp, *binds, "--perms", "0777", "--size", str(self.limits.disk_bytes),
+                    "--tmpfs", SCRATCH, *files, "--chdir", SCRATCH, "--setenv", "HOME", SCRATCH, *join, *drop,
+                    *limits, *argv]
+        command = [*outer, *self.prefix, *drop, *limits, *argv]
+        return cgroup.enter_command(command) if cgroup else command
 
     def run(self, argv: list[str], scratch: str | None, uid: int | None, timeout: float,
             program: tuple[str, bytes] | None = None, cgroup: SlotCgroup | None = None) -> RunResult:
@@ -331,10 +336,10 @@ class Sandbox:
             if self.level == "bwrap" and program:
                 held = (program[0], _memfd_holding(program[1]))
                 passed.append(held[1])
-            command = self.command(argv, scratch, uid, timeout, seccomp, held)
+            command = self.command(argv, scratch, uid, timeout, seccomp, held, cgroup)
             start = time.monotonic()
             proc = subprocess.Popen(
-                cgroup.enter_command(command) if cgroup else command, stdin=subprocess.DEVNULL,
+                command, stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True,
                 close_fds=True, pass_fds=passed,
             )

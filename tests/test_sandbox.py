@@ -71,6 +71,15 @@ def slot_processes(judge):
     return found
 
 
+def command_lines():
+    """Every process's command line; a process that ends while we read (this machine is shared) is skipped."""
+    for path in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            yield path.read_bytes()
+        except OSError:
+            continue
+
+
 def wait_until_gone(judge, seconds=3.0):
     """The PID namespace's init takes its descendants down asynchronously; give the kernel a moment."""
     deadline = time.monotonic() + seconds
@@ -329,7 +338,7 @@ def test_double_forked_daemon_dies_with_the_test(judge):
             "print('parent done')\n")
     assert run(judge, code).tests[0].stdout.strip() == "parent done"
     assert wait_until_gone(judge) == []
-    assert not any(b"313.37" in p.read_bytes() for p in Path("/proc").glob("[0-9]*/cmdline") if p.exists())
+    assert not any(b"313.37" in command for command in command_lines())
 
 
 def test_sigterm_ignoring_children_die_on_timeout(judge):
@@ -387,6 +396,19 @@ def test_memory_is_bounded_per_test_for_all_its_processes_together(sandbox):
         assert judgement.status == "memory", judgement.tests[0]
         assert run(judge, "print(6)", "6").status == "passed"
         assert not judge.warm or judge._warm.failures == 0, f"the slot's worker was killed: {judge._warm.failure}"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_the_slot_cgroup_counts_the_tests_processes_not_bwraps(sandbox):
+    """bwrap's PID-namespace init outlives bwrap and waits for the host's init to reap it: 50 tests in a row
+    (pids.max is 40) must not leave a slot unable to fork."""
+    with Judge(timeout=5.0, workers=1, sandbox=sandbox) as judge:
+        statuses = [run(judge, "pass", "").status for _ in range(50)]
+        [slot] = judge._cgroups.slots.values()
+        tasks = [int((folder / "pids.current").read_text()) for folder in slot.folders if
+                 (folder / "pids.current").exists()]
+    assert statuses == ["passed"] * 50
+    assert tasks and tasks[0] <= 1, "only the warm worker may stay in the slot between tests"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
@@ -457,6 +479,32 @@ def test_trainer_survives_the_program_attacking_it(judge):
 def test_scratch_folders_are_removed(judge):
     run(judge, "open('left-behind.txt', 'w').write('x')\nimport os\nos.mkdir('sub')\n")
     assert_only_warm_folders_left(judge)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switches to an unprivileged uid to build and remove the tree")
+def test_remove_tree_without_root_opens_up_mode_000_folders():
+    """A judge that is not root runs judged code as its own user, who may chmod 000 a folder the judge then must
+    enter: remove_tree makes it 0700 through a descriptor of the folder itself."""
+    top = tempfile.mkdtemp(prefix="remove-tree-")
+    os.chown(top, 65534, 65534)
+    try:
+        pid = os.fork()
+        if pid == 0:  # as nobody: build the tree, lock it up, remove it
+            code = 1
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                os.makedirs(f"{top}/scratch/u/v/w")
+                Path(f"{top}/scratch/u/v/w/f").write_text("x")
+                for path in ("u/v/w", "u/v", "u"):
+                    os.chmod(f"{top}/scratch/{path}", 0)
+                os.chmod(f"{top}/scratch", 0o500)
+                code = 0 if remove_tree(f"{top}/scratch") is None and not os.path.exists(f"{top}/scratch") else 2
+            finally:
+                os._exit(code)
+        assert os.waitpid(pid, 0)[1] == 0, "remove_tree left the tree (or raised) without root"
+    finally:
+        shutil.rmtree(top)
 
 
 def cleanup_breakers(host_folder):
