@@ -237,8 +237,8 @@ class Judge:
         """What protects the host, for the trainer's log."""
         base = Sandbox(self.level, self._limits, [], {}).describe(slot_uids=self._slot_uids is not None)
         if self._warm is not None:
-            python = ("Python: warm workers (one per slot, root in its sandbox with 5 capabilities; each test "
-                      "a forked child with its own mount+IPC namespace, /tmp, pipes, limits and the slot uid)")
+            python = ("Python: warm workers (one per slot, root in its sandbox with 6 capabilities; each test "
+                      "a forked child with its own PID+mount+IPC+net namespace, /tmp, pipes, limits and the slot uid)")
         else:
             python = "Python: a fresh interpreter per test" + (f" ({self._warm_missing})" if self._warm_missing else "")
         return "; ".join(part for part in (base, python, self._egress) if part)

@@ -31,7 +31,7 @@ from judging.sandbox import KEYRING_FILTER, OUTPUT_CAP, SCRATCH, TMPFS_BYTES, Ru
 
 WORKER = str(Path(__file__).with_name("warm_worker.py"))
 WORKER_INSIDE = "/warm_worker.py"
-CAPABILITIES = ("CAP_SETUID", "CAP_SETGID", "CAP_SYS_ADMIN", "CAP_KILL", "CAP_SETPCAP")
+CAPABILITIES = ("CAP_SETUID", "CAP_SETGID", "CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_KILL", "CAP_SETPCAP")
 SLOTS = "/slots"
 START_TIMEOUT = 10.0
 # Past the test's timeout, how long a worker may take to kill, reap and reply before it counts as failed.

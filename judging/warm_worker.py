@@ -1,23 +1,27 @@
 """The warm Python worker: the program that runs inside one slot's bubblewrap sandbox (never imported by the
 judge; ``judging/warm.py`` binds it read-only at /warm_worker.py and starts ``python -I -S -B /warm_worker.py``).
 
-The worker runs as root inside the sandbox's namespaces with five capabilities (SETUID, SETGID, SYS_ADMIN,
-KILL, SETPCAP) and never runs judged code itself. Per execution it forks a child that
+The worker runs as root inside the sandbox's namespaces with six capabilities (SETUID, SETGID, SYS_ADMIN,
+NET_ADMIN, KILL, SETPCAP) and never runs judged code itself. Per execution it forks an init, pid 1 of a PID
+namespace of its own, which
 
-- enters a mount and an IPC namespace of its own: a fresh 16 MB /tmp, the execution's scratch folder at
-  /scratch (the folder holding all the slot's scratch folders is unmounted), no SysV IPC or POSIX queue
-  from before;
-- gets its own pipes as stdout and stderr, /dev/null as stdin, and no other descriptor (the control channel
-  is closed);
-- gets the limits, an empty bounding, inheritable and ambient capability set, the slot uid,
-  no_new_privs and the judge's seccomp program (no kernel keyring, as on the cold path); from then on it
-  cannot signal, ptrace or open the root-owned worker;
-- runs the program as ``__main__`` in a fresh module, as ``python -I -S -B /scratch/main.py`` would.
+- enters a mount, IPC and network namespace of its own: a fresh /proc (its own PID namespace only), a
+  fresh 16 MB /tmp, the execution's scratch folder at /scratch (the folder holding all the slot's scratch
+  folders is unmounted), no SysV IPC or POSIX queue from before, and only a loopback interface, up, with no
+  socket from before (a TIME_WAIT entry outlives its processes by 60 s);
+- forks the program's process, pid 2 as on the cold path, which gets its own pipes as stdout and stderr,
+  /dev/null as stdin and no other descriptor (the control channel is closed); the limits, an empty
+  bounding, inheritable and ambient capability set, the slot uid, no_new_privs and the judge's seccomp
+  program (``judging.sandbox.seccomp_filter``); from then on it cannot signal, ptrace or open the
+  root-owned worker or init;
+- runs the program as ``__main__`` in a fresh module, as ``python -I -S -B /scratch/main.py`` would;
+- like bubblewrap's own init on the cold path, reaps every process until none is left, then exits with the
+  program's exit code (128 + the signal's number if a signal ended it).
 
-When the child exits, times out or the judge asks, the worker kills every other process in the sandbox's
-PID namespace (the worker is a child subreaper, so every orphan comes back to it and is reaped), then
-replies. A fresh fork of a worker that never ran judged code is all a child can ever start from, so
-nothing one child does to ``sys.modules``, builtins or files reaches the next.
+Process ids restart at 1 for every execution, so neither they nor the network carry anything from one test to
+the next. When the init exits, the execution times out or the judge asks, the worker kills the init; the
+kernel then kills every process of its PID namespace. A fresh fork of a worker that never ran judged code is
+all an execution can ever start from, so nothing one does to ``sys.modules``, builtins or files reaches the next.
 
 Protocol (SOCK_SEQPACKET, one message each way per execution): the judge sends
 ``{"folder": NAME, "timeout": SECONDS}`` with the write ends of the execution's stdout and stderr pipes
@@ -27,6 +31,7 @@ after the reply is ignored. The worker's first message is ``{"ready": true}``.
 """
 
 import ctypes
+import fcntl
 import gc
 import json
 import math
@@ -35,29 +40,33 @@ import resource
 import select
 import signal
 import socket
+import struct
 import sys
 import time
 
 SLOTS = "/slots"
 SCRATCH = "/scratch"
-CLONE_NEWNS = 0x00020000
-CLONE_NEWIPC = 0x08000000
-MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x08000000, 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
+# What bubblewrap's --proc covers read-only on the cold path.
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
+SIOCSIFFLAGS, IFF_UP, IFF_LOOPBACK, IFF_RUNNING = 0x8914, 0x1, 0x8, 0x40
 MNT_DETACH = 2
-PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 4, 24, 36, 38, 47
+PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 4, 24, 38, 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 CAPABILITY_VERSION_3 = 0x20080522
-KEPT_CAPABILITIES = (5, 6, 7, 8, 21)  # KILL, SETGID, SETUID, SETPCAP, SYS_ADMIN: all the worker needs
+KEPT_CAPABILITIES = (5, 6, 7, 8, 12, 21)  # KILL, SETGID, SETUID, SETPCAP, NET_ADMIN, SYS_ADMIN: all it needs
 SETUP_FAILED = 125
 STOP = b"stop"
 LIBC = ctypes.CDLL(None, use_errno=True)
 # Looked up once here, not in every child (a ctypes lookup and a /proc read cost more than the calls).
-PRCTL, UNSHARE, MOUNT, UMOUNT2, CAPGET, CAPSET = (LIBC.prctl, LIBC.unshare, LIBC.mount, LIBC.umount2, LIBC.capget,
-                                                   LIBC.capset)
+PRCTL, UNSHARE, SETNS, MOUNT, UMOUNT2, CAPGET, CAPSET = (LIBC.prctl, LIBC.unshare, LIBC.setns, LIBC.mount,
+                                                          LIBC.umount2, LIBC.capget, LIBC.capset)
 with open("/proc/sys/kernel/cap_last_cap") as last:
     LAST_CAPABILITY = int(last.read())
-SECCOMP_PROGRAM = None  # the judge's seccomp program (judging.sandbox.keyring_filter), set by main
+SECCOMP_PROGRAM = None  # the judge's seccomp program (judging.sandbox.seccomp_filter), set by main
+OWN_PID_NAMESPACE = None  # the worker's PID namespace (a descriptor), set by main
 
 
 def _check(result, what):
@@ -88,18 +97,40 @@ def _drop_capabilities():
     _check(CAPSET(header, data), "capset")
 
 
-def _set_up_child(folder, timeout, uid, limits, out_fd, err_fd, setup_fd):
-    os.setsid()
-    _check(UNSHARE(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
+def _loopback_up():
+    """Bring up the fresh network namespace's loopback interface (the kernel gives it 127.0.0.1 and ::1), as
+    bubblewrap's --unshare-net does on the cold path."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        fcntl.ioctl(probe, SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", IFF_UP | IFF_LOOPBACK | IFF_RUNNING))
+
+
+def _set_up_namespaces(folder, limits):
+    """As the init of the execution's own PID namespace: its own mount, IPC and network namespaces."""
+    _check(UNSHARE(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET), "unshare")
+    _loopback_up()
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for name in PROC_READ_ONLY:
+        path = f"/proc/{name}"
+        if os.path.exists(path):
+            _mount(path, path, None, MS_BIND | MS_REC)
+            _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['tmpfs_bytes']},mode=1777")
     _mount(f"{SLOTS}/{folder}", SCRATCH, None, MS_BIND | MS_REC)
     _check(UMOUNT2(SLOTS.encode(), MNT_DETACH), f"umount {SLOTS}")
+
+
+def _set_up_descriptors(out_fd, err_fd, report_fd):
     null = os.open("/dev/null", os.O_RDONLY)
     for source, target in ((null, 0), (out_fd, 1), (err_fd, 2)):
         os.dup2(source, target)
-    os.closerange(3, setup_fd)
-    os.closerange(setup_fd + 1, 1 << 16)
+    os.closerange(3, report_fd)
+    os.closerange(report_fd + 1, 1 << 16)
+
+
+def _set_up_program(timeout, uid, limits, report_fd):
+    """The program's process: limits, no capabilities, the slot uid, seccomp; then tell the worker it is set up."""
+    os.setsid()
     cpu = math.ceil(timeout) + 1  # as the cold path's prlimit
     for name, value in (("RLIMIT_AS", (limits["memory_mb"] << 20,) * 2), ("RLIMIT_CPU", (cpu, cpu + 1)),
                         ("RLIMIT_FSIZE", (limits["file_mb"] << 20,) * 2), ("RLIMIT_NOFILE", (limits["open_files"],) * 2),
@@ -116,8 +147,36 @@ def _set_up_child(folder, timeout, uid, limits, out_fd, err_fd, setup_fd):
     for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    os.write(setup_fd, b"1")
-    os.close(setup_fd)
+    os.write(report_fd, b"1")
+    os.close(report_fd)
+
+
+def _init(request, uid, limits, out_fd, err_fd, report_fd):
+    """Pid 1 of the execution's PID namespace: set up, fork the program (pid 2), reap until no process is left,
+    exit with the program's exit code as bubblewrap's init does."""
+    try:
+        _set_up_namespaces(request["folder"], limits)
+        _set_up_descriptors(out_fd, err_fd, report_fd)
+        program = os.fork()
+    except BaseException as error:
+        os.write(2, f"warm worker: init set-up failed: {error!r}\n".encode())
+        os._exit(SETUP_FAILED)
+    if program == 0:
+        try:
+            _set_up_program(request["timeout"], uid, limits, report_fd)
+        except BaseException as error:
+            os.write(2, f"warm worker: child set-up failed: {error!r}\n".encode())
+            os._exit(SETUP_FAILED)
+        _run_program(f"{SCRATCH}/main.py")
+    os.close(report_fd)
+    code = SETUP_FAILED
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            os._exit(code)
+        if pid == program:
+            code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
 
 
 def _exit_code(exit):
@@ -166,22 +225,27 @@ def _run_program(path):
     os._exit(code)
 
 
+def _fork_in_own_pid_namespace():
+    """fork(), the child as pid 1 of a new PID namespace; the worker's own later children are not affected."""
+    _check(UNSHARE(CLONE_NEWPID), "unshare pid")
+    try:
+        return os.fork()
+    finally:
+        if os.getpid() != 1:  # the worker: its next fork goes to its own PID namespace again
+            _check(SETNS(OWN_PID_NAMESPACE, CLONE_NEWPID), "setns pid")
+
+
 def _execute(control, request, fds, uid, limits):
     out_fd, err_fd = fds
-    setup_read, setup_write = os.pipe()
+    report_read, report_write = os.pipe()
     started = time.monotonic()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            control.detach()
-            _set_up_child(request["folder"], request["timeout"], uid, limits, out_fd, err_fd, setup_write)
-        except BaseException as error:
-            os.write(2, f"warm worker: child set-up failed: {error!r}\n".encode())
-            os._exit(SETUP_FAILED)
-        _run_program(f"{SCRATCH}/main.py")
-    for fd in (out_fd, err_fd, setup_write):
+    init = _fork_in_own_pid_namespace()
+    if init == 0:
+        control.detach()
+        _init(request, uid, limits, out_fd, err_fd, report_write)
+    for fd in (out_fd, err_fd, report_write):
         os.close(fd)
-    pidfd = os.pidfd_open(pid)
+    pidfd = os.pidfd_open(init)
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
     poller.register(control, select.POLLIN)
@@ -200,18 +264,10 @@ def _execute(control, request, fds, uid, limits):
             host_gone = control.recv(64) == b""
             break
     os.close(pidfd)
-    try:
-        os.kill(-1, signal.SIGKILL)  # every process of the sandbox but its init and this worker
-    except ProcessLookupError:
-        pass
-    _, status = os.waitpid(pid, 0)
-    while True:  # the worker is a child subreaper: every orphan of the child's tree is its child now
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
-    setup = os.read(setup_read, 1) == b"1"
-    os.close(setup_read)
+    os.kill(init, signal.SIGKILL)  # its PID namespace dies with it, every process in it
+    _, status = os.waitpid(init, 0)
+    setup = os.read(report_read, 1) == b"1"
+    os.close(report_read)
     if host_gone:
         raise SystemExit(0)
     return {"status": status, "timed_out": timed_out, "stopped": stopped, "setup": setup}
@@ -222,7 +278,7 @@ class _SockFprog(ctypes.Structure):
 
 
 def main():
-    global SECCOMP_PROGRAM
+    global SECCOMP_PROGRAM, OWN_PID_NAMESPACE
     control_fd, uid = int(sys.argv[1]), int(sys.argv[2])
     limits = json.loads(sys.argv[3])
     if limits["seccomp"]:
@@ -231,7 +287,7 @@ def main():
         SECCOMP_PROGRAM = _SockFprog(len(program) // 8, ctypes.addressof(code))
         SECCOMP_PROGRAM.code = code  # kept alive with the program
     _check(PRCTL(PR_SET_DUMPABLE, 0, 0, 0, 0), "not dumpable")
-    _check(PRCTL(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "child subreaper")
+    OWN_PID_NAMESPACE = os.open("/proc/self/ns/pid", os.O_RDONLY)
     _drop_bounding(cap for cap in range(LAST_CAPABILITY + 1) if cap not in KEPT_CAPABILITIES)
     control = socket.socket(fileno=control_fd)
     # The first compile() of a process builds the compiler's and AST's lazily made state (~1 ms of CPU): made

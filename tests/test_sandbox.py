@@ -217,6 +217,60 @@ def test_the_kernel_keyring_is_refused(judge):
     assert run(judge, code).tests[0].stdout.split() == ["-1", "1", "-1", "1"]
 
 
+@pytest.fixture(scope="module")
+def one_slot(sandbox):
+    """A one-slot judge: consecutive tests run on the same slot (and, warm, in the same worker)."""
+    with Judge(timeout=2.0, workers=1, sandbox=sandbox) as judge:
+        yield judge
+
+
+SECRET_PORT = 40000 + 1234
+TIME_WAIT = "06"
+
+
+def test_no_tcp_state_reaches_the_next_test(one_slot):
+    """A loopback connection's TIME_WAIT entry outlives its processes by 60 s: a test that encodes a secret in
+    its port must not be able to hand it to the next test of the slot (/proc/net/tcp, or a refused bind)."""
+    leave = ("import socket\n"
+             f"server = socket.create_server(('127.0.0.1', {SECRET_PORT}))\n"
+             f"client = socket.create_connection(('127.0.0.1', {SECRET_PORT}))\n"
+             "peer, _ = server.accept()\n"
+             "client.close()  # the side that closes first holds TIME_WAIT\n"
+             "peer.close()\n"
+             "server.close()\n"
+             "rows = [line.split() for line in open('/proc/net/tcp').read().splitlines()[1:]]\n"
+             f"print(any(row[2].endswith(':{SECRET_PORT:04X}') and row[3] == '{TIME_WAIT}' for row in rows))\n")
+    assert run(one_slot, leave, "True").status == "passed", "the TIME_WAIT entry must exist for the test to mean anything"
+    look = ("import socket\n"
+            "rows = [line for name in ('tcp', 'tcp6', 'udp', 'unix') "
+            "for line in open(f'/proc/net/{name}').read().splitlines()[1:]]\n"
+            "probe = socket.socket()\n"
+            f"probe.bind(('127.0.0.1', {SECRET_PORT}))\n"
+            "print(rows, 'bound')\n")
+    seen = run(one_slot, look, "[] bound").tests[0]
+    assert seen.status == "passed", seen.stdout + seen.stderr
+
+
+def test_the_pid_counter_carries_nothing_to_the_next_test(one_slot):
+    """Process ids must not reveal how many processes the previous test of the slot made."""
+    look = ("import os\n"
+            "last = open('/proc/sys/kernel/ns_last_pid').read().split()\n"
+            "child = os.fork()\n"
+            "if child == 0:\n"
+            "    os._exit(0)\n"
+            "os.waitpid(child, 0)\n"
+            "print(os.getpid(), child, last, open('/proc/loadavg').read().split()[-1])\n")
+    after_quiet = run(one_slot, "pass"), run(one_slot, look).tests[0].stdout
+    busy = ("import os\n"
+            "for _ in range(20):\n"
+            "    if os.fork() == 0:\n"
+            "        os._exit(0)\n"
+            "    os.wait()\n")
+    assert run(one_slot, busy).status == "failed", "the busy test must run to its end"
+    after_busy = run(one_slot, look).tests[0].stdout
+    assert after_busy == after_quiet[1] != "", (after_quiet[1], after_busy)
+
+
 def test_fork_bomb_is_contained_and_cleaned_up(judge):
     code = ("import os\n"
             "while True:\n"
