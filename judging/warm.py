@@ -27,7 +27,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from judging.sandbox import KEYRING_FILTER, OUTPUT_CAP, SCRATCH, TMPFS_BYTES, RunResult, Sandbox, read_capped
+from judging.sandbox import SECCOMP_FILTER, OUTPUT_CAP, SCRATCH, TMPFS_BYTES, RunResult, Sandbox, read_capped
 
 WORKER = str(Path(__file__).with_name("warm_worker.py"))
 WORKER_INSIDE = "/warm_worker.py"
@@ -50,7 +50,7 @@ class WarmWorker:
     def __init__(self, sandbox: Sandbox, interpreter: str, uid: int, folder: str):
         limits = {"memory_mb": sandbox.limits.memory_mb, "processes": sandbox.limits.processes,
                   "file_mb": sandbox.limits.file_mb, "open_files": sandbox.limits.open_files,
-                  "tmpfs_bytes": TMPFS_BYTES, "seccomp": KEYRING_FILTER.hex() if KEYRING_FILTER else None}
+                  "tmpfs_bytes": TMPFS_BYTES, "seccomp": SECCOMP_FILTER.hex() if SECCOMP_FILTER else None}
         self.log = f"{folder}.log"
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         capabilities = [arg for cap in CAPABILITIES for arg in ("--cap-add", cap)]

@@ -6,7 +6,7 @@ NET_ADMIN, KILL, SETPCAP) and never runs judged code itself. Per execution it fo
 namespace of its own, which
 
 - enters a mount, IPC and network namespace of its own: a fresh /proc (its own PID namespace only), a
-  fresh 16 MB /tmp, the execution's scratch folder at /scratch (the folder holding all the slot's scratch
+  fresh 16 MB /tmp and /dev/shm, the execution's scratch folder at /scratch (the folder holding all the slot's scratch
   folders is unmounted), no SysV IPC or POSIX queue from before, and only a loopback interface, up, with no
   socket from before (a TIME_WAIT entry outlives its processes by 60 s);
 - forks the program's process, pid 2 as on the cold path, which gets its own pipes as stdout and stderr,
@@ -115,7 +115,8 @@ def _set_up_namespaces(folder, limits):
         if os.path.exists(path):
             _mount(path, path, None, MS_BIND | MS_REC)
             _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['tmpfs_bytes']},mode=1777")
+    for path in ("/tmp", "/dev/shm"):
+        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['tmpfs_bytes']},mode=1777")
     _mount(f"{SLOTS}/{folder}", SCRATCH, None, MS_BIND | MS_REC)
     _check(UMOUNT2(SLOTS.encode(), MNT_DETACH), f"umount {SLOTS}")
 
