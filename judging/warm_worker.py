@@ -15,8 +15,8 @@ namespace of its own, which
   program (``judging.sandbox.seccomp_filter``); from then on it cannot signal, ptrace or open the
   root-owned worker or init;
 - runs the program as ``__main__`` in a fresh module, as ``python -I -S -B /scratch/main.py`` would;
-- like bubblewrap's own init on the cold path, reaps every process until none is left, then exits with the
-  program's exit code (128 + the signal's number if a signal ended it).
+- like bubblewrap's own init on the cold path, leads the session, reaps orphans, and exits with the
+  program's exit code (128 + the signal's number if a signal ended it) as soon as the program's process exits.
 
 Process ids restart at 1 for every execution, so neither they nor the network carry anything from one test to
 the next. When the init exits, the execution times out or the judge asks, the worker kills the init; the
@@ -58,6 +58,7 @@ PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 CAPABILITY_VERSION_3 = 0x20080522
 KEPT_CAPABILITIES = (5, 6, 7, 8, 12, 21)  # KILL, SETGID, SETUID, SETPCAP, NET_ADMIN, SYS_ADMIN: all it needs
 SETUP_FAILED = 125
+LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
 STOP = b"stop"
 LIBC = ctypes.CDLL(None, use_errno=True)
 # Looked up once here, not in every child (a ctypes lookup and a /proc read cost more than the calls).
@@ -67,6 +68,7 @@ with open("/proc/sys/kernel/cap_last_cap") as last:
     LAST_CAPABILITY = int(last.read())
 SECCOMP_PROGRAM = None  # the judge's seccomp program (judging.sandbox.seccomp_filter), set by main
 OWN_PID_NAMESPACE = None  # the worker's PID namespace (a descriptor), set by main
+WORKER_MODULES = frozenset()  # the modules the worker has imported, set by main
 
 
 def _check(result, what):
@@ -131,7 +133,6 @@ def _set_up_descriptors(out_fd, err_fd, report_fd):
 
 def _set_up_program(timeout, uid, limits, report_fd):
     """The program's process: limits, no capabilities, the slot uid, seccomp; then tell the worker it is set up."""
-    os.setsid()
     cpu = math.ceil(timeout) + 1  # as the cold path's prlimit
     for name, value in (("RLIMIT_AS", (limits["memory_mb"] << 20,) * 2), ("RLIMIT_CPU", (cpu, cpu + 1)),
                         ("RLIMIT_FSIZE", (limits["file_mb"] << 20,) * 2), ("RLIMIT_NOFILE", (limits["open_files"],) * 2),
@@ -141,6 +142,8 @@ def _set_up_program(timeout, uid, limits, report_fd):
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
+    # A uid change clears the dumpable flag; an exec (the cold path's) sets it again: /proc/self is the slot uid's.
+    _check(PRCTL(PR_SET_DUMPABLE, 1, 0, 0, 0), "dumpable")
     os.chdir(SCRATCH)  # only its owner, the slot uid, may enter it
     _check(PRCTL(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     if limits["seccomp"]:
@@ -153,9 +156,10 @@ def _set_up_program(timeout, uid, limits, report_fd):
 
 
 def _init(request, uid, limits, out_fd, err_fd, report_fd):
-    """Pid 1 of the execution's PID namespace: set up, fork the program (pid 2), reap until no process is left,
-    exit with the program's exit code as bubblewrap's init does."""
+    """Pid 1 of the execution's PID namespace: set up, fork the program (pid 2), reap orphans, and exit with the
+    program's exit code when it exits, as bubblewrap's init does (the kernel then kills what is left)."""
     try:
+        os.setsid()  # the init leads the session and process group, as bubblewrap's pid 1 does cold
         _set_up_namespaces(request["folder"], limits)
         _set_up_descriptors(out_fd, err_fd, report_fd)
         program = os.fork()
@@ -170,38 +174,86 @@ def _init(request, uid, limits, out_fd, err_fd, report_fd):
             os._exit(SETUP_FAILED)
         _run_program(f"{SCRATCH}/main.py")
     os.close(report_fd)
-    code = SETUP_FAILED
-    while True:
-        try:
-            pid, status = os.wait()
-        except ChildProcessError:
-            os._exit(code)
+    while True:  # orphans come here too
+        pid, status = os.wait()
         if pid == program:
-            code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+            os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
 
 
 def _exit_code(exit):
-    """What the interpreter's own exit handling makes of a SystemExit."""
-    if exit.code is None:
+    """What the interpreter makes of an uncaught SystemExit (``_Py_HandleSystemExit``): an int is read as a C long,
+    255 when it does not fit (the low byte otherwise, whatever an int subclass overrides); anything else is
+    printed to stderr and exits 1."""
+    code = exit.code
+    if code is None:
         return 0
-    if isinstance(exit.code, int):
-        return exit.code & 0xFF
+    if issubclass(type(code), int):
+        value = int.__int__(code)
+        return value & 0xFF if LONG_MIN <= value <= LONG_MAX else 255
     try:
-        print(exit.code, file=sys.stderr)
-    except Exception:
+        print(code, file=sys.stderr)
+    except BaseException:
         pass
     return 1
 
 
+def _flush_std_files():
+    """``Py_FinalizeEx``'s flush of sys.stdout and sys.stderr: a closed or unreadable stream is skipped, a failed
+    flush of stdout is reported as unraisable; False if either failed (the interpreter then exits 120)."""
+    flushed = True
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name, None)
+        try:
+            if stream is None or stream.closed:
+                continue
+        except BaseException:
+            continue
+        try:
+            stream.flush()
+        except BaseException as error:
+            flushed = False
+            if name == "stdout":
+                try:
+                    import traceback
+
+                    sys.stderr.write(f"Exception ignored in: {stream!r}\n"
+                                     + "".join(traceback.format_exception_only(error)))
+                except BaseException:
+                    pass
+    return flushed
+
+
+def _tear_down_modules():
+    """Clear the modules the program imported, newest first, then __main__, as the interpreter's finalisation
+    does (``_PyModule_ClearDict``: single-underscore names first, then the rest, to None), so what they hold is
+    destroyed, and its ``__del__`` runs and prints, as it would cold."""
+    gc.collect()
+    for name, module in reversed(list(sys.modules.items())):
+        if name in WORKER_MODULES and name != "__main__":
+            continue
+        try:
+            names = [key for key in module.__dict__ if key != "__builtins__"]
+            for first in (True, False):
+                for key in names:
+                    if (key.startswith("_") and not key.startswith("__")) == first:
+                        module.__dict__[key] = None
+        except BaseException:
+            pass
+    gc.collect()
+
+
 def _run_program(path):
-    """Run ``path`` as ``__main__`` in a fresh module and exit like the interpreter would."""
+    """Run ``path`` as ``__main__`` in a fresh module and exit as ``python -I -S -B path`` would
+    (``Py_RunMain``): the exit code, threads, atexit, the final flushes, module teardown, KeyboardInterrupt."""
     import builtins
 
     main = type(sys)("__main__")
     main.__dict__.update(__file__=path, __builtins__=builtins, __cached__=None)
     sys.modules["__main__"] = main
     sys.argv[:] = [path]
+    sys.orig_argv[:] = [sys.orig_argv[0], "-I", "-S", "-B", path]
     code = 0
+    interrupted = False
     try:
         with open(path, "rb") as file:
             source = file.read()
@@ -213,17 +265,28 @@ def _run_program(path):
         value.__traceback__ = trace.tb_next  # the program's frames only, as a cold start shows them
         sys.excepthook(kind, value, trace.tb_next)
         code = 1
+        interrupted = issubclass(kind, KeyboardInterrupt)
     try:
         if "threading" in sys.modules:
             sys.modules["threading"]._shutdown()
+    except BaseException:
+        pass
+    try:
         import atexit
 
         atexit._run_exitfuncs()
-        sys.stdout.flush()
-        sys.stderr.flush()
     except BaseException:
-        code = code or 120
-    os._exit(code)
+        pass
+    exit_now, flushed = os._exit, _flush_std_files()
+    try:
+        _tear_down_modules()
+    except BaseException:
+        pass
+    flushed = _flush_std_files() and flushed
+    if interrupted:  # the interpreter ends by SIGINT to itself
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    exit_now(code if flushed else 120)
 
 
 def _fork_in_own_pid_namespace():
@@ -279,7 +342,7 @@ class _SockFprog(ctypes.Structure):
 
 
 def main():
-    global SECCOMP_PROGRAM, OWN_PID_NAMESPACE
+    global SECCOMP_PROGRAM, OWN_PID_NAMESPACE, WORKER_MODULES
     control_fd, uid = int(sys.argv[1]), int(sys.argv[2])
     limits = json.loads(sys.argv[3])
     if limits["seccomp"]:
@@ -294,6 +357,7 @@ def main():
     # The first compile() of a process builds the compiler's and AST's lazily made state (~1 ms of CPU): made
     # once here, on a constant, every child inherits it.
     compile("pass", "<warm-up>", "exec", dont_inherit=True)
+    WORKER_MODULES = frozenset(sys.modules)
     gc.freeze()  # a collection in a child then never walks (and so copies) the worker's own objects
     control.send(b'{"ready": true}')
     while True:
