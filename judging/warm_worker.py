@@ -6,9 +6,10 @@ NET_ADMIN, KILL, SETPCAP) and never runs judged code itself. Per execution it fo
 namespace of its own, which
 
 - enters a mount, IPC and network namespace of its own: a fresh /proc (its own PID namespace only), a
-  fresh 16 MB /tmp and /dev/shm, the execution's scratch folder at /scratch (the folder holding all the slot's scratch
-  folders is unmounted), no SysV IPC or POSIX queue from before, and only a loopback interface, up, with no
-  socket from before (a TIME_WAIT entry outlives its processes by 60 s);
+  fresh /tmp and /dev/shm, a fresh /scratch holding a copy of the execution's program (all tmpfs of the
+  judge's disk size; the folder holding the slot's programs is unmounted), no SysV IPC or POSIX queue from
+  before, and only a loopback interface, up, with no socket from before (a TIME_WAIT entry outlives its
+  processes by 60 s);
 - forks the program's process, pid 2 as on the cold path, which gets its own pipes as stdout and stderr,
   /dev/null as stdin and no other descriptor (the control channel is closed); the limits, an empty
   bounding, inheritable and ambient capability set, the slot uid, no_new_privs and the judge's seccomp
@@ -119,7 +120,13 @@ def _set_up_namespaces(folder, limits):
             _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
     for path in ("/tmp", "/dev/shm"):
         _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['tmpfs_bytes']},mode=1777")
-    _mount(f"{SLOTS}/{folder}", SCRATCH, None, MS_BIND | MS_REC)
+    with open(f"{SLOTS}/{folder}/main.py", "rb") as source:  # into a tmpfs as on the cold path: no host disk
+        program = source.read()
+    _mount("tmpfs", SCRATCH, "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['tmpfs_bytes']},mode=0777")
+    target = os.open(f"{SCRATCH}/main.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    os.fchmod(target, 0o644)  # whatever the umask: the slot uid reads it, as bwrap's --perms 0644 on the cold path
+    with os.fdopen(target, "wb") as file:
+        file.write(program)
     _check(UMOUNT2(SLOTS.encode(), MNT_DETACH), f"umount {SLOTS}")
 
 
