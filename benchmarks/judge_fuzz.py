@@ -139,8 +139,9 @@ def random_syscalls(rng):
         number = rng.randrange(SYSCALL_COUNT[machine])
         while number in SYSCALLS_LEFT_OUT[machine]:
             number = rng.randrange(SYSCALL_COUNT[machine])
-        arguments = ", ".join(rng.choice(ARGUMENTS) for _ in range(rng.randrange(0, 6)))
-        calls.append(f"libc.syscall({number}{', ' if arguments else ''}{arguments})")
+        # All six registers set: an argument left out would be whatever the register held, which differs by path.
+        arguments = [rng.choice(ARGUMENTS) for _ in range(rng.randrange(0, 6))]
+        calls.append(f"libc.syscall({', '.join([str(number), *arguments, *['0'] * (6 - len(arguments))])})")
     return ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\n"
             "buffer = ctypes.create_string_buffer(4096)\n" + "\n".join(calls))
 
@@ -342,6 +343,7 @@ def main() -> None:
     uids = {uid for judge in judges.values() for uid in judge._slot_uids.uids}
     folders = [judge._base for judge in judges.values()]
     verdicts: dict[str, list] = {path: [None] * len(corpus) for path in judges}
+    details: dict[str, list] = {path: [""] * len(corpus) for path in judges}  # the first failing test's stderr
     seconds = Counter()
     tests_run = Counter()
     lock = threading.Lock()
@@ -354,6 +356,8 @@ def main() -> None:
             try:
                 judgement = judges[path].run(code, tests, "python")
                 verdict = (judgement.status, tuple(test.status for test in judgement.tests))
+                failing = [test for test in judgement.tests if test.status != "passed"][:1]
+                details[path][index] = failing[0].stderr[-200:] if failing else ""
                 ran = sum(test.seconds > 0 for test in judgement.tests)
             except Exception as error:
                 verdict, ran = ("exception", repr(error)[:300]), 0
@@ -402,7 +406,7 @@ def main() -> None:
     for index in disagreements[:args.show]:
         name, code, _ = corpus[index]
         print(f"  #{index} {name}: warm {verdicts['bwrap'][index]} cold {verdicts['bwrap-cold'][index]}\n"
-              f"    {code[-300:]!r}")
+              f"    {code[-300:]!r}\n    stderr warm {details['bwrap'][index]!r} cold {details['bwrap-cold'][index]!r}")
     for path in judges:
         rate = tests_run[path] / (seconds[path] / args.workers)
         print(f"tests per second, {path:10}: {rate:.1f} ({tests_run[path]} tests run)")

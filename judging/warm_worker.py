@@ -156,8 +156,8 @@ def _set_up_program(timeout, uid, limits, report_fd):
     _check(PRCTL(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     if limits["seccomp"]:
         _check(PRCTL(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(SECCOMP_PROGRAM), 0, 0), "seccomp")
-    for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(number, signal.SIG_DFL)
+    # Signal dispositions stay the worker's: like a cold interpreter's, those the judge's process had at exec
+    # (a signal the judge ignores, under nohup say, stays ignored on both paths).
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
     os.write(report_fd, b"1")
     os.close(report_fd)
@@ -300,11 +300,13 @@ def _run_program(path):
 def _fork_in_own_pid_namespace():
     """fork(), the child as pid 1 of a new PID namespace; the worker's own later children are not affected."""
     _check(UNSHARE(CLONE_NEWPID), "unshare pid")
+    pid = -1
     try:
-        return os.fork()
+        pid = os.fork()
     finally:
-        if os.getpid() != 1:  # the worker: its next fork goes to its own PID namespace again
+        if pid != 0:  # the worker (whether or not the fork worked): its next fork goes to its own namespace again
             _check(SETNS(OWN_PID_NAMESPACE, CLONE_NEWPID), "setns pid")
+    return pid
 
 
 def _execute(control, request, fds, uid, limits):

@@ -369,3 +369,19 @@ def test_warm_and_cold_judge_every_program_alike(judge, unharmed):
             if verdicts[0] != verdicts[1]:
                 differences.append(f"{test_code!r}: warm {verdicts[0]} cold {verdicts[1]}")
     assert not differences, "\n".join(differences)
+
+
+def test_signals_the_judge_ignores_stay_ignored_on_both_paths():
+    """An ignored signal survives exec, so a cold program inherits what the judge's process ignores (under nohup,
+    SIGHUP); a warm child must inherit the same, not reset it."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        code = "import os, signal\nos.kill(os.getpid(), signal.SIGHUP)\nprint(3)"
+        for sandbox in ("bwrap", "bwrap-cold"):
+            with Judge(timeout=1.0, workers=1, sandbox=sandbox) as judge:
+                assert (sandbox == "bwrap") == judge.warm
+                assert run(judge, code, "3").status == "passed", sandbox
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    with Judge(timeout=1.0, workers=1) as judge:
+        assert run(judge, code, "3").status == "runtime_error", "not ignored: SIGHUP ends the program"
