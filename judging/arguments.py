@@ -37,7 +37,17 @@ class JudgeArguments:
         metadata={"help": "Parallel executions per process. Default: the cores shared among local ranks.",
                   "aliases": ["--workers"]},
     )
-    judge_memory_mb: int = field(default=1024, metadata={"help": "Address-space limit of one execution, in MB."})
+    judge_memory_mb: int = field(
+        default=1024,
+        metadata={"help": "Memory of one test, in MB: all its processes together, tmpfs and memfd pages included "
+                  "(a cgroup per slot, as root), and each process's address space. Without a writable cgroup only "
+                  "the latter holds; the logged isolation line says which."},
+    )
+    judge_disk_mb: int = field(
+        default=64,
+        metadata={"help": "What one test may write, in MB: the size of its /scratch and of its /tmp, each a tmpfs "
+                  "in the bwrap sandbox (memory, never the host disk)."},
+    )
     q_licence_hosts: str = field(
         default="auto",
         metadata={"help": "What judged q may reach, only through the judge's licence proxy: auto (the hosts q "
@@ -50,10 +60,12 @@ class JudgeArguments:
         positive("--judge_timeout/--timeout", self.judge_timeout, "number of seconds")
         positive("--judge_workers/--workers", self.judge_workers)
         positive("--judge_memory_mb", self.judge_memory_mb)
+        positive("--judge_disk_mb", self.judge_disk_mb)
 
     def make_judge(self) -> Judge:
         """The process's one judge. Every rank judges its own completions, so ranks on a node share its cores."""
         local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         workers = self.judge_workers or max(1, (os.cpu_count() or 1) // local_ranks)
         return Judge(timeout=self.judge_timeout, workers=workers, sandbox=self.sandbox,
-                     memory_mb=self.judge_memory_mb, q_binary=self.q_binary, q_licence_hosts=self.q_licence_hosts)
+                     memory_mb=self.judge_memory_mb, q_binary=self.q_binary, q_licence_hosts=self.q_licence_hosts,
+                     disk_mb=self.judge_disk_mb)

@@ -10,9 +10,11 @@ import os
 import re
 import shutil
 import signal
+import site
 import socket
 import stat
 import sys
+import sysconfig
 from pathlib import Path
 
 from judging.sandbox import RunResult
@@ -32,7 +34,9 @@ class PythonExecutor:
     """CPython from this environment, run ``-I -S -B``: isolated mode, standard library only.
 
     Skipping ``site`` cuts start-up from ~70 ms to ~20 ms here and keeps the trainer's packages
-    (torch, wandb, ...) out of reach of the program.
+    (torch, wandb, ...) off the program's path; ``hidden`` (the interpreter's site-packages, covered by an
+    empty folder in the sandbox's view) keeps them and what they ship out of its sight: a non-editable install
+    of this project puts every bundled test and solution (data/*.jsonl) there.
     """
 
     language = "python"
@@ -43,6 +47,7 @@ class PythonExecutor:
         self.interpreter = os.path.realpath(sys.executable)
         prefixes = {os.path.realpath(p) for p in (sys.base_prefix, sys.base_exec_prefix)}
         self.read_only = sorted(p for p in prefixes if not p.startswith("/usr"))
+        self.hidden = site_packages_in_view(self.read_only)
         self.env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
         self.read_write: list[str] = []
         self.hostname = "sandbox"
@@ -62,7 +67,7 @@ class PythonExecutor:
     def program(self, solution: str, marker: str, test_code: str) -> str:
         return f"{solution}\nprint({marker!r}, flush=True)\n{test_code}\n"
 
-    def outcome(self, result: RunResult, marker_seen: bool) -> str:
+    def outcome(self, result: RunResult, marker: str) -> str:
         if result.returncode == 0:
             return RAN
         if _PYTHON_MEMORY.search(result.stderr):
@@ -70,6 +75,15 @@ class PythonExecutor:
         if result.returncode in _CPU_LIMIT_EXITS:
             return "timeout"
         return "runtime_error"
+
+
+def site_packages_in_view(read_only: list[str]) -> list[str]:
+    """This interpreter's site-packages folders that the sandbox's view would show (under /usr or ``read_only``)."""
+    found = {*site.getsitepackages(), site.getusersitepackages(), sysconfig.get_path("purelib"),
+             sysconfig.get_path("platlib")}
+    shown = ("/usr", *read_only)
+    return sorted({os.path.realpath(path) for path in found if os.path.isdir(path)
+                   and any(os.path.realpath(path).startswith(top + "/") for top in shown)})
 
 
 class QExecutor:
@@ -81,7 +95,9 @@ class QExecutor:
 
     q keeps going after an error in a script, so errors are read from stderr (``'type``, ``'length``,
     ...); ``'wsfull`` is the memory limit. Licence failures are not the program's fault: the judge
-    retries them and reports ``sandbox_error`` if they persist.
+    retries them and reports ``sandbox_error`` if they persist. q checks its licence before it reads the
+    script, so the script's first line writes the run's random marker to stderr: licence text after it is
+    the program's own output (a program must not dodge a wrong answer's penalty by printing ``'k4.lic``).
 
     Licences: q sees the host's name (a k4.lic is bound to it). q writes its usage-accounting file
     ``kod.q.acct`` in its working folder (the scratch folder, writable), or at ``KX_ACCT`` when set: that one
@@ -110,6 +126,7 @@ class QExecutor:
             self.read_only.append(self.env["QHOME"])
         self.hostname = socket.gethostname()
         self.read_write: list[str] = []
+        self.hidden: list[str] = []
         if os.environ.get("KX_ACCT") and self.binary:
             self.env["KX_ACCT"] = os.path.realpath(os.environ["KX_ACCT"])
             self.read_write.append(self.env["KX_ACCT"])
@@ -123,12 +140,12 @@ class QExecutor:
 
     def program(self, solution: str, marker: str, test_code: str) -> str:
         solution = _Q_TRAILING_EXIT.sub("\n", solution.rstrip())
-        return f'{solution}\n-1 "{marker}";\n{test_code}\nexit 0;\n'
+        return f'-2 "{marker}";\n{solution}\n-1 "{marker}";\n{test_code}\nexit 0;\n'
 
-    def outcome(self, result: RunResult, marker_seen: bool) -> str:
-        """Only a failed run (non-zero exit or no marker) can be a licence failure, and only q's own
-        stderr says so: a program printing ``kc.lic`` is judged like any other output."""
-        if (result.returncode != 0 or not marker_seen) and _Q_LICENCE.search(result.stderr):
+    def outcome(self, result: RunResult, marker: str) -> str:
+        """A licence failure is q's licence text on stderr before q ever ran the script's first line (which
+        writes the marker to stderr); anything after that is the program's and judged like any other output."""
+        if marker not in result.stderr and _Q_LICENCE.search(result.stderr):
             return LICENCE_FAILURE
         if "'wsfull" in result.stderr:
             return "memory"

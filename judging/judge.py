@@ -19,17 +19,18 @@ import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from tqdm import tqdm
 
 from judging import languages
 from cli import UsageError
+from judging.cgroups import Cgroups
 from judging.executors import LICENCE_FAILURE, RAN, PythonExecutor
 from judging.licence_proxy import (FLAG, PROXY_ENV, TLS_TRUST, LicenceEgressUnavailable, LicenceProxy,
                                    describe_hosts, parse_licence_hosts)
 from judging.sandbox import (LEVEL_TOOLS, LEVELS, NAMESPACE_LEVELS, SCRATCH, Limits, Sandbox, SandboxUnavailable,
                              SlotUids, blocked_for_others)
+from judging.scratch import new_scratch, remove_tree
 from judging.warm import WarmWorkers
 
 STATUSES = ("passed", "failed", "no_code", "syntax_error", "runtime_error", "timeout", "memory",
@@ -95,6 +96,9 @@ class Judge:
     (``judging/warm.py``) when they start, else cold; ``"bwrap-cold"`` is bwrap with a fresh interpreter
     per test.
 
+    ``memory_mb`` bounds one test's memory and ``disk_mb`` the size of its /scratch and of its /tmp (each a
+    tmpfs inside the bwrap sandbox; the weaker levels write to a host folder).
+
     ``q_licence_hosts`` is what judged q may reach, only through the judge's licence proxy
     (judging/licence_proxy.py): ``"auto"`` (what q contacts when the judge first runs its own ``1+1``;
     nothing if it contacts nothing), ``"none"``, or ``"HOST:PORT[,HOST:PORT...]"``. A bad value raises
@@ -103,7 +107,7 @@ class Judge:
 
     def __init__(self, timeout: float = 1.0, completion_budget: float | None = None, workers: int | None = None,
                  sandbox: str = "auto", memory_mb: int = 1024, q_binary: str | None = None,
-                 q_licence_hosts: str = "auto"):
+                 q_licence_hosts: str = "auto", disk_mb: int = 64):
         self._licence_hosts = parse_licence_hosts(q_licence_hosts)
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
@@ -117,14 +121,18 @@ class Judge:
         self.completion_budget = float(completion_budget) if completion_budget else None  # None: 3x the timeout
         self.workers = workers if workers is not None else os.cpu_count() or 1
         self.q_binary = q_binary
-        self._limits = Limits(memory_mb=memory_mb)
+        if disk_mb < 1:
+            raise ValueError(f"disk_mb must be at least 1, got {disk_mb}")
+        self._limits = Limits(memory_mb=memory_mb, disk_mb=disk_mb)
         self._slot_uids = SlotUids(self.workers) if os.geteuid() == 0 else None
         self._slots: queue.Queue = queue.Queue()
         for uid in self._slot_uids.uids if self._slot_uids else [None] * self.workers:
             self._slots.put(uid)
         self._base = tempfile.mkdtemp(prefix="rewards-judge-")
-        # A judge that is never closed still removes its folder and frees its slot uids at exit.
-        self._cleanup = weakref.finalize(self, _release, self._base, self._slot_uids)
+        self._cgroups = Cgroups(self._slot_uids.uids if self._slot_uids else [], self._limits.memory_mb << 20,
+                                self._limits.processes)
+        # A judge that is never closed still removes its folder and cgroups and frees its slot uids at exit.
+        self._cleanup = weakref.finalize(self, _release, self._base, self._slot_uids, self._cgroups)
         # Slot uids must cross it to reach their own scratch folders inside (unshare and rlimits levels).
         os.chmod(self._base, 0o711)
         self._runners: dict[str, _Runner] = {}
@@ -155,6 +163,9 @@ class Judge:
         if not level and wanted == "rlimits" and self._slot_uids is not None:
             self._slot_uids.release()
             self._slot_uids = None
+            self._cgroups.close()
+            self._cgroups.slots = {}
+            self._cgroups.unavailable = "judged code runs as root, which may leave any cgroup"
             self._slots = queue.Queue()
             for _ in range(self.workers):
                 self._slots.put(None)
@@ -201,7 +212,7 @@ class Judge:
             if shutil.which(LEVEL_TOOLS[level]) is None:
                 failures.append(f"{level}: {LEVEL_TOOLS[level]} not installed")
                 continue
-            runner = _Runner(python, Sandbox(level, self._limits, python.read_only, python.env))
+            runner = _Runner(python, Sandbox(level, self._limits, python.read_only, python.env, hidden=python.hidden))
             result = self._execute(runner, "", {"test_code": "print('ok')", "expected_output": "ok"}, PROBE_TIMEOUT)
             if result.status == "passed":
                 return level, failures
@@ -216,7 +227,8 @@ class Judge:
             return
         python = self._runner("python")
         try:
-            self._warm = WarmWorkers(python.sandbox, python.executor.interpreter, self._base, self._slot_uids.uids)
+            self._warm = WarmWorkers(python.sandbox, python.executor.interpreter, self._base, self._slot_uids.uids,
+                                     self._cgroups.slots)
         except OSError as error:
             self._warm_missing = f"warm workers did not start: {error}"
             return
@@ -241,7 +253,18 @@ class Judge:
                       "a forked child with its own mount+IPC namespace, /tmp, pipes, limits and the slot uid)")
         else:
             python = "Python: a fresh interpreter per test" + (f" ({self._warm_missing})" if self._warm_missing else "")
-        return "; ".join(part for part in (base, python, self._egress) if part)
+        return "; ".join(part for part in (base, self.memory_bound, python, self._egress) if part)
+
+    @property
+    def memory_bound(self) -> str:
+        """What bounds one test's memory: its slot's cgroup, or (where none can be made) only per-process limits."""
+        limits = self._limits
+        if self._cgroups.version:
+            return self._cgroups.describe(limits.memory_mb, limits.processes)
+        tmpfs = f", /scratch and /tmp {limits.disk_mb} MB each" if self.level == "bwrap" else ""
+        return (f"memory: NOT bounded per test ({self._cgroups.unavailable}); only per process: address space "
+                f"{limits.memory_mb} MB each, at most {limits.processes} processes per slot uid{tmpfs}, memfd "
+                f"pages unbounded")
 
     def counters(self) -> dict[str, int]:
         """Cumulative counts since the judge was built, for the trainer's log each step: q runs that failed
@@ -256,7 +279,7 @@ class Judge:
             if language not in self._runners:
                 executor = languages.language(language).make_executor(self.q_binary)
                 runner = _Runner(executor, Sandbox(self.level, self._limits, executor.read_only, executor.env,
-                                                   executor.read_write, executor.hostname))
+                                                   executor.read_write, executor.hostname, hidden=executor.hidden))
                 if executor.licensed and not executor.missing:
                     runner = self._licence_egress(runner)
                 self._runners[language] = runner
@@ -289,7 +312,7 @@ class Judge:
         executor = runner.executor
         proxied = _Runner(executor, Sandbox(self.level, self._limits, [*executor.read_only, *TLS_TRUST],
                                             {**executor.env, **PROXY_ENV}, executor.read_write, executor.hostname,
-                                            netns=proxy.netns))
+                                            netns=proxy.netns, hidden=executor.hidden))
         if hosts == "auto":
             test = {"test_code": languages.language("q").preflight_code, "expected_output": "2"}
             self._execute(proxied, "", test, PROBE_TIMEOUT)
@@ -356,41 +379,50 @@ class Judge:
 
     def _execute(self, runner: _Runner, code: str, test: dict, timeout: float) -> TestResult:
         uid = self._slots.get()
-        scratch = None
-        try:
-            warm = self._warm if self._warm is not None and runner.executor.language == "python" else None
-            marker = secrets.token_hex(16)
-            # Model text can hold lone surrogates, which UTF-8 cannot encode: judge them as "?", never crash.
-            program = runner.executor.program(code, marker, test["test_code"]).encode("utf-8", "replace")
-            scratch = _new_scratch(warm.folders[uid] if warm else self._base, uid, runner.executor.filename, program)
-            inside = SCRATCH if runner.sandbox.level == "bwrap" else scratch
-            argv = runner.executor.argv(f"{inside}/{runner.executor.filename}")
-            for delay in (*LICENCE_RETRY_DELAYS, None):
-                result = warm.run(uid, scratch, timeout) if warm else None
-                if result is None:  # no warm worker, or it failed (maybe mid-test): run cold, in a fresh folder
-                    if warm:
-                        shutil.rmtree(scratch, ignore_errors=True)
-                        scratch = None
-                        scratch = _new_scratch(self._base, uid, runner.executor.filename, program)
-                    result = runner.sandbox.run(argv, scratch, uid, timeout)
-                marker_seen = _after(result.stdout, marker) is not None
-                outcome = runner.executor.outcome(result, marker_seen) if result.returncode is not None else RAN
-                if outcome != LICENCE_FAILURE:
-                    break
-                if delay is None:
-                    outcome = "sandbox_error"
-                    break
-                with self._counts_lock:
-                    self._licence_retries += 1
-                time.sleep(delay)
-        except (OSError, SandboxUnavailable) as error:
-            return TestResult("sandbox_error", 0.0, "", f"{type(error).__name__}: {error}")
+        try:  # the slot goes back whatever happens below, cleanup included
+            scratch = None
+            try:
+                warm = self._warm if self._warm is not None and runner.executor.language == "python" else None
+                marker = secrets.token_hex(16)
+                # Model text can hold lone surrogates, which UTF-8 cannot encode: judge them as "?", never crash.
+                program = runner.executor.program(code, marker, test["test_code"]).encode("utf-8", "replace")
+                filename = runner.executor.filename
+                # bwrap copies the program into the sandbox's own /scratch (a tmpfs): no host folder; the warm
+                # worker reads it from its slot's folder; the weaker levels run in a host folder.
+                in_tmpfs = runner.sandbox.level == "bwrap"
+                if warm:  # the worker (root without CAP_DAC_OVERRIDE) reads it: a folder of the judge's own
+                    scratch = new_scratch(warm.folders[uid], None, filename, program)
+                elif not in_tmpfs:
+                    scratch = new_scratch(self._base, uid, filename, program)
+                argv = runner.executor.argv(f"{SCRATCH if in_tmpfs else scratch}/{filename}")
+                cgroup = self._cgroups.slots.get(uid)
+                oom_kills = cgroup.oom_kills() if cgroup else 0
+                for delay in (*LICENCE_RETRY_DELAYS, None):
+                    result = warm.run(uid, scratch, timeout) if warm else None
+                    if result is None:  # no warm worker, or it failed (maybe mid-test): run cold
+                        result = runner.sandbox.run(argv, None if in_tmpfs else scratch, uid, timeout,
+                                                    (filename, program), cgroup)
+                    outcome = runner.executor.outcome(result, marker) if result.returncode is not None else RAN
+                    if outcome != LICENCE_FAILURE:
+                        break
+                    if delay is None:
+                        outcome = "sandbox_error"
+                        break
+                    with self._counts_lock:
+                        self._licence_retries += 1
+                    time.sleep(delay)
+                out_of_memory = cgroup is not None and cgroup.oom_kills() > oom_kills
+            except (OSError, SandboxUnavailable) as error:
+                return TestResult("sandbox_error", 0.0, "", f"{type(error).__name__}: {error}")
+            finally:
+                if scratch:
+                    remove_tree(scratch)  # never raises: what judged code left is logged, not the test's verdict
         finally:
-            if scratch:
-                shutil.rmtree(scratch, ignore_errors=True)
             self._slots.put(uid)
         after_marker = _after(result.stdout, marker)
-        if result.output_overflow:
+        if out_of_memory:  # the kernel killed one of its processes: the test passed the slot's memory bound
+            status = "memory"
+        elif result.output_overflow:
             status = "output_limit"
         elif result.timed_out:
             status = "timeout"
@@ -419,12 +451,19 @@ class Judge:
                                            for item in items)))
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        """Stop the pool, the licence proxy and the warm workers and remove the judge's folder; never raises (a
+        step that fails is logged and the next still runs)."""
+        steps = [lambda: self._pool.shutdown(wait=True)]
         if self._proxy:
-            self._proxy.close()
+            steps.append(self._proxy.close)
         if self._warm is not None:
-            self._warm_cleanup()
-        self._cleanup()
+            steps.append(self._warm_cleanup)
+        steps.append(self._cleanup)
+        for step in steps:
+            try:
+                step()
+            except Exception:
+                logger.exception("judge close: a step failed; the rest still ran")
 
     def __enter__(self) -> Judge:
         return self
@@ -433,19 +472,11 @@ class Judge:
         self.close()
 
 
-def _new_scratch(parent: str, uid: int | None, filename: str, program: bytes) -> str:
-    """A fresh scratch folder in ``parent``, owned by the slot uid, holding the program."""
-    scratch = tempfile.mkdtemp(prefix="scratch-", dir=parent)
-    if uid is not None:
-        os.chown(scratch, uid, uid)
-    Path(scratch, filename).write_bytes(program)
-    return scratch
-
-
-def _release(base: str, slot_uids: SlotUids | None) -> None:
+def _release(base: str, slot_uids: SlotUids | None, cgroups: Cgroups) -> None:
+    cgroups.close()
     if slot_uids:
         slot_uids.release()
-    shutil.rmtree(base, ignore_errors=True)
+    remove_tree(base)
 
 
 def _after(stdout: str, marker: str) -> str | None:

@@ -3,11 +3,12 @@
 Levels, strongest first (picked once by probing, never per execution):
 
 - ``bwrap``: bubblewrap started as root builds PID, network, IPC and UTS namespaces and a private,
-  read-only filesystem view holding only /usr, /proc, /dev, a small private /tmp, the interpreter's own
-  files and the per-execution scratch folder (read-write, the working directory). Inside, ``setpriv``
-  drops to a per-slot unprivileged uid (so RLIMIT_NPROC binds and slots cannot signal each other) and
-  ``prlimit`` sets the resource limits. bwrap runs as root rather than after the uid drop because the
-  interpreter may live in a folder the slot uid cannot enter (pyenv under /root is 0700); the program
+  read-only filesystem view holding only /usr, /proc, /dev, the interpreter's own files, and /scratch (the
+  working directory, holding the program) and /tmp, each a fresh tmpfs of ``--judge_disk_mb``: nothing a test
+  writes reaches the host disk (its pages are memory, counted in the slot's cgroup: judging/cgroups.py).
+  Inside, ``setpriv`` drops to a per-slot unprivileged uid (so RLIMIT_NPROC binds and slots cannot signal each
+  other) and ``prlimit`` sets the resource limits. bwrap runs as root rather than after the uid drop because
+  the interpreter may live in a folder the slot uid cannot enter (pyenv under /root is 0700); the program
   itself still runs unprivileged with an empty capability set. A seccomp program (``keyring_filter``) refuses
   the kernel keyring, which outlives processes and would carry keys from one test of a slot uid to the next.
   Python tests run in warm workers instead when they start (``judging/warm.py``: the same sandbox, started
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cli import UsageError
+from judging.cgroups import SlotCgroup
 
 LEVELS = ("bwrap", "unshare", "rlimits")
 NAMESPACE_LEVELS = ("bwrap", "unshare")
@@ -53,7 +55,6 @@ SLOT_UID_COUNT = 1000
 # Fixed, root-only: every trainer process on the machine must see the same locks whatever its TMPDIR.
 SLOT_LOCK_DIR = Path("/run/lock/rewards-slot-uids")
 OUTPUT_CAP = 1 << 20
-TMPFS_BYTES = 16 << 20
 
 
 def keyring_filter() -> bytes | None:
@@ -91,6 +92,11 @@ class Limits:
     processes: int = 32
     file_mb: int = 16
     open_files: int = 64
+    disk_mb: int = 64  # the size of each of /scratch and /tmp, both tmpfs, at the bwrap level
+
+    @property
+    def disk_bytes(self) -> int:
+        return self.disk_mb << 20
 
     def prlimit_args(self, timeout: float, bind_nproc: bool) -> list[str]:
         cpu = math.ceil(timeout) + 1
@@ -228,11 +234,13 @@ class Sandbox:
     ``env`` is the complete environment the program sees. ``read_write`` are host files it may write
     (q's KX_ACCT); ``hostname`` is the name it sees (q keeps the host's: k4.lic is bound to it).
     ``netns`` maps each slot uid to a network namespace (an open fd) the program runs in instead of a
-    fresh one: the licence proxy's slot namespaces (judging/licence_proxy.py).
+    fresh one: the licence proxy's slot namespaces (judging/licence_proxy.py). ``hidden`` are folders inside
+    the view that the program must not see (the interpreter's site-packages): each is covered by an empty one.
     """
 
     def __init__(self, level: str, limits: Limits, read_only: list[str], env: dict[str, str],
-                 read_write: list[str] = (), hostname: str = "sandbox", netns: dict[int, int] | None = None):
+                 read_write: list[str] = (), hostname: str = "sandbox", netns: dict[int, int] | None = None,
+                 hidden: list[str] = ()):
         if level not in LEVELS:
             raise ValueError(f"unknown sandbox level {level!r}; use one of {', '.join(LEVELS)}")
         self.level = level
@@ -241,9 +249,9 @@ class Sandbox:
         self.as_root = os.geteuid() == 0
         self.hostname = hostname
         self.netns = netns
-        self.prefix = self._build_prefix(read_only, list(read_write))
+        self.prefix = self._build_prefix(read_only, list(read_write), list(hidden))
 
-    def _build_prefix(self, read_only: list[str], read_write: list[str]) -> list[str]:
+    def _build_prefix(self, read_only: list[str], read_write: list[str], hidden: list[str]) -> list[str]:
         if self.level == "bwrap":
             namespaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
             if self.netns is not None:
@@ -253,8 +261,10 @@ class Sandbox:
             args = ["bwrap", *namespaces, "--die-with-parent", "--new-session", "--clearenv",
                     "--hostname", self.hostname, "--ro-bind", "/usr", "/usr", *_usr_merged_links(),
                     "--proc", "/proc", "--dev", "/dev",
-                    "--perms", "1777", "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp",
+                    "--perms", "1777", "--size", str(self.limits.disk_bytes), "--tmpfs", "/tmp",
                     *_bind_with_parents(read_only, read_write)]
+            for path in hidden:  # an empty, unwritable folder over it (0555: the root warm worker cannot write it)
+                args += ["--perms", "0555", "--size", "4096", "--tmpfs", path]
             for key, value in self.env.items():
                 args += ["--setenv", key, value]
             return args
@@ -274,13 +284,17 @@ class Sandbox:
         limits = f"rlimits as={self.limits.memory_mb}MB cpu nproc fsize nofile core"
         if self.level == "bwrap":
             keyring = ", no kernel keyring (seccomp)" if KEYRING_FILTER else ""
-            return f"bwrap: pid+net+ipc+uts namespaces, private read-only fs, {uid}, {limits}{keyring}"
+            disk = f"/scratch and /tmp tmpfs of {self.limits.disk_mb} MB each (nothing written reaches the host disk)"
+            return f"bwrap: pid+net+ipc+uts namespaces, private read-only fs, {disk}, {uid}, {limits}{keyring}"
+        disk = "disk unbounded but for fsize (scratch is a host folder)"
         if self.level == "unshare":
-            return f"unshare: pid+net+ipc+uts namespaces, host fs visible, {uid}, {limits}"
-        return f"rlimits (weak): no namespaces, network and host fs reachable, {uid}, {limits}"
+            return f"unshare: pid+net+ipc+uts namespaces, host fs visible, {disk}, {uid}, {limits}"
+        return f"rlimits (weak): no namespaces, network and host fs reachable, {disk}, {uid}, {limits}"
 
-    def command(self, argv: list[str], scratch: str, uid: int | None, timeout: float,
-                seccomp_fd: int | None = None) -> list[str]:
+    def command(self, argv: list[str], scratch: str | None, uid: int | None, timeout: float,
+                seccomp_fd: int | None = None, program: tuple[str, int] | None = None) -> list[str]:
+        """The command line; at the bwrap level /scratch is a fresh tmpfs and ``program`` (a file name and a
+        descriptor holding it) is copied into it, else ``scratch`` (a host folder) is the working folder."""
         drop = []
         if uid is not None:
             drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
@@ -292,28 +306,41 @@ class Sandbox:
             outer = ["nsenter", f"--net=/proc/{os.getpid()}/fd/{self.netns[uid]}", "--"]
         if self.level == "bwrap":
             seccomp = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
-            return [*outer, *self.prefix, *seccomp, "--bind", scratch, SCRATCH, "--chdir", SCRATCH,
-                    "--setenv", "HOME", SCRATCH, *drop, *limits, *argv]
+            files = ["--perms", "0644", "--file", str(program[1]), f"{SCRATCH}/{program[0]}"] if program else []
+            return [*outer, *self.prefix, *seccomp, "--perms", "0777", "--size", str(self.limits.disk_bytes),
+                    "--tmpfs", SCRATCH, *files, "--chdir", SCRATCH, "--setenv", "HOME", SCRATCH, *drop, *limits, *argv]
         return [*outer, *self.prefix, *drop, *limits, *argv]
 
-    def run(self, argv: list[str], scratch: str, uid: int | None, timeout: float) -> RunResult:
-        """Run ``argv`` in ``scratch``; everything it started is dead when this returns."""
+    def run(self, argv: list[str], scratch: str | None, uid: int | None, timeout: float,
+            program: tuple[str, bytes] | None = None, cgroup: SlotCgroup | None = None) -> RunResult:
+        """Run ``argv`` in ``scratch`` (a host folder; at the bwrap level a fresh tmpfs holding ``program``, a
+        file name and its bytes, instead), inside the slot's ``cgroup`` when there is one; everything it started
+        is dead when this returns."""
         env = None
         cwd = None
         if self.level != "bwrap":
             env = {**self.env, "HOME": scratch}
             cwd = scratch
-        seccomp = _pipe_holding(KEYRING_FILTER) if self.level == "bwrap" and KEYRING_FILTER else None
-        start = time.monotonic()
+        passed: list[int] = []
         try:
+            seccomp = None
+            if self.level == "bwrap" and KEYRING_FILTER:
+                seccomp = _pipe_holding(KEYRING_FILTER)
+                passed.append(seccomp)
+            held = None
+            if self.level == "bwrap" and program:
+                held = (program[0], _memfd_holding(program[1]))
+                passed.append(held[1])
+            command = self.command(argv, scratch, uid, timeout, seccomp, held)
+            start = time.monotonic()
             proc = subprocess.Popen(
-                self.command(argv, scratch, uid, timeout, seccomp), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True, close_fds=True,
-                pass_fds=(seccomp,) if seccomp is not None else (),
+                cgroup.enter_command(command) if cgroup else command, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True,
+                close_fds=True, pass_fds=passed,
             )
         finally:
-            if seccomp is not None:
-                os.close(seccomp)
+            for fd in passed:
+                os.close(fd)
         try:
             out, err, timed_out, overflow = _read_capped(proc, start + timeout, OUTPUT_CAP)
         finally:
@@ -334,6 +361,14 @@ def _pipe_holding(data: bytes) -> int:
     os.write(write, data)
     os.close(write)
     return read
+
+
+def _memfd_holding(data: bytes) -> int:
+    """A memory file holding ``data``, read from its start (bwrap's ``--file`` copies it into the sandbox)."""
+    fd = os.memfd_create("program", os.MFD_CLOEXEC)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def read_capped(out_fd: int, err_fd: int, deadline: float, cap: int) -> tuple[bytes, bytes, bool, bool]:

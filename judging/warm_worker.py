@@ -4,9 +4,9 @@ judge; ``judging/warm.py`` binds it read-only at /warm_worker.py and starts ``py
 The worker runs as root inside the sandbox's namespaces with five capabilities (SETUID, SETGID, SYS_ADMIN,
 KILL, SETPCAP) and never runs judged code itself. Per execution it forks a child that
 
-- enters a mount and an IPC namespace of its own: a fresh 16 MB /tmp, the execution's scratch folder at
-  /scratch (the folder holding all the slot's scratch folders is unmounted), no SysV IPC or POSIX queue
-  from before;
+- enters a mount and an IPC namespace of its own: a fresh /tmp, a fresh /scratch holding a copy of the
+  execution's program (both tmpfs of the judge's disk size; the folder holding the slot's programs is
+  unmounted), no SysV IPC or POSIX queue from before;
 - gets its own pipes as stdout and stderr, /dev/null as stdin, and no other descriptor (the control channel
   is closed);
 - gets the limits, an empty bounding, inheritable and ambient capability set, the slot uid,
@@ -42,7 +42,7 @@ SLOTS = "/slots"
 SCRATCH = "/scratch"
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
-MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
+MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 16384, 1 << 18
 MNT_DETACH = 2
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 4, 24, 36, 38, 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
@@ -93,7 +93,13 @@ def _set_up_child(folder, timeout, uid, limits, out_fd, err_fd, setup_fd):
     _check(UNSHARE(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['tmpfs_bytes']},mode=1777")
-    _mount(f"{SLOTS}/{folder}", SCRATCH, None, MS_BIND | MS_REC)
+    with open(f"{SLOTS}/{folder}/main.py", "rb") as source:  # into a tmpfs as on the cold path: no host disk
+        program = source.read()
+    _mount("tmpfs", SCRATCH, "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['tmpfs_bytes']},mode=0777")
+    target = os.open(f"{SCRATCH}/main.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    os.fchmod(target, 0o644)  # whatever the umask: the slot uid reads it, as bwrap's --perms 0644 on the cold path
+    with os.fdopen(target, "wb") as file:
+        file.write(program)
     _check(UMOUNT2(SLOTS.encode(), MNT_DETACH), f"umount {SLOTS}")
     null = os.open("/dev/null", os.O_RDONLY)
     for source, target in ((null, 0), (out_fd, 1), (err_fd, 2)):

@@ -165,6 +165,8 @@ def test_dummy_reward_says_what_it_is():
     assert args.rewards.reward_funcs == ["dummy", "format"]
 
 
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed here: that is said first "
+                    "(tests/test_first_errors.py)")
 def test_vllm_server_mode_without_a_server_says_how_to_start_one(tmp_path, tiny_model):
     import socket
 

@@ -171,10 +171,11 @@ def test_q_program_arguments_environment_and_script(qjudge, qhome, monkeypatch):
     assert record(result, "QHOME") == [str(qhome)]
     assert set(record(result, "ENV")[0].split()) <= {"HOME", "LANG", "PATH", "PWD", "QHOME", "QLIC"}
     script = record(result, "SCRIPT")
-    assert script[0] == "solve:{sum x}"
+    assert script[1] == "solve:{sum x}"
     assert "exit 0;" not in script[:-1], "the solution's own exit 0 must go, or the tests never run"
     marker = next(line for line in script if line.startswith('-1 "') and line != '-1 "6";')
     assert script[script.index(marker) + 1:] == ['-1 "6";', "exit 0;"]
+    assert script[0] == "-2" + marker[2:], "the first line tells q's start-up apart from the program (stderr)"
 
 
 def test_q_marker_is_random_per_execution(qjudge):
@@ -195,7 +196,11 @@ def test_q_answer_printed_by_the_solution_fails(qjudge):
     assert judgement.status == "failed"
 
 
-def test_q_licence_failure_is_retried_then_sandbox_error(qjudge, qhome):
+def test_q_licence_failure_is_retried_then_sandbox_error(qjudge, qhome, tmp_path, monkeypatch):
+    tries = tmp_path / "acct"  # where the stand-in counts its runs: its working folder dies with each run
+    tries.touch(mode=0o666)
+    tries.chmod(0o666)
+    monkeypatch.setenv("KX_ACCT", str(tries))
     (qhome / "mode").write_text("flaky")
     tests = [{"test_code": '-1 "6";', "expected_output": "6"}]
     assert qjudge.run("x:1", tests, "q").status == "passed", "two licence failures then success must pass"
@@ -203,6 +208,18 @@ def test_q_licence_failure_is_retried_then_sandbox_error(qjudge, qhome):
     assert qjudge.run("x:1", tests, "q").status == "sandbox_error"
     with pytest.raises(JudgeUnavailable, match="licence"):
         qjudge.preflight("q")
+
+
+@pytest.mark.parametrize("solution, status", [("solve:{5}\n'k4.lic\nexit 1;", "runtime_error"),
+                                              ('-2 "couldn\'t connect to license daemon";\nexit 3;', "runtime_error"),
+                                              ('-2 "couldn\'t connect to license daemon";', "failed")])
+def test_a_wrong_q_answer_printing_licence_failure_text_gets_its_verdict_without_retries(qjudge, solution, status):
+    """Once q has run the script's first line, licence text is the program's: printing it must not turn a wrong
+    answer into a retried sandbox_error, which scores None (no penalty) instead of 0 (issue 19, item 4)."""
+    before = qjudge.counters()["judge/licence_retries"]
+    judgement = qjudge.run(solution, [{"test_code": '-1 "5";', "expected_output": "6"}], "q")
+    assert judgement.status == status, judgement.tests[0].stderr
+    assert qjudge.counters()["judge/licence_retries"] == before
 
 
 def test_q_program_printing_licence_words_is_judged_on_its_output(qjudge):

@@ -107,7 +107,7 @@ def test_lone_surrogates_in_inputs_are_scored(files):
 
 
 @pytest.mark.parametrize("flag, value", [("--timeout", "0"), ("--max_tests_per_problem", "0"), ("--workers", "-1"),
-                                         ("--timeout", "soon")])
+                                         ("--timeout", "soon"), ("--judge_disk_mb", "0")])
 def test_bad_numbers_are_one_line_exit_2(files, flag, value):
     problems, completions, scores = files
     result = rewards_cli("score", "--problems", problems, "--completions", completions, "--out", scores,
@@ -129,3 +129,17 @@ def test_duplicate_problem_ids_are_refused(files, tmp_path):
     result = rewards_cli("score", "--problems", folder, "--completions", completions, "--out", scores)
     assert result.returncode == 2 and "repeated: 'sum_list'" in result.stderr, result.stderr
     assert not scores.exists()
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", "bwrap-cold"])
+def test_a_completion_that_breaks_cleanup_is_scored_and_the_command_exits_0(files, sandbox):
+    """1,500 nested folders in the scratch folder once made `score` exit 1 with no scores (issue 19)."""
+    problems, completions, scores = files
+    nested = ("```python\nimport os\ndef solve(n):\n    for _ in range(1500):\n        os.mkdir('d')\n"
+              "        os.chdir('d')\n    return 2 * n\n```")
+    write_jsonl(completions, [{"id": "double", "completion": nested}, COMPLETIONS[0]])
+    result = rewards_cli("score", "--problems", problems, "--completions", completions, "--out", scores,
+                         "--language", "python", "--workers", "2", "--timeout", "10", "--sandbox", sandbox)
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in scores.read_text().splitlines()]
+    assert [(r["status"], r["passed"]) for r in rows] == [("passed", 2), ("passed", 2)]

@@ -6,17 +6,23 @@ threats are in tests/test_warm_worker.py."""
 
 import os
 import pwd
+import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from judging import Judge, JudgeUnavailable
+from judging.cgroups import V2_ROOT_ENV, Cgroups
+from judging.executors import PythonExecutor
+from judging.scratch import remove_tree
 from judging.sandbox import KEYRING_FILTER, SLOT_LOCK_DIR, SLOT_UID_BASE, SandboxUnavailable, blocked_for_others
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,9 +51,9 @@ def warm_workers_handle_it_themselves(request):
         assert judge._warm.failures == failures, f"a warm worker failed: {judge._warm.failure}"
 
 
-def run(judge, code, expected="unused"):
+def run(judge, code, expected="unused", timeout=None):
     """Run ``code`` as the test code (after the marker), so what it prints is what the judge compares."""
-    return judge.run("", [{"test_code": code, "expected_output": expected}], "python")
+    return judge.run("", [{"test_code": code, "expected_output": expected}], "python", timeout)
 
 
 def slot_processes(judge):
@@ -160,6 +166,60 @@ def test_files_too_big_are_refused(judge):
     assert run(judge, code).tests[0].stdout.strip() == "refused"
 
 
+class DiskWatch:
+    """The least free space seen on the host file system holding ``folder`` while the block runs."""
+
+    def __init__(self, folder):
+        self.folder, self.lowest, self._done = folder, shutil.disk_usage(folder).free, threading.Event()
+
+    def _watch(self):
+        while not self._done.wait(0.01):
+            self.lowest = min(self.lowest, shutil.disk_usage(self.folder).free)
+
+    def __enter__(self):
+        self.before = shutil.disk_usage(self.folder).free
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
+
+
+DISK_FILL = ("import os\n"
+             "for folder in ('/scratch', '/tmp'):\n"
+             "    written = 0\n"
+             "    try:\n"
+             "        for n in range(20):\n"
+             "            with open(f'{folder}/fill{n}', 'wb', buffering=0) as file:\n"
+             "                for _ in range(10):\n"
+             "                    written += file.write(b'x' * (1 << 20))\n"
+             "    except OSError as error:\n"
+             "        size = os.statvfs(folder)\n"
+             "        print(folder, error.errno, written >> 20, size.f_blocks * size.f_frsize >> 20)\n")
+
+
+def test_disk_is_bounded_per_test_and_nothing_reaches_the_host_disk(judge):
+    """200 MB in /scratch and 200 MB in /tmp: each stops at --judge_disk_mb (64) with ENOSPC (issue 19, item 3)."""
+    with DiskWatch(judge._base) as disk:
+        judgement = run(judge, DISK_FILL, timeout=10.0)
+        unchecked = run(judge, "for n in range(20):\n    open(f'fill{n}', 'wb').write(b'x' * (10 << 20))\n",
+                        timeout=10.0)
+    lines = [line.split() for line in judgement.tests[0].stdout.splitlines()]
+    assert [line[:2] for line in lines] == [["/scratch", "28"], ["/tmp", "28"]], judgement.tests[0].stderr
+    assert all(60 <= int(line[2]) <= 64 and line[3] == "64" for line in lines), lines
+    assert unchecked.status == "runtime_error" and "No space left on device" in unchecked.tests[0].stderr
+    assert disk.before - disk.lowest < 50 << 20, "what the test wrote reached the host disk"
+
+
+def test_judge_disk_mb_sizes_scratch_and_tmp(sandbox):
+    code = ("import os\nfor folder in ('/scratch', '/tmp'):\n"
+            "    print(os.statvfs(folder).f_blocks * os.statvfs(folder).f_frsize)")
+    with Judge(workers=1, sandbox=sandbox, disk_mb=8) as judge:
+        assert run(judge, code, f"{8 << 20}\n{8 << 20}").status == "passed"
+
+
 def test_host_files_and_problem_data_are_not_readable(judge, tmp_path):
     planted = tmp_path / "planted.txt"
     planted.write_text("secret")
@@ -173,6 +233,36 @@ def test_host_files_and_problem_data_are_not_readable(judge, tmp_path):
             "    except OSError:\n"
             "        print('hidden')\n")
     assert run(judge, code).tests[0].stdout.split() == ["hidden"] * 4
+
+
+def test_the_view_shows_the_standard_library_not_site_packages_nor_installed_data(judge):
+    """A non-editable install puts data/*.jsonl (every bundled test and solution) into site-packages: a planted
+    copy there must be out of sight, as must the rest of site-packages; the standard library stays (issue 19,
+    item 8)."""
+    from judging.executors import site_packages_in_view
+
+    shown = site_packages_in_view(PythonExecutor().read_only)
+    assert shown, "this interpreter's site-packages lies in the sandbox's view: the test needs it"
+    planted = Path(shown[0]) / f"rewards_planted_{secrets.token_hex(4)}" / "data" / "problems.jsonl"
+    planted.parent.mkdir(parents=True)
+    try:
+        planted.write_text('{"id": "x", "tests": [{"expected_output": "planted-answer"}]}\n')
+        code = ("import os\n"
+                f"for path in {shown + [str(planted.parent.parent)]!r}:\n"
+                "    try:\n"
+                "        print(len(os.listdir(path)))\n"
+                "    except OSError:\n"
+                "        print('hidden')\n"
+                "try:\n"
+                f"    print(open({str(planted)!r}).read())\n"
+                "except OSError:\n"
+                "    print('hidden')\n"
+                "import json, decimal, sqlite3, ctypes\n"
+                "print('standard-library')\n")
+        out = run(judge, code).tests[0].stdout.split()
+    finally:
+        shutil.rmtree(planted.parent.parent)
+    assert out == ["0"] * len(shown) + ["hidden", "hidden", "standard-library"], out
 
 
 def test_expected_output_is_nowhere_the_program_can_look(judge):
@@ -268,6 +358,66 @@ def test_memory_hog_reports_memory(judge):
     assert run(judge, "hog = bytearray(4 << 30)\n").status == "memory"
 
 
+def memory_spread(children_mb, memfd_mb):
+    """8 processes holding ``children_mb`` each (written, so charged) and a memfd of ``memfd_mb`` written with
+    write(): under a 64 MB address-space limit per process, 8 x 16 + 24 MB holds 152 MB in all."""
+    return ("import os, time\n"
+            "fds = [os.memfd_create('outside-every-address-space') for _ in range(2)]  # each under fsize\n"
+            f"for n in range({memfd_mb}):\n"
+            "    os.write(fds[n % 2], b'x' * (1 << 20))\n"
+            "children = []\n"
+            "for _ in range(8):\n"
+            "    pid = os.fork()\n"
+            "    if pid == 0:\n"
+            f"        held = b'x' * ({children_mb} << 20)\n"
+            "        time.sleep(0.5)\n"
+            "        os._exit(0)\n"
+            "    children.append(pid)\n"
+            "print(sorted(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children))\n")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_memory_is_bounded_per_test_for_all_its_processes_together(sandbox):
+    """--judge_memory_mb is the whole test's memory, memfd pages included, not each process's (issue 19, item 2)."""
+    with Judge(timeout=10.0, workers=1, sandbox=sandbox, memory_mb=64) as judge:
+        assert "memory: a cgroup" in judge.isolation, judge.isolation
+        within = run(judge, memory_spread(children_mb=2, memfd_mb=8), "[0, 0, 0, 0, 0, 0, 0, 0]")
+        assert within.status == "passed", within.tests[0].stderr
+        judgement = run(judge, memory_spread(children_mb=16, memfd_mb=24), "[0, 0, 0, 0, 0, 0, 0, 0]")
+        assert judgement.status == "memory", judgement.tests[0]
+        assert run(judge, "print(6)", "6").status == "passed"
+        assert not judge.warm or judge._warm.failures == 0, f"the slot's worker was killed: {judge._warm.failure}"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_cgroup_v2_layout_on_a_stand_in_hierarchy(tmp_path, monkeypatch):
+    """A STAND-IN v2 hierarchy (a plain folder, no kernel behind it): the knobs written and the join command.
+    This machine runs cgroup v1; GPU nodes mostly v2."""
+    monkeypatch.setenv(V2_ROOT_ENV, str(tmp_path))
+    (tmp_path / "cgroup.subtree_control").touch()
+    cgroups = Cgroups(["a", "b"], 64 << 20, 32)
+    assert cgroups.version == "v2" and not cgroups.unavailable
+    [parent] = [path for path in tmp_path.iterdir() if path.is_dir()]
+    assert (parent / "cgroup.subtree_control").read_text() == "+memory +pids"
+    for index, key in enumerate(["a", "b"]):
+        slot = parent / f"slot-{index}"
+        assert (slot / "memory.max").read_text() == str(64 << 20) and (slot / "pids.max").read_text() == "40"
+        subprocess.run(cgroups.slots[key].enter_command(["true"]), check=True)
+        assert (slot / "cgroup.procs").read_text() == "0\n", "the process writes itself in before it execs"
+        (slot / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n")
+        assert cgroups.slots[key].oom_kills() == 2
+    cgroups.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_without_a_writable_cgroup_the_isolation_line_says_what_still_bounds_memory(monkeypatch, sandbox):
+    monkeypatch.setenv(V2_ROOT_ENV, "/proc/self")  # no cgroup can be made there, even as root
+    with Judge(workers=1, sandbox=sandbox, memory_mb=256) as judge:
+        assert "memory: NOT bounded per test (cgroup v2 not writable here" in judge.isolation
+        assert "address space 256 MB each, at most 32 processes per slot uid" in judge.isolation
+        assert run(judge, "print(6)", "6").status == "passed"
+
+
 def test_hang_times_out_and_later_tests_are_skipped(sandbox):
     tests = [{"test_code": "print(1)", "expected_output": "1"}] * 4
     with Judge(timeout=1.0, workers=1, sandbox=sandbox) as judge:
@@ -306,10 +456,132 @@ def test_trainer_survives_the_program_attacking_it(judge):
 
 def test_scratch_folders_are_removed(judge):
     run(judge, "open('left-behind.txt', 'w').write('x')\nimport os\nos.mkdir('sub')\n")
+    assert_only_warm_folders_left(judge)
+
+
+def cleanup_breakers(host_folder):
+    """Programs that leave a scratch tree built to break its removal on the host (issue 19, item 1)."""
+    return {
+        "1500_nested_folders": ("import os\n"
+                                "for _ in range(1500):\n"
+                                "    os.mkdir('d' * 40)\n"
+                                "    os.chdir('d' * 40)\n"),
+        "links_to_host_paths_and_loops": ("import os\n"
+                                          f"os.symlink({host_folder!r}, 'host')\n"
+                                          f"os.symlink({host_folder + '/keep.txt'!r}, 'host_file')\n"
+                                          "os.symlink('loop', 'loop')\n"
+                                          "os.symlink('b', 'a')\n"
+                                          "os.symlink('a', 'b')\n"
+                                          "os.mkdir('sub')\n"
+                                          "os.symlink('..', 'sub/up')\n"),
+        "unreadable_folders": ("import os\n"
+                               "os.makedirs('u/v/w')\n"
+                               "open('u/v/w/f', 'w').write('x')\n"
+                               "for path in ('u/v/w/f', 'u/v/w', 'u/v', 'u'):\n"
+                               "    os.chmod(path, 0)\n"),
+    }
+
+
+def host_folder_to_keep(tmp_path):
+    folder = tmp_path / "keep-me"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("keep")
+    return folder
+
+
+def assert_only_warm_folders_left(judge):
     warm_folders = set(judge._warm.folders.values()) if judge.warm else set()
     for path in Path(judge._base).iterdir():
         assert str(path) in warm_folders or str(path)[:-len(".log")] in warm_folders, f"{path} was left behind"
     assert not [path for folder in warm_folders for path in Path(folder).iterdir()]
+
+
+@pytest.mark.parametrize("breaker", ["1500_nested_folders", "links_to_host_paths_and_loops", "unreadable_folders"])
+def test_cleanup_breakers_get_a_verdict_free_the_slot_and_leave_nothing(judge, breaker, tmp_path):
+    kept = host_folder_to_keep(tmp_path)
+    code = cleanup_breakers(str(kept))[breaker]
+    judgement = run(judge, code + "print(6)\n", "6", timeout=10.0)  # 1,500 mkdirs take ~1 s on a loaded machine
+    assert judgement.status == "passed", judgement.tests[0].stderr
+    assert run(judge, code + "print(5)\n", "6", timeout=10.0).status == "failed", "its output is judged as any other"
+    assert judge._slots.qsize() == judge.workers, "every slot must be handed back"
+    assert_only_warm_folders_left(judge)
+    assert (kept / "keep.txt").read_text() == "keep", "removal followed a link to the host"
+
+
+def test_close_after_cleanup_breakers_never_raises(sandbox, tmp_path):
+    judge = Judge(timeout=10.0, workers=1, sandbox=sandbox)
+    base = Path(judge._base)
+    for code in cleanup_breakers(str(host_folder_to_keep(tmp_path))).values():
+        judge.run("", [{"test_code": code, "expected_output": ""}] * 2, "python")
+    judge.close()
+    judge.close()
+    assert not base.exists()
+
+
+def test_remove_tree_holds_against_deep_linked_and_unreadable_trees(tmp_path):
+    """The remover alone, on a tree deeper than PATH_MAX (names of 50 characters, 1,500 deep)."""
+    kept = host_folder_to_keep(tmp_path)
+    top = tmp_path / "scratch"
+    top.mkdir()
+    fd = os.open(top, os.O_RDONLY)
+    for _ in range(1500):
+        os.mkdir("n" * 50, dir_fd=fd)
+        inner = os.open("n" * 50, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.symlink(str(kept), "host", dir_fd=fd)
+    os.symlink("loop", "loop", dir_fd=fd)
+    os.close(fd)
+    (top / "u" / "v").mkdir(parents=True)
+    (top / "u" / "v" / "f").write_text("x")
+    (top / "u" / "v").chmod(0)
+    (top / "u").chmod(0)
+    assert remove_tree(str(top)) is None
+    assert not top.exists() and (kept / "keep.txt").read_text() == "keep"
+    assert remove_tree(str(top)) is None, "a folder already gone is not an error"
+
+
+FAKE_Q = str(ROOT / "tests" / "fake_q" / "q")  # a STAND-IN for q (see the file); it evaluates no q code
+# Each judged behaviour once known to end in sandbox_error (issue 19): (language, solution, test code, the verdict
+# it gets now). sandbox_error scores None, which spares a wrong answer its penalty: only the judge's own faults
+# may end there.
+ONCE_SANDBOX_ERRORS = {
+    "q_prints_licence_failure_text": ("q", "solve:{5}\n'k4.lic\nexit 1;", '-1 "5";', "runtime_error"),
+    "1500_nested_scratch_folders": ("python", cleanup_breakers("/")["1500_nested_folders"], "print(6)", "passed"),
+    "links_in_scratch": ("python", cleanup_breakers("/")["links_to_host_paths_and_loops"], "print(6)", "passed"),
+    "mode_000_folders": ("python", cleanup_breakers("/")["unreadable_folders"], "print(6)", "passed"),
+    "closes_stdout_and_stderr": ("python", "import os\nos.close(1)\nos.close(2)\n", "print(6)", "runtime_error"),
+    "signals_its_parent_and_all": ("python", "import os, signal\nfor pid in (os.getppid(), 1, -1):\n"
+                                             "    try:\n        os.kill(pid, signal.SIGKILL)\n"
+                                             "    except OSError:\n        pass\n", "print(6)", "passed"),
+    "its_warm_worker_is_killed": ("python", "import time\ntime.sleep(1.0)\n", "print(6)", "passed"),
+}
+
+
+@pytest.mark.parametrize("behaviour", list(ONCE_SANDBOX_ERRORS))
+def test_judged_behaviours_that_ended_in_sandbox_error_now_get_their_verdict(sandbox, behaviour, tmp_path,
+                                                                              monkeypatch):
+    language, solution, test_code, verdict = ONCE_SANDBOX_ERRORS[behaviour]
+    if behaviour == "its_warm_worker_is_killed" and sandbox == "bwrap-cold":
+        pytest.skip("no warm worker on the cold path")
+    (tmp_path / "qhome").mkdir(mode=0o755)
+    monkeypatch.setenv("QHOME", str(tmp_path / "qhome"))
+    monkeypatch.delenv("QLIC", raising=False)
+    with Judge(timeout=10.0, workers=1, sandbox=sandbox, q_binary=FAKE_Q, q_licence_hosts="none") as judge:
+        killer = None
+        if behaviour == "its_warm_worker_is_killed":
+            run(judge, "pass")
+            killer = threading.Timer(0.5, os.killpg, (next(iter(judge._warm._workers.values())).process.pid,
+                                                      signal.SIGKILL))
+            killer.start()
+        judgement = judge.run(solution, [{"test_code": test_code, "expected_output": "6"}], language)
+        if killer:
+            killer.join()
+            assert judge._warm.failures == 1, "the worker must really have died mid-test"
+        assert judgement.status == verdict, judgement.tests[0].stderr
+        assert judge.counters()["judge/licence_retries"] == 0
+        assert judge._slots.qsize() == 1
+        assert run(judge, "print(6)", "6").status == "passed"
 
 
 @pytest.fixture()

@@ -97,5 +97,5 @@ def test_eval_only_on_a_checkpoint_writes_its_own_results(trained_run, tmp_path)
     results = json.loads((out / "logs/eval_results.json").read_text())
     assert len(results) == 1 and results[0]["step"] == 2
     assert results[0]["settings"]["model"] == str(run / "checkpoints/checkpoint-2")
-    assert (out / "logs/eval_samples/step-2.jsonl").exists()
+    assert (out / "logs/eval_samples/step-2-eval_only.jsonl").exists()
     assert not (out / "checkpoints").exists()

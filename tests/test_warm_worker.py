@@ -176,11 +176,11 @@ def test_memory_exhaustion_costs_only_its_own_execution(judge, unharmed):
     worker = the_worker(judge)
     before = rss_kib(worker_pid(judge, worker))
     fill_tmp = ("try:\n"
-                "    for name in ('a', 'b'):  # each under the 16 MB file size limit, together over the 16 MB /tmp\n"
+                "    for name in 'abcdefg':  # each under the 16 MB file size limit, together over the 64 MB /tmp\n"
                 "        open(f'/tmp/{name}', 'wb').write(b'x' * (10 << 20))\n"
                 "except OSError as error:\n"
                 "    print(error.errno == 28)\n")
-    assert out(judge, fill_tmp) == "True\n", "the 16 MB /tmp must fill up"
+    assert out(judge, fill_tmp) == "True\n", "the 64 MB /tmp (--judge_disk_mb) must fill up"
     hog = ("import mmap\n"
            "maps = []\n"
            "try:\n"
