@@ -6,6 +6,7 @@ threats are in tests/test_warm_worker.py."""
 
 import os
 import pwd
+import re
 import secrets
 import shutil
 import signal
@@ -784,18 +785,33 @@ def test_explicit_rlimits_runs_as_a_slot_uid_when_it_can_run_python(path_without
         assert uid == str(judge._slot_uids.uids[0]) != "0"
 
 
+@pytest.fixture()
+def python_out_of_slot_reach(monkeypatch):
+    """This Python, copied (a venv with --copies) into a folder of mode 0700 under /tmp that a slot uid cannot
+    cross, and made sys.executable: the condition of a Python under /root, on any machine."""
+    private = Path(tempfile.mkdtemp(prefix="python-out-of-reach-"))  # mode 0700
+    try:
+        subprocess.run([sys.executable, "-m", "venv", "--copies", "--without-pip", str(private / "venv")],
+                       check=True)
+        python = str(private / "venv" / "bin" / "python3")
+        assert blocked_for_others(python) == f"{private} is mode 0700"
+        monkeypatch.setattr(sys, "executable", python)
+        yield python
+    finally:
+        shutil.rmtree(private)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
-@pytest.mark.skipif(blocked_for_others(sys.executable) is None, reason="this Python is reachable by any uid")
-def test_explicit_rlimits_with_python_out_of_slot_reach_runs_as_root_and_says_so(path_without_namespace_tools):
+def test_explicit_rlimits_with_python_out_of_slot_reach_runs_as_root_and_says_so(path_without_namespace_tools,
+                                                                                python_out_of_slot_reach):
     with Judge(sandbox="rlimits", workers=1) as judge:
         assert "judged code runs as root" in judge.isolation
         assert run(judge, "import os\nprint(os.getuid())", "0").status == "passed"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
-@pytest.mark.skipif(blocked_for_others(sys.executable) is None, reason="this Python is reachable by any uid")
-def test_unshare_with_python_out_of_slot_reach_names_the_cause():
-    with pytest.raises(JudgeUnavailable, match=rf"{blocked_for_others(sys.executable)}"):
+def test_unshare_with_python_out_of_slot_reach_names_the_cause(python_out_of_slot_reach):
+    with pytest.raises(JudgeUnavailable, match=re.escape(blocked_for_others(python_out_of_slot_reach))):
         Judge(sandbox="unshare", workers=1)
 
 def unshare_works():
