@@ -378,3 +378,14 @@ def test_scancel_stops_the_server_and_the_trainers_of_the_gpu_layout(slurm, tmp_
     while processes_mentioning(str(bin_dir)) and time.monotonic() < deadline:
         time.sleep(1)
     assert processes_mentioning(str(bin_dir)) == []
+
+
+@pytest.mark.slow
+def test_a_folder_holding_a_run_stops_the_job_before_any_step_starts(slurm, tmp_path):
+    run, output = tmp_path / "run", tmp_path / "job.out"
+    (run / "checkpoints").mkdir(parents=True)
+    job = submit(slurm, "--cpu", "--output-dir", str(run), output=output)
+    assert wait_for_job(slurm, job, timeout=120) == ("FAILED", "2:0")
+    assert output.read_text().splitlines()[-1] == (
+        f"train.sbatch: {run} already holds a run; pass another --output-dir, or -- --resume_from_checkpoint latest")
+    assert not (run / "slurm").exists() and not (run / "tiny_model").exists()
