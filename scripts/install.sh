@@ -17,11 +17,14 @@ for arg in "$@"; do
   esac
 done
 
-# Installs Debian packages through apt when their commands are missing; warns instead where apt cannot run.
-apt_install() {  # apt_install WHAT-FOR COMMAND PACKAGE...
-  local what="$1" command="$2"
+# Installs Debian packages through apt when one of their commands is missing; warns where apt cannot run.
+apt_install() {  # apt_install WHAT-FOR "COMMAND..." PACKAGE...
+  local what="$1" commands="$2" command missing=0
   shift 2
-  if command -v "$command" >/dev/null 2>&1; then
+  for command in $commands; do
+    command -v "$command" >/dev/null 2>&1 || missing=1
+  done
+  if [ "$missing" = 0 ]; then
     return
   fi
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -33,7 +36,7 @@ apt_install() {  # apt_install WHAT-FOR COMMAND PACKAGE...
 
 apt_install "full sandboxing" bwrap bubblewrap
 if [ "$slurm" = 1 ]; then
-  apt_install "the Slurm tests" slurmctld slurm-wlm munge
+  apt_install "the Slurm tests" "slurmctld slurmd sbatch munged" slurm-wlm munge
 fi
 python -m pip install -q -r requirements.txt
 python -m pip install -q -e .
