@@ -10,6 +10,7 @@ Outputs go to final_outputs/<size>/<format>/ (or --output_dir); see README.md.
 import gc
 import json
 import logging
+import os
 import sys
 import time
 from contextlib import closing
@@ -23,11 +24,12 @@ from cli import UsageError
 from judging import Judge
 from rewards import make_reward_funcs, score
 from training.arguments import Arguments, bf16_supported, parse_args
+from training.console import use_step_lines
 from training.difficulty import DifficultyFilter, ProblemTracker
 from training.evaluation import PassAtKEvaluator
 from training.preflight import check_model, check_packages, check_vllm_server, check_wandb, load_tokenizer
 from training.prompts import prompt_rows
-from training.run_folder import RunFolder, RunLogCallback, checkpoint_step
+from training.run_folder import RunFolder, RunLogCallback, checkpoint_step, model_step
 from training.trainer import QGRPOTrainer
 from training.vllm_timeout import VLLMServerUnresponsive
 
@@ -35,10 +37,16 @@ logger = logging.getLogger("rl_trainer")
 RANK_EXIT_DELAY_S = 5
 
 
-def fail(message: str, state: PartialState) -> None:
+def main_rank() -> bool:
+    """Whether this is the launch's rank 0 (or a lone process). Read from the launcher's RANK: accelerate's process
+    state says "main" on every rank of a CPU launch until the training settings set it up."""
+    return os.environ.get("RANK", "0") == "0"
+
+
+def fail(message: str) -> None:
     """One line and exit 2, printed by the main process only. The other ranks hit the same error; they wait a moment
     so that the line is out before the launcher, seeing a rank fail, stops the rest."""
-    if state.is_main_process:
+    if main_rank():
         print(f"rl_trainer.py: error: {message}", file=sys.stderr)
     else:
         time.sleep(RANK_EXIT_DELAY_S)
@@ -47,12 +55,12 @@ def fail(message: str, state: PartialState) -> None:
 
 def main(argv=None) -> int:
     state = PartialState()
-    logging.basicConfig(level=logging.INFO if state.is_main_process else logging.WARNING,
+    logging.basicConfig(level=logging.INFO if main_rank() else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         args = parse_args(argv)
     except UsageError as e:
-        fail(str(e), state)
+        fail(str(e))
     try:
         return run_session(args, state)
     except KeyboardInterrupt:
@@ -60,7 +68,7 @@ def main(argv=None) -> int:
     # Out of the except block the interrupted frames can be freed; collecting them closes the progress bars, which
     # print their last state as they close, so that the line below comes last.
     gc.collect()
-    if state.is_main_process:
+    if main_rank():
         print(f"rl_trainer.py: {interrupted(args)}", file=sys.stderr)
     return 130
 
@@ -84,6 +92,9 @@ def run_session(args: Arguments, state: PartialState) -> int:
         train_problems, eval_problems = load_data(args, source)
         run = RunFolder(args.run_dir)
         resume = run.resolve_checkpoint(args.grpo.resume_from_checkpoint)
+        if resume:
+            scheduler = args.grpo.lr_scheduler_type
+            run.check_resume_schedule(resume, args.grpo.max_steps, getattr(scheduler, "value", scheduler))
         check_model(args.model.model)
         tokenizer = load_tokenizer(args.model.model, args.data.prompt_style)
         check_packages(args)  # vLLM installed before asking for its server
@@ -93,7 +104,7 @@ def run_session(args: Arguments, state: PartialState) -> int:
             check_wandb()
         judge = args.judge.make_judge()
     except UsageError as e:
-        fail(str(e), state)
+        fail(str(e))
     with closing(judge):
         try:
             preflight(judge, {p["language"] for p in train_problems + eval_problems}, bundled=not args.data.data)
@@ -114,7 +125,7 @@ def run_session(args: Arguments, state: PartialState) -> int:
                                      f"--language {args.data.language} --max_trivial_share "
                                      f"{args.data.max_trivial_share:g}` lists each problem")
         except UsageError as e:
-            fail(str(e), state)
+            fail(str(e))
         state.wait_for_everyone()  # every rank has checked the run folder before the main one writes into it
         logger.info("judging: %s", judge.isolation)
         logger.info("data: %s (%d train, %d %s problems to evaluate)", source, len(train_problems),
@@ -151,6 +162,7 @@ def run_session(args: Arguments, state: PartialState) -> int:
             tracker=tracker,
             vllm_request_timeout=args.grpo.vllm_request_timeout,
         )
+        use_step_lines(trainer)
         try:
             trainer.train(resume_from_checkpoint=resume)
         except VLLMServerUnresponsive as e:
@@ -224,7 +236,8 @@ def test_reward_function(args: Arguments, judge: Judge, problems: list[dict]) ->
 
 
 def evaluate_only(args: Arguments, evaluator: PassAtKEvaluator, run: RunFolder) -> int:
-    """pass@k of a model, a run's checkpoint, or a LoRA adapter folder (loaded onto its base model)."""
+    """pass@k of a model, a run's checkpoint or final model, or a LoRA adapter folder (loaded onto its base model),
+    recorded at the step the model stands for (training/run_folder.py, `model_step`)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -236,10 +249,12 @@ def evaluate_only(args: Arguments, evaluator: PassAtKEvaluator, run: RunFolder) 
         model = AutoPeftModelForCausalLM.from_pretrained(path, dtype=dtype)
     else:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    metrics = evaluator.evaluate(model.to(accelerator.device), accelerator, checkpoint_step(path))
+    step = model_step(path)
+    metrics = evaluator.evaluate(model.to(accelerator.device), accelerator, step)
     if accelerator.is_main_process:
         print(json.dumps(metrics))
-        print(f"evaluation written to {run.eval_results} (samples in {run.eval_samples}/)")
+        samples = run.logs / run.read_eval_results()[-1]["samples"]
+        print(f"evaluation of {path} appended to {run.eval_results} at step {step} (samples in {samples})")
     return 0
 
 

@@ -37,7 +37,12 @@ class JudgeArguments:
         metadata={"help": "Parallel executions per process. Default: the cores shared among local ranks.",
                   "aliases": ["--workers"]},
     )
-    judge_memory_mb: int = field(default=1024, metadata={"help": "Address-space limit of one execution, in MB."})
+    judge_memory_mb: int = field(
+        default=1024,
+        metadata={"help": "Memory of one test, in MB: all its processes together, tmpfs and memfd pages included "
+                  "(a cgroup per slot, as root), and each process's address space. Without a writable cgroup only "
+                  "the latter holds; the logged isolation line says which."},
+    )
     judge_disk_mb: int = field(
         default=64,
         metadata={"help": "What one test may write, in MB: the size of its /scratch and of its /tmp, each a tmpfs "

@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from judging import languages
 from cli import UsageError
+from judging.cgroups import Cgroups
 from judging.executors import LICENCE_FAILURE, RAN, PythonExecutor
 from judging.licence_proxy import (FLAG, PROXY_ENV, TLS_TRUST, LicenceEgressUnavailable, LicenceProxy,
                                    describe_hosts, parse_licence_hosts)
@@ -128,8 +129,10 @@ class Judge:
         for uid in self._slot_uids.uids if self._slot_uids else [None] * self.workers:
             self._slots.put(uid)
         self._base = tempfile.mkdtemp(prefix="rewards-judge-")
-        # A judge that is never closed still removes its folder and frees its slot uids at exit.
-        self._cleanup = weakref.finalize(self, _release, self._base, self._slot_uids)
+        self._cgroups = Cgroups(self._slot_uids.uids if self._slot_uids else [], self._limits.memory_mb << 20,
+                                self._limits.processes)
+        # A judge that is never closed still removes its folder and cgroups and frees its slot uids at exit.
+        self._cleanup = weakref.finalize(self, _release, self._base, self._slot_uids, self._cgroups)
         # Slot uids must cross it to reach their own scratch folders inside (unshare and rlimits levels).
         os.chmod(self._base, 0o711)
         self._runners: dict[str, _Runner] = {}
@@ -160,6 +163,9 @@ class Judge:
         if not level and wanted == "rlimits" and self._slot_uids is not None:
             self._slot_uids.release()
             self._slot_uids = None
+            self._cgroups.close()
+            self._cgroups.slots = {}
+            self._cgroups.unavailable = "judged code runs as root, which may leave any cgroup"
             self._slots = queue.Queue()
             for _ in range(self.workers):
                 self._slots.put(None)
@@ -206,7 +212,7 @@ class Judge:
             if shutil.which(LEVEL_TOOLS[level]) is None:
                 failures.append(f"{level}: {LEVEL_TOOLS[level]} not installed")
                 continue
-            runner = _Runner(python, Sandbox(level, self._limits, python.read_only, python.env))
+            runner = _Runner(python, Sandbox(level, self._limits, python.read_only, python.env, hidden=python.hidden))
             result = self._execute(runner, "", {"test_code": "print('ok')", "expected_output": "ok"}, PROBE_TIMEOUT)
             if result.status == "passed":
                 return level, failures
@@ -221,7 +227,8 @@ class Judge:
             return
         python = self._runner("python")
         try:
-            self._warm = WarmWorkers(python.sandbox, python.executor.interpreter, self._base, self._slot_uids.uids)
+            self._warm = WarmWorkers(python.sandbox, python.executor.interpreter, self._base, self._slot_uids.uids,
+                                     self._cgroups.slots)
         except OSError as error:
             self._warm_missing = f"warm workers did not start: {error}"
             return
@@ -246,7 +253,18 @@ class Judge:
                       "a forked child with its own mount+IPC namespace, /tmp, pipes, limits and the slot uid)")
         else:
             python = "Python: a fresh interpreter per test" + (f" ({self._warm_missing})" if self._warm_missing else "")
-        return "; ".join(part for part in (base, python, self._egress) if part)
+        return "; ".join(part for part in (base, self.memory_bound, python, self._egress) if part)
+
+    @property
+    def memory_bound(self) -> str:
+        """What bounds one test's memory: its slot's cgroup, or (where none can be made) only per-process limits."""
+        limits = self._limits
+        if self._cgroups.version:
+            return self._cgroups.describe(limits.memory_mb, limits.processes)
+        tmpfs = f", /scratch and /tmp {limits.disk_mb} MB each" if self.level == "bwrap" else ""
+        return (f"memory: NOT bounded per test ({self._cgroups.unavailable}); only per process: address space "
+                f"{limits.memory_mb} MB each, at most {limits.processes} processes per slot uid{tmpfs}, memfd "
+                f"pages unbounded")
 
     def counters(self) -> dict[str, int]:
         """Cumulative counts since the judge was built, for the trainer's log each step: q runs that failed
@@ -261,7 +279,7 @@ class Judge:
             if language not in self._runners:
                 executor = languages.language(language).make_executor(self.q_binary)
                 runner = _Runner(executor, Sandbox(self.level, self._limits, executor.read_only, executor.env,
-                                                   executor.read_write, executor.hostname))
+                                                   executor.read_write, executor.hostname, hidden=executor.hidden))
                 if executor.licensed and not executor.missing:
                     runner = self._licence_egress(runner)
                 self._runners[language] = runner
@@ -294,7 +312,7 @@ class Judge:
         executor = runner.executor
         proxied = _Runner(executor, Sandbox(self.level, self._limits, [*executor.read_only, *TLS_TRUST],
                                             {**executor.env, **PROXY_ENV}, executor.read_write, executor.hostname,
-                                            netns=proxy.netns))
+                                            netns=proxy.netns, hidden=executor.hidden))
         if hosts == "auto":
             test = {"test_code": languages.language("q").preflight_code, "expected_output": "2"}
             self._execute(proxied, "", test, PROBE_TIMEOUT)
@@ -377,11 +395,13 @@ class Judge:
                 elif not in_tmpfs:
                     scratch = new_scratch(self._base, uid, filename, program)
                 argv = runner.executor.argv(f"{SCRATCH if in_tmpfs else scratch}/{filename}")
+                cgroup = self._cgroups.slots.get(uid)
+                oom_kills = cgroup.oom_kills() if cgroup else 0
                 for delay in (*LICENCE_RETRY_DELAYS, None):
                     result = warm.run(uid, scratch, timeout) if warm else None
                     if result is None:  # no warm worker, or it failed (maybe mid-test): run cold
                         result = runner.sandbox.run(argv, None if in_tmpfs else scratch, uid, timeout,
-                                                    (filename, program))
+                                                    (filename, program), cgroup)
                     outcome = runner.executor.outcome(result, marker) if result.returncode is not None else RAN
                     if outcome != LICENCE_FAILURE:
                         break
@@ -391,6 +411,7 @@ class Judge:
                     with self._counts_lock:
                         self._licence_retries += 1
                     time.sleep(delay)
+                out_of_memory = cgroup is not None and cgroup.oom_kills() > oom_kills
             except (OSError, SandboxUnavailable) as error:
                 return TestResult("sandbox_error", 0.0, "", f"{type(error).__name__}: {error}")
             finally:
@@ -399,7 +420,9 @@ class Judge:
         finally:
             self._slots.put(uid)
         after_marker = _after(result.stdout, marker)
-        if result.output_overflow:
+        if out_of_memory:  # the kernel killed one of its processes: the test passed the slot's memory bound
+            status = "memory"
+        elif result.output_overflow:
             status = "output_limit"
         elif result.timed_out:
             status = "timeout"
@@ -449,7 +472,8 @@ class Judge:
         self.close()
 
 
-def _release(base: str, slot_uids: SlotUids | None) -> None:
+def _release(base: str, slot_uids: SlotUids | None, cgroups: Cgroups) -> None:
+    cgroups.close()
     if slot_uids:
         slot_uids.release()
     remove_tree(base)

@@ -5,10 +5,10 @@ Levels, strongest first (picked once by probing, never per execution):
 - ``bwrap``: bubblewrap started as root builds PID, network, IPC and UTS namespaces and a private,
   read-only filesystem view holding only /usr, /proc, /dev, the interpreter's own files, and /scratch (the
   working directory, holding the program) and /tmp, each a fresh tmpfs of ``--judge_disk_mb``: nothing a test
-  writes reaches the host disk (its pages are memory). Inside, ``setpriv``
-  drops to a per-slot unprivileged uid (so RLIMIT_NPROC binds and slots cannot signal each other) and
-  ``prlimit`` sets the resource limits. bwrap runs as root rather than after the uid drop because the
-  interpreter may live in a folder the slot uid cannot enter (pyenv under /root is 0700); the program
+  writes reaches the host disk (its pages are memory, counted in the slot's cgroup: judging/cgroups.py).
+  Inside, ``setpriv`` drops to a per-slot unprivileged uid (so RLIMIT_NPROC binds and slots cannot signal each
+  other) and ``prlimit`` sets the resource limits. bwrap runs as root rather than after the uid drop because
+  the interpreter may live in a folder the slot uid cannot enter (pyenv under /root is 0700); the program
   itself still runs unprivileged with an empty capability set. A seccomp program (``keyring_filter``) refuses
   the kernel keyring, which outlives processes and would carry keys from one test of a slot uid to the next.
   Python tests run in warm workers instead when they start (``judging/warm.py``: the same sandbox, started
@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cli import UsageError
+from judging.cgroups import SlotCgroup
 
 LEVELS = ("bwrap", "unshare", "rlimits")
 NAMESPACE_LEVELS = ("bwrap", "unshare")
@@ -233,11 +234,13 @@ class Sandbox:
     ``env`` is the complete environment the program sees. ``read_write`` are host files it may write
     (q's KX_ACCT); ``hostname`` is the name it sees (q keeps the host's: k4.lic is bound to it).
     ``netns`` maps each slot uid to a network namespace (an open fd) the program runs in instead of a
-    fresh one: the licence proxy's slot namespaces (judging/licence_proxy.py).
+    fresh one: the licence proxy's slot namespaces (judging/licence_proxy.py). ``hidden`` are folders inside
+    the view that the program must not see (the interpreter's site-packages): each is covered by an empty one.
     """
 
     def __init__(self, level: str, limits: Limits, read_only: list[str], env: dict[str, str],
-                 read_write: list[str] = (), hostname: str = "sandbox", netns: dict[int, int] | None = None):
+                 read_write: list[str] = (), hostname: str = "sandbox", netns: dict[int, int] | None = None,
+                 hidden: list[str] = ()):
         if level not in LEVELS:
             raise ValueError(f"unknown sandbox level {level!r}; use one of {', '.join(LEVELS)}")
         self.level = level
@@ -246,9 +249,9 @@ class Sandbox:
         self.as_root = os.geteuid() == 0
         self.hostname = hostname
         self.netns = netns
-        self.prefix = self._build_prefix(read_only, list(read_write))
+        self.prefix = self._build_prefix(read_only, list(read_write), list(hidden))
 
-    def _build_prefix(self, read_only: list[str], read_write: list[str]) -> list[str]:
+    def _build_prefix(self, read_only: list[str], read_write: list[str], hidden: list[str]) -> list[str]:
         if self.level == "bwrap":
             namespaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
             if self.netns is not None:
@@ -260,6 +263,8 @@ class Sandbox:
                     "--proc", "/proc", "--dev", "/dev",
                     "--perms", "1777", "--size", str(self.limits.disk_bytes), "--tmpfs", "/tmp",
                     *_bind_with_parents(read_only, read_write)]
+            for path in hidden:  # an empty, unwritable folder over it (0555: the root warm worker cannot write it)
+                args += ["--perms", "0555", "--size", "4096", "--tmpfs", path]
             for key, value in self.env.items():
                 args += ["--setenv", key, value]
             return args
@@ -307,9 +312,10 @@ class Sandbox:
         return [*outer, *self.prefix, *drop, *limits, *argv]
 
     def run(self, argv: list[str], scratch: str | None, uid: int | None, timeout: float,
-            program: tuple[str, bytes] | None = None) -> RunResult:
+            program: tuple[str, bytes] | None = None, cgroup: SlotCgroup | None = None) -> RunResult:
         """Run ``argv`` in ``scratch`` (a host folder; at the bwrap level a fresh tmpfs holding ``program``, a
-        file name and its bytes, instead); everything it started is dead when this returns."""
+        file name and its bytes, instead), inside the slot's ``cgroup`` when there is one; everything it started
+        is dead when this returns."""
         env = None
         cwd = None
         if self.level != "bwrap":
@@ -325,9 +331,10 @@ class Sandbox:
             if self.level == "bwrap" and program:
                 held = (program[0], _memfd_holding(program[1]))
                 passed.append(held[1])
+            command = self.command(argv, scratch, uid, timeout, seccomp, held)
             start = time.monotonic()
             proc = subprocess.Popen(
-                self.command(argv, scratch, uid, timeout, seccomp, held), stdin=subprocess.DEVNULL,
+                cgroup.enter_command(command) if cgroup else command, stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True,
                 close_fds=True, pass_fds=passed,
             )

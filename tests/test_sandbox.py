@@ -6,6 +6,7 @@ threats are in tests/test_warm_worker.py."""
 
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import socket
@@ -19,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from judging import Judge, JudgeUnavailable
+from judging.cgroups import V2_ROOT_ENV, Cgroups
+from judging.executors import PythonExecutor
 from judging.scratch import remove_tree
 from judging.sandbox import KEYRING_FILTER, SLOT_LOCK_DIR, SLOT_UID_BASE, SandboxUnavailable, blocked_for_others
 
@@ -193,7 +196,8 @@ DISK_FILL = ("import os\n"
              "                for _ in range(10):\n"
              "                    written += file.write(b'x' * (1 << 20))\n"
              "    except OSError as error:\n"
-             "        print(folder, error.errno, written >> 20, os.statvfs(folder).f_blocks * os.statvfs(folder).f_frsize >> 20)\n")
+             "        size = os.statvfs(folder)\n"
+             "        print(folder, error.errno, written >> 20, size.f_blocks * size.f_frsize >> 20)\n")
 
 
 def test_disk_is_bounded_per_test_and_nothing_reaches_the_host_disk(judge):
@@ -210,7 +214,8 @@ def test_disk_is_bounded_per_test_and_nothing_reaches_the_host_disk(judge):
 
 
 def test_judge_disk_mb_sizes_scratch_and_tmp(sandbox):
-    code = "import os\nfor folder in ('/scratch', '/tmp'):\n    print(os.statvfs(folder).f_blocks * os.statvfs(folder).f_frsize)"
+    code = ("import os\nfor folder in ('/scratch', '/tmp'):\n"
+            "    print(os.statvfs(folder).f_blocks * os.statvfs(folder).f_frsize)")
     with Judge(workers=1, sandbox=sandbox, disk_mb=8) as judge:
         assert run(judge, code, f"{8 << 20}\n{8 << 20}").status == "passed"
 
@@ -228,6 +233,36 @@ def test_host_files_and_problem_data_are_not_readable(judge, tmp_path):
             "    except OSError:\n"
             "        print('hidden')\n")
     assert run(judge, code).tests[0].stdout.split() == ["hidden"] * 4
+
+
+def test_the_view_shows_the_standard_library_not_site_packages_nor_installed_data(judge):
+    """A non-editable install puts data/*.jsonl (every bundled test and solution) into site-packages: a planted
+    copy there must be out of sight, as must the rest of site-packages; the standard library stays (issue 19,
+    item 8)."""
+    from judging.executors import site_packages_in_view
+
+    shown = site_packages_in_view(PythonExecutor().read_only)
+    assert shown, "this interpreter's site-packages lies in the sandbox's view: the test needs it"
+    planted = Path(shown[0]) / f"rewards_planted_{secrets.token_hex(4)}" / "data" / "problems.jsonl"
+    planted.parent.mkdir(parents=True)
+    try:
+        planted.write_text('{"id": "x", "tests": [{"expected_output": "planted-answer"}]}\n')
+        code = ("import os\n"
+                f"for path in {shown + [str(planted.parent.parent)]!r}:\n"
+                "    try:\n"
+                "        print(len(os.listdir(path)))\n"
+                "    except OSError:\n"
+                "        print('hidden')\n"
+                "try:\n"
+                f"    print(open({str(planted)!r}).read())\n"
+                "except OSError:\n"
+                "    print('hidden')\n"
+                "import json, decimal, sqlite3, ctypes\n"
+                "print('standard-library')\n")
+        out = run(judge, code).tests[0].stdout.split()
+    finally:
+        shutil.rmtree(planted.parent.parent)
+    assert out == ["0"] * len(shown) + ["hidden", "hidden", "standard-library"], out
 
 
 def test_expected_output_is_nowhere_the_program_can_look(judge):
@@ -321,6 +356,66 @@ def test_huge_output_is_capped_without_hanging(judge):
 
 def test_memory_hog_reports_memory(judge):
     assert run(judge, "hog = bytearray(4 << 30)\n").status == "memory"
+
+
+def memory_spread(children_mb, memfd_mb):
+    """8 processes holding ``children_mb`` each (written, so charged) and a memfd of ``memfd_mb`` written with
+    write(): under a 64 MB address-space limit per process, 8 x 16 + 24 MB holds 152 MB in all."""
+    return ("import os, time\n"
+            "fds = [os.memfd_create('outside-every-address-space') for _ in range(2)]  # each under fsize\n"
+            f"for n in range({memfd_mb}):\n"
+            "    os.write(fds[n % 2], b'x' * (1 << 20))\n"
+            "children = []\n"
+            "for _ in range(8):\n"
+            "    pid = os.fork()\n"
+            "    if pid == 0:\n"
+            f"        held = b'x' * ({children_mb} << 20)\n"
+            "        time.sleep(0.5)\n"
+            "        os._exit(0)\n"
+            "    children.append(pid)\n"
+            "print(sorted(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children))\n")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_memory_is_bounded_per_test_for_all_its_processes_together(sandbox):
+    """--judge_memory_mb is the whole test's memory, memfd pages included, not each process's (issue 19, item 2)."""
+    with Judge(timeout=10.0, workers=1, sandbox=sandbox, memory_mb=64) as judge:
+        assert "memory: a cgroup" in judge.isolation, judge.isolation
+        within = run(judge, memory_spread(children_mb=2, memfd_mb=8), "[0, 0, 0, 0, 0, 0, 0, 0]")
+        assert within.status == "passed", within.tests[0].stderr
+        judgement = run(judge, memory_spread(children_mb=16, memfd_mb=24), "[0, 0, 0, 0, 0, 0, 0, 0]")
+        assert judgement.status == "memory", judgement.tests[0]
+        assert run(judge, "print(6)", "6").status == "passed"
+        assert not judge.warm or judge._warm.failures == 0, f"the slot's worker was killed: {judge._warm.failure}"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_cgroup_v2_layout_on_a_stand_in_hierarchy(tmp_path, monkeypatch):
+    """A STAND-IN v2 hierarchy (a plain folder, no kernel behind it): the knobs written and the join command.
+    This machine runs cgroup v1; GPU nodes mostly v2."""
+    monkeypatch.setenv(V2_ROOT_ENV, str(tmp_path))
+    (tmp_path / "cgroup.subtree_control").touch()
+    cgroups = Cgroups(["a", "b"], 64 << 20, 32)
+    assert cgroups.version == "v2" and not cgroups.unavailable
+    [parent] = [path for path in tmp_path.iterdir() if path.is_dir()]
+    assert (parent / "cgroup.subtree_control").read_text() == "+memory +pids"
+    for index, key in enumerate(["a", "b"]):
+        slot = parent / f"slot-{index}"
+        assert (slot / "memory.max").read_text() == str(64 << 20) and (slot / "pids.max").read_text() == "40"
+        subprocess.run(cgroups.slots[key].enter_command(["true"]), check=True)
+        assert (slot / "cgroup.procs").read_text() == "0\n", "the process writes itself in before it execs"
+        (slot / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n")
+        assert cgroups.slots[key].oom_kills() == 2
+    cgroups.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_without_a_writable_cgroup_the_isolation_line_says_what_still_bounds_memory(monkeypatch, sandbox):
+    monkeypatch.setenv(V2_ROOT_ENV, "/proc/self")  # no cgroup can be made there, even as root
+    with Judge(workers=1, sandbox=sandbox, memory_mb=256) as judge:
+        assert "memory: NOT bounded per test (cgroup v2 not writable here" in judge.isolation
+        assert "address space 256 MB each, at most 32 processes per slot uid" in judge.isolation
+        assert run(judge, "print(6)", "6").status == "passed"
 
 
 def test_hang_times_out_and_later_tests_are_skipped(sandbox):

@@ -24,6 +24,7 @@ from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE
 from judging import JudgeArguments
 from rewards import REWARD_FUNCS, ScoringArguments
 from judging.languages import LANGUAGES
+from training.run_folder import run_of_model
 
 # TRL 1.16 still uses transformers' gradient_checkpointing names (field and methods), each use warning of the v6
 # rename to activation_checkpointing: silence that one warning wherever the settings are built.
@@ -404,10 +405,33 @@ def cpu_launch_defaults() -> dict:
 
 
 def parse_args(argv: list[str] | None = None) -> Arguments:
-    """Parse argv into resolved settings. Raises UsageError (exit 2) on anything a user must fix."""
+    """Parse argv into resolved settings. Raises UsageError (exit 2) on anything a user must fix.
+
+    `--eval_only` of a run's checkpoint or final model takes that run's config.yaml as its first defaults (under
+    --preset, --config and flags), so it evaluates as the run did and records into the run's logs."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = make_parser()
     defaults = {**cpu_launch_defaults(), **file_defaults(argv)}
+    args = _parse(argv, defaults)
+    if args.eval.eval_only and (run := run_of_model(args.model.model)) is not None:
+        args = _parse(argv, {**run_settings(run), **defaults})
+    resolve(args)
+    return args
+
+
+# Settings of a training session that an evaluation of its model does not repeat: where it writes is the run's own
+# folder, and the evaluation generates without vLLM and logs nothing to wandb.
+NOT_INHERITED = ("model", "output_dir", "eval_only", "resume_from_checkpoint", "overwrite_output_dir", "use_vllm",
+                 "use_wandb", "report_to", "log_completions", "verify_data", "test_reward_function")
+
+
+def run_settings(run: Path) -> dict:
+    """The settings a run folder's config.yaml holds, as defaults for evaluating one of its models."""
+    settings = _read_yaml(str(run / "config.yaml"), "--eval_only: the run's config.yaml")
+    return {**{k: v for k, v in settings.items() if k not in NOT_INHERITED}, "output_dir": str(run)}
+
+
+def _parse(argv: list[str], defaults: dict) -> Arguments:
+    parser = make_parser()
     unknown = parser.set_defaults_with_config(**defaults)
     if unknown:
         raise UsageError(f"unknown setting in --preset/--config: {unknown[0].lstrip('-')}; remove it or fix its name")
@@ -417,10 +441,11 @@ def parse_args(argv: list[str] | None = None) -> Arguments:
         raise UsageError(str(e).splitlines()[0]) from None
     model, data, rewards, scoring, judge, evaluation, difficulty, logs, grpo = parts
     fmt = "reasoning" if data.use_reasoning_format else "non_reasoning"
-    run_dir = grpo.output_dir if grpo.output_dir_given else str(Path("final_outputs") / model_size(model.model) / fmt)
-    args = Arguments(model, data, rewards, scoring, judge, evaluation, difficulty, logs, grpo, run_dir)
-    resolve(args)
-    return args
+    # An evaluation of a model outside any run gets a folder of its own that says what it holds.
+    kind = ["eval_only"] if evaluation.eval_only else []
+    default_dir = Path("final_outputs", *kind, model_size(model.model), fmt)
+    run_dir = grpo.output_dir if grpo.output_dir_given else str(default_dir)
+    return Arguments(model, data, rewards, scoring, judge, evaluation, difficulty, logs, grpo, run_dir)
 
 
 def resolve(args: Arguments) -> None:
