@@ -4,6 +4,7 @@ import json
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -432,7 +433,9 @@ def test_exps_runs_each_size_against_its_own_server(tmp_path):
     checkout = launch_checkout(tmp_path)
     bin_dir, record = tmp_path / "bin", tmp_path / "launches.txt"
     launch_stand_ins.install(bin_dir, record)
-    port = "18931"
+    with socket.socket() as probe:  # a free port: other checkouts may run this test at the same time
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
     env = {**os.environ, **CHECKPOINTS, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VLLM_PORT": port}
 
     def sweep(*args):
@@ -442,7 +445,8 @@ def test_exps_runs_each_size_against_its_own_server(tmp_path):
     for size in ("1.5b", "3b"):
         result = sweep(size)
         assert result.returncode == 0, result.stderr
-        assert "VLLM_SERVER_DEV_MODE=1 vllm serve" in (checkout / "final_outputs" / size / "vllm_server.log").read_text()
+        log = checkout / "final_outputs" / size / "vllm_server.log"
+        assert "VLLM_SERVER_DEV_MODE=1 vllm serve" in log.read_text()
     again = sweep("1.5b")
     assert again.returncode == 2 and again.stdout == ""
     assert again.stderr == ("exps.sh: final_outputs/1.5b/non_reasoning/ already holds a run; name this sweep with "

@@ -20,14 +20,15 @@ import pytest
 from accelerate.commands.launch import launch_command_parser
 
 import launch_stand_ins
-from conftest import ROOT
+from conftest import ROOT, WARM_PYTHON_DATA
+from run_checks import assert_trained
 from training.arguments import parse_args
 from training.run_folder import RunFolder
 
 SBATCH = ROOT / "scripts" / "slurm" / "train.sbatch"
 CLUSTER = ROOT / "scripts" / "slurm" / "local_cluster.sh"
 SLURM_COMMANDS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "scancel", "scontrol")
-SMALL = ["--max_completion_length", "16", "--num_generations", "2", "--per_device_train_batch_size", "2",
+SMALL = ["--max_completion_length", "16", "--num_generations", "4", "--per_device_train_batch_size", "2",
          "--gradient_accumulation_steps", "1", "--simple_eval_problems", "3", "--repeat_eval_problems", "2",
          "--eval_k", "1", "2", "--eval_max_tokens", "16"]
 JOB_TIMEOUT = 900
@@ -112,44 +113,45 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def held_out_ids(n):
-    from data import bundled_path, load_problems, split_problems
+def held_out_ids(data, n):
+    from data import load_problems, split_problems
 
-    _, test = split_problems(load_problems(bundled_path("python"), "python"), 0.2, 42, 540, 40)
+    _, test = split_problems(load_problems(str(data), "python"), 0.2, 42, 540, 40)
     return sorted(p["id"] for p in test[:n])
 
 
 @pytest.mark.slow
-def test_two_node_cpu_job_trains_one_run_under_zero3(slurm, tmp_path):
-    """Two trainer nodes, one process each, ZeRO-3 over the rendezvous, 2 steps and one evaluation, from the
-    tiny model the job builds itself."""
+def test_two_node_cpu_job_trains_one_run_under_zero3(slurm, warm_model, tmp_path):
+    """Two trainer nodes, one process each, ZeRO-3 over the rendezvous, 2 steps and one evaluation. The warm model
+    (tests/warm_model.py) passes about half its samples, so the group of 4 that spans both nodes carries signal."""
     run = tmp_path / "run"
-    job = submit(slurm, "--cpu", "--output-dir", str(run), "--",
-                 *SMALL, "--max_steps", "2", "--eval_steps", "2", "--save_steps", "2")
+    job = submit(slurm, "--cpu", "--model", str(warm_model), "--data", str(WARM_PYTHON_DATA),
+                 "--output-dir", str(run), "--", *SMALL, "--max_steps", "2", "--eval_steps", "2", "--save_steps", "2")
     state, exit_code = wait_for_job(slurm, job)
     assert (state, exit_code) == ("COMPLETED", "0:0"), node_logs(run)
 
-    assert sorted(log.name for log in (run / "slurm").glob("*.log")) == [
-        f"{job}-n1.log", f"{job}-n2.log", f"{job}-tiny_model.log"]
+    assert sorted(log.name for log in (run / "slurm").glob("*.log")) == [f"{job}-n1.log", f"{job}-n2.log"]
     checkpoint = run / "checkpoints" / "checkpoint-2"
     assert json.loads((checkpoint / "trainer_state.json").read_text())["global_step"] == 2
     shards = sorted(path.name for path in (checkpoint / "global_step2").glob("*optim_states.pt"))
     assert len(shards) == 2, f"one ZeRO-3 optimizer shard per node's process: {shards}"
     assert sorted(path.name for path in checkpoint.glob("rng_state_*.pth")) == ["rng_state_0.pth", "rng_state_1.pth"]
-    assert (run / "final_model" / "config.json").exists()
+    assert_trained(run, warm_model)
     metrics = read_jsonl(run / "logs" / "metrics.jsonl")
     assert [m["step"] for m in metrics if "reward" in m] == [1, 2]
+    assert [m["step"] for m in metrics if "eval_pass@1" in m] == [2]
     evaluations = json.loads((run / "logs" / "eval_results.json").read_text())
     assert [entry["step"] for entry in evaluations] == [2]
-    assert sorted(p["id"] for p in evaluations[0]["problems"]) == held_out_ids(3)  # each once over both nodes
-    assert [m["step"] for m in metrics if "eval_pass@1" in m] == [2]
+    evaluated = sorted(p["id"] for p in evaluations[0]["problems"])
+    assert evaluated == held_out_ids(WARM_PYTHON_DATA, 3)  # each held-out problem once over both nodes
 
 
 @pytest.mark.slow
-def test_cancelled_job_leaves_no_process_and_resumes_from_its_newest_checkpoint(slurm, tiny_model, tmp_path):
+def test_cancelled_job_leaves_no_process_and_resumes_from_its_newest_checkpoint(slurm, tmp_path):
+    """From the tiny model the CPU mode builds into the run folder when given none; the resumed job reuses it."""
     run = tmp_path / "run"
-    flags = [*SMALL, "--max_steps", "6", "--eval_steps", "6", "--save_steps", "1"]
-    job = submit(slurm, "--cpu", "--model", str(tiny_model), "--output-dir", str(run), "--", *flags)
+    flags = [*SMALL, "--max_steps", "4", "--eval_steps", "4", "--save_steps", "1"]
+    job = submit(slurm, "--cpu", "--output-dir", str(run), "--", *flags)
     deadline = time.monotonic() + JOB_TIMEOUT
     folder = RunFolder(run)
     while time.monotonic() < deadline and folder.latest_checkpoint() is None:
@@ -159,6 +161,7 @@ def test_cancelled_job_leaves_no_process_and_resumes_from_its_newest_checkpoint(
     state, _ = wait_for_job(slurm, job)
     assert state == "CANCELLED"
     assert not (run / "final_model").exists(), "the job must be cancelled mid-run"
+    assert (run / "slurm" / f"{job}-tiny_model.log").exists()
 
     deadline = time.monotonic() + 60  # Slurm's KillWait (10 s here) bounds how long a step may take to stop
     while processes_mentioning(str(run)) and time.monotonic() < deadline:
@@ -168,14 +171,14 @@ def test_cancelled_job_leaves_no_process_and_resumes_from_its_newest_checkpoint(
 
     newest = folder.latest_checkpoint()
     step = json.loads((Path(newest) / "trainer_state.json").read_text())["global_step"]
-    assert 1 <= step < 6
-    job = submit(slurm, "--cpu", "--model", str(tiny_model), "--output-dir", str(run), "--", *flags,
-                 "--resume_from_checkpoint", "latest")
+    assert 1 <= step < 4
+    job = submit(slurm, "--cpu", "--output-dir", str(run), "--", *flags, "--resume_from_checkpoint", "latest")
     state, exit_code = wait_for_job(slurm, job)
     assert (state, exit_code) == ("COMPLETED", "0:0"), node_logs(run)
+    assert not (run / "slurm" / f"{job}-tiny_model.log").exists(), "the resumed job trains the same tiny model"
     assert f"resumed from checkpoint-{step}" in (run / "logs" / "training_log.txt").read_text()
-    assert [m["step"] for m in read_jsonl(run / "logs" / "metrics.jsonl") if "reward" in m] == [1, 2, 3, 4, 5, 6]
-    assert [entry["step"] for entry in json.loads((run / "logs" / "eval_results.json").read_text())] == [6]
+    assert [m["step"] for m in read_jsonl(run / "logs" / "metrics.jsonl") if "reward" in m] == [1, 2, 3, 4]
+    assert [entry["step"] for entry in json.loads((run / "logs" / "eval_results.json").read_text())] == [4]
     assert (run / "final_model" / "config.json").exists()
 
 
@@ -375,3 +378,14 @@ def test_scancel_stops_the_server_and_the_trainers_of_the_gpu_layout(slurm, tmp_
     while processes_mentioning(str(bin_dir)) and time.monotonic() < deadline:
         time.sleep(1)
     assert processes_mentioning(str(bin_dir)) == []
+
+
+@pytest.mark.slow
+def test_a_folder_holding_a_run_stops_the_job_before_any_step_starts(slurm, tmp_path):
+    run, output = tmp_path / "run", tmp_path / "job.out"
+    (run / "checkpoints").mkdir(parents=True)
+    job = submit(slurm, "--cpu", "--output-dir", str(run), output=output)
+    assert wait_for_job(slurm, job, timeout=120) == ("FAILED", "2:0")
+    assert output.read_text().splitlines()[-1] == (
+        f"train.sbatch: {run} already holds a run; pass another --output-dir, or -- --resume_from_checkpoint latest")
+    assert not (run / "slurm").exists() and not (run / "tiny_model").exists()
