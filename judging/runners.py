@@ -245,8 +245,8 @@ class Runners:
         """What protects the host, for the trainer's log."""
         base = Sandbox(self.level, self.limits, [], {}).describe(slot_uids=self.slots.uids is not None)
         if self.warm is not None:
-            python = ("Python: warm workers (one per slot, root in its sandbox with 5 capabilities; each test "
-                      "a forked child with its own mount+IPC namespace, /tmp, pipes, limits and the slot uid)")
+            python = ("Python: warm workers (one per slot, root in its sandbox with 6 capabilities; each test "
+                      "a forked child with its own PID+mount+IPC+net namespace, /tmp, pipes, limits and the slot uid)")
         else:
             python = "Python: a fresh interpreter per test" + (f" ({self.warm_missing})" if self.warm_missing else "")
         return "; ".join(part for part in (base, self.memory_bound(), python, self.egress) if part)
