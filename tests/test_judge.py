@@ -136,7 +136,7 @@ def test_a_judge_never_closed_removes_its_folder_at_exit():
 def test_python_preflight_passes_here_and_stops_where_python_cannot_run_1_plus_1(judge):
     judge.preflight("python")  # this machine's Python prints 2 in the sandbox
     with Judge(workers=1, sandbox="bwrap-cold") as broken:
-        broken._runner("python").executor.interpreter = "/bin/false"  # runs nothing and exits 1
+        broken._runners.get("python").executor.interpreter = "/bin/false"  # runs nothing and exits 1
         with pytest.raises(JudgeUnavailable, match=r"^python cannot run 1\+1 in the sandbox \(.*\): runtime_error"):
             broken.preflight("python")
 
