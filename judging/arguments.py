@@ -46,8 +46,8 @@ class JudgeArguments:
     )
     judge_disk_mb: int = field(
         default=64,
-        metadata={"help": "What one test may write, in MB: the size of its /scratch and of its /tmp, each a tmpfs "
-                  "in the bwrap sandbox (memory, never the host disk)."},
+        metadata={"help": "What one test may write, in MB: the size of its /scratch, /tmp and /dev/shm, each a "
+                  "tmpfs in the bwrap sandbox (memory, never the host disk)."},
     )
     q_licence_hosts: str = field(
         default="auto",

@@ -115,6 +115,9 @@ class Cgroups:
         except OSError as error:
             self.close()
             self.unavailable = f"cgroup {self.version} not writable here ({error.strerror or error}: {error.filename})"
+            if self.version == "v2" and error.errno == errno.EBUSY:  # v2's rule: controllers or processes, not both
+                self.unavailable += ("; the judge's own cgroup holds processes (the trainer), so it cannot give "
+                                     "cgroups below it controllers: run the trainer in the root cgroup")
             self.version = ""
             self.slots = {}
 

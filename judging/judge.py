@@ -74,7 +74,7 @@ class Judge:
     (``judging/warm.py``) when they start, else cold; ``"bwrap-cold"`` is bwrap with a fresh interpreter
     per test.
 
-    ``memory_mb`` bounds one test's memory and ``disk_mb`` the size of its /scratch and of its /tmp (each a
+    ``memory_mb`` bounds one test's memory and ``disk_mb`` the size of its /scratch, /tmp and /dev/shm (each a
     tmpfs inside the bwrap sandbox; the weaker levels write to a host folder).
 
     ``q_licence_hosts`` is what judged q may reach, only through the judge's licence proxy

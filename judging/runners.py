@@ -256,7 +256,7 @@ class Runners:
         limits, cgroups = self.limits, self.slots.cgroups
         if cgroups.version:
             return cgroups.describe(limits.memory_mb, limits.processes)
-        tmpfs = f", /scratch and /tmp {limits.disk_mb} MB each" if self.level == "bwrap" else ""
+        tmpfs = f", /scratch, /tmp and /dev/shm {limits.disk_mb} MB each" if self.level == "bwrap" else ""
         return (f"memory: NOT bounded per test ({cgroups.unavailable}); only per process: address space "
                 f"{limits.memory_mb} MB each, at most {limits.processes} processes per slot uid{tmpfs}, memfd "
                 f"pages unbounded")

@@ -4,8 +4,9 @@ Levels, strongest first (picked once by probing, never per execution):
 
 - ``bwrap``: bubblewrap started as root builds PID, network, IPC and UTS namespaces and a private,
   read-only filesystem view holding only /usr, /proc, /dev, the interpreter's own files, and /scratch (the
-  working directory, holding the program) and /tmp, each a fresh tmpfs of ``--judge_disk_mb``: nothing a test
-  writes reaches the host disk (its pages are memory, counted in the slot's cgroup: judging/cgroups.py).
+  working directory, holding the program), /tmp and /dev/shm, each a fresh tmpfs of ``--judge_disk_mb``:
+  nothing a test writes reaches the host disk (its pages are memory, counted in the slot's cgroup:
+  judging/cgroups.py).
   Inside, ``setpriv`` drops to a per-slot unprivileged uid (so RLIMIT_NPROC binds and slots cannot signal each
   other) and ``prlimit`` sets the resource limits. bwrap runs as root rather than after the uid drop because
   the interpreter may live in a folder the slot uid cannot enter (pyenv under /root is 0700); the program
@@ -144,7 +145,7 @@ class Limits:
     processes: int = 32
     file_mb: int = 16
     open_files: int = 64
-    disk_mb: int = 64  # the size of each of /scratch and /tmp, both tmpfs, at the bwrap level
+    disk_mb: int = 64  # the size of each of /scratch, /tmp and /dev/shm, all tmpfs, at the bwrap level
 
     @property
     def disk_bytes(self) -> int:
@@ -337,7 +338,7 @@ class Sandbox:
         limits = f"rlimits as={self.limits.memory_mb}MB cpu nproc fsize nofile core"
         if self.level == "bwrap":
             keyring = ", seccomp: no new namespaces, setns, io_uring or kernel keyring" if SECCOMP_FILTER else ""
-            disk = f"/scratch and /tmp tmpfs of {self.limits.disk_mb} MB each (nothing written reaches the host disk)"
+            disk = f"/scratch, /tmp, /dev/shm tmpfs of {self.limits.disk_mb} MB each (nothing reaches the host disk)"
             return f"bwrap: pid+net+ipc+uts namespaces, private read-only fs, {disk}, {uid}, {limits}{keyring}"
         disk = "disk unbounded but for fsize (scratch is a host folder)"
         if self.level == "unshare":
