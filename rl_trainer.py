@@ -30,7 +30,6 @@ from training.evaluation import PassAtKEvaluator
 from training.preflight import check_model, check_packages, check_vllm_server, check_wandb, load_tokenizer
 from training.prompts import prompt_rows
 from training.run_folder import RunFolder, RunLogCallback, checkpoint_step, model_step
-from training.trainer import QGRPOTrainer
 from training.vllm_timeout import VLLMServerUnresponsive
 
 logger = logging.getLogger("rl_trainer")
@@ -147,6 +146,7 @@ def run_session(args: Arguments, state: PartialState) -> int:
         state.wait_for_everyone()
         dataset = Dataset.from_list(prompt_rows(train_problems, args.data.use_reasoning_format, args.data.prompt_style))
         tracker = make_tracker(args, run, [p["id"] for p in train_problems], state.is_main_process)
+        from training.trainer import QGRPOTrainer  # here, not above: TRL's trainer costs --help half a second
         if resume:
             tracker.restore(resume)
         trainer = QGRPOTrainer(

@@ -29,11 +29,11 @@ import time
 from pathlib import Path
 
 from judging.cgroups import SlotCgroup
-from judging.sandbox import KEYRING_FILTER, OUTPUT_CAP, SCRATCH, RunResult, Sandbox, read_capped
+from judging.sandbox import OUTPUT_CAP, SCRATCH, SECCOMP_FILTER, RunResult, Sandbox, read_capped
 
 WORKER = str(Path(__file__).with_name("warm_worker.py"))
 WORKER_INSIDE = "/warm_worker.py"
-CAPABILITIES = ("CAP_SETUID", "CAP_SETGID", "CAP_SYS_ADMIN", "CAP_KILL", "CAP_SETPCAP")
+CAPABILITIES = ("CAP_SETUID", "CAP_SETGID", "CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_KILL", "CAP_SETPCAP")
 SLOTS = "/slots"
 START_TIMEOUT = 10.0
 # Past the test's timeout, how long a worker may take to kill, reap and reply before it counts as failed.
@@ -52,15 +52,16 @@ class WarmWorker:
     def __init__(self, sandbox: Sandbox, interpreter: str, uid: int, folder: str, cgroup: SlotCgroup | None = None):
         limits = {"memory_mb": sandbox.limits.memory_mb, "processes": sandbox.limits.processes,
                   "file_mb": sandbox.limits.file_mb, "open_files": sandbox.limits.open_files,
-                  "tmpfs_bytes": sandbox.limits.disk_bytes, "seccomp": KEYRING_FILTER.hex() if KEYRING_FILTER else None}
+                  "tmpfs_bytes": sandbox.limits.disk_bytes, "seccomp": SECCOMP_FILTER.hex() if SECCOMP_FILTER else None}
         self.log = f"{folder}.log"
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         capabilities = [arg for cap in CAPABILITIES for arg in ("--cap-add", cap)]
+        # The worker joins the slot's cgroup: it and every child it forks count against its memory and tasks.
+        binds, join = cgroup.join_inside() if cgroup else ([], [])
         command = [*sandbox.prefix, "--bind", folder, SLOTS, "--dir", SCRATCH, "--setenv", "HOME", SCRATCH,
-                   "--ro-bind", WORKER, WORKER_INSIDE, "--chdir", "/", "--cap-drop", "ALL", *capabilities,
-                   interpreter, "-I", "-S", "-B", WORKER_INSIDE, str(theirs.fileno()), str(uid), json.dumps(limits)]
-        if cgroup:  # the worker and every child it forks count against the slot's memory and tasks
-            command = cgroup.enter_command(command)
+                   "--ro-bind", WORKER, WORKER_INSIDE, *binds, "--chdir", SCRATCH, "--cap-drop", "ALL", *capabilities,
+                   *join, interpreter, "-I", "-S", "-B", WORKER_INSIDE, str(theirs.fileno()), str(uid),
+                   json.dumps(limits)]
         with theirs, open(self.log, "wb") as log:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
                                             pass_fds=(theirs.fileno(),), start_new_session=True)

@@ -83,7 +83,7 @@ def test_licence_hosts_values():
 
 
 def test_auto_learns_the_licence_server_and_q_passes(kc_lic, licence_server, caplog):
-    caplog.set_level(logging.INFO, logger="judging.judge")
+    caplog.set_level(logging.INFO, logger="judging")
     with Judge(timeout=5.0, workers=2, q_binary=LICENSED_Q) as judge:
         judge.preflight("q")
         judgement = judge.run("solve:{6}", SIX, "q")
@@ -135,7 +135,7 @@ def test_refused_starts_are_retried_and_counted(kc_lic, licence_server):
 
 
 def test_auto_without_a_licence_server_opens_no_egress(qhome, caplog):
-    caplog.set_level(logging.INFO, logger="judging.judge")
+    caplog.set_level(logging.INFO, logger="judging")
     with Judge(timeout=5.0, workers=1, q_binary=LICENSED_Q) as judge:
         judgement = judge.run("solve:{6}", SIX, "q")
         assert judgement.status == "passed", judgement.tests[0].stderr

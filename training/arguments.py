@@ -7,12 +7,13 @@ depend on several dataclasses are resolved once, in `parse_args`, so the `config
 the trainer uses.
 """
 
+import argparse
 import logging
 import os
 import re
 import sys
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -24,6 +25,7 @@ from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE
 from judging import JudgeArguments
 from rewards import REWARD_FUNCS, ScoringArguments
 from judging.languages import LANGUAGES
+from training.help import HelpFormatter, regroup
 from training.run_folder import run_of_model
 
 # TRL 1.16 still uses transformers' gradient_checkpointing names (field and methods), each use warning of the v6
@@ -277,6 +279,11 @@ class QGRPOConfig(GRPOConfig):
     max_model_len: int | None = field(
         default=None, metadata={"help": "vLLM context length; sets --vllm_max_model_length."}
     )
+    resume_from_checkpoint: str | None = field(
+        default=None,
+        metadata={"help": "latest (the run folder's newest checkpoint) or a checkpoint folder: continue that run's "
+                  "steps, optimizer, schedule and logs. Default: start a new run."},
+    )
 
     def __post_init__(self):
         positive("--vllm_request_timeout", self.vllm_request_timeout, "number of seconds")
@@ -332,16 +339,64 @@ def model_size(model: str) -> str:
     return f"{match.group(1)}b" if match else "other"
 
 
+DESCRIPTION = """\
+GRPO training of code models on problems with test cases (Q or Python): TRL's GRPOTrainer, each completion judged
+by running it against its problem's tests in a sandbox, held-out pass@k along the way. See README.md.
+
+examples:
+  python scripts/make_tiny_model.py tiny_model          # a tiny local model, to try things on a CPU
+  python rl_trainer.py --model tiny_model --language python --max_steps 3 --output_dir runs/first
+  python rl_trainer.py --config runs/first/config.yaml --resume_from_checkpoint latest
+  python rl_trainer.py --eval_only --model runs/first/checkpoints/checkpoint-3
+  accelerate launch --config_file config/zero3.yaml rl_trainer.py --preset 7b --model /ckpts/q-7b-sft --use_vllm
+"""
+USAGE = "python rl_trainer.py [flags]  (or: accelerate launch [launcher flags] rl_trainer.py [flags])"
+
+
+def _fields(*dataclass_types) -> tuple[str, ...]:
+    return tuple(f.name for dtype in dataclass_types for f in fields(dtype) if f.init)
+
+
+# --help's groups, in order (training/help.py); every project flag is in one, TRL's and transformers' fields follow.
+HELP_GROUPS = {
+    "model": _fields(ModelArguments),
+    "data": _fields(DataArguments),
+    "rewards and judge": _fields(RewardFunctionArguments, ScoringArguments, JudgeArguments),
+    "training": ("output_dir", "overwrite_output_dir", "resume_from_checkpoint", "max_steps", "num_train_epochs",
+                 "learning_rate", "per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
+                 "max_completion_length", "generation_temp", "save_steps", "seed", "bf16",
+                 *_fields(DifficultyFilterArguments)),
+    "evaluation": (*_fields(EvalArguments), "eval_steps", "eval_on_start"),
+    "generation with vLLM": ("use_vllm", "vllm_mode", "vllm_request_timeout", "max_model_len", "vllm_server_host",
+                             "vllm_server_port", "vllm_gpu_memory_utilization"),
+    "logging": (*_fields(LoggingArguments), "logging_steps"),
+    "presets and config": ("preset", "config"),
+}
+
+
 class Parser(TrlParser):
-    """TRL's parser whose errors (a bad value, an unknown choice) are one line, without the usage block."""
+    """TRL's parser with --help laid out for this trainer, and errors (a bad value, an unknown choice) on one line,
+    without the usage block."""
+
+    def __init__(self):
+        super().__init__((ModelArguments, DataArguments, RewardFunctionArguments, ScoringArguments, JudgeArguments,
+                          EvalArguments, DifficultyFilterArguments, LoggingArguments, QGRPOConfig),
+                         prog="rl_trainer.py", usage=USAGE, description=DESCRIPTION, formatter_class=HelpFormatter)
+        # Read from argv before parsing (file_defaults); here for --help only.
+        self.add_argument("--preset", metavar="SIZE", default=argparse.SUPPRESS,
+                          help="Defaults from config/models/SIZE.yaml (1.5b, 7b, 14b, 32b, ...); flags win over them.")
+        self.add_argument("--config", metavar="FILE.yaml", default=argparse.SUPPRESS,
+                          help="Defaults from a YAML of setting: value, e.g. a run's config.yaml; over --preset, "
+                          "under flags.")
+        regroup(self, HELP_GROUPS, "TRL and transformers settings",
+                "Every other GRPOConfig / TrainingArguments field, as TRL and transformers define it.")
 
     def error(self, message: str):
         raise UsageError(f"{message}; see `python rl_trainer.py --help`")
 
 
 def make_parser() -> Parser:
-    return Parser((ModelArguments, DataArguments, RewardFunctionArguments, ScoringArguments, JudgeArguments,
-                   EvalArguments, DifficultyFilterArguments, LoggingArguments, QGRPOConfig), prog="rl_trainer.py")
+    return Parser()
 
 
 def _read_yaml(path: str, flag: str) -> dict:
