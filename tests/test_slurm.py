@@ -57,6 +57,7 @@ def slurm(tmp_path_factory):
         yield {**os.environ, "SLURM_CONF": str(folder / "slurm.conf"), "PYTHONPATH": str(ROOT)}
     finally:
         subprocess.run([str(CLUSTER), "down", str(folder)], capture_output=True, timeout=120)
+    assert processes_mentioning(str(folder)) == [], "local_cluster.sh down left a daemon running"
 
 
 def free_port() -> str:

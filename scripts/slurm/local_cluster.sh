@@ -74,7 +74,7 @@ EOF
         >> "$dir/slurm.conf"
 }
 
-wait_until_idle() {  # both nodes idle, or fail naming the logs
+wait_until_idle() {  # both nodes idle, or say why not and return 1
     local dir="$1" waited=0 states
     while :; do
         states="$(SLURM_CONF="$dir/slurm.conf" sinfo -h -N -o '%N %t' 2>/dev/null | sort -u || true)"
@@ -83,15 +83,27 @@ wait_until_idle() {  # both nodes idle, or fail naming the logs
         fi
         if (( waited >= WAIT_S )); then
             echo "local_cluster.sh: the nodes are not idle after ${WAIT_S}s (${states:-no answer}); see $dir/log/" >&2
-            exit 1
+            return 1
         fi
         sleep 1
         waited=$((waited + 1))
     done
 }
 
+start_daemons() {  # start_daemons DIR: munged, slurmctld, a slurmd per node; 1 if one fails or a node stays down
+    local dir="$1" node
+    munged --force --socket="$dir/munge/munge.socket" --key-file="$dir/munge/munge.key" \
+        --pid-file="$dir/pids/munged.pid" --log-file="$dir/log/munged.log" --seed-file="$dir/munge/munged.seed" ||
+        return 1
+    slurmctld -f "$dir/slurm.conf" -i || return 1
+    for node in "${NODES[@]}"; do
+        slurmd -f "$dir/slurm.conf" -N "$node" || return 1
+    done
+    wait_until_idle "$dir"
+}
+
 up() {
-    local dir="$1" ports node
+    local dir="$1" ports
     for command in munged slurmctld slurmd sinfo; do
         command -v "$command" >/dev/null ||
             fail "$command not found; install slurm-wlm and munge (scripts/install.sh --slurm)"
@@ -104,15 +116,12 @@ up() {
     chmod 755 "$dir" "$dir/munge"
     dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
     chmod 400 "$dir/munge/munge.key"
-    munged --force --socket="$dir/munge/munge.socket" --key-file="$dir/munge/munge.key" \
-        --pid-file="$dir/pids/munged.pid" --log-file="$dir/log/munged.log" --seed-file="$dir/munge/munged.seed"
     read -r -a ports <<< "$(free_ports $((1 + ${#NODES[@]})))"
     write_config "$dir" "${ports[@]}"
-    slurmctld -f "$dir/slurm.conf" -i
-    for node in "${NODES[@]}"; do
-        slurmd -f "$dir/slurm.conf" -N "$node"
-    done
-    wait_until_idle "$dir"
+    if ! start_daemons "$dir"; then
+        down "$dir"  # nothing left running from a cluster that did not come up
+        exit 1
+    fi
     echo "$dir"
 }
 
