@@ -57,6 +57,16 @@ class SlotCgroup:
             return 0
         return int(found.group(1)) if found else 0
 
+    def wait_settled(self, seconds: float = 2.0, most: int = 2) -> None:
+        """Wait, at most ``seconds``, until at most ``most`` tasks are charged to this cgroup. A killed PID
+        namespace's processes die after bubblewrap does and stay charged until reaped; left there, they count
+        against the next test's pids.max (bwrap then fails to start it: ``Creating new namespace failed``).
+        ``most`` spares the one or two zombies the host's init reaps in its own time (over a second here)."""
+        counters = [folder / "pids.current" for folder in self.folders if (folder / "pids.current").exists()]
+        deadline = time.monotonic() + seconds
+        while any(int(counter.read_text()) > most for counter in counters) and time.monotonic() < deadline:
+            time.sleep(0.002)
+
     def kill_all(self) -> None:
         for folder in self.folders:
             try:
