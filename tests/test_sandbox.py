@@ -398,15 +398,15 @@ def test_the_test_after_one_that_filled_its_process_limit_starts(one_slot):
             "    except OSError:\n"
             "        pass\n")
     (cgroup,) = one_slot._cgroups.slots.values() or [None]
-    counters = [folder / "pids.current" for folder in cgroup.folders] if cgroup else []
+    listed = [folder / "cgroup.procs" for folder in cgroup.folders] if cgroup else []
     run(one_slot, "pass")
-    idle = max([int(counter.read_text()) for counter in counters if counter.exists()], default=0)  # a warm worker's
+    idle = {path: path.read_text().split() for path in listed}  # a warm worker's sandbox, or nothing
     for _ in range(3):
         assert run(one_slot, fill).status == "timeout"
-        left = [int(counter.read_text()) for counter in counters if counter.exists()]
+        left = {path: path.read_text().split() for path in listed}
         result = run(one_slot, "print(6)", "6").tests[0]
         assert result.status == "passed", result.stderr
-        assert max(left, default=0) <= idle + 2, f"{left} tasks charged to the slot after the fork bomb, {idle} idle"
+        assert left == idle, f"processes of the fork bomb still in the slot's cgroup: {left}, idle {idle}"
 
 
 SECRET_PORT = 40000 + 1234
