@@ -68,6 +68,17 @@ class SlotCgroup:
             return 0
         return int(found.group(1)) if found else 0
 
+    def wait_settled(self, seconds: float = 2.0) -> None:
+        """Wait, at most ``seconds``, until no live process is left in this cgroup. A killed PID namespace's
+        processes die after bubblewrap does; until then they count against the next test's pids.max (bwrap then
+        fails to start it: ``Creating new namespace failed``). Zombies are not waited for: bwrap's init, orphaned
+        when bwrap is killed, stays one until the host's init reaps it, which this machine's does only now and
+        then (they still count against pids.max, which leaves room for a few)."""
+        listed = [folder / "cgroup.procs" for folder in self.folders]
+        deadline = time.monotonic() + seconds
+        while any(path.read_text().strip() for path in listed) and time.monotonic() < deadline:
+            time.sleep(0.002)
+
     def kill_all(self) -> None:
         for folder in self.folders:
             try:

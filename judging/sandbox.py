@@ -406,6 +406,8 @@ class Sandbox:
             _kill_group(proc)
             if uid is not None and self.level == "rlimits":
                 _kill_uid(uid)
+            if cgroup:
+                cgroup.wait_settled()
         seconds = time.monotonic() - start
         return RunResult(
             returncode=None if timed_out or overflow else proc.returncode,

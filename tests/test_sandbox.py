@@ -398,6 +398,27 @@ def one_slot(sandbox):
         yield judge
 
 
+def test_the_test_after_one_that_filled_its_process_limit_starts(one_slot):
+    """A test's processes die after its sandbox does and count against its slot's process limit until reaped:
+    the slot's next test must not find them there (cold, bwrap failed to start it: a runtime_error)."""
+    fill = ("import os\n"
+            "while True:\n"
+            "    try:\n"
+            "        os.fork()\n"
+            "    except OSError:\n"
+            "        pass\n")
+    (cgroup,) = one_slot._cgroups.slots.values() or [None]
+    listed = [folder / "cgroup.procs" for folder in cgroup.folders] if cgroup else []
+    run(one_slot, "pass")
+    idle = {path: path.read_text().split() for path in listed}  # a warm worker's sandbox, or nothing
+    for _ in range(3):
+        assert run(one_slot, fill).status == "timeout"
+        left = {path: path.read_text().split() for path in listed}
+        result = run(one_slot, "print(6)", "6").tests[0]
+        assert result.status == "passed", result.stderr
+        assert left == idle, f"processes of the fork bomb still in the slot's cgroup: {left}, idle {idle}"
+
+
 SECRET_PORT = 40000 + 1234
 TIME_WAIT = "06"
 
