@@ -8,8 +8,9 @@ import os
 from dataclasses import dataclass, field
 
 from cli import positive
-from judging.judge import SANDBOX_CHOICES, Judge
+from judging.judge import Judge
 from judging.licence_proxy import parse_licence_hosts
+from judging.runners import SANDBOX_CHOICES
 
 
 @dataclass
@@ -37,7 +38,12 @@ class JudgeArguments:
         metadata={"help": "Parallel executions per process. Default: the cores shared among local ranks.",
                   "aliases": ["--workers"]},
     )
-    judge_memory_mb: int = field(default=1024, metadata={"help": "Address-space limit of one execution, in MB."})
+    judge_memory_mb: int = field(
+        default=1024,
+        metadata={"help": "Memory of one test, in MB: all its processes together, tmpfs and memfd pages included "
+                  "(a cgroup per slot, as root), and each process's address space. Without a writable cgroup only "
+                  "the latter holds; the logged isolation line says which."},
+    )
     judge_disk_mb: int = field(
         default=64,
         metadata={"help": "What one test may write, in MB: the size of its /scratch and of its /tmp, each a tmpfs "
@@ -51,7 +57,7 @@ class JudgeArguments:
     )
 
     def __post_init__(self):
-        parse_licence_hosts(self.q_licence_hosts)
+        self._licence_hosts = parse_licence_hosts(self.q_licence_hosts)  # parsed once, handed to the judge
         positive("--judge_timeout/--timeout", self.judge_timeout, "number of seconds")
         positive("--judge_workers/--workers", self.judge_workers)
         positive("--judge_memory_mb", self.judge_memory_mb)
@@ -62,5 +68,5 @@ class JudgeArguments:
         local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         workers = self.judge_workers or max(1, (os.cpu_count() or 1) // local_ranks)
         return Judge(timeout=self.judge_timeout, workers=workers, sandbox=self.sandbox,
-                     memory_mb=self.judge_memory_mb, q_binary=self.q_binary, q_licence_hosts=self.q_licence_hosts,
+                     memory_mb=self.judge_memory_mb, q_binary=self.q_binary, q_licence_hosts=self._licence_hosts,
                      disk_mb=self.judge_disk_mb)

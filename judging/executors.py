@@ -10,9 +10,11 @@ import os
 import re
 import shutil
 import signal
+import site
 import socket
 import stat
 import sys
+import sysconfig
 from pathlib import Path
 
 from judging.sandbox import RunResult
@@ -32,7 +34,9 @@ class PythonExecutor:
     """CPython from this environment, run ``-I -S -B``: isolated mode, standard library only.
 
     Skipping ``site`` cuts start-up from ~70 ms to ~20 ms here and keeps the trainer's packages
-    (torch, wandb, ...) out of reach of the program.
+    (torch, wandb, ...) off the program's path; ``hidden`` (the interpreter's site-packages, covered by an
+    empty folder in the sandbox's view) keeps them and what they ship out of its sight: a non-editable install
+    of this project puts every bundled test and solution (data/*.jsonl) there.
     """
 
     language = "python"
@@ -43,6 +47,7 @@ class PythonExecutor:
         self.interpreter = os.path.realpath(sys.executable)
         prefixes = {os.path.realpath(p) for p in (sys.base_prefix, sys.base_exec_prefix)}
         self.read_only = sorted(p for p in prefixes if not p.startswith("/usr"))
+        self.hidden = site_packages_in_view(self.read_only)
         self.env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
         self.read_write: list[str] = []
         self.hostname = "sandbox"
@@ -70,6 +75,15 @@ class PythonExecutor:
         if result.returncode in _CPU_LIMIT_EXITS:
             return "timeout"
         return "runtime_error"
+
+
+def site_packages_in_view(read_only: list[str]) -> list[str]:
+    """This interpreter's site-packages folders that the sandbox's view would show (under /usr or ``read_only``)."""
+    found = {*site.getsitepackages(), site.getusersitepackages(), sysconfig.get_path("purelib"),
+             sysconfig.get_path("platlib")}
+    shown = ("/usr", *read_only)
+    return sorted({os.path.realpath(path) for path in found if os.path.isdir(path)
+                   and any(os.path.realpath(path).startswith(top + "/") for top in shown)})
 
 
 class QExecutor:
@@ -112,6 +126,7 @@ class QExecutor:
             self.read_only.append(self.env["QHOME"])
         self.hostname = socket.gethostname()
         self.read_write: list[str] = []
+        self.hidden: list[str] = []
         if os.environ.get("KX_ACCT") and self.binary:
             self.env["KX_ACCT"] = os.path.realpath(os.environ["KX_ACCT"])
             self.read_write.append(self.env["KX_ACCT"])

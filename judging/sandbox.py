@@ -5,12 +5,13 @@ Levels, strongest first (picked once by probing, never per execution):
 - ``bwrap``: bubblewrap started as root builds PID, network, IPC and UTS namespaces and a private,
   read-only filesystem view holding only /usr, /proc, /dev, the interpreter's own files, and /scratch (the
   working directory, holding the program) and /tmp, each a fresh tmpfs of ``--judge_disk_mb``: nothing a test
-  writes reaches the host disk (its pages are memory). Inside, ``setpriv``
-  drops to a per-slot unprivileged uid (so RLIMIT_NPROC binds and slots cannot signal each other) and
-  ``prlimit`` sets the resource limits. bwrap runs as root rather than after the uid drop because the
-  interpreter may live in a folder the slot uid cannot enter (pyenv under /root is 0700); the program
-  itself still runs unprivileged with an empty capability set. A seccomp program (``keyring_filter``) refuses
-  the kernel keyring, which outlives processes and would carry keys from one test of a slot uid to the next.
+  writes reaches the host disk (its pages are memory, counted in the slot's cgroup: judging/cgroups.py).
+  Inside, ``setpriv`` drops to a per-slot unprivileged uid (so RLIMIT_NPROC binds and slots cannot signal each
+  other) and ``prlimit`` sets the resource limits. bwrap runs as root rather than after the uid drop because
+  the interpreter may live in a folder the slot uid cannot enter (pyenv under /root is 0700); the program
+  itself still runs unprivileged with an empty capability set. A seccomp program (``seccomp_filter``) refuses
+  new namespaces, setns, io_uring and the kernel keyring (which outlives processes and would carry keys from
+  one test of a slot uid to the next).
   Python tests run in warm workers instead when they start (``judging/warm.py``: the same sandbox, started
   once per slot, forking a child per test); ``bwrap-cold`` in the judge keeps this path for them.
 - ``unshare``: util-linux ``unshare`` gives PID, network, IPC and UTS namespaces, then ``setpriv`` and
@@ -25,6 +26,7 @@ init dies with it and the kernel kills every descendant, double-forked daemons i
 from __future__ import annotations
 
 import fcntl
+import functools
 import grp
 import math
 import os
@@ -39,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cli import UsageError
+from judging.cgroups import SlotCgroup
 
 LEVELS = ("bwrap", "unshare", "rlimits")
 NAMESPACE_LEVELS = ("bwrap", "unshare")
@@ -56,29 +59,79 @@ SLOT_LOCK_DIR = Path("/run/lock/rewards-slot-uids")
 OUTPUT_CAP = 1 << 20
 
 
-def keyring_filter() -> bytes | None:
-    """A seccomp program (classic BPF, as bwrap's ``--seccomp`` and prctl take it) that refuses the kernel
-    keyring calls (add_key, request_key, keyctl) with EPERM, and every call of another ABI (i386, x32).
+# Per architecture: the audit arch and the calls refused. clone3's flags sit in memory, where seccomp cannot read
+# them, so clone3 gets ENOSYS and libc falls back to clone, whose flags it can read.
+_SECCOMP_CALLS = {
+    "x86_64": {"arch": 0xC000003E, "clone": 56, "unshare": 272, "clone3": 435,
+               "refused": {"add_key": 248, "request_key": 249, "keyctl": 250, "setns": 308, "io_uring_setup": 425,
+                           "io_uring_enter": 426, "io_uring_register": 427}},
+    "aarch64": {"arch": 0xC00000B7, "clone": 220, "unshare": 97, "clone3": 435,
+                "refused": {"add_key": 217, "request_key": 218, "keyctl": 219, "setns": 268, "io_uring_setup": 425,
+                            "io_uring_enter": 426, "io_uring_register": 427}},
+}
+# Every CLONE_NEW* flag: NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET; unshare also takes NEWTIME.
+CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+CLONE_NEWTIME = 0x00000080
 
-    A uid's user keyring outlives its processes: without this, a program could leave keys that a later
-    program of the same slot uid (a later test, or a later run on this machine) reads. None on an
-    architecture this does not know, where the keyring stays reachable.
+
+def seccomp_filter() -> bytes | None:
+    """The seccomp program (classic BPF, as bwrap's ``--seccomp`` and prctl take it) that judged code runs under,
+    on both bwrap paths. It refuses with EPERM:
+
+    - new namespaces (``unshare`` and ``clone`` with a CLONE_NEW* flag) and ``setns``: a user namespace gives uid
+      0 with every capability inside it, a network or mount namespace one to configure; most recent local
+      privilege escalations start there (Docker's default profile refuses them too);
+    - ``io_uring_setup``, ``io_uring_enter`` and ``io_uring_register``, for the same reason (Docker since 25);
+    - the kernel keyring (``add_key``, ``request_key``, ``keyctl``): a uid's user keyring outlives its processes,
+      so a program could leave keys that a later program of the same slot uid (a later test or run) reads;
+    - every call of another ABI (i386, x32);
+
+    and answers ``clone3`` with ENOSYS (see ``_SECCOMP_CALLS``). None on an architecture this does not know,
+    where all of these stay reachable.
     """
-    arches = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
-    if os.uname().machine not in arches:
+    calls = _SECCOMP_CALLS.get(os.uname().machine)
+    if calls is None:
         return None
-    audit_arch, calls = arches[os.uname().machine]
-    load, equal, at_least, ret = 0x20, 0x15, 0x35, 0x06
-    allow, refuse = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
-    deny = 5 + len(calls) + 1  # the index of the last instruction
-    program = [(load, 0, 0, 4), (equal, 1, 0, audit_arch), (ret, 0, 0, refuse),  # another ABI: refused
-               (load, 0, 0, 0), (at_least, deny - 5, 0, 0x40000000)]  # x32 numbers on x86_64: refused
-    program += [(equal, deny - index - 1, 0, call) for index, call in enumerate(calls, start=5)]
-    program += [(ret, 0, 0, allow), (ret, 0, 0, refuse)]
-    return b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
+    load, equal, at_least, has_bits, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, refuse, no_such_call = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38  # ALLOW, ERRNO | EPERM, ERRNO | ENOSYS
+    number, arch, flags = 0, 4, 16  # offsets in struct seccomp_data: nr, arch, the low half of args[0]
+    # (operation, jump if true, jump if false, operand); jumps name a label, resolved below.
+    program = [(load, 0, 0, arch), (equal, "check_number", "refuse", calls["arch"]),
+               ("check_number",), (load, 0, 0, number),
+               (at_least, "refuse", 0, 0x40000000)]  # x32 numbers on x86_64
+    program += [(equal, "refuse", 0, call) for call in calls["refused"].values()]
+    program += [(equal, "no_such_call", 0, calls["clone3"]), (equal, "unshare", 0, calls["unshare"]),
+                (equal, "clone", "allow", calls["clone"]),
+                ("unshare",), (load, 0, 0, flags), (has_bits, "refuse", "allow", CLONE_NAMESPACES | CLONE_NEWTIME),
+                ("clone",), (load, 0, 0, flags), (has_bits, "refuse", "allow", CLONE_NAMESPACES),
+                ("allow",), (ret, 0, 0, allow), ("refuse",), (ret, 0, 0, refuse),
+                ("no_such_call",), (ret, 0, 0, no_such_call)]
+    labels, index = {}, 0
+    for instruction in program:
+        if len(instruction) == 1:
+            labels[instruction[0]] = index
+        else:
+            index += 1
+    code, index = [], 0
+    for instruction in program:
+        if len(instruction) == 1:
+            continue
+        operation, true, false, operand = instruction
+        jumps = [labels[target] - index - 1 if isinstance(target, str) else target for target in (true, false)]
+        code.append(struct.pack("=HBBI", operation, *jumps, operand))
+        index += 1
+    return b"".join(code)
 
 
-KEYRING_FILTER = keyring_filter()
+SECCOMP_FILTER = seccomp_filter()
+
+
+@functools.lru_cache(maxsize=1)
+def _disable_userns() -> list[str]:
+    """bwrap's ``--disable-userns`` (bubblewrap 0.8+, only with ``--unshare-user``, so not as root, where the
+    seccomp program alone refuses user namespaces), or nothing where this bwrap lacks it."""
+    help_text = subprocess.run(["bwrap", "--help"], capture_output=True, text=True, check=False).stdout
+    return ["--disable-userns"] if "--disable-userns" in help_text else []
 
 
 class SandboxUnavailable(UsageError):
@@ -233,11 +286,13 @@ class Sandbox:
     ``env`` is the complete environment the program sees. ``read_write`` are host files it may write
     (q's KX_ACCT); ``hostname`` is the name it sees (q keeps the host's: k4.lic is bound to it).
     ``netns`` maps each slot uid to a network namespace (an open fd) the program runs in instead of a
-    fresh one: the licence proxy's slot namespaces (judging/licence_proxy.py).
+    fresh one: the licence proxy's slot namespaces (judging/licence_proxy.py). ``hidden`` are folders inside
+    the view that the program must not see (the interpreter's site-packages): each is covered by an empty one.
     """
 
     def __init__(self, level: str, limits: Limits, read_only: list[str], env: dict[str, str],
-                 read_write: list[str] = (), hostname: str = "sandbox", netns: dict[int, int] | None = None):
+                 read_write: list[str] = (), hostname: str = "sandbox", netns: dict[int, int] | None = None,
+                 hidden: list[str] = ()):
         if level not in LEVELS:
             raise ValueError(f"unknown sandbox level {level!r}; use one of {', '.join(LEVELS)}")
         self.level = level
@@ -246,20 +301,23 @@ class Sandbox:
         self.as_root = os.geteuid() == 0
         self.hostname = hostname
         self.netns = netns
-        self.prefix = self._build_prefix(read_only, list(read_write))
+        self.prefix = self._build_prefix(read_only, list(read_write), list(hidden))
 
-    def _build_prefix(self, read_only: list[str], read_write: list[str]) -> list[str]:
+    def _build_prefix(self, read_only: list[str], read_write: list[str], hidden: list[str]) -> list[str]:
         if self.level == "bwrap":
             namespaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
             if self.netns is not None:
                 namespaces.remove("--unshare-net")
             if not self.as_root:
-                namespaces.append("--unshare-user")
+                namespaces += ["--unshare-user", *_disable_userns()]
             args = ["bwrap", *namespaces, "--die-with-parent", "--new-session", "--clearenv",
                     "--hostname", self.hostname, "--ro-bind", "/usr", "/usr", *_usr_merged_links(),
                     "--proc", "/proc", "--dev", "/dev",
                     "--perms", "1777", "--size", str(self.limits.disk_bytes), "--tmpfs", "/tmp",
+                    "--perms", "1777", "--size", str(self.limits.disk_bytes), "--tmpfs", "/dev/shm",  # multiprocessing
                     *_bind_with_parents(read_only, read_write)]
+            for path in hidden:  # an empty, unwritable folder over it (0555: the root warm worker cannot write it)
+                args += ["--perms", "0555", "--size", "4096", "--tmpfs", path]
             for key, value in self.env.items():
                 args += ["--setenv", key, value]
             return args
@@ -278,7 +336,7 @@ class Sandbox:
             uid = f"judged code runs as the trainer's user (uid {os.geteuid()}) and can read its files"
         limits = f"rlimits as={self.limits.memory_mb}MB cpu nproc fsize nofile core"
         if self.level == "bwrap":
-            keyring = ", no kernel keyring (seccomp)" if KEYRING_FILTER else ""
+            keyring = ", seccomp: no new namespaces, setns, io_uring or kernel keyring" if SECCOMP_FILTER else ""
             disk = f"/scratch and /tmp tmpfs of {self.limits.disk_mb} MB each (nothing written reaches the host disk)"
             return f"bwrap: pid+net+ipc+uts namespaces, private read-only fs, {disk}, {uid}, {limits}{keyring}"
         disk = "disk unbounded but for fsize (scratch is a host folder)"
@@ -287,9 +345,11 @@ class Sandbox:
         return f"rlimits (weak): no namespaces, network and host fs reachable, {disk}, {uid}, {limits}"
 
     def command(self, argv: list[str], scratch: str | None, uid: int | None, timeout: float,
-                seccomp_fd: int | None = None, program: tuple[str, int] | None = None) -> list[str]:
+                seccomp_fd: int | None = None, program: tuple[str, int] | None = None,
+                cgroup: SlotCgroup | None = None) -> list[str]:
         """The command line; at the bwrap level /scratch is a fresh tmpfs and ``program`` (a file name and a
-        descriptor holding it) is copied into it, else ``scratch`` (a host folder) is the working folder."""
+        descriptor holding it) is copied into it, else ``scratch`` (a host folder) is the working folder. The
+        program joins the slot's ``cgroup`` before anything else runs."""
         drop = []
         if uid is not None:
             drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
@@ -302,14 +362,18 @@ class Sandbox:
         if self.level == "bwrap":
             seccomp = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
             files = ["--perms", "0644", "--file", str(program[1]), f"{SCRATCH}/{program[0]}"] if program else []
-            return [*outer, *self.prefix, *seccomp, "--perms", "0777", "--size", str(self.limits.disk_bytes),
-                    "--tmpfs", SCRATCH, *files, "--chdir", SCRATCH, "--setenv", "HOME", SCRATCH, *drop, *limits, *argv]
-        return [*outer, *self.prefix, *drop, *limits, *argv]
+            binds, join = cgroup.join_inside() if cgroup else ([], [])
+            return [*outer, *self.prefix, *seccomp, *binds, "--perms", "0777", "--size", str(self.limits.disk_bytes),
+                    "--tmpfs", SCRATCH, *files, "--chdir", SCRATCH, "--setenv", "HOME", SCRATCH, *join, *drop,
+                    *limits, *argv]
+        command = [*outer, *self.prefix, *drop, *limits, *argv]
+        return cgroup.enter_command(command) if cgroup else command
 
     def run(self, argv: list[str], scratch: str | None, uid: int | None, timeout: float,
-            program: tuple[str, bytes] | None = None) -> RunResult:
+            program: tuple[str, bytes] | None = None, cgroup: SlotCgroup | None = None) -> RunResult:
         """Run ``argv`` in ``scratch`` (a host folder; at the bwrap level a fresh tmpfs holding ``program``, a
-        file name and its bytes, instead); everything it started is dead when this returns."""
+        file name and its bytes, instead), inside the slot's ``cgroup`` when there is one; everything it started
+        is dead when this returns."""
         env = None
         cwd = None
         if self.level != "bwrap":
@@ -318,16 +382,17 @@ class Sandbox:
         passed: list[int] = []
         try:
             seccomp = None
-            if self.level == "bwrap" and KEYRING_FILTER:
-                seccomp = _pipe_holding(KEYRING_FILTER)
+            if self.level == "bwrap" and SECCOMP_FILTER:
+                seccomp = _pipe_holding(SECCOMP_FILTER)
                 passed.append(seccomp)
             held = None
             if self.level == "bwrap" and program:
                 held = (program[0], _memfd_holding(program[1]))
                 passed.append(held[1])
+            command = self.command(argv, scratch, uid, timeout, seccomp, held, cgroup)
             start = time.monotonic()
             proc = subprocess.Popen(
-                self.command(argv, scratch, uid, timeout, seccomp, held), stdin=subprocess.DEVNULL,
+                command, stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True,
                 close_fds=True, pass_fds=passed,
             )

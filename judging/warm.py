@@ -4,7 +4,8 @@ A cold execution pays bubblewrap, setpriv, prlimit and the interpreter's start-u
 test. A warm worker pays them once: it is ``python -I -S -B`` inside the slot's own bubblewrap sandbox (the
 same namespaces and read-only view as a cold execution), and per execution it forks a child that gets a
 mount and IPC namespace of its own, a fresh tmpfs at /scratch holding the program and one at /tmp (each
-``--judge_disk_mb``), its own pipes, the limits and the slot uid, then runs the program (``judging/warm_worker.py`` says how).
+``--judge_disk_mb``), its own pipes, the limits and the slot uid, then runs the program
+(``judging/warm_worker.py`` says how).
 
 Why the worker is root inside the sandbox and the child the slot uid: a child cannot signal, ptrace or
 open the files of a process of another uid, so nothing a program does reaches the worker; and the worker
@@ -27,11 +28,12 @@ import subprocess
 import time
 from pathlib import Path
 
-from judging.sandbox import KEYRING_FILTER, OUTPUT_CAP, SCRATCH, RunResult, Sandbox, read_capped
+from judging.cgroups import SlotCgroup
+from judging.sandbox import OUTPUT_CAP, SCRATCH, SECCOMP_FILTER, RunResult, Sandbox, read_capped
 
 WORKER = str(Path(__file__).with_name("warm_worker.py"))
 WORKER_INSIDE = "/warm_worker.py"
-CAPABILITIES = ("CAP_SETUID", "CAP_SETGID", "CAP_SYS_ADMIN", "CAP_KILL", "CAP_SETPCAP")
+CAPABILITIES = ("CAP_SETUID", "CAP_SETGID", "CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_KILL", "CAP_SETPCAP")
 SLOTS = "/slots"
 START_TIMEOUT = 10.0
 # Past the test's timeout, how long a worker may take to kill, reap and reply before it counts as failed.
@@ -47,16 +49,19 @@ class WorkerFailed(RuntimeError):
 class WarmWorker:
     """One slot's worker: ``run`` one execution at a time, ``close`` at the end."""
 
-    def __init__(self, sandbox: Sandbox, interpreter: str, uid: int, folder: str):
+    def __init__(self, sandbox: Sandbox, interpreter: str, uid: int, folder: str, cgroup: SlotCgroup | None = None):
         limits = {"memory_mb": sandbox.limits.memory_mb, "processes": sandbox.limits.processes,
                   "file_mb": sandbox.limits.file_mb, "open_files": sandbox.limits.open_files,
-                  "tmpfs_bytes": sandbox.limits.disk_bytes, "seccomp": KEYRING_FILTER.hex() if KEYRING_FILTER else None}
+                  "tmpfs_bytes": sandbox.limits.disk_bytes, "seccomp": SECCOMP_FILTER.hex() if SECCOMP_FILTER else None}
         self.log = f"{folder}.log"
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         capabilities = [arg for cap in CAPABILITIES for arg in ("--cap-add", cap)]
+        # The worker joins the slot's cgroup: it and every child it forks count against its memory and tasks.
+        binds, join = cgroup.join_inside() if cgroup else ([], [])
         command = [*sandbox.prefix, "--bind", folder, SLOTS, "--dir", SCRATCH, "--setenv", "HOME", SCRATCH,
-                   "--ro-bind", WORKER, WORKER_INSIDE, "--chdir", "/", "--cap-drop", "ALL", *capabilities,
-                   interpreter, "-I", "-S", "-B", WORKER_INSIDE, str(theirs.fileno()), str(uid), json.dumps(limits)]
+                   "--ro-bind", WORKER, WORKER_INSIDE, *binds, "--chdir", SCRATCH, "--cap-drop", "ALL", *capabilities,
+                   *join, interpreter, "-I", "-S", "-B", WORKER_INSIDE, str(theirs.fileno()), str(uid),
+                   json.dumps(limits)]
         with theirs, open(self.log, "wb") as log:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
                                             pass_fds=(theirs.fileno(),), start_new_session=True)
@@ -150,8 +155,10 @@ class WarmWorkers:
     says why); the caller then runs it cold.
     """
 
-    def __init__(self, sandbox: Sandbox, interpreter: str, base: str, uids: list[int]):
+    def __init__(self, sandbox: Sandbox, interpreter: str, base: str, uids: list[int],
+                 cgroups: dict[int, SlotCgroup] | None = None):
         self.sandbox = sandbox
+        self.cgroups = cgroups or {}
         self.interpreter = interpreter
         self.folders = {uid: os.path.join(base, f"warm-{uid}") for uid in uids}
         for folder in self.folders.values():
@@ -166,7 +173,8 @@ class WarmWorkers:
             if worker is None or not worker.alive():
                 if worker is not None:
                     self._drop(uid, "the warm worker died between executions")
-                worker = self._workers[uid] = WarmWorker(self.sandbox, self.interpreter, uid, self.folders[uid])
+                worker = self._workers[uid] = WarmWorker(self.sandbox, self.interpreter, uid, self.folders[uid],
+                                                         self.cgroups.get(uid))
             return worker.run(os.path.basename(scratch), timeout)
         except (WorkerFailed, OSError) as error:
             self._drop(uid, str(error))

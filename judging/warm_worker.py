@@ -1,23 +1,28 @@
 """The warm Python worker: the program that runs inside one slot's bubblewrap sandbox (never imported by the
 judge; ``judging/warm.py`` binds it read-only at /warm_worker.py and starts ``python -I -S -B /warm_worker.py``).
 
-The worker runs as root inside the sandbox's namespaces with five capabilities (SETUID, SETGID, SYS_ADMIN,
-KILL, SETPCAP) and never runs judged code itself. Per execution it forks a child that
+The worker runs as root inside the sandbox's namespaces with six capabilities (SETUID, SETGID, SYS_ADMIN,
+NET_ADMIN, KILL, SETPCAP) and never runs judged code itself. Per execution it forks an init, pid 1 of a PID
+namespace of its own, which
 
-- enters a mount and an IPC namespace of its own: a fresh /tmp, a fresh /scratch holding a copy of the
-  execution's program (both tmpfs of the judge's disk size; the folder holding the slot's programs is
-  unmounted), no SysV IPC or POSIX queue from before;
-- gets its own pipes as stdout and stderr, /dev/null as stdin, and no other descriptor (the control channel
-  is closed);
-- gets the limits, an empty bounding, inheritable and ambient capability set, the slot uid,
-  no_new_privs and the judge's seccomp program (no kernel keyring, as on the cold path); from then on it
-  cannot signal, ptrace or open the root-owned worker;
-- runs the program as ``__main__`` in a fresh module, as ``python -I -S -B /scratch/main.py`` would.
+- enters a mount, IPC and network namespace of its own: a fresh /proc (its own PID namespace only), a
+  fresh /tmp and /dev/shm, a fresh /scratch holding a copy of the execution's program (all tmpfs of the
+  judge's disk size; the folder holding the slot's programs is unmounted), no SysV IPC or POSIX queue from
+  before, and only a loopback interface, up, with no socket from before (a TIME_WAIT entry outlives its
+  processes by 60 s);
+- forks the program's process, pid 2 as on the cold path, which gets its own pipes as stdout and stderr,
+  /dev/null as stdin and no other descriptor (the control channel is closed); the limits, an empty
+  bounding, inheritable and ambient capability set, the slot uid, no_new_privs and the judge's seccomp
+  program (``judging.sandbox.seccomp_filter``); from then on it cannot signal, ptrace or open the
+  root-owned worker or init;
+- runs the program as ``__main__`` in a fresh module, as ``python -I -S -B /scratch/main.py`` would;
+- like bubblewrap's own init on the cold path, leads the session, reaps orphans, and exits with the
+  program's exit code (128 + the signal's number if a signal ended it) as soon as the program's process exits.
 
-When the child exits, times out or the judge asks, the worker kills every other process in the sandbox's
-PID namespace (the worker is a child subreaper, so every orphan comes back to it and is reaped), then
-replies. A fresh fork of a worker that never ran judged code is all a child can ever start from, so
-nothing one child does to ``sys.modules``, builtins or files reaches the next.
+Process ids restart at 1 for every execution, so neither they nor the network carry anything from one test to
+the next. When the init exits, the execution times out or the judge asks, the worker kills the init; the
+kernel then kills every process of its PID namespace. A fresh fork of a worker that never ran judged code is
+all an execution can ever start from, so nothing one does to ``sys.modules``, builtins or files reaches the next.
 
 Protocol (SOCK_SEQPACKET, one message each way per execution): the judge sends
 ``{"folder": NAME, "timeout": SECONDS}`` with the write ends of the execution's stdout and stderr pipes
@@ -27,6 +32,7 @@ after the reply is ignored. The worker's first message is ``{"ready": true}``.
 """
 
 import ctypes
+import fcntl
 import gc
 import json
 import math
@@ -35,29 +41,36 @@ import resource
 import select
 import signal
 import socket
+import struct
 import sys
 import time
 
 SLOTS = "/slots"
 SCRATCH = "/scratch"
-CLONE_NEWNS = 0x00020000
-CLONE_NEWIPC = 0x08000000
-MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 16384, 1 << 18
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x08000000, 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+# What bubblewrap's --proc covers read-only on the cold path.
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
+SIOCSIFFLAGS, IFF_UP, IFF_LOOPBACK, IFF_RUNNING = 0x8914, 0x1, 0x8, 0x40
 MNT_DETACH = 2
-PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 4, 24, 36, 38, 47
+PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 4, 24, 38, 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 CAPABILITY_VERSION_3 = 0x20080522
-KEPT_CAPABILITIES = (5, 6, 7, 8, 21)  # KILL, SETGID, SETUID, SETPCAP, SYS_ADMIN: all the worker needs
+KEPT_CAPABILITIES = (5, 6, 7, 8, 12, 21)  # KILL, SETGID, SETUID, SETPCAP, NET_ADMIN, SYS_ADMIN: all it needs
 SETUP_FAILED = 125
+LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
 STOP = b"stop"
 LIBC = ctypes.CDLL(None, use_errno=True)
 # Looked up once here, not in every child (a ctypes lookup and a /proc read cost more than the calls).
-PRCTL, UNSHARE, MOUNT, UMOUNT2, CAPGET, CAPSET = (LIBC.prctl, LIBC.unshare, LIBC.mount, LIBC.umount2, LIBC.capget,
-                                                   LIBC.capset)
+PRCTL, UNSHARE, SETNS, MOUNT, UMOUNT2, CAPGET, CAPSET = (LIBC.prctl, LIBC.unshare, LIBC.setns, LIBC.mount,
+                                                          LIBC.umount2, LIBC.capget, LIBC.capset)
 with open("/proc/sys/kernel/cap_last_cap") as last:
     LAST_CAPABILITY = int(last.read())
-SECCOMP_PROGRAM = None  # the judge's seccomp program (judging.sandbox.keyring_filter), set by main
+SECCOMP_PROGRAM = None  # the judge's seccomp program (judging.sandbox.seccomp_filter), set by main
+OWN_PID_NAMESPACE = None  # the worker's PID namespace (a descriptor), set by main
+WORKER_MODULES = frozenset()  # the modules the worker has imported, set by main
 
 
 def _check(result, what):
@@ -88,11 +101,26 @@ def _drop_capabilities():
     _check(CAPSET(header, data), "capset")
 
 
-def _set_up_child(folder, timeout, uid, limits, out_fd, err_fd, setup_fd):
-    os.setsid()
-    _check(UNSHARE(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
+def _loopback_up():
+    """Bring up the fresh network namespace's loopback interface (the kernel gives it 127.0.0.1 and ::1), as
+    bubblewrap's --unshare-net does on the cold path."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        fcntl.ioctl(probe, SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", IFF_UP | IFF_LOOPBACK | IFF_RUNNING))
+
+
+def _set_up_namespaces(folder, limits):
+    """As the init of the execution's own PID namespace: its own mount, IPC and network namespaces."""
+    _check(UNSHARE(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET), "unshare")
+    _loopback_up()
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['tmpfs_bytes']},mode=1777")
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for name in PROC_READ_ONLY:
+        path = f"/proc/{name}"
+        if os.path.exists(path):
+            _mount(path, path, None, MS_BIND | MS_REC)
+            _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for path in ("/tmp", "/dev/shm"):
+        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['tmpfs_bytes']},mode=1777")
     with open(f"{SLOTS}/{folder}/main.py", "rb") as source:  # into a tmpfs as on the cold path: no host disk
         program = source.read()
     _mount("tmpfs", SCRATCH, "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['tmpfs_bytes']},mode=0777")
@@ -101,11 +129,18 @@ def _set_up_child(folder, timeout, uid, limits, out_fd, err_fd, setup_fd):
     with os.fdopen(target, "wb") as file:
         file.write(program)
     _check(UMOUNT2(SLOTS.encode(), MNT_DETACH), f"umount {SLOTS}")
+
+
+def _set_up_descriptors(out_fd, err_fd, report_fd):
     null = os.open("/dev/null", os.O_RDONLY)
     for source, target in ((null, 0), (out_fd, 1), (err_fd, 2)):
         os.dup2(source, target)
-    os.closerange(3, setup_fd)
-    os.closerange(setup_fd + 1, 1 << 16)
+    os.closerange(3, report_fd)
+    os.closerange(report_fd + 1, 1 << 16)
+
+
+def _set_up_program(timeout, uid, limits, report_fd):
+    """The program's process: limits, no capabilities, the slot uid, seccomp; then tell the worker it is set up."""
     cpu = math.ceil(timeout) + 1  # as the cold path's prlimit
     for name, value in (("RLIMIT_AS", (limits["memory_mb"] << 20,) * 2), ("RLIMIT_CPU", (cpu, cpu + 1)),
                         ("RLIMIT_FSIZE", (limits["file_mb"] << 20,) * 2), ("RLIMIT_NOFILE", (limits["open_files"],) * 2),
@@ -115,39 +150,118 @@ def _set_up_child(folder, timeout, uid, limits, out_fd, err_fd, setup_fd):
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
+    # A uid change clears the dumpable flag; an exec (the cold path's) sets it again: /proc/self is the slot uid's.
+    _check(PRCTL(PR_SET_DUMPABLE, 1, 0, 0, 0), "dumpable")
     os.chdir(SCRATCH)  # only its owner, the slot uid, may enter it
     _check(PRCTL(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     if limits["seccomp"]:
         _check(PRCTL(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(SECCOMP_PROGRAM), 0, 0), "seccomp")
-    for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(number, signal.SIG_DFL)
+    # Signal dispositions stay the worker's: like a cold interpreter's, those the judge's process had at exec
+    # (a signal the judge ignores, under nohup say, stays ignored on both paths).
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    os.write(setup_fd, b"1")
-    os.close(setup_fd)
+    os.write(report_fd, b"1")
+    os.close(report_fd)
+
+
+def _init(request, uid, limits, out_fd, err_fd, report_fd):
+    """Pid 1 of the execution's PID namespace: set up, fork the program (pid 2), reap orphans, and exit with the
+    program's exit code when it exits, as bubblewrap's init does (the kernel then kills what is left)."""
+    try:
+        os.setsid()  # the init leads the session and process group, as bubblewrap's pid 1 does cold
+        _set_up_namespaces(request["folder"], limits)
+        _set_up_descriptors(out_fd, err_fd, report_fd)
+        program = os.fork()
+    except BaseException as error:
+        os.write(2, f"warm worker: init set-up failed: {error!r}\n".encode())
+        os._exit(SETUP_FAILED)
+    if program == 0:
+        try:
+            _set_up_program(request["timeout"], uid, limits, report_fd)
+        except BaseException as error:
+            os.write(2, f"warm worker: child set-up failed: {error!r}\n".encode())
+            os._exit(SETUP_FAILED)
+        _run_program(f"{SCRATCH}/main.py")
+    os.close(report_fd)
+    while True:  # orphans come here too
+        pid, status = os.wait()
+        if pid == program:
+            os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
 
 
 def _exit_code(exit):
-    """What the interpreter's own exit handling makes of a SystemExit."""
-    if exit.code is None:
+    """What the interpreter makes of an uncaught SystemExit (``_Py_HandleSystemExit``): an int is read as a C long,
+    255 when it does not fit (the low byte otherwise, whatever an int subclass overrides); anything else is
+    printed to stderr and exits 1."""
+    code = exit.code
+    if code is None:
         return 0
-    if isinstance(exit.code, int):
-        return exit.code & 0xFF
+    if issubclass(type(code), int):
+        value = int.__int__(code)
+        return value & 0xFF if LONG_MIN <= value <= LONG_MAX else 255
     try:
-        print(exit.code, file=sys.stderr)
-    except Exception:
+        print(code, file=sys.stderr)
+    except BaseException:
         pass
     return 1
 
 
+def _flush_std_files():
+    """``Py_FinalizeEx``'s flush of sys.stdout and sys.stderr: a closed or unreadable stream is skipped, a failed
+    flush of stdout is reported as unraisable; False if either failed (the interpreter then exits 120)."""
+    flushed = True
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name, None)
+        try:
+            if stream is None or stream.closed:
+                continue
+        except BaseException:
+            continue
+        try:
+            stream.flush()
+        except BaseException as error:
+            flushed = False
+            if name == "stdout":
+                try:
+                    import traceback
+
+                    sys.stderr.write(f"Exception ignored in: {stream!r}\n"
+                                     + "".join(traceback.format_exception_only(error)))
+                except BaseException:
+                    pass
+    return flushed
+
+
+def _tear_down_modules():
+    """Clear the modules the program imported, newest first, then __main__, as the interpreter's finalisation
+    does (``_PyModule_ClearDict``: single-underscore names first, then the rest, to None), so what they hold is
+    destroyed, and its ``__del__`` runs and prints, as it would cold."""
+    gc.collect()
+    for name, module in reversed(list(sys.modules.items())):
+        if name in WORKER_MODULES and name != "__main__":
+            continue
+        try:
+            names = [key for key in module.__dict__ if key != "__builtins__"]
+            for first in (True, False):
+                for key in names:
+                    if (key.startswith("_") and not key.startswith("__")) == first:
+                        module.__dict__[key] = None
+        except BaseException:
+            pass
+    gc.collect()
+
+
 def _run_program(path):
-    """Run ``path`` as ``__main__`` in a fresh module and exit like the interpreter would."""
+    """Run ``path`` as ``__main__`` in a fresh module and exit as ``python -I -S -B path`` would
+    (``Py_RunMain``): the exit code, threads, atexit, the final flushes, module teardown, KeyboardInterrupt."""
     import builtins
 
     main = type(sys)("__main__")
     main.__dict__.update(__file__=path, __builtins__=builtins, __cached__=None)
     sys.modules["__main__"] = main
     sys.argv[:] = [path]
+    sys.orig_argv[:] = [sys.orig_argv[0], "-I", "-S", "-B", path]
     code = 0
+    interrupted = False
     try:
         with open(path, "rb") as file:
             source = file.read()
@@ -159,35 +273,53 @@ def _run_program(path):
         value.__traceback__ = trace.tb_next  # the program's frames only, as a cold start shows them
         sys.excepthook(kind, value, trace.tb_next)
         code = 1
+        interrupted = issubclass(kind, KeyboardInterrupt)
     try:
         if "threading" in sys.modules:
             sys.modules["threading"]._shutdown()
+    except BaseException:
+        pass
+    try:
         import atexit
 
         atexit._run_exitfuncs()
-        sys.stdout.flush()
-        sys.stderr.flush()
     except BaseException:
-        code = code or 120
-    os._exit(code)
+        pass
+    exit_now, flushed = os._exit, _flush_std_files()
+    try:
+        _tear_down_modules()
+    except BaseException:
+        pass
+    flushed = _flush_std_files() and flushed
+    if interrupted:  # the interpreter ends by SIGINT to itself
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    exit_now(code if flushed else 120)
+
+
+def _fork_in_own_pid_namespace():
+    """fork(), the child as pid 1 of a new PID namespace; the worker's own later children are not affected."""
+    _check(UNSHARE(CLONE_NEWPID), "unshare pid")
+    pid = -1
+    try:
+        pid = os.fork()
+    finally:
+        if pid != 0:  # the worker (whether or not the fork worked): its next fork goes to its own namespace again
+            _check(SETNS(OWN_PID_NAMESPACE, CLONE_NEWPID), "setns pid")
+    return pid
 
 
 def _execute(control, request, fds, uid, limits):
     out_fd, err_fd = fds
-    setup_read, setup_write = os.pipe()
+    report_read, report_write = os.pipe()
     started = time.monotonic()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            control.detach()
-            _set_up_child(request["folder"], request["timeout"], uid, limits, out_fd, err_fd, setup_write)
-        except BaseException as error:
-            os.write(2, f"warm worker: child set-up failed: {error!r}\n".encode())
-            os._exit(SETUP_FAILED)
-        _run_program(f"{SCRATCH}/main.py")
-    for fd in (out_fd, err_fd, setup_write):
+    init = _fork_in_own_pid_namespace()
+    if init == 0:
+        control.detach()
+        _init(request, uid, limits, out_fd, err_fd, report_write)
+    for fd in (out_fd, err_fd, report_write):
         os.close(fd)
-    pidfd = os.pidfd_open(pid)
+    pidfd = os.pidfd_open(init)
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
     poller.register(control, select.POLLIN)
@@ -206,18 +338,10 @@ def _execute(control, request, fds, uid, limits):
             host_gone = control.recv(64) == b""
             break
     os.close(pidfd)
-    try:
-        os.kill(-1, signal.SIGKILL)  # every process of the sandbox but its init and this worker
-    except ProcessLookupError:
-        pass
-    _, status = os.waitpid(pid, 0)
-    while True:  # the worker is a child subreaper: every orphan of the child's tree is its child now
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
-    setup = os.read(setup_read, 1) == b"1"
-    os.close(setup_read)
+    os.kill(init, signal.SIGKILL)  # its PID namespace dies with it, every process in it
+    _, status = os.waitpid(init, 0)
+    setup = os.read(report_read, 1) == b"1"
+    os.close(report_read)
     if host_gone:
         raise SystemExit(0)
     return {"status": status, "timed_out": timed_out, "stopped": stopped, "setup": setup}
@@ -228,7 +352,7 @@ class _SockFprog(ctypes.Structure):
 
 
 def main():
-    global SECCOMP_PROGRAM
+    global SECCOMP_PROGRAM, OWN_PID_NAMESPACE, WORKER_MODULES
     control_fd, uid = int(sys.argv[1]), int(sys.argv[2])
     limits = json.loads(sys.argv[3])
     if limits["seccomp"]:
@@ -237,12 +361,13 @@ def main():
         SECCOMP_PROGRAM = _SockFprog(len(program) // 8, ctypes.addressof(code))
         SECCOMP_PROGRAM.code = code  # kept alive with the program
     _check(PRCTL(PR_SET_DUMPABLE, 0, 0, 0, 0), "not dumpable")
-    _check(PRCTL(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "child subreaper")
+    OWN_PID_NAMESPACE = os.open("/proc/self/ns/pid", os.O_RDONLY)
     _drop_bounding(cap for cap in range(LAST_CAPABILITY + 1) if cap not in KEPT_CAPABILITIES)
     control = socket.socket(fileno=control_fd)
     # The first compile() of a process builds the compiler's and AST's lazily made state (~1 ms of CPU): made
     # once here, on a constant, every child inherits it.
     compile("pass", "<warm-up>", "exec", dont_inherit=True)
+    WORKER_MODULES = frozenset(sys.modules)
     gc.freeze()  # a collection in a child then never walks (and so copies) the worker's own objects
     control.send(b'{"ready": true}')
     while True:

@@ -17,12 +17,15 @@ for arg in "$@"; do
   esac
 done
 
-# Installs Debian packages through apt when their commands are missing; warns instead where apt cannot run.
-apt_install() {  # apt_install WHAT-FOR COMMAND PACKAGE...
-  local what="$1" command="$2"
+# Installs Debian packages through apt when one of their commands is missing; warns where apt cannot run.
+apt_install() {  # apt_install WHAT-FOR "COMMAND..." PACKAGE...
+  local what="$1" commands="$2" command missing=0
   shift 2
-  if command -v "$command" >/dev/null 2>&1; then
-    echo "install.sh: $command found"
+  for command in $commands; do
+    command -v "$command" >/dev/null 2>&1 || missing=1
+  done
+  if [ "$missing" = 0 ]; then
+    echo "install.sh: $commands found"
     return
   fi
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -35,7 +38,7 @@ apt_install() {  # apt_install WHAT-FOR COMMAND PACKAGE...
 
 apt_install "full sandboxing" bwrap bubblewrap
 if [ "$slurm" = 1 ]; then
-  apt_install "the Slurm tests" slurmctld slurm-wlm munge
+  apt_install "the Slurm tests" "slurmctld slurmd sbatch munged" slurm-wlm munge
 fi
 # pip is quiet (-q); a line per step says what the minutes go to.
 echo "install.sh: pip install -r requirements.txt (pinned; 2 to 4 minutes in a fresh venv, seconds when installed)"

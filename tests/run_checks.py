@@ -57,12 +57,16 @@ def assert_reward_is_the_weighted_sum(run: Path, steps: list[dict]) -> None:
         assert step["reward"] == pytest.approx(total, abs=1e-5), step
 
 
-def assert_passed_counts_match_statuses(run: Path, steps: list[dict]) -> None:
-    """The per-problem records' passed counts (the trainer's reward override) agree with the judge's statuses."""
+def assert_records_match_the_step(run: Path, steps: list[dict]) -> None:
+    """The per-problem records the trainer's reward override writes agree with TRL's step: their weighted total
+    rewards average to the step's reward, and their passed counts to the judge's share of passed samples."""
     records = lines(run / "logs" / "problem_stats.jsonl")
     for step in steps:
         at_step = [r for r in records if r["step"] == step["step"]]
-        passed = sum(r["passed"] for r in at_step) / sum(r["samples"] for r in at_step)
+        samples = sum(r["samples"] for r in at_step)
+        reward = sum(r["mean_reward"] * r["samples"] for r in at_step) / samples
+        assert reward == pytest.approx(step["reward"], abs=1e-4), (step["step"], at_step)
+        passed = sum(r["passed"] for r in at_step) / samples
         assert passed == pytest.approx(step["status/passed"], abs=1e-5), (step["step"], at_step)
 
 
@@ -89,7 +93,7 @@ def assert_trained(run: Path, start_model: Path, trained: Path | None = None, ev
     assert any(step["reward_std"] > 0 for step in steps), "every group's rewards were equal: no signal"
     assert any(step["grad_norm"] > 0 for step in steps), "no step had a gradient"
     assert_reward_is_the_weighted_sum(run, steps)
-    assert_passed_counts_match_statuses(run, steps)
+    assert_records_match_the_step(run, steps)
     assert_moved(Path(start_model), Path(trained) if trained else run / "final_model")
     if evaluated:
         assert_evaluations_add_up(run)

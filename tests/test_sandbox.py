@@ -6,6 +6,8 @@ threats are in tests/test_warm_worker.py."""
 
 import os
 import pwd
+import re
+import secrets
 import shutil
 import signal
 import socket
@@ -19,8 +21,10 @@ from pathlib import Path
 import pytest
 
 from judging import Judge, JudgeUnavailable
+from judging.cgroups import V2_ROOT_ENV, Cgroups
+from judging.executors import PythonExecutor
 from judging.scratch import remove_tree
-from judging.sandbox import KEYRING_FILTER, SLOT_LOCK_DIR, SLOT_UID_BASE, SandboxUnavailable, blocked_for_others
+from judging.sandbox import SECCOMP_FILTER, SLOT_LOCK_DIR, SLOT_UID_BASE, SandboxUnavailable, blocked_for_others
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,6 +70,15 @@ def slot_processes(judge):
         if uid in uids:
             found.append(status.parent.name)
     return found
+
+
+def command_lines():
+    """Every process's command line; a process that ends while we read (this machine is shared) is skipped."""
+    for path in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            yield path.read_bytes()
+        except OSError:
+            continue
 
 
 def wait_until_gone(judge, seconds=3.0):
@@ -193,7 +206,8 @@ DISK_FILL = ("import os\n"
              "                for _ in range(10):\n"
              "                    written += file.write(b'x' * (1 << 20))\n"
              "    except OSError as error:\n"
-             "        print(folder, error.errno, written >> 20, os.statvfs(folder).f_blocks * os.statvfs(folder).f_frsize >> 20)\n")
+             "        size = os.statvfs(folder)\n"
+             "        print(folder, error.errno, written >> 20, size.f_blocks * size.f_frsize >> 20)\n")
 
 
 def test_disk_is_bounded_per_test_and_nothing_reaches_the_host_disk(judge):
@@ -210,7 +224,8 @@ def test_disk_is_bounded_per_test_and_nothing_reaches_the_host_disk(judge):
 
 
 def test_judge_disk_mb_sizes_scratch_and_tmp(sandbox):
-    code = "import os\nfor folder in ('/scratch', '/tmp'):\n    print(os.statvfs(folder).f_blocks * os.statvfs(folder).f_frsize)"
+    code = ("import os\nfor folder in ('/scratch', '/tmp'):\n"
+            "    print(os.statvfs(folder).f_blocks * os.statvfs(folder).f_frsize)")
     with Judge(workers=1, sandbox=sandbox, disk_mb=8) as judge:
         assert run(judge, code, f"{8 << 20}\n{8 << 20}").status == "passed"
 
@@ -228,6 +243,36 @@ def test_host_files_and_problem_data_are_not_readable(judge, tmp_path):
             "    except OSError:\n"
             "        print('hidden')\n")
     assert run(judge, code).tests[0].stdout.split() == ["hidden"] * 4
+
+
+def test_the_view_shows_the_standard_library_not_site_packages_nor_installed_data(judge):
+    """A non-editable install puts data/*.jsonl (every bundled test and solution) into site-packages: a planted
+    copy there must be out of sight, as must the rest of site-packages; the standard library stays (issue 19,
+    item 8)."""
+    from judging.executors import site_packages_in_view
+
+    shown = site_packages_in_view(PythonExecutor().read_only)
+    assert shown, "this interpreter's site-packages lies in the sandbox's view: the test needs it"
+    planted = Path(shown[0]) / f"rewards_planted_{secrets.token_hex(4)}" / "data" / "problems.jsonl"
+    planted.parent.mkdir(parents=True)
+    try:
+        planted.write_text('{"id": "x", "tests": [{"expected_output": "planted-answer"}]}\n')
+        code = ("import os\n"
+                f"for path in {shown + [str(planted.parent.parent)]!r}:\n"
+                "    try:\n"
+                "        print(len(os.listdir(path)))\n"
+                "    except OSError:\n"
+                "        print('hidden')\n"
+                "try:\n"
+                f"    print(open({str(planted)!r}).read())\n"
+                "except OSError:\n"
+                "    print('hidden')\n"
+                "import json, decimal, sqlite3, ctypes\n"
+                "print('standard-library')\n")
+        out = run(judge, code).tests[0].stdout.split()
+    finally:
+        shutil.rmtree(planted.parent.parent)
+    assert out == ["0"] * len(shown) + ["hidden", "hidden", "standard-library"], out
 
 
 def test_expected_output_is_nowhere_the_program_can_look(judge):
@@ -261,7 +306,7 @@ def test_environment_is_scrubbed(judge, monkeypatch):
     assert out[1] == "False"
 
 
-@pytest.mark.skipif(KEYRING_FILTER is None, reason="no keyring filter for this architecture")
+@pytest.mark.skipif(SECCOMP_FILTER is None, reason="no seccomp program for this architecture")
 def test_the_kernel_keyring_is_refused(judge):
     """A uid's user keyring outlives its processes: a key left there would reach later tests of the slot uid."""
     add_key, keyctl = {"x86_64": (248, 250), "aarch64": (217, 219)}[os.uname().machine]
@@ -270,6 +315,134 @@ def test_the_kernel_keyring_is_refused(judge):
             f"print(libc.syscall({add_key}, b'user', b'left-for-later', b'x', 1, ctypes.c_int(-4)), ctypes.get_errno())\n"
             f"print(libc.syscall({keyctl}, 0, ctypes.c_int(-4), 0), ctypes.get_errno())\n")
     assert run(judge, code).tests[0].stdout.split() == ["-1", "1", "-1", "1"]
+
+
+SYSCALLS = {"x86_64": {"clone": 56, "unshare": 272, "setns": 308, "clone3": 435, "io_uring_setup": 425,
+                        "io_uring_enter": 426, "io_uring_register": 427},
+            "aarch64": {"clone": 220, "unshare": 97, "setns": 268, "clone3": 435, "io_uring_setup": 425,
+                        "io_uring_enter": 426, "io_uring_register": 427}}.get(os.uname().machine)
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET, SIGCHLD = 0x00020000, 0x10000000, 0x40000000, 17
+EPERM, ENOSYS = 1, 38
+# Each line prints "result errno" for one call: a namespace, setns into one, clone3 (whose flags seccomp cannot
+# read), io_uring. Unrefused, the first ones create namespaces (uid 0 with every capability in a user namespace).
+KERNEL_SURFACE = (
+    "import ctypes, os\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "def show(name, result):\n"
+    "    print(name, result if result <= 0 else 'made', ctypes.get_errno() if result == -1 else 0, flush=True)\n"
+    "    if result == 0 and os.getpid() != me:\n"
+    "        os._exit(0)  # a raw clone that succeeded: the child leaves at once\n"
+    "me = os.getpid()\n"
+    f"for flags in ({CLONE_NEWUSER}, {CLONE_NEWNET}, {CLONE_NEWNS}, {CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWNS}):\n"
+    "    show('unshare', libc.unshare(flags))\n"
+    "    show('clone', libc.syscall({clone}, flags | {SIGCHLD}, 0, 0, 0, 0))\n"
+    "fd = os.open('/proc/self/ns/net', os.O_RDONLY)\n"
+    "show('setns', libc.setns(fd, 0))\n"
+    "arguments = (ctypes.c_uint64 * 11)(0)\n"
+    "show('clone3', libc.syscall({clone3}, arguments, 88))\n"
+    "params = (ctypes.c_uint8 * 120)()\n"
+    "show('io_uring_setup', libc.syscall({io_uring_setup}, 4, params))\n"
+    "show('io_uring_enter', libc.syscall({io_uring_enter}, 0, 0, 0, 0, 0, 0))\n"
+    "show('io_uring_register', libc.syscall({io_uring_register}, 0, 0, 0, 0))\n"
+)
+REFUSED = ([f"unshare -1 {EPERM}", f"clone -1 {EPERM}"] * 4 + [f"setns -1 {EPERM}", f"clone3 -1 {ENOSYS}"]
+           + [f"io_uring_{call} -1 {EPERM}" for call in ("setup", "enter", "register")])
+
+
+@pytest.mark.skipif(SYSCALLS is None, reason="no seccomp program for this architecture")
+def test_namespaces_and_io_uring_are_refused(judge):
+    """Namespaces and io_uring are where most recent local privilege escalations start."""
+    code = KERNEL_SURFACE.format(SIGCHLD=SIGCHLD, **SYSCALLS)
+    result = run(judge, code).tests[0]
+    assert result.stdout.splitlines() == REFUSED, result.stdout + result.stderr
+
+
+@pytest.mark.skipif(SYSCALLS is None or os.geteuid() != 0, reason="needs root and a seccomp program")
+def test_the_seccomp_program_itself_refuses_what_root_could_do():
+    """As root (every capability) the same calls succeed; under the judge's seccomp program they are refused: the
+    refusals above come from the program, not only from the slot uid's missing capabilities."""
+    code = KERNEL_SURFACE.format(SIGCHLD=SIGCHLD, **SYSCALLS)
+    plain = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=30)
+    made = [line for line in plain.stdout.splitlines() if line.split()[1] != "-1"]
+    assert {line.split()[0] for line in made} == {"unshare", "clone", "setns", "clone3", "io_uring_setup"}, plain.stdout
+    install = ("import ctypes, sys\n"
+               "libc = ctypes.CDLL(None, use_errno=True)\n"
+               "program = bytes.fromhex(sys.argv[1])\n"
+               "class Fprog(ctypes.Structure):\n"
+               "    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_char_p)]\n"
+               "assert libc.prctl(38, 1, 0, 0, 0) == 0 and libc.prctl(22, 2, ctypes.byref(Fprog(len(program) // 8, "
+               "program)), 0, 0) == 0\n")
+    filtered = subprocess.run([sys.executable, "-I", "-S", "-c", install + code, SECCOMP_FILTER.hex()],
+                              capture_output=True, text=True, timeout=30)
+    assert filtered.stdout.splitlines() == REFUSED, filtered.stdout + filtered.stderr
+
+
+def test_processes_threads_and_multiprocessing_still_work(judge):
+    code = ("import multiprocessing, subprocess, threading\n"
+            "print(subprocess.run(['/usr/bin/echo', 'spawned'], capture_output=True, text=True).stdout.strip())\n"
+            "done = []\n"
+            "thread = threading.Thread(target=done.append, args=('thread',))\n"
+            "thread.start()\n"
+            "thread.join()\n"
+            "print(*done)\n"
+            "with multiprocessing.get_context('fork').Pool(2) as pool:\n"
+            "    print(sum(pool.map(abs, range(-5, 5))))\n")
+    result = run(judge, code, "spawned\nthread\n25").tests[0]
+    assert result.status == "passed", result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def one_slot(sandbox):
+    """A one-slot judge: consecutive tests run on the same slot (and, warm, in the same worker)."""
+    with Judge(timeout=2.0, workers=1, sandbox=sandbox) as judge:
+        yield judge
+
+
+SECRET_PORT = 40000 + 1234
+TIME_WAIT = "06"
+
+
+def test_no_tcp_state_reaches_the_next_test(one_slot):
+    """A loopback connection's TIME_WAIT entry outlives its processes by 60 s: a test that encodes a secret in
+    its port must not be able to hand it to the next test of the slot (/proc/net/tcp, or a refused bind)."""
+    leave = ("import socket\n"
+             f"server = socket.create_server(('127.0.0.1', {SECRET_PORT}))\n"
+             f"client = socket.create_connection(('127.0.0.1', {SECRET_PORT}))\n"
+             "peer, _ = server.accept()\n"
+             "client.close()  # the side that closes first holds TIME_WAIT\n"
+             "peer.close()\n"
+             "server.close()\n"
+             "rows = [line.split() for line in open('/proc/net/tcp').read().splitlines()[1:]]\n"
+             f"print(any(row[2].endswith(':{SECRET_PORT:04X}') and row[3] == '{TIME_WAIT}' for row in rows))\n")
+    assert run(one_slot, leave, "True").status == "passed", "the TIME_WAIT entry must exist, or the test means nothing"
+    look = ("import socket\n"
+            "rows = [line for name in ('tcp', 'tcp6', 'udp', 'unix') "
+            "for line in open(f'/proc/net/{name}').read().splitlines()[1:]]\n"
+            "probe = socket.socket()\n"
+            f"probe.bind(('127.0.0.1', {SECRET_PORT}))\n"
+            "print(rows, 'bound')\n")
+    seen = run(one_slot, look, "[] bound").tests[0]
+    assert seen.status == "passed", seen.stdout + seen.stderr
+
+
+def test_the_pid_counter_carries_nothing_to_the_next_test(one_slot):
+    """Process ids must not reveal how many processes the previous test of the slot made."""
+    look = ("import os\n"
+            "last = open('/proc/sys/kernel/ns_last_pid').read().split()\n"
+            "child = os.fork()\n"
+            "if child == 0:\n"
+            "    os._exit(0)\n"
+            "os.waitpid(child, 0)\n"
+            "print(os.getpid(), child, last, open('/proc/loadavg').read().split()[-1])\n")
+    after_quiet = run(one_slot, "pass"), run(one_slot, look).tests[0].stdout
+    busy = ("import os\n"
+            "for _ in range(20):\n"
+            "    if os.fork() == 0:\n"
+            "        os._exit(0)\n"
+            "    os.wait()\n")
+    assert run(one_slot, busy).status == "failed", "the busy test must run to its end"
+    after_busy = run(one_slot, look).tests[0].stdout
+    assert after_busy == after_quiet[1] != "", (after_quiet[1], after_busy)
 
 
 def test_fork_bomb_is_contained_and_cleaned_up(judge):
@@ -294,7 +467,7 @@ def test_double_forked_daemon_dies_with_the_test(judge):
             "print('parent done')\n")
     assert run(judge, code).tests[0].stdout.strip() == "parent done"
     assert wait_until_gone(judge) == []
-    assert not any(b"313.37" in p.read_bytes() for p in Path("/proc").glob("[0-9]*/cmdline") if p.exists())
+    assert not any(b"313.37" in command for command in command_lines())
 
 
 def test_sigterm_ignoring_children_die_on_timeout(judge):
@@ -321,6 +494,79 @@ def test_huge_output_is_capped_without_hanging(judge):
 
 def test_memory_hog_reports_memory(judge):
     assert run(judge, "hog = bytearray(4 << 30)\n").status == "memory"
+
+
+def memory_spread(children_mb, memfd_mb):
+    """8 processes holding ``children_mb`` each (written, so charged) and a memfd of ``memfd_mb`` written with
+    write(): under a 64 MB address-space limit per process, 8 x 16 + 24 MB holds 152 MB in all."""
+    return ("import os, time\n"
+            "fds = [os.memfd_create('outside-every-address-space') for _ in range(2)]  # each under fsize\n"
+            f"for n in range({memfd_mb}):\n"
+            "    os.write(fds[n % 2], b'x' * (1 << 20))\n"
+            "children = []\n"
+            "for _ in range(8):\n"
+            "    pid = os.fork()\n"
+            "    if pid == 0:\n"
+            f"        held = b'x' * ({children_mb} << 20)\n"
+            "        time.sleep(0.5)\n"
+            "        os._exit(0)\n"
+            "    children.append(pid)\n"
+            "print(sorted(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children))\n")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_memory_is_bounded_per_test_for_all_its_processes_together(sandbox):
+    """--judge_memory_mb is the whole test's memory, memfd pages included, not each process's (issue 19, item 2)."""
+    with Judge(timeout=10.0, workers=1, sandbox=sandbox, memory_mb=64) as judge:
+        assert "memory: a cgroup" in judge.isolation, judge.isolation
+        within = run(judge, memory_spread(children_mb=2, memfd_mb=8), "[0, 0, 0, 0, 0, 0, 0, 0]")
+        assert within.status == "passed", within.tests[0].stderr
+        judgement = run(judge, memory_spread(children_mb=16, memfd_mb=24), "[0, 0, 0, 0, 0, 0, 0, 0]")
+        assert judgement.status == "memory", judgement.tests[0]
+        assert run(judge, "print(6)", "6").status == "passed"
+        assert not judge.warm or judge._warm.failures == 0, f"the slot's worker was killed: {judge._warm.failure}"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_the_slot_cgroup_counts_the_tests_processes_not_bwraps(sandbox):
+    """bwrap's PID-namespace init outlives bwrap and waits for the host's init to reap it: 50 tests in a row
+    (pids.max is 40) must not leave a slot unable to fork."""
+    with Judge(timeout=5.0, workers=1, sandbox=sandbox) as judge:
+        statuses = [run(judge, "pass", "").status for _ in range(50)]
+        [slot] = judge._cgroups.slots.values()
+        tasks = [int((folder / "pids.current").read_text()) for folder in slot.folders if
+                 (folder / "pids.current").exists()]
+    assert statuses == ["passed"] * 50
+    assert tasks and tasks[0] <= 1, "only the warm worker may stay in the slot between tests"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_cgroup_v2_layout_on_a_stand_in_hierarchy(tmp_path, monkeypatch):
+    """A STAND-IN v2 hierarchy (a plain folder, no kernel behind it): the knobs written and the join command.
+    This machine runs cgroup v1; GPU nodes mostly v2."""
+    monkeypatch.setenv(V2_ROOT_ENV, str(tmp_path))
+    (tmp_path / "cgroup.subtree_control").touch()
+    cgroups = Cgroups(["a", "b"], 64 << 20, 32)
+    assert cgroups.version == "v2" and not cgroups.unavailable
+    [parent] = [path for path in tmp_path.iterdir() if path.is_dir()]
+    assert (parent / "cgroup.subtree_control").read_text() == "+memory +pids"
+    for index, key in enumerate(["a", "b"]):
+        slot = parent / f"slot-{index}"
+        assert (slot / "memory.max").read_text() == str(64 << 20) and (slot / "pids.max").read_text() == "40"
+        subprocess.run(cgroups.slots[key].enter_command(["true"]), check=True)
+        assert (slot / "cgroup.procs").read_text() == "0\n", "the process writes itself in before it execs"
+        (slot / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n")
+        assert cgroups.slots[key].oom_kills() == 2
+    cgroups.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_without_a_writable_cgroup_the_isolation_line_says_what_still_bounds_memory(monkeypatch, sandbox):
+    monkeypatch.setenv(V2_ROOT_ENV, "/proc/self")  # no cgroup can be made there, even as root
+    with Judge(workers=1, sandbox=sandbox, memory_mb=256) as judge:
+        assert "memory: NOT bounded per test (cgroup v2 not writable here" in judge.isolation
+        assert "address space 256 MB each, at most 32 processes per slot uid" in judge.isolation
+        assert run(judge, "print(6)", "6").status == "passed"
 
 
 def test_hang_times_out_and_later_tests_are_skipped(sandbox):
@@ -362,6 +608,32 @@ def test_trainer_survives_the_program_attacking_it(judge):
 def test_scratch_folders_are_removed(judge):
     run(judge, "open('left-behind.txt', 'w').write('x')\nimport os\nos.mkdir('sub')\n")
     assert_only_warm_folders_left(judge)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switches to an unprivileged uid to build and remove the tree")
+def test_remove_tree_without_root_opens_up_mode_000_folders():
+    """A judge that is not root runs judged code as its own user, who may chmod 000 a folder the judge then must
+    enter: remove_tree makes it 0700 through a descriptor of the folder itself."""
+    top = tempfile.mkdtemp(prefix="remove-tree-")
+    os.chown(top, 65534, 65534)
+    try:
+        pid = os.fork()
+        if pid == 0:  # as nobody: build the tree, lock it up, remove it
+            code = 1
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                os.makedirs(f"{top}/scratch/u/v/w")
+                Path(f"{top}/scratch/u/v/w/f").write_text("x")
+                for path in ("u/v/w", "u/v", "u"):
+                    os.chmod(f"{top}/scratch/{path}", 0)
+                os.chmod(f"{top}/scratch", 0o500)
+                code = 0 if remove_tree(f"{top}/scratch") is None and not os.path.exists(f"{top}/scratch") else 2
+            finally:
+                os._exit(code)
+        assert os.waitpid(pid, 0)[1] == 0, "remove_tree left the tree (or raised) without root"
+    finally:
+        shutil.rmtree(top)
 
 
 def cleanup_breakers(host_folder):
@@ -513,18 +785,33 @@ def test_explicit_rlimits_runs_as_a_slot_uid_when_it_can_run_python(path_without
         assert uid == str(judge._slot_uids.uids[0]) != "0"
 
 
+@pytest.fixture()
+def python_out_of_slot_reach(monkeypatch):
+    """This Python, copied (a venv with --copies) into a folder of mode 0700 under /tmp that a slot uid cannot
+    cross, and made sys.executable: the condition of a Python under /root, on any machine."""
+    private = Path(tempfile.mkdtemp(prefix="python-out-of-reach-"))  # mode 0700
+    try:
+        subprocess.run([sys.executable, "-m", "venv", "--copies", "--without-pip", str(private / "venv")],
+                       check=True)
+        python = str(private / "venv" / "bin" / "python3")
+        assert blocked_for_others(python) == f"{private} is mode 0700"
+        monkeypatch.setattr(sys, "executable", python)
+        yield python
+    finally:
+        shutil.rmtree(private)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
-@pytest.mark.skipif(blocked_for_others(sys.executable) is None, reason="this Python is reachable by any uid")
-def test_explicit_rlimits_with_python_out_of_slot_reach_runs_as_root_and_says_so(path_without_namespace_tools):
+def test_explicit_rlimits_with_python_out_of_slot_reach_runs_as_root_and_says_so(path_without_namespace_tools,
+                                                                                python_out_of_slot_reach):
     with Judge(sandbox="rlimits", workers=1) as judge:
         assert "judged code runs as root" in judge.isolation
         assert run(judge, "import os\nprint(os.getuid())", "0").status == "passed"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
-@pytest.mark.skipif(blocked_for_others(sys.executable) is None, reason="this Python is reachable by any uid")
-def test_unshare_with_python_out_of_slot_reach_names_the_cause():
-    with pytest.raises(JudgeUnavailable, match=rf"{blocked_for_others(sys.executable)}"):
+def test_unshare_with_python_out_of_slot_reach_names_the_cause(python_out_of_slot_reach):
+    with pytest.raises(JudgeUnavailable, match=re.escape(blocked_for_others(python_out_of_slot_reach))):
         Judge(sandbox="unshare", workers=1)
 
 def unshare_works():

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from conftest import WARM_PYTHON_DATA, run_trainer
-from run_checks import assert_trained
+from run_checks import assert_trained, train_steps
 
 # One group of 4 samples a step: with the warm model passing about half its samples, a step's rewards differ.
 FAST = [
@@ -69,12 +69,22 @@ def test_evaluations_at_start_every_eval_steps_and_end(trained_run):
     assert [line["step"] for line in evals_in_metrics if "eval_pass@1" in line] == [0, 2, 3]
 
 
-def test_config_yaml_repeats_the_run_settings(trained_run):
+def test_config_yaml_repeats_the_run_settings(trained_run, tmp_path):
     run, _ = trained_run
     settings = yaml.safe_load((run / "config.yaml").read_text())
     assert settings["output_dir"] == str(run) and settings["max_steps"] == 3 and settings["language"] == "python"
     again = run_trainer("--config", run / "config.yaml")
     assert again.returncode == 2 and "already holds a run's outputs" in again.stderr
+
+    repeat = tmp_path / "repeat"
+    repeated = run_trainer("--config", run / "config.yaml", "--output_dir", repeat)
+    assert repeated.returncode == 0, repeated.stderr[-3000:]
+    repeated_settings = yaml.safe_load((repeat / "config.yaml").read_text())
+    assert {key for key in settings.keys() | repeated_settings.keys()
+            if settings.get(key) != repeated_settings.get(key)} == {"output_dir"}
+    # Same settings, same seed: the repeat samples, judges and trains as the first run did.
+    steps = [[m[key] for key in ("step", "reward", "status/passed")] for m in train_steps(run)]
+    assert [[m[key] for key in ("step", "reward", "status/passed")] for m in train_steps(repeat)] == steps
 
 
 def test_eval_only_on_a_checkpoint_writes_its_own_results(trained_run, tmp_path):

@@ -212,12 +212,52 @@ def test_the_program_runs_as_a_fresh_interpreter_would_run_it(judge, unharmed):
     assert run(judge, "import sys\nprint(1)\nsys.exit(0)", "1").status == "passed"
 
 
+def descendants(pid: int) -> list[int]:
+    found, pending = [], [pid]
+    while pending:
+        parent = pending.pop()
+        try:
+            for task in Path(f"/proc/{parent}/task").iterdir():
+                children = [int(child) for child in (task / "children").read_text().split()]
+                found += children
+                pending += children
+        except OSError:
+            continue
+    return found
+
+
+def comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+# The event the killer waits for: the program names its process (PR_SET_NAME), which the host sees in /proc.
+STARTED = "import ctypes, time\nctypes.CDLL(None).prctl(15, b'started', 0, 0, 0)\n"
+
+
+def kill_once_started(judge, worker) -> threading.Thread:
+    """SIGKILL the worker as soon as the program it runs has named its process `started` (STARTED): an event, not a
+    timer, so the kill lands mid-execution however loaded the machine is."""
+    pid = worker_pid(judge, worker)
+
+    def kill():
+        deadline = time.monotonic() + 60
+        while not any(comm(child) == "started" for child in descendants(pid)) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        os.kill(pid, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill, daemon=True)
+    killer.start()
+    return killer
+
+
 def test_a_worker_killed_mid_execution_costs_that_execution_only(judge):
     run(judge, "pass")
     worker, failures = the_worker(judge), judge._warm.failures
-    killer = threading.Timer(0.3, os.kill, (worker_pid(judge, worker), signal.SIGKILL))
-    killer.start()
-    judgement = run(judge, "import time\ntime.sleep(0.6)\nprint('survived')", "survived")
+    killer = kill_once_started(judge, worker)
+    judgement = run(judge, STARTED + "time.sleep(0.6)\nprint('survived')", "survived")
     killer.join()
     assert judgement.status == "passed", "the execution is run again, cold, and judged on its own output"
     assert judge._warm.failures == failures + 1 and "hung up" in judge._warm.failure
@@ -273,15 +313,15 @@ def test_the_program_sees_what_a_cold_interpreter_shows_it(judge, unharmed):
 
 def test_the_cold_rerun_starts_from_a_fresh_folder(judge):
     run(judge, "pass")
-    worker = the_worker(judge)
-    killer = threading.Timer(0.3, os.kill, (worker_pid(judge, worker), signal.SIGKILL))
-    killer.start()
-    code = ("import os, time\n"
+    worker, failures = the_worker(judge), judge._warm.failures
+    killer = kill_once_started(judge, worker)
+    code = ("import os\n"
             "print(sorted(os.listdir('.')))\n"
             "open('partial.txt', 'w').write('from the warm attempt')\n"
-            "time.sleep(0.6)\n")
+            + STARTED + "time.sleep(0.6)\n")
     judgement = run(judge, code, "['main.py']")
     killer.join()
+    assert judge._warm.failures == failures + 1 and "hung up" in judge._warm.failure  # the warm attempt died
     assert judgement.status == "passed", judgement.tests[0].stdout
 
 
@@ -315,3 +355,73 @@ def test_a_worker_answering_nonsense_is_replaced(judge, tmp_path, monkeypatch):
     assert "answered nonsense" in judge._warm.failure and judge._warm.failures == failures + 2
     monkeypatch.undo()
     assert run(judge, "print(5)", "5").status == "passed" and judge.warm
+
+
+# (solution, test code, expected output): programs that a cold and a warm interpreter could judge differently.
+PARITY_CORPUS = [
+    ("", "print(3)\nimport sys\nsys.exit(2 ** 64)", "3"),  # beyond a C long: the interpreter exits 255
+    ("", "print(3)\nimport sys\nsys.exit(2 ** 63)", "3"),
+    ("", "print(3)\nimport sys\nsys.exit(-2 ** 63)", "3"),  # in range: the low byte, 0
+    ("", "print(3)\nimport sys\nsys.exit(-1)", "3"),
+    ("", "print(3)\nimport sys\nsys.exit(256)", "3"),
+    ("", "print(3)\nimport sys\nsys.exit(2 ** 40 + 512)", "3"),
+    ("", "print(3)\nimport sys\nsys.exit(True)", "3"),
+    ("", "print(3)\nimport sys\nsys.exit(None)", "3"),
+    ("", "print(3)\nimport sys\nsys.exit([3])", "3"),
+    ("class Code(int):\n    def __and__(self, other):\n        return 0\n", "print(3)\nimport sys\nsys.exit(Code(7))",
+     "3"),
+    ("import os\n", "print(os.environ.get('PWD'), os.getcwd())", "/scratch /scratch"),
+    ("import os\n", "print(sorted(os.environ.items()))", "unused"),
+    ("", "print(sorted(open('/proc/self/environ', 'rb').read().split(b'\\0')))", "unused"),
+    ("import ctypes\n", "print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))", "1"),  # PR_GET_DUMPABLE
+    ("import os\n", "print(os.getpid(), os.getppid(), os.getsid(0) == os.getpid(), os.getpgrp() == os.getpid())",
+     "2 1 True True"),
+    ("import sys\n", "print(sys.orig_argv[1:], sys.argv)", "unused"),
+    ("import os, signal\n", "print(3, flush=True)\nos.kill(os.getpid(), signal.SIGKILL)", "3"),
+    ("import os, signal\n", "print(3, flush=True)\nos.kill(os.getpid(), signal.SIGTERM)", "3"),
+    ("import os\n", "print(3)\nos._exit(0)", "3"),  # block-buffered stdout never flushed: nothing printed
+    ("import sys\n", "print(3)\nsys.stdout.close()", "3"),
+    ("import os\n", "print(3)\nos.close(1)", "3"),  # the final flush fails: the interpreter exits 120
+    ("import subprocess\n", "print(3)\nsubprocess.Popen(['/usr/bin/sleep', '30'])", "3"),  # left running
+    ("class Late:\n    def __del__(self):\n        print(3)\nlate = Late()\n", "", "3"),  # printed at teardown
+    ("import atexit, threading, time\n",
+     "atexit.register(print, 4)\nthreading.Thread(target=lambda: (time.sleep(0.1), print(3))).start()", "3\n4"),
+    ("", "raise KeyboardInterrupt", "unused"),
+    ("import signal\n", "signal.raise_signal(signal.SIGALRM)", "unused"),
+    ("import signal, os\n", "print(sorted((s.name, str(signal.getsignal(s))) for s in signal.valid_signals() "
+     "if s not in (signal.SIGKILL, signal.SIGSTOP, 32, 33)))", "unused"),
+    ("import resource\n", "print([resource.getrlimit(getattr(resource, name)) for name in dir(resource) "
+     "if name.startswith('RLIMIT_')])", "unused"),
+    ("", "while True:\n    pass", "unused"),
+    ("", "hog = bytearray(4 << 30)", "unused"),
+]
+
+
+def test_warm_and_cold_judge_every_program_alike(judge, unharmed):
+    """The same program gets the same verdict, output and errors on both paths, or a cold rerun (a warm worker
+    that failed) would change a reward."""
+    with Judge(timeout=1.0, workers=1, sandbox="bwrap-cold") as cold:
+        differences = []
+        for solution, test_code, expected in PARITY_CORPUS:
+            test = [{"test_code": test_code, "expected_output": expected}]
+            warm_result, cold_result = (one.run(solution, test, "python").tests[0] for one in (judge, cold))
+            verdicts = [(result.status, result.stdout, result.stderr) for result in (warm_result, cold_result)]
+            if verdicts[0] != verdicts[1]:
+                differences.append(f"{test_code!r}: warm {verdicts[0]} cold {verdicts[1]}")
+    assert not differences, "\n".join(differences)
+
+
+def test_signals_the_judge_ignores_stay_ignored_on_both_paths():
+    """An ignored signal survives exec, so a cold program inherits what the judge's process ignores (under nohup,
+    SIGHUP); a warm child must inherit the same, not reset it."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        code = "import os, signal\nos.kill(os.getpid(), signal.SIGHUP)\nprint(3)"
+        for sandbox in ("bwrap", "bwrap-cold"):
+            with Judge(timeout=1.0, workers=1, sandbox=sandbox) as judge:
+                assert (sandbox == "bwrap") == judge.warm
+                assert run(judge, code, "3").status == "passed", sandbox
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    with Judge(timeout=1.0, workers=1) as judge:
+        assert run(judge, code, "3").status == "runtime_error", "not ignored: SIGHUP ends the program"

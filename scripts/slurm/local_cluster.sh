@@ -71,7 +71,7 @@ EOF
         shift
     done
     echo "PartitionName=local Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=INFINITE State=UP" \
-        "OverSubscribe=FORCE" >> "$dir/slurm.conf"
+        >> "$dir/slurm.conf"
 }
 
 wait_until_idle() {  # both nodes idle, or fail naming the logs
@@ -93,7 +93,8 @@ wait_until_idle() {  # both nodes idle, or fail naming the logs
 up() {
     local dir="$1" ports node
     for command in munged slurmctld slurmd sinfo; do
-        command -v "$command" >/dev/null || fail "$command not found; install slurm-wlm and munge (scripts/install.sh --slurm)"
+        command -v "$command" >/dev/null ||
+            fail "$command not found; install slurm-wlm and munge (scripts/install.sh --slurm)"
     done
     [[ "$(id -u)" == 0 ]] || fail "run as root: slurmd starts each job as its user"
     mkdir -p "$dir"
