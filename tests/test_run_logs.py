@@ -37,6 +37,7 @@ def test_the_console_shows_one_short_line_per_step(run):
     assert [line.split(" |")[0] for line in steps] == ["step 1/3", "step 2/3", "step 3/3"]
     assert all(len(line) < 100 and "reward=" in line and "learning_rate=" in line for line in steps)
     assert "'loss'" not in result.stdout and "{'" not in result.stdout  # no dict of every metric
+    assert "Setting accelerator to CPU" not in result.stdout + result.stderr  # DeepSpeed's warning on every CPU run
     assert [line.split(" |")[0] for line in result.stdout.splitlines() if line.startswith("eval step ")] == [
         "eval step 2/3", "eval step 3/3"]
 
