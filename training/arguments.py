@@ -31,6 +31,10 @@ from training.run_folder import run_of_model
 # TRL 1.16 still uses transformers' gradient_checkpointing names (field and methods), each use warning of the v6
 # rename to activation_checkpointing: silence that one warning wherever the settings are built.
 warnings.filterwarnings("ignore", message=r".*gradient_checkpointing.*deprecated", category=FutureWarning)
+# DeepSpeed's ZeRO-3 calls torch.distributed's collectives under their deprecated names, and each call warns: dozens
+# of lines a run that say nothing to the user.
+warnings.filterwarnings("ignore", message=r"`torch\.distributed\.(all_gather_into_tensor|reduce_scatter_tensor)` is "
+                        "deprecated", category=FutureWarning)
 
 logger = logging.getLogger(__name__)
 PRESET_DIR = Path(__file__).resolve().parent.parent / "config" / "models"
