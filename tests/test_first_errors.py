@@ -34,6 +34,16 @@ def test_a_bad_flag_value_is_one_line_without_the_usage_block(flag, value, messa
     assert line.startswith(f"rl_trainer.py: error: {message}") and line.endswith("see `python rl_trainer.py --help`")
 
 
+def test_missing_q_names_the_bundled_python_problems(tiny_model, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("Q_INTERPRETER_PATH", "Q_EXECUTABLE_PATH", "QHOME")}
+    env["PATH"] = "/usr/bin:/bin"
+    result = run_trainer("--model", tiny_model, "--output_dir", tmp_path / "run", env=env)  # --language q, the default
+    assert result.returncode == 2
+    [line] = lines(result.stderr)[-1:]
+    assert line.startswith("rl_trainer.py: error: q executable not found: pass --q_binary")
+    assert line.endswith("; to try the trainer without q, train on the bundled Python problems with --language python")
+
+
 def write_jsonl(path, records):
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return path

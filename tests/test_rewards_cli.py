@@ -143,3 +143,13 @@ def test_a_completion_that_breaks_cleanup_is_scored_and_the_command_exits_0(file
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in scores.read_text().splitlines()]
     assert [(r["status"], r["passed"]) for r in rows] == [("passed", 2), ("passed", 2)]
+
+
+def test_score_help_gives_the_timeout_and_tests_that_hold_there():
+    result = rewards_cli("score", "--help")
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())
+    assert ("Seconds per test, as the trainer's evaluation (its --eval_timeout, 2.0); the trainer's training reward "
+            "uses its --judge_timeout (1.0). (default: 2.0)") in text
+    assert "during training" not in text and "(default: None)" not in text
+    assert '{"id", "completion"}' in text

@@ -31,6 +31,10 @@ from training.run_folder import run_of_model
 # TRL 1.16 still uses transformers' gradient_checkpointing names (field and methods), each use warning of the v6
 # rename to activation_checkpointing: silence that one warning wherever the settings are built.
 warnings.filterwarnings("ignore", message=r".*gradient_checkpointing.*deprecated", category=FutureWarning)
+# DeepSpeed's ZeRO-3 calls torch.distributed's collectives under their deprecated names, and each call warns: dozens
+# of lines a run that say nothing to the user.
+warnings.filterwarnings("ignore", message=r"`torch\.distributed\.(all_gather_into_tensor|reduce_scatter_tensor)` is "
+                        "deprecated", category=FutureWarning)
 
 logger = logging.getLogger(__name__)
 PRESET_DIR = Path(__file__).resolve().parent.parent / "config" / "models"
@@ -444,6 +448,13 @@ def file_defaults(argv: list[str]) -> dict:
     return values
 
 
+def name_cpu_accelerator() -> None:
+    """Without CUDA, DeepSpeed (which transformers loads) picks its CPU accelerator and warns on every run that it
+    did ("Setting accelerator to CPU"); naming that same choice up front leaves out the warning."""
+    if not torch.cuda.is_available():
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+
 def cpu_launch_defaults() -> dict:
     """What a multi-process `accelerate launch` needs on a machine without CUDA (the CPU tests, a laptop).
 
@@ -465,6 +476,7 @@ def parse_args(argv: list[str] | None = None) -> Arguments:
     `--eval_only` of a run's checkpoint or final model takes that run's config.yaml as its first defaults (under
     --preset, --config and flags), so it evaluates as the run did and records into the run's logs."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    name_cpu_accelerator()
     defaults = {**cpu_launch_defaults(), **file_defaults(argv)}
     args = _parse(argv, defaults)
     if args.eval.eval_only and (run := run_of_model(args.model.model)) is not None:
