@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from conftest import ROOT, run_trainer
+from conftest import ROOT, WARM_PYTHON_DATA, run_trainer
+from run_checks import assert_trained
 
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -18,18 +19,21 @@ import plot_run  # noqa: E402
 pytestmark = pytest.mark.slow
 
 RUN_SETTINGS = [
-    "--language", "python", "--max_steps", "3", "--num_generations", "2", "--per_device_train_batch_size", "2",
-    "--gradient_accumulation_steps", "1", "--max_completion_length", "16", "--eval_steps", "2", "--eval_on_start",
-    "--simple_eval_problems", "3", "--repeat_eval_problems", "2", "--eval_max_tokens", "16", "--save_steps", "2",
+    "--data", WARM_PYTHON_DATA, "--language", "python", "--max_steps", "3", "--num_generations", "4",
+    "--per_device_train_batch_size", "4", "--gradient_accumulation_steps", "1", "--max_completion_length", "16",
+    "--eval_steps", "2", "--eval_on_start", "--simple_eval_problems", "3", "--repeat_eval_problems", "2",
+    "--eval_max_tokens", "16", "--save_steps", "2", "--judge_timeout", "2",
 ]
 
 
 @pytest.fixture(scope="module")
-def run(tiny_model, tmp_path_factory):
-    """A finished 3-step run: evaluations at steps 0, 2 and 3, checkpoints 2 and 3, a final model."""
-    run = tmp_path_factory.mktemp("runs") / "tiny"
-    result = run_trainer("--model", tiny_model, "--output_dir", run, *RUN_SETTINGS)
+def run(warm_model, tmp_path_factory):
+    """A finished 3-step run of the warm model: evaluations at steps 0, 2 and 3, checkpoints 2 and 3, a final
+    model."""
+    run = tmp_path_factory.mktemp("runs") / "warm"
+    result = run_trainer("--model", warm_model, "--output_dir", run, *RUN_SETTINGS)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert_trained(run, warm_model)
     return run
 
 

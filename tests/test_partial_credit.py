@@ -126,10 +126,11 @@ def test_test_reward_function_gives_a_canonical_solution_the_full_reward(tiny_mo
     assert not (tmp_path / "run").exists()
 
 
-def test_training_and_evaluation_under_above_trivial(tiny_model, tmp_path):
+def test_training_and_evaluation_under_above_trivial(warm_model, tmp_path):
+    # The warm model answers x * 2 about half the time, so `double`'s samples earn above-trivial credit.
     data = write_jsonl(tmp_path / "problems.jsonl", [PALINDROME, DOUBLE])
     run = tmp_path / "run"
-    args = ["--model", tiny_model, "--language", "python", "--data", data, "--partial_credit", "above_trivial",
+    args = ["--model", warm_model, "--language", "python", "--data", data, "--partial_credit", "above_trivial",
             "--verify_data", "--max_trivial_share", "0.8", "--max_steps", "1", "--num_generations", "2",
             "--per_device_train_batch_size", "2", "--gradient_accumulation_steps", "1",
             "--max_completion_length", "16", "--eval_on_start", "--simple_eval_problems", "1",

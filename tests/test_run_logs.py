@@ -8,22 +8,25 @@ import sys
 
 import pytest
 
-from conftest import ROOT, run_trainer
+from conftest import ROOT, WARM_PYTHON_DATA, run_trainer
+from run_checks import assert_trained
 
 pytestmark = pytest.mark.slow
 
 RUN_SETTINGS = [
-    "--language", "python", "--max_steps", "3", "--num_generations", "2", "--per_device_train_batch_size", "2",
-    "--gradient_accumulation_steps", "1", "--max_completion_length", "8", "--eval_steps", "2",
-    "--simple_eval_problems", "2", "--repeat_eval_problems", "2", "--eval_max_tokens", "8", "--save_steps", "2",
+    "--data", WARM_PYTHON_DATA, "--language", "python", "--max_steps", "3", "--num_generations", "4",
+    "--per_device_train_batch_size", "4", "--gradient_accumulation_steps", "1", "--max_completion_length", "16",
+    "--eval_steps", "2", "--simple_eval_problems", "2", "--repeat_eval_problems", "2", "--eval_max_tokens", "16",
+    "--save_steps", "2", "--judge_timeout", "2",
 ]
 
 
 @pytest.fixture(scope="module")
-def run(tiny_model, tmp_path_factory):
-    run = tmp_path_factory.mktemp("runs") / "tiny"
-    result = run_trainer("--model", tiny_model, "--output_dir", run, *RUN_SETTINGS)
+def run(warm_model, tmp_path_factory):
+    run = tmp_path_factory.mktemp("runs") / "warm"
+    result = run_trainer("--model", warm_model, "--output_dir", run, *RUN_SETTINGS)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert_trained(run, warm_model)
     return run, result
 
 
@@ -50,10 +53,10 @@ def test_training_log_ends_with_the_runs_end_not_an_empty_line(run):
     assert all(not line.endswith("| ") for line in lines)
 
 
-def test_checkpoint_model_card_names_the_base_model(run, tiny_model):
+def test_checkpoint_model_card_names_the_base_model(run, warm_model):
     run, _ = run
     card = (run / "checkpoints/README.md").read_text()
-    assert f"base model: `{tiny_model}`" in card and "[None]" not in card
+    assert f"base model: `{warm_model}`" in card and "[None]" not in card
     assert f"`{run / 'config.yaml'}`" in card and "learning rate 5e-06 (linear schedule)" in card
 
 
