@@ -1,45 +1,77 @@
 #!/usr/bin/env bash
-# The reference's experiment sweeps, one per model size, on one 8-GPU node: a vLLM server on one GPU
-# (scripts/serve_vllm.sh) and GRPO training on the other seven under DeepSpeed ZeRO-3.
+# The reference's experiment sweeps, one run per model size: a vLLM server on one GPU (scripts/serve_vllm.sh) and
+# GRPO training on the other seven under DeepSpeed ZeRO-3, on this 8-GPU node or as Slurm jobs.
 #
-#   ./exps.sh [--dry-run] 1.5b|3b|7b|14b|32b|all
+#   ./exps.sh [--dry-run] [--name SWEEP] [--slurm [--nodes N]] SIZE...|all [-- TRAINER FLAGS]
 #   ./exps.sh --dry-run                            (no size: every size)
+#
+#   SIZE            a preset in config/models/ (each <size>.yaml there is a size); several run in turn, all = every one
+#   --dry-run       print each size's commands and run nothing; needs no environment
+#   --name SWEEP    runs go to final_outputs/SWEEP/<size>/<format>/ with wandb name q-grpo-SWEEP-<size>-<format>
+#                   (default: final_outputs/<size>/<format>/ and q-grpo-<size>-<format>, the reference's)
+#   --slurm         submit one job per size through scripts/slurm/train.sbatch instead of running here
+#   --nodes N       with --slurm, nodes per job (default 1: one node split as here; 2 or more: vLLM on node 0)
+#   -- FLAGS        trainer flags added to every run, last so they win (--config my.yaml, --learning_rate 1e-6, ...)
 #
 # Settings per size come from config/models/<size>.yaml (--preset); 14b and 32b train the reasoning format.
 # Environment:
-#   CKPT_1_5B CKPT_3B CKPT_7B CKPT_14B CKPT_32B   the SFT checkpoint of each size (folder or hub name); a run
-#                       needs the ones of its sizes, a dry run shows an unset one as a placeholder ($CKPT_7B)
-#   TRAIN_GPUS          GPUs that train, comma-separated (default 1,2,3,4,5,6,7; one process each)
+#   CKPT_<SIZE>         the SFT checkpoint of each size (folder or hub name; CKPT_1_5B, CKPT_7B, ...); a run needs
+#                       the ones of its sizes, a dry run shows an unset one as a placeholder ($CKPT_7B)
+#   TRAIN_GPUS          GPUs that train, comma-separated (default 1,2,3,4,5,6,7; one process each); with --slurm,
+#                       train.sbatch's GPUS_PER_NODE (default 8) less VLLM_GPU instead
 #   VLLM_GPU            GPU of the vLLM server (default 0)
 #   VLLM_PORT           port of the vLLM server (default 8000)
 #   MAX_MODEL_LEN       vLLM context length (default 8192, as the reference's servers)
 #   ACCELERATE_CONFIG   accelerate config (default config/zero3.yaml; config/zero3_offload.yaml for 32b on 80 GB GPUs)
 #   WANDB_PROJECT       wandb project (default q-language-training)
 #   VLLM_WAIT           seconds to wait for the server to answer /health (default 1800)
-# Runs write to final_outputs/<size>/<format>/, the server's log to final_outputs/<size>/vllm_server.log.
-# --dry-run prints each size's server and training command and runs nothing; it needs no environment.
+#   SBATCH_*            sbatch's own settings for --slurm (SBATCH_PARTITION, SBATCH_ACCOUNT, SBATCH_TIMELIMIT, ...)
+# The server's log goes to the run's parent folder (vllm_server.log). A size whose run folder already holds a run
+# stops the sweep before anything starts, unless the trainer flags resume or overwrite it.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
-usage="usage: ./exps.sh [--dry-run] 1.5b|3b|7b|14b|32b|all (a dry run with no size shows all)"
+mapfile -t known_sizes < <(ls config/models | sed -n 's/\.yaml$//p' | sort -g)
+usage="usage: ./exps.sh [--dry-run] [--name SWEEP] [--slurm [--nodes N]] $(IFS='|'; echo "${known_sizes[*]}")|all"
+usage+=" [-- TRAINER FLAGS] (--help for more; a dry run with no size shows all)"
 
-dry_run=0
-if [[ "${1:-}" == "--dry-run" ]]; then
-    dry_run=1
-    shift
-fi
-if [[ $# -eq 0 && $dry_run -eq 1 ]]; then
-    set -- all
-fi
-if [[ $# -ne 1 ]]; then
-    echo "exps.sh: name one size or all; $usage" >&2
+fail() {
+    echo "exps.sh: $1" >&2
     exit 2
+}
+
+dry_run=0 slurm=0 nodes=1 sweep="" sizes=() extra=()
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        --dry-run) dry_run=1 ;;
+        --slurm) slurm=1 ;;
+        --name|--nodes)
+            [[ $# -ge 2 && -n "$2" && "$2" != -* ]] || fail "$1 needs a value; $usage"
+            if [[ "$1" == --name ]]; then
+                [[ "$2" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || fail "--name $2: use letters, digits, '.', '_', '-'"
+                sweep="$2"
+            else
+                [[ "$2" =~ ^[1-9][0-9]*$ ]] || fail "--nodes takes a whole number above 0, got '$2'"
+                nodes="$2"
+            fi
+            shift ;;
+        --) shift; extra=("$@"); break ;;
+        all) sizes+=("${known_sizes[@]}") ;;
+        -*) fail "unknown flag '$1' (trainer flags go after --); $usage" ;;
+        *)
+            [[ " ${known_sizes[*]} " == *" $1 "* ]] || fail "unknown size '$1'; $usage"
+            sizes+=("$1") ;;
+    esac
+    shift
+done
+if [[ ${#sizes[@]} -eq 0 ]]; then
+    [[ $dry_run -eq 1 ]] || fail "name a size or all; $usage"
+    sizes=("${known_sizes[@]}")
 fi
-case "$1" in
-    all) sizes=(1.5b 3b 7b 14b 32b) ;;
-    1.5b|3b|7b|14b|32b) sizes=("$1") ;;
-    *) echo "exps.sh: unknown size '$1'; $usage" >&2; exit 2 ;;
-esac
+if [[ $nodes != 1 && $slurm == 0 ]]; then
+    fail "--nodes is for --slurm jobs; here one node runs each size"
+fi
 
 train_gpus="${TRAIN_GPUS:-1,2,3,4,5,6,7}"
 IFS=, read -r -a gpu_list <<< "$train_gpus"
@@ -65,13 +97,16 @@ checkpoint_of() {
     elif [[ $dry_run -eq 1 ]]; then
         echo "\$$var"
     else
-        echo "exps.sh: set $var to the $1 SFT checkpoint (a folder or hub name) to run the $1 sweep" >&2
-        exit 2
+        fail "set $var to the $1 SFT checkpoint (a folder or hub name) to run the $1 sweep"
     fi
 }
 
 format_of() {  # the trainer's format folder name for a preset, read from its YAML
     python -c 'import sys, yaml; print("reasoning" if (yaml.safe_load(open(sys.argv[1])) or {}).get("use_reasoning_format") else "non_reasoning")' "config/models/$1.yaml"
+}
+
+run_folder_of() {  # run_folder_of SIZE FORMAT
+    echo "final_outputs/${sweep:+$sweep/}$1/$2/"
 }
 
 # Print a command as a shell would read it back, quoting only the words that need it; a checkpoint placeholder
@@ -116,34 +151,56 @@ wait_for_server() {
     done
 }
 
-# Check every requested checkpoint before anything starts, so `all` does not stop at the fourth size.
+# Check every requested size before anything starts, so `all` does not stop at the fourth: its checkpoint, and
+# that its run folder is free (the trainer would refuse it only after the server had loaded).
+continuing=0
+for flag in "${extra[@]}"; do
+    [[ "$flag" != --resume_from_checkpoint* && "$flag" != --overwrite_output_dir* ]] || continuing=1
+done
 for size in "${sizes[@]}"; do
     checkpoint_of "$size" > /dev/null
+    folder="$(run_folder_of "$size" "$(format_of "$size")")"
+    if [[ $dry_run -eq 0 && $continuing -eq 0 && ( -e "$folder/config.yaml" || -d "$folder/checkpoints" ) ]]; then
+        fail "$folder already holds a run; name this sweep with --name SWEEP, or add -- --resume_from_checkpoint latest"
+    fi
 done
 
 for size in "${sizes[@]}"; do
     ckpt="$(checkpoint_of "$size")"
     format="$(format_of "$size")"
-    serve=(env VLLM_GPU="$vllm_gpu" VLLM_PORT="$vllm_port" MAX_MODEL_LEN="$max_model_len" scripts/serve_vllm.sh "$ckpt" --preset "$size")
-    train=(env CUDA_VISIBLE_DEVICES="$train_gpus"
-        accelerate launch --num-processes "$num_processes" --config-file "$accelerate_config"
-        rl_trainer.py --preset "$size" --model "$ckpt" --use_vllm --vllm_server_port "$vllm_port"
-        --output_dir "final_outputs/$size/$format/"
-        --use_wandb --wandb_project "$wandb_project" --wandb_name "q-grpo-$size-$format")
+    folder="$(run_folder_of "$size" "$format")"
+    run_name="q-grpo-${sweep:+$sweep-}$size-$format"
+    wandb=(--use_wandb --wandb_project "$wandb_project")
     var="$(checkpoint_var "$size")"
     if [[ -z "${!var:-}" ]]; then
         echo "# $size ($format); $var is not set: a run needs it"
     else
         echo "# $size ($format)"
     fi
+    if [[ $slurm -eq 1 ]]; then
+        submit=(env VLLM_GPU="$vllm_gpu" VLLM_PORT="$vllm_port" MAX_MODEL_LEN="$max_model_len" VLLM_WAIT="$vllm_wait"
+            sbatch -N "$nodes" --job-name "$run_name" scripts/slurm/train.sbatch --model "$ckpt" --preset "$size"
+            --accelerate-config "$accelerate_config" --run-name "$run_name" --output-dir "$folder"
+            -- "${wandb[@]}" "${extra[@]}")
+        show "${submit[@]}"
+        if [[ $dry_run -eq 0 ]]; then
+            "${submit[@]}"
+        fi
+        continue
+    fi
+    serve=(env VLLM_GPU="$vllm_gpu" VLLM_PORT="$vllm_port" MAX_MODEL_LEN="$max_model_len" scripts/serve_vllm.sh "$ckpt" --preset "$size")
+    train=(env CUDA_VISIBLE_DEVICES="$train_gpus"
+        accelerate launch --num-processes "$num_processes" --config-file "$accelerate_config"
+        rl_trainer.py --preset "$size" --model "$ckpt" --use_vllm --vllm_server_port "$vllm_port"
+        --output_dir "$folder" "${wandb[@]}" --wandb_name "$run_name" "${extra[@]}")
     show "${serve[@]}"
     show "${train[@]}"
     if [[ $dry_run -eq 1 ]]; then
         continue
     fi
 
-    mkdir -p "final_outputs/$size"
-    log="final_outputs/$size/vllm_server.log"
+    mkdir -p "$folder"
+    log="$(dirname "$folder")/vllm_server.log"
     setsid "${serve[@]}" > "$log" 2>&1 &
     server_pid=$!
     wait_for_server "$log"

@@ -7,9 +7,12 @@ Every GRPOConfig field is a flag; `--preset 7b` and `--config FILE.yaml` give de
 Outputs go to final_outputs/<size>/<format>/ (or --output_dir); see README.md.
 """
 
+import gc
 import json
 import logging
+import os
 import sys
+import time
 from contextlib import closing
 from pathlib import Path
 
@@ -21,38 +24,81 @@ from cli import UsageError
 from judging import Judge
 from rewards import make_reward_funcs, score
 from training.arguments import Arguments, bf16_supported, parse_args
+from training.console import use_step_lines
 from training.difficulty import DifficultyFilter, ProblemTracker
 from training.evaluation import PassAtKEvaluator
 from training.preflight import check_model, check_packages, check_vllm_server, check_wandb, load_tokenizer
 from training.prompts import prompt_rows
-from training.run_folder import RunFolder, RunLogCallback, checkpoint_step
-from training.trainer import QGRPOTrainer
+from training.run_folder import RunFolder, RunLogCallback, checkpoint_step, model_step
 from training.vllm_timeout import VLLMServerUnresponsive
 
 logger = logging.getLogger("rl_trainer")
+RANK_EXIT_DELAY_S = 5
+
+
+def main_rank() -> bool:
+    """Whether this is the launch's rank 0 (or a lone process). Read from the launcher's RANK: accelerate's process
+    state says "main" on every rank of a CPU launch until the training settings set it up."""
+    return os.environ.get("RANK", "0") == "0"
 
 
 def fail(message: str) -> None:
-    print(f"rl_trainer.py: error: {message}", file=sys.stderr)
+    """One line and exit 2, printed by the main process only. The other ranks hit the same error; they wait a moment
+    so that the line is out before the launcher, seeing a rank fail, stops the rest."""
+    if main_rank():
+        print(f"rl_trainer.py: error: {message}", file=sys.stderr)
+    else:
+        time.sleep(RANK_EXIT_DELAY_S)
     sys.exit(2)
 
 
 def main(argv=None) -> int:
     state = PartialState()
-    logging.basicConfig(level=logging.INFO if state.is_main_process else logging.WARNING,
+    logging.basicConfig(level=logging.INFO if main_rank() else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # Everything a user's input can break is checked before any model weights load.
     try:
         args = parse_args(argv)
+    except UsageError as e:
+        fail(str(e))
+    try:
+        return run_session(args, state)
+    except KeyboardInterrupt:
+        pass
+    # Out of the except block the interrupted frames can be freed; collecting them closes the progress bars, which
+    # print their last state as they close, so that the line below comes last.
+    gc.collect()
+    if main_rank():
+        print(f"rl_trainer.py: {interrupted(args)}", file=sys.stderr)
+    return 130
+
+
+def interrupted(args: Arguments) -> str:
+    """What Ctrl-C left behind: the newest checkpoint and how to go on from it."""
+    if args.eval.eval_only:
+        return "interrupted; the evaluation was not recorded"
+    run = RunFolder(args.run_dir)
+    latest = run.latest_checkpoint()
+    if latest is None:
+        return f"interrupted before the first checkpoint; nothing to resume in {run.root}"
+    return (f"interrupted; newest checkpoint {latest}; resume with the same command plus --resume_from_checkpoint "
+            f"latest, e.g. `python rl_trainer.py --config {run.config} --resume_from_checkpoint latest`")
+
+
+def run_session(args: Arguments, state: PartialState) -> int:
+    """Check everything a user's input can break before any model weights load, then train (or evaluate)."""
+    try:
         source = args.data.data or str(bundled_path(args.data.language))
         train_problems, eval_problems = load_data(args, source)
         run = RunFolder(args.run_dir)
         resume = run.resolve_checkpoint(args.grpo.resume_from_checkpoint)
+        if resume:
+            scheduler = args.grpo.lr_scheduler_type
+            run.check_resume_schedule(resume, args.grpo.max_steps, getattr(scheduler, "value", scheduler))
         check_model(args.model.model)
         tokenizer = load_tokenizer(args.model.model, args.data.prompt_style)
+        check_packages(args)  # vLLM installed before asking for its server
         if args.grpo.use_vllm and args.grpo.vllm_mode == "server" and not args.rewards.test_reward_function:
             check_vllm_server(args.grpo, args.model.model)
-        check_packages(args)
         if args.logging.use_wandb:
             check_wandb()
         judge = args.judge.make_judge()
@@ -60,7 +106,7 @@ def main(argv=None) -> int:
         fail(str(e))
     with closing(judge):
         try:
-            judge.preflight(*{p["language"] for p in train_problems + eval_problems})
+            preflight(judge, {p["language"] for p in train_problems + eval_problems}, bundled=not args.data.data)
             if args.rewards.test_reward_function:
                 if args.scoring.needs_trivial_shares:
                     attach_trivial_shares(train_problems, judge, state, cache=None)
@@ -100,6 +146,7 @@ def main(argv=None) -> int:
         state.wait_for_everyone()
         dataset = Dataset.from_list(prompt_rows(train_problems, args.data.use_reasoning_format, args.data.prompt_style))
         tracker = make_tracker(args, run, [p["id"] for p in train_problems], state.is_main_process)
+        from training.trainer import QGRPOTrainer  # here, not above: TRL's trainer costs --help half a second
         if resume:
             tracker.restore(resume)
         trainer = QGRPOTrainer(
@@ -115,6 +162,7 @@ def main(argv=None) -> int:
             tracker=tracker,
             vllm_request_timeout=args.grpo.vllm_request_timeout,
         )
+        use_step_lines(trainer)
         try:
             trainer.train(resume_from_checkpoint=resume)
         except VLLMServerUnresponsive as e:
@@ -127,6 +175,17 @@ def main(argv=None) -> int:
             tokenizer.save_pretrained(run.final_model)
             print(summary(run, trainer.state.global_step))
     return 0
+
+
+def preflight(judge: Judge, languages: set[str], bundled: bool) -> None:
+    """Each language runs 1+1 in the sandbox; without q, the bundled Python problems are the way to try the trainer."""
+    try:
+        judge.preflight(*languages)
+    except UsageError as e:
+        if "q" in languages and bundled:
+            raise UsageError(f"{e}; to try the trainer without q, train on the bundled Python problems with "
+                             "--language python") from None
+        raise
 
 
 def load_data(args: Arguments, source: str) -> tuple[list[dict], list[dict]]:
@@ -177,7 +236,8 @@ def test_reward_function(args: Arguments, judge: Judge, problems: list[dict]) ->
 
 
 def evaluate_only(args: Arguments, evaluator: PassAtKEvaluator, run: RunFolder) -> int:
-    """pass@k of a model, a run's checkpoint, or a LoRA adapter folder (loaded onto its base model)."""
+    """pass@k of a model, a run's checkpoint or final model, or a LoRA adapter folder (loaded onto its base model),
+    recorded at the step the model stands for (training/run_folder.py, `model_step`)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -189,10 +249,12 @@ def evaluate_only(args: Arguments, evaluator: PassAtKEvaluator, run: RunFolder) 
         model = AutoPeftModelForCausalLM.from_pretrained(path, dtype=dtype)
     else:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    metrics = evaluator.evaluate(model.to(accelerator.device), accelerator, checkpoint_step(path))
+    step = model_step(path)
+    metrics = evaluator.evaluate(model.to(accelerator.device), accelerator, step)
     if accelerator.is_main_process:
         print(json.dumps(metrics))
-        print(f"evaluation written to {run.eval_results} (samples in {run.eval_samples}/)")
+        samples = run.logs / run.read_eval_results()[-1]["samples"]
+        print(f"evaluation of {path} appended to {run.eval_results} at step {step} (samples in {samples})")
     return 0
 
 

@@ -2,12 +2,12 @@
 
     python benchmarks/learning_check.py final_outputs/demo     # a finished run (scripts/cpu_demo.sh runs it too)
 
-Reads the first and the last evaluation of logs/eval_results.json; both must be on the held-out split
-(`settings.split` = `test`) and on the same problems. Each problem's pass rate is c/n (its passing samples over
-its samples), so pass@1 is their mean. The verdict is on the per-problem differences, after minus before:
-problems are resampled with replacement (`--resamples`, seeded), the mean difference of each resample gives a
-95% percentile interval, and the demo learned when the interval's lower bound is above 0. Noise cannot pass it:
-a run whose problems go up and down by chance gives an interval that straddles 0.
+Reads training's first and last evaluation of logs/eval_results.json (`--eval_only` entries are left out); both
+must be on the held-out split (`settings.split` = `test`) and on the same problems. Each problem's pass rate is
+c/n (its passing samples over its samples), so pass@1 is their mean. The verdict is on the per-problem
+differences, after minus before: problems are resampled with replacement (`--resamples`, seeded), the mean
+difference of each resample gives a 95% percentile interval, and the demo learned when the interval's lower bound
+is above 0. Noise cannot pass it: a run whose problems go up and down by chance gives an interval that straddles 0.
 
 Also prints every pass@k before and after, and the training reward (rolling mean of logs/metrics.jsonl) for
 context; neither decides. Exit code 0 when the lower bound is above 0, 1 when it is not, 2 when the run folder
@@ -44,7 +44,11 @@ def evaluations(run: Path) -> tuple[dict, dict]:
         raise BadRun(f"{path}: missing; give the folder of a finished training run (--eval_on_start, the default "
                      "--eval_pass_at_k)")
     evals = read_json(path.read_text(), str(path))
-    if not isinstance(evals, list) or len(evals) < 2 or evals[0].get("step") == evals[-1].get("step"):
+    if not isinstance(evals, list) or not all(isinstance(e, dict) for e in evals):
+        raise BadRun(f"{path}: expected a JSON list of evaluations; fix the file or move it away")
+    # The pair is training's own first and last evaluation; `--eval_only` ones appended later are left out.
+    evals = sorted((e for e in evals if not e.get("eval_only")), key=lambda e: e.get("step", 0))
+    if len(evals) < 2 or evals[0].get("step") == evals[-1].get("step"):
         raise BadRun(f"{path}: needs an evaluation before and after training; train with --eval_on_start")
     before, after = evals[0], evals[-1]
     for entry in (before, after):

@@ -26,11 +26,20 @@ def _boolean(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each flag's default, except an unset one (None): such a flag's help says what it computes instead."""
+
+    def _get_help_string(self, action):
+        if action.default is None:
+            return action.help
+        return super()._get_help_string(action)
+
+
 class CommandParser(argparse.ArgumentParser):
     """Dataclass fields as flags, grouped per dataclass; a usage error is one line and exit 2."""
 
     def __init__(self, *args, dataclass_types=(), **kwargs):
-        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         super().__init__(*args, **kwargs)
         self.dataclass_types = list(dataclass_types)
         for dtype in self.dataclass_types:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -24,6 +25,9 @@ from data import load_problems, measure_trivial_shares
 from judging import STATUSES, JudgeArguments
 from judging.languages import LANGUAGES
 from rewards import ScoringArguments, mean_pass_at_k, score
+
+
+PASSK_DECIMALS = 6
 
 
 @dataclass
@@ -52,7 +56,21 @@ def read_records(path: str, required: dict[str, type]) -> list[dict]:
     return records
 
 
+def check_writable_file(flag: str, path: str) -> None:
+    """The output file can be created: its folder exists and is writable, and the path is not a folder. Checked
+    before judging, which can take minutes."""
+    target = Path(path)
+    folder = target.parent
+    if target.is_dir():
+        raise UsageError(f"{flag} {path}: is a folder; give a file path")
+    if not folder.is_dir():
+        raise UsageError(f"{flag} {path}: no folder {folder}; create it first or choose another path")
+    if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise UsageError(f"{flag} {path}: cannot write there; choose a writable path")
+
+
 def run_score(args: ScoreArguments, judge_args: JudgeArguments, scoring: ScoringArguments) -> int:
+    check_writable_file("--out", args.out)
     loaded = load_problems(args.problems, args.language)
     problems = {p["id"]: p for p in loaded}
     if len(problems) < len(loaded):
@@ -97,8 +115,17 @@ def run_passk(args: PassKArguments) -> int:
             raise UsageError(f"{args.scores}: problem {problem!r} has {n} samples, fewer than k={max(args.k)}; "
                              f"sample more or lower --k")
     result = mean_pass_at_k([tuple(c) for c in counts.values()], args.k)
-    print(json.dumps({**result, "problems": len(counts)}))
+    # Rounded for reading: the estimator's products leave float noise (0.33333333333333326) in the last digits.
+    print(json.dumps({**{k: round(v, PASSK_DECIMALS) for k, v in result.items()}, "problems": len(counts)}))
     return 0
+
+
+SCORE_HELP = {
+    "judge_timeout": "Seconds per test, as the trainer's evaluation (its --eval_timeout, 2.0); the trainer's training "
+    "reward uses its --judge_timeout (1.0).",
+    "max_tests_per_problem": "Score on the first N tests of each problem (default: all, as the trainer's evaluation; "
+    "its training reward uses the first 5).",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
                             dataclass_types=[ScoreArguments, JudgeArguments, ScoringArguments])
     # Scoring is evaluation: 2 s per test and every test of a problem, unless asked otherwise.
     s.set_defaults(handler=run_score, parser=s, judge_timeout=2.0, max_tests_per_problem=None)
+    for action in s._actions:  # the shared fields' help describes the trainer's training reward; say what holds here
+        if action.dest in SCORE_HELP:
+            action.help = SCORE_HELP[action.dest]
     p = commands.add_parser("passk", help="unbiased pass@k from a scores file", dataclass_types=[PassKArguments])
     p.set_defaults(handler=run_passk, parser=p)
     return parser

@@ -8,8 +8,9 @@ import os
 from dataclasses import dataclass, field
 
 from cli import positive
-from judging.judge import SANDBOX_CHOICES, Judge
+from judging.judge import Judge
 from judging.licence_proxy import parse_licence_hosts
+from judging.runners import SANDBOX_CHOICES
 
 
 @dataclass
@@ -45,8 +46,8 @@ class JudgeArguments:
     )
     judge_disk_mb: int = field(
         default=64,
-        metadata={"help": "What one test may write, in MB: the size of its /scratch and of its /tmp, each a tmpfs "
-                  "in the bwrap sandbox (memory, never the host disk)."},
+        metadata={"help": "What one test may write, in MB: the size of its /scratch, /tmp and /dev/shm, each a "
+                  "tmpfs in the bwrap sandbox (memory, never the host disk)."},
     )
     q_licence_hosts: str = field(
         default="auto",
@@ -56,7 +57,7 @@ class JudgeArguments:
     )
 
     def __post_init__(self):
-        parse_licence_hosts(self.q_licence_hosts)
+        self._licence_hosts = parse_licence_hosts(self.q_licence_hosts)  # parsed once, handed to the judge
         positive("--judge_timeout/--timeout", self.judge_timeout, "number of seconds")
         positive("--judge_workers/--workers", self.judge_workers)
         positive("--judge_memory_mb", self.judge_memory_mb)
@@ -67,5 +68,5 @@ class JudgeArguments:
         local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         workers = self.judge_workers or max(1, (os.cpu_count() or 1) // local_ranks)
         return Judge(timeout=self.judge_timeout, workers=workers, sandbox=self.sandbox,
-                     memory_mb=self.judge_memory_mb, q_binary=self.q_binary, q_licence_hosts=self.q_licence_hosts,
+                     memory_mb=self.judge_memory_mb, q_binary=self.q_binary, q_licence_hosts=self._licence_hosts,
                      disk_mb=self.judge_disk_mb)

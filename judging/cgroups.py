@@ -11,9 +11,9 @@ the judge's that may enable controllers for its children (the root, or a delegat
 ``REWARDS_CGROUP_V2_ROOT`` points the v2 code at another hierarchy (a stand-in folder in the tests). Where neither
 can be written, ``Cgroups.unavailable`` says why and the judge reports what still bounds memory.
 
-A process joins its slot's cgroup before it starts anything: the sandbox's command line starts with a ``sh``
-that writes itself into each ``cgroup.procs`` and then execs the rest (``enter_command``); a ``preexec_fn``
-would make ``subprocess`` fork a trainer holding tens of GB instead of vfork it.
+A process joins its slot's cgroup before it starts anything: a ``sh`` writes itself into each ``cgroup.procs``
+and then execs the rest; inside bwrap, before the uid drop (``join_inside``), else in front of the command line
+(``enter_command``). A ``preexec_fn`` would make ``subprocess`` fork a trainer holding tens of GB, not vfork it.
 """
 
 from __future__ import annotations
@@ -46,8 +46,19 @@ class SlotCgroup:
     def enter_command(self, command: list[str]) -> list[str]:
         """``command`` run from inside this cgroup (and every process it starts)."""
         procs = [str(folder / "cgroup.procs") for folder in self.folders]
-        joins = " && ".join(f'echo 0 > "${index + 1}"' for index in range(len(procs)))
-        return ["/bin/sh", "-c", f'{joins} && shift {len(procs)} && exec "$@"', "sh", *procs, *command]
+        return _joining(procs) + procs + command
+
+    def join_inside(self) -> tuple[list[str], list[str]]:
+        """For bwrap: arguments binding this cgroup's ``cgroup.procs`` files into the sandbox, and the command
+        prefix that joins them from inside (as root, before the uid drop) and execs the rest.
+
+        Joining inside keeps bwrap's own processes out: its PID namespace's init outlives bwrap's monitor and is
+        reaped by the host's init, whenever that gets to it; counted in pids.max, those zombies would make a
+        later test's fork fail."""
+        inside = [f"/run/cgroup-{index}" for index in range(len(self.folders))]
+        binds = [arg for folder, path in zip(self.folders, inside) for arg in ("--bind", str(folder / "cgroup.procs"),
+                                                                                path)]
+        return binds, _joining(inside) + inside
 
     def oom_kills(self) -> int:
         """How many processes the kernel's OOM killer has killed in this cgroup since it was made."""
@@ -83,6 +94,13 @@ class SlotCgroup:
                     pass
 
 
+def _joining(procs: list[str]) -> list[str]:
+    """A ``sh`` that writes itself into each of the ``procs`` files given as its first arguments, then execs the
+    command after them."""
+    joins = " && ".join(f'echo 0 > "${index + 1}"' for index in range(len(procs)))
+    return ["/bin/sh", "-c", f'{joins} && shift {len(procs)} && exec "$@"', "sh"]
+
+
 class Cgroups:
     """The judge's cgroups, one per slot key, each holding at most ``memory_bytes`` and ``processes`` tasks.
 
@@ -108,6 +126,9 @@ class Cgroups:
         except OSError as error:
             self.close()
             self.unavailable = f"cgroup {self.version} not writable here ({error.strerror or error}: {error.filename})"
+            if self.version == "v2" and error.errno == errno.EBUSY:  # v2's rule: controllers or processes, not both
+                self.unavailable += ("; the judge's own cgroup holds processes (the trainer), so it cannot give "
+                                     "cgroups below it controllers: run the trainer in the root cgroup")
             self.version = ""
             self.slots = {}
 

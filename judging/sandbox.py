@@ -4,8 +4,9 @@ Levels, strongest first (picked once by probing, never per execution):
 
 - ``bwrap``: bubblewrap started as root builds PID, network, IPC and UTS namespaces and a private,
   read-only filesystem view holding only /usr, /proc, /dev, the interpreter's own files, and /scratch (the
-  working directory, holding the program) and /tmp, each a fresh tmpfs of ``--judge_disk_mb``: nothing a test
-  writes reaches the host disk (its pages are memory, counted in the slot's cgroup: judging/cgroups.py).
+  working directory, holding the program), /tmp and /dev/shm, each a fresh tmpfs of ``--judge_disk_mb``:
+  nothing a test writes reaches the host disk (its pages are memory, counted in the slot's cgroup:
+  judging/cgroups.py).
   Inside, ``setpriv`` drops to a per-slot unprivileged uid (so RLIMIT_NPROC binds and slots cannot signal each
   other) and ``prlimit`` sets the resource limits. bwrap runs as root rather than after the uid drop because
   the interpreter may live in a folder the slot uid cannot enter (pyenv under /root is 0700); the program
@@ -144,7 +145,7 @@ class Limits:
     processes: int = 32
     file_mb: int = 16
     open_files: int = 64
-    disk_mb: int = 64  # the size of each of /scratch and /tmp, both tmpfs, at the bwrap level
+    disk_mb: int = 64  # the size of each of /scratch, /tmp and /dev/shm, all tmpfs, at the bwrap level
 
     @property
     def disk_bytes(self) -> int:
@@ -337,7 +338,7 @@ class Sandbox:
         limits = f"rlimits as={self.limits.memory_mb}MB cpu nproc fsize nofile core"
         if self.level == "bwrap":
             keyring = ", seccomp: no new namespaces, setns, io_uring or kernel keyring" if SECCOMP_FILTER else ""
-            disk = f"/scratch and /tmp tmpfs of {self.limits.disk_mb} MB each (nothing written reaches the host disk)"
+            disk = f"/scratch, /tmp, /dev/shm tmpfs of {self.limits.disk_mb} MB each (nothing reaches the host disk)"
             return f"bwrap: pid+net+ipc+uts namespaces, private read-only fs, {disk}, {uid}, {limits}{keyring}"
         disk = "disk unbounded but for fsize (scratch is a host folder)"
         if self.level == "unshare":
@@ -345,9 +346,11 @@ class Sandbox:
         return f"rlimits (weak): no namespaces, network and host fs reachable, {disk}, {uid}, {limits}"
 
     def command(self, argv: list[str], scratch: str | None, uid: int | None, timeout: float,
-                seccomp_fd: int | None = None, program: tuple[str, int] | None = None) -> list[str]:
+                seccomp_fd: int | None = None, program: tuple[str, int] | None = None,
+                cgroup: SlotCgroup | None = None) -> list[str]:
         """The command line; at the bwrap level /scratch is a fresh tmpfs and ``program`` (a file name and a
-        descriptor holding it) is copied into it, else ``scratch`` (a host folder) is the working folder."""
+        descriptor holding it) is copied into it, else ``scratch`` (a host folder) is the working folder. The
+        program joins the slot's ``cgroup`` before anything else runs."""
         drop = []
         if uid is not None:
             drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
@@ -360,9 +363,12 @@ class Sandbox:
         if self.level == "bwrap":
             seccomp = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
             files = ["--perms", "0644", "--file", str(program[1]), f"{SCRATCH}/{program[0]}"] if program else []
-            return [*outer, *self.prefix, *seccomp, "--perms", "0777", "--size", str(self.limits.disk_bytes),
-                    "--tmpfs", SCRATCH, *files, "--chdir", SCRATCH, "--setenv", "HOME", SCRATCH, *drop, *limits, *argv]
-        return [*outer, *self.prefix, *drop, *limits, *argv]
+            binds, join = cgroup.join_inside() if cgroup else ([], [])
+            return [*outer, *self.prefix, *seccomp, *binds, "--perms", "0777", "--size", str(self.limits.disk_bytes),
+                    "--tmpfs", SCRATCH, *files, "--chdir", SCRATCH, "--setenv", "HOME", SCRATCH, *join, *drop,
+                    *limits, *argv]
+        command = [*outer, *self.prefix, *drop, *limits, *argv]
+        return cgroup.enter_command(command) if cgroup else command
 
     def run(self, argv: list[str], scratch: str | None, uid: int | None, timeout: float,
             program: tuple[str, bytes] | None = None, cgroup: SlotCgroup | None = None) -> RunResult:
@@ -384,10 +390,10 @@ class Sandbox:
             if self.level == "bwrap" and program:
                 held = (program[0], _memfd_holding(program[1]))
                 passed.append(held[1])
-            command = self.command(argv, scratch, uid, timeout, seccomp, held)
+            command = self.command(argv, scratch, uid, timeout, seccomp, held, cgroup)
             start = time.monotonic()
             proc = subprocess.Popen(
-                cgroup.enter_command(command) if cgroup else command, stdin=subprocess.DEVNULL,
+                command, stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True,
                 close_fds=True, pass_fds=passed,
             )

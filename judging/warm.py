@@ -56,11 +56,12 @@ class WarmWorker:
         self.log = f"{folder}.log"
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         capabilities = [arg for cap in CAPABILITIES for arg in ("--cap-add", cap)]
+        # The worker joins the slot's cgroup: it and every child it forks count against its memory and tasks.
+        binds, join = cgroup.join_inside() if cgroup else ([], [])
         command = [*sandbox.prefix, "--bind", folder, SLOTS, "--dir", SCRATCH, "--setenv", "HOME", SCRATCH,
-                   "--ro-bind", WORKER, WORKER_INSIDE, "--chdir", SCRATCH, "--cap-drop", "ALL", *capabilities,
-                   interpreter, "-I", "-S", "-B", WORKER_INSIDE, str(theirs.fileno()), str(uid), json.dumps(limits)]
-        if cgroup:  # the worker and every child it forks count against the slot's memory and tasks
-            command = cgroup.enter_command(command)
+                   "--ro-bind", WORKER, WORKER_INSIDE, *binds, "--chdir", SCRATCH, "--cap-drop", "ALL", *capabilities,
+                   *join, interpreter, "-I", "-S", "-B", WORKER_INSIDE, str(theirs.fileno()), str(uid),
+                   json.dumps(limits)]
         with theirs, open(self.log, "wb") as log:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
                                             pass_fds=(theirs.fileno(),), start_new_session=True)

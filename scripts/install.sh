@@ -1,15 +1,48 @@
 #!/usr/bin/env bash
 # Install what the trainer and its tests need on a fresh machine: bubblewrap (the judge's sandbox) and the
 # pinned Python packages (torch==2.13.0 takes the CPU build on a CPU-only machine). Safe to run again.
+#
+#   scripts/install.sh [--slurm]
+#
+# --slurm also installs Debian's slurm-wlm and munge when missing: tests/test_slurm.py starts a real two-node
+# cluster on this host with them (scripts/slurm/local_cluster.sh); without them those tests are skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v bwrap >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null
-  else
-    echo "install.sh: bubblewrap (bwrap) is missing; install it with your package manager for full sandboxing" >&2
+slurm=0
+for arg in "$@"; do
+  case "$arg" in
+    --slurm) slurm=1 ;;
+    *) echo "install.sh: unknown argument '$arg'; usage: scripts/install.sh [--slurm]" >&2; exit 2 ;;
+  esac
+done
+
+# Installs Debian packages through apt when one of their commands is missing; warns where apt cannot run.
+apt_install() {  # apt_install WHAT-FOR "COMMAND..." PACKAGE...
+  local what="$1" commands="$2" command missing=0
+  shift 2
+  for command in $commands; do
+    command -v "$command" >/dev/null 2>&1 || missing=1
+  done
+  if [ "$missing" = 0 ]; then
+    echo "install.sh: $commands found"
+    return
   fi
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "install.sh: apt-get install $* (for $what)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+  else
+    echo "install.sh: $* missing; install with your package manager for $what" >&2
+  fi
+}
+
+apt_install "full sandboxing" bwrap bubblewrap
+if [ "$slurm" = 1 ]; then
+  apt_install "the Slurm tests" "slurmctld slurmd sbatch munged" slurm-wlm munge
 fi
+# pip is quiet (-q); a line per step says what the minutes go to.
+echo "install.sh: pip install -r requirements.txt (pinned; 2 to 4 minutes in a fresh venv, seconds when installed)"
 python -m pip install -q -r requirements.txt
+echo "install.sh: pip install -e . (this project)"
 python -m pip install -q -e .
+echo "install.sh: done"

@@ -136,18 +136,29 @@ def plot_pass_at_k(evaluations: list[dict]) -> Figure | None:
     if not ks:
         return None
     fig, ax = new_figure("Evaluation pass@k")
-    rows = [{"step": e["step"], **e["metrics"]} for e in sorted(evaluations, key=lambda e: e["step"])]
+    ordered = sorted(evaluations, key=lambda e: e["step"])
+    rows = [{"step": e["step"], **e["metrics"]} for e in training_evaluations(ordered)]
+    separate = [{"step": e["step"], **e["metrics"]} for e in ordered if e.get("eval_only")]
     for k in ks:
-        ax.plot(*series(rows, f"pass@{k}"), marker="o", label=f"pass@{k}")
+        (line,) = ax.plot(*series(rows, f"pass@{k}"), marker="o", label=f"pass@{k}")
+        if separate:
+            ax.plot(*series(separate, f"pass@{k}"), linestyle="none", marker="D", markerfacecolor="none",
+                    color=line.get_color(), label=f"pass@{k}, --eval_only")
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("share of problems solved")
     ax.legend(loc="best", fontsize="small")
     return fig
 
 
+def training_evaluations(evaluations: list[dict]) -> list[dict]:
+    """The evaluations training made, without the `--eval_only` ones appended later (marked `"eval_only": true`)."""
+    return [e for e in evaluations if not e.get("eval_only")]
+
+
 def first_and_last(evaluations: list[dict]) -> tuple[dict, dict] | None:
-    """The first and the last evaluation, when there are two at different steps."""
-    ordered = sorted(evaluations, key=lambda e: e["step"])
+    """Training's first and last evaluation, when there are two at different steps (an `--eval_only` evaluation
+    of the final model, at the last step, is not the "after")."""
+    ordered = sorted(training_evaluations(evaluations), key=lambda e: e["step"])
     if len(ordered) < 2 or ordered[0]["step"] == ordered[-1]["step"]:
         return None
     return ordered[0], ordered[-1]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start the vLLM generation server that `rl_trainer.py --use_vllm` (server mode) talks to.
 #
-#   scripts/serve_vllm.sh [--dry-run] MODEL [--preset SIZE] [trl vllm-serve settings] [vllm serve arguments]
+#   scripts/serve_vllm.sh MODEL [--preset SIZE] [trl vllm-serve settings] [vllm serve arguments] [--dry-run]
 #
 # Runs `vllm serve MODEL` exactly as `trl vllm-serve --model MODEL` would (trl/scripts/vllm_serve.py: main and
 # build_command), without that wrapper, which TRL 1.16 deprecates: the environment variable VLLM_SERVER_DEV_MODE=1
@@ -19,10 +19,11 @@
 # --enable_prefix_caching BOOL, --enforce_eager [BOOL], --kv_cache_dtype, --trust_remote_code [BOOL], --log_level,
 # --vllm_model_impl, --distributed_executor_backend, --speculative_config; dashes or underscores, `--x v` or
 # `--x=v`); numbers pass as written. Anything else goes to `vllm serve` as it is, last, e.g. --max-num-seqs 128.
-# --dry-run prints the command without starting it.
+# --dry-run (anywhere: before or after MODEL) prints the command without starting it; without it, the script
+# stops with one line if vLLM is not installed.
 set -euo pipefail
 
-usage="usage: scripts/serve_vllm.sh [--dry-run] MODEL [--preset SIZE] [trl vllm-serve settings] [vllm serve args]"
+usage="usage: scripts/serve_vllm.sh MODEL [--preset SIZE] [trl vllm-serve settings] [vllm serve args] [--dry-run]"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 fail() {
@@ -31,12 +32,20 @@ fail() {
 }
 
 dry_run=0
-if [[ "${1:-}" == "--dry-run" ]]; then
-    dry_run=1
-    shift
-fi
+words=()
+for word in "$@"; do
+    if [[ "$word" == --dry-run ]]; then
+        dry_run=1
+    else
+        words+=("$word")
+    fi
+done
+set -- "${words[@]}"
 if [[ $# -lt 1 || "$1" == -* ]]; then
     fail "give the model to serve first; $usage"
+fi
+if [[ $dry_run -eq 0 ]] && ! command -v vllm >/dev/null 2>&1; then
+    fail "vllm is not installed here; pip install -r requirements-gpu.txt (or --dry-run to print the command only)"
 fi
 
 # trl vllm-serve's settings (ScriptArguments), with its defaults.

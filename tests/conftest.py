@@ -1,4 +1,5 @@
-"""Shared fixtures: the tiny offline model (built once per session) and the repository root."""
+"""Shared fixtures: the tiny offline models (the random one built once per session, the warm one cached across
+sessions) and the repository root."""
 
 import subprocess
 import sys
@@ -16,6 +17,20 @@ def tiny_model(tmp_path_factory) -> Path:
     subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), str(out)], check=True,
                    capture_output=True, text=True)
     return out
+
+
+@pytest.fixture(scope="session")
+def warm_model() -> Path:
+    """The tiny model warm-started to pass about half its samples on the fixture problems (tests/warm_model.py):
+    training tests start from it so their groups carry reward signal."""
+    from warm_model import cached_warm_model
+
+    return cached_warm_model()
+
+
+# The problems the warm model knows, and a stand-in q set for tests/fake_q/q (tests/fixtures/warm/README.md).
+WARM_PYTHON_DATA = ROOT / "tests" / "fixtures" / "warm" / "python_problems.jsonl"
+WARM_Q_STAND_IN_DATA = ROOT / "tests" / "fixtures" / "warm" / "q_stand_in_problems.jsonl"
 
 
 def run_trainer(*args, cwd=ROOT, env=None, timeout=600) -> subprocess.CompletedProcess:

@@ -98,6 +98,16 @@ def test_config_yaml_round_trips(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(settings))
     args2 = parse_args(["--config", str(path)])
+    # The parsed settings themselves, not only settings() again: a field settings() left out would come back as
+    # its default on both sides of a settings() comparison.
+    for part in ("model", "data", "rewards", "scoring", "judge", "eval", "difficulty", "logging"):
+        # rewards.weights holds only weights given as name:weight; the file gives them as reward_weights (grpo).
+        assert {k: v for k, v in vars(getattr(args2, part)).items() if k != "weights"} == \
+            {k: v for k, v in vars(getattr(args, part)).items() if k != "weights"}, part
+    assert args2.run_dir == args.run_dir
+    assert args2.grpo.to_dict() == args.grpo.to_dict()
+    assert (args2.model.model, args2.grpo.learning_rate, args2.grpo.temperature, args2.grpo.reward_weights) == \
+        ("/ckpt/best/14b/checkpoint", 2e-6, 0.8, [1.0, 0.3])  # the sweep's values, none a default
     assert args2.settings() == settings
     args3 = parse_args(["--config", str(path), "--learning_rate", "3e-6"])  # flags override the file
     assert args3.grpo.learning_rate == 3e-6 and args3.data.use_reasoning_format
@@ -165,6 +175,8 @@ def test_dummy_reward_says_what_it_is():
     assert args.rewards.reward_funcs == ["dummy", "format"]
 
 
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed here: that is said first "
+                    "(tests/test_first_errors.py)")
 def test_vllm_server_mode_without_a_server_says_how_to_start_one(tmp_path, tiny_model):
     import socket
 

@@ -8,14 +8,18 @@ import sys
 import time
 
 import pytest
+import torch
 from transformers import AutoModelForCausalLM
 
-from conftest import ROOT, run_trainer
+from conftest import ROOT, WARM_PYTHON_DATA, run_trainer
+from run_checks import assert_trained, weights
 
 pytestmark = pytest.mark.slow
 
+# Two samples a rank, one group of 4 a step across the ranks, on the problems the warm model half solves.
 SMALL = [
-    "--language", "python", "--max_steps", "2", "--num_generations", "2", "--per_device_train_batch_size", "2",
+    "--data", WARM_PYTHON_DATA, "--language", "python", "--max_steps", "2", "--num_generations", "4",
+    "--per_device_train_batch_size", "2",
     "--gradient_accumulation_steps", "1", "--max_completion_length", "16", "--eval_steps", "2",
     "--simple_eval_problems", "5", "--repeat_eval_problems", "2", "--eval_k", "1", "2", "--eval_max_tokens", "16",
     "--save_steps", "2",
@@ -37,19 +41,29 @@ def launch(config_file, *args):
 
 
 def held_out_ids(n):
-    from data import bundled_path, load_problems, split_problems
+    from data import load_problems, split_problems
 
-    _, test = split_problems(load_problems(bundled_path("python"), "python"), 0.2, 42, 540, 40)
+    _, test = split_problems(load_problems(str(WARM_PYTHON_DATA), "python"), 0.2, 42, 540, 40)
     return sorted(p["id"] for p in test[:n])
 
 
 @pytest.mark.parametrize("config_file", ["config/cpu/zero3.yaml", "config/cpu/ddp.yaml"])
-def test_two_process_run_trains_saves_and_evaluates_each_problem_once(config_file, tiny_model, tmp_path):
+def test_two_process_run_trains_saves_and_evaluates_each_problem_once(config_file, warm_model, tmp_path):
     run = tmp_path / "run"
-    result = launch(config_file, "--model", tiny_model, "--output_dir", run, *SMALL)
+    result = launch(config_file, "--model", warm_model, "--output_dir", run, *SMALL)
     assert result.returncode == 0, result.stderr[-4000:]
-    model = AutoModelForCausalLM.from_pretrained(run / "final_model")
-    assert sum(p.numel() for p in model.parameters()) > 0
+    assert_trained(run, warm_model)
+    saved = weights(run / "final_model")
+    if "zero3" in config_file:
+        # The weights ZeRO-3 held sharded over the two ranks at the last step, gathered from its own checkpoint
+        # shards, are the ones final_model/ holds: every key, every value.
+        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+        sharded = get_fp32_state_dict_from_zero_checkpoint(str(run / "checkpoints/checkpoint-2"))
+        assert set(sharded) == set(saved)
+        assert all(torch.equal(sharded[name], saved[name]) for name in saved)
+    model, loading = AutoModelForCausalLM.from_pretrained(run / "final_model", output_loading_info=True)
+    assert not any(loading.values()), loading  # no missing, unexpected or mismatched keys filled in at random
     results = json.loads((run / "logs/eval_results.json").read_text())
     assert [entry["step"] for entry in results] == [2]
     evaluated = [p["id"] for p in results[0]["problems"]]
@@ -59,10 +73,11 @@ def test_two_process_run_trains_saves_and_evaluates_each_problem_once(config_fil
     assert steps == [1, 2]
 
 
-def test_kill_9_then_resume_continues_to_the_final_step(tiny_model, tmp_path):
+def test_kill_9_then_resume_continues_to_the_final_step(warm_model, tmp_path):
     run = tmp_path / "run"
-    args = ["--model", tiny_model, "--output_dir", run, "--language", "python", "--max_steps", "6",
-            "--num_generations", "2", "--per_device_train_batch_size", "2", "--gradient_accumulation_steps", "1",
+    args = ["--model", warm_model, "--output_dir", run, "--data", WARM_PYTHON_DATA, "--language", "python",
+            "--max_steps", "6", "--num_generations", "4", "--per_device_train_batch_size", "4",
+            "--gradient_accumulation_steps", "1",
             "--max_completion_length", "16", "--eval_steps", "2", "--simple_eval_problems", "2",
             "--repeat_eval_problems", "2", "--eval_k", "1", "--eval_max_tokens", "16", "--save_steps", "2"]
     proc = subprocess.Popen([sys.executable, str(ROOT / "rl_trainer.py"), *map(str, args)], cwd=ROOT,
@@ -74,6 +89,7 @@ def test_kill_9_then_resume_continues_to_the_final_step(tiny_model, tmp_path):
     os.kill(proc.pid, signal.SIGKILL)  # four steps before the run could end: killed mid-way
     proc.wait()
     assert state.exists() and not (run / "final_model").exists(), "the run must be killed mid-way"
+    assert adam_steps(run / "checkpoints/checkpoint-2") == {2}
 
     again = run_trainer(*args)
     assert again.returncode == 2 and "--resume_from_checkpoint latest" in again.stderr
@@ -87,16 +103,25 @@ def test_kill_9_then_resume_continues_to_the_final_step(tiny_model, tmp_path):
     assert [r["step"] for r in records] == [1, 2, 3, 4, 5, 6]  # one problem a step; the killed run's extra dropped
     assert [entry["step"] for entry in json.loads((run / "logs/eval_results.json").read_text())] == [2, 4, 6]
     assert "resumed from checkpoint-2" in (run / "logs/training_log.txt").read_text()
-    assert (run / "final_model/config.json").exists()
+    # The resumed optimizer went on from the saved state's two steps; a fresh one would count 2 here, not 4.
+    assert adam_steps(run / "checkpoints/checkpoint-4") == {4}
+    assert_trained(run, warm_model)
+
+
+def adam_steps(checkpoint):
+    """The step counts AdamW keeps per parameter in a checkpoint's saved optimizer state."""
+    state = torch.load(checkpoint / "optimizer.pt", weights_only=False)["state"]
+    return {int(entry["step"]) for entry in state.values()}
 
 
 @pytest.mark.parametrize("config_file", ["config/cpu/zero3.yaml", "config/cpu/ddp.yaml"])
-def test_two_process_difficulty_filter_rewrites_batches_alike_on_both_ranks(config_file, tiny_model, tmp_path):
+def test_two_process_difficulty_filter_rewrites_batches_alike_on_both_ranks(config_file, warm_model, tmp_path):
     """3 problems a step over 2 ranks, so one group spans both. A rank whose rewritten batch differed from the
     batch the ranks generated for would stop the run (training/difficulty.py), so a finished run with swaps shows
     that both ranks chose alike."""
     run = tmp_path / "run"
-    result = launch(config_file, "--model", tiny_model, "--output_dir", run, "--language", "python",
+    result = launch(config_file, "--model", warm_model, "--output_dir", run, "--data", WARM_PYTHON_DATA,
+                    "--language", "python",
                     "--max_train_problems", "5", "--max_steps", "4", "--num_generations", "2",
                     "--per_device_train_batch_size", "3", "--gradient_accumulation_steps", "1",
                     "--max_completion_length", "16", "--eval_pass_at_k", "false", "--save_steps", "4",
@@ -109,3 +134,4 @@ def test_two_process_difficulty_filter_rewrites_batches_alike_on_both_ranks(conf
     assert [sum(r["step"] == step for r in records) for step in (1, 2, 3, 4)] == [3, 3, 3, 3]
     assert all(r["samples"] == 2 for r in records)
     assert (run / "checkpoints/checkpoint-4/difficulty_filter.json").exists()
+    assert_trained(run, warm_model, evaluated=False)

@@ -133,8 +133,12 @@ def test_a_judge_never_closed_removes_its_folder_at_exit():
     assert not Path(done.stdout.strip()).exists()
 
 
-def test_python_preflight(judge):
-    judge.preflight("python")
+def test_python_preflight_passes_here_and_stops_where_python_cannot_run_1_plus_1(judge):
+    judge.preflight("python")  # this machine's Python prints 2 in the sandbox
+    with Judge(workers=1, sandbox="bwrap-cold") as broken:
+        broken._runners.get("python").executor.interpreter = "/bin/false"  # runs nothing and exits 1
+        with pytest.raises(JudgeUnavailable, match=r"^python cannot run 1\+1 in the sandbox \(.*\): runtime_error"):
+            broken.preflight("python")
 
 
 # q executor contract, against the stand-in.
@@ -227,8 +231,11 @@ def test_q_program_printing_licence_words_is_judged_on_its_output(qjudge):
     assert qjudge.run('-1 "k4.lic licence error";', tests, "q").status == "passed"
 
 
-def test_q_preflight(qjudge):
-    qjudge.preflight("q")
+def test_q_preflight_passes_with_the_stand_in_and_stops_when_q_fails(qjudge, qhome):
+    qjudge.preflight("q")  # the stand-in prints 2 for `-1 string 1+1;`
+    (qhome / "mode").write_text("wsfull")  # the stand-in now reports 'wsfull for every script
+    with pytest.raises(JudgeUnavailable, match=r"^q cannot run 1\+1 in the sandbox \(.*\): memory: 'wsfull"):
+        qjudge.preflight("q")
 
 
 def test_q_missing_is_a_clear_preflight_error(qhome, tmp_path, monkeypatch):

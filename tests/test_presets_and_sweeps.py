@@ -4,16 +4,16 @@ import json
 import os
 import shlex
 import shutil
-import stat
+import socket
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 import yaml
 from accelerate.commands.config.config_args import load_config_from_file
 
+import launch_stand_ins
 from training.arguments import UsageError, parse_args
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -306,63 +306,157 @@ def test_exps_dry_run_needs_no_size_and_no_checkpoints():
         result.stdout.splitlines()), "a placeholder prints as a variable, so the line runs once it is set"
 
 
-@pytest.mark.parametrize("args", [[], ["--dry-run", "9b"], ["--dry-run", "7b", "3b"], ["9b"]])
-def test_exps_rejects_bad_sizes(args):
+@pytest.mark.parametrize("args, message", [
+    ([], "exps.sh: name a size or all; usage: ./exps.sh"),
+    (["--dry-run", "9b"], "exps.sh: unknown size '9b'; usage: ./exps.sh"),
+    (["7b", "--bogus"], "exps.sh: unknown flag '--bogus' (trainer flags go after --); usage: ./exps.sh"),
+    (["7b", "--name"], "exps.sh: --name needs a value; usage: ./exps.sh"),
+    (["7b", "--name", "my sweep"], "exps.sh: --name my sweep: use letters, digits, '.', '_', '-'"),
+    (["--nodes", "2", "7b"], "exps.sh: --nodes is for --slurm jobs"),
+    (["--slurm", "--nodes", "0", "7b"], "exps.sh: --nodes takes a whole number above 0, got '0'"),
+])
+def test_exps_rejects_bad_arguments(args, message):
     """Only a dry run may leave the size out: a real run of every size takes days and must be asked for."""
     result = run_script(["./exps.sh", *args], env=CHECKPOINTS)
     assert result.returncode == 2
-    assert "usage: ./exps.sh" in result.stderr
+    assert result.stderr.startswith(message)
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-def write_executable(path, text):
-    path.write_text(textwrap.dedent(text))
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+def test_exps_help_lists_every_flag_and_size():
+    result = run_script(["./exps.sh", "--help"])
+    assert result.returncode == 0 and result.stderr == ""
+    for word in ("--dry-run", "--name SWEEP", "--slurm", "--nodes N", "-- FLAGS", "CKPT_<SIZE>", "SBATCH_*"):
+        assert word in result.stdout
+    assert result.stdout.startswith("The reference's experiment sweeps")
 
 
-def test_exps_runs_each_size_against_its_own_server(tmp_path):
-    """Stand-ins, not the real programs, in place of vLLM and accelerate: `vllm` serves /health over HTTP,
-    `accelerate` records the server it saw. Each size must find its server up and leave no server behind. Runs in a copy of the launch
-    files so the server logs land in tmp_path."""
+def dry_run_lines(*args, env=None):
+    result = run_script(["./exps.sh", *args], env={**CHECKPOINTS, **(env or {})})
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def test_exps_takes_flags_in_any_order():
+    expected = dry_run_lines("--dry-run", "--name", "b", "7b", "3b")
+    assert dry_run_lines("7b", "--dry-run", "3b", "--name", "b") == expected
+    assert dry_run_lines("7b", "3b", "--name", "b", "--dry-run") == expected
+    assert [line for line in expected if line.startswith("# ")] == ["# 7b (non_reasoning)", "# 3b (non_reasoning)"]
+
+
+def launch_arguments(lines):
+    commands = [shlex.split(line[2:]) for line in lines if line.startswith("+ ")]
+    return [c[c.index("rl_trainer.py") + 1 :] for c in commands if "rl_trainer.py" in c]
+
+
+def test_exps_passes_trainer_flags_after_dashes_to_every_launch(tmp_path):
+    config = tmp_path / "mine.yaml"
+    config.write_text("seed: 7\n")
+    extra = ["--config", str(config), "--learning_rate", "1e-6", "--save_steps", "10"]
+    launches = launch_arguments(dry_run_lines("--dry-run", "all", "--", *extra))
+    assert len(launches) == len(SIZES)
+    for launch in launches:
+        assert launch[-len(extra) :] == extra, "the user's flags come last, so they win"
+        args = parse_args(launch)
+        assert args.grpo.learning_rate == 1e-6 and args.grpo.save_steps == 10 and args.grpo.seed == 7
+
+
+def test_exps_sweep_name_goes_into_the_run_folder_and_the_wandb_name():
+    for launch, size in zip(launch_arguments(dry_run_lines("--dry-run", "--name", "lr-low", "7b", "14b")),
+                            ["7b", "14b"]):
+        args = parse_args(launch)
+        fmt = "reasoning" if size == "14b" else "non_reasoning"
+        assert args.run_dir == f"final_outputs/lr-low/{size}/{fmt}/"
+        assert args.grpo.run_name == f"q-grpo-lr-low-{size}-{fmt}"
+
+
+def test_exps_commands_in_the_readme_run_as_dry_runs():
+    """Every ./exps.sh line of README's sweeps section is accepted as written (checked with --dry-run added)."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### The sweeps: exps.sh") : readme.index("### Several nodes: Slurm")]
+    lines = [line.split("  #")[0].strip() for line in section.splitlines() if line.startswith("./exps.sh ")]
+    assert len(lines) >= 7
+    for line in lines:
+        words = shlex.split(line)[1:]
+        split = words.index("--") if "--" in words else len(words)
+        result = run_script(["./exps.sh", *words[:split], "--dry-run", *words[split:]], env=CHECKPOINTS)
+        assert result.returncode == 0, (line, result.stderr)
+
+
+def launch_checkout(tmp_path):
+    """A copy of the launch files (presets, scripts without the Python ones, exps.sh) to run exps.sh in."""
     checkout = tmp_path / "checkout"
     shutil.copytree(ROOT / "config" / "models", checkout / "config" / "models")
     shutil.copytree(ROOT / "scripts", checkout / "scripts", ignore=shutil.ignore_patterns("*.py"))
     shutil.copy2(ROOT / "exps.sh", checkout / "exps.sh")
-    bin_dir, record = tmp_path / "bin", tmp_path / "launches.txt"
-    bin_dir.mkdir()
-    write_executable(bin_dir / "vllm", f"""\
-        #!{sys.executable}
-        # Stand-in for `vllm serve MODEL --port PORT`: answers /health with the model it was given.
-        import http.server, sys
-        model = sys.argv[sys.argv.index("serve") + 1]
-        port = int(sys.argv[sys.argv.index("--port") + 1])
-        class Health(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                self.send_response(200 if self.path == "/health" else 404)
-                self.end_headers()
-                self.wfile.write(model.encode())
-            def log_message(self, *args):
-                pass
-        http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
-        """)
-    write_executable(bin_dir / "accelerate", f"""\
-        #!{sys.executable}
-        import os, sys, urllib.request
-        port = sys.argv[sys.argv.index("--vllm_server_port") + 1]
-        served = urllib.request.urlopen(f"http://127.0.0.1:{{port}}/health").read().decode()
-        model = sys.argv[sys.argv.index("--model") + 1]
-        with open({str(record)!r}, "a") as f:
-            f.write(f"{{model}} served={{served}} gpus={{os.environ['CUDA_VISIBLE_DEVICES']}}\\n")
-        """)
-    port = "18931"
-    env = {**CHECKPOINTS, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VLLM_PORT": port}
-    for size in ("1.5b", "3b"):
-        result = subprocess.run(["./exps.sh", size], cwd=checkout, env={**os.environ, **env}, capture_output=True,
-                                text=True, timeout=120)
+    return checkout
+
+
+def test_exps_sizes_are_the_preset_files(tmp_path):
+    """A size is added by adding its preset: exps.sh lists config/models/, smallest first."""
+    checkout = launch_checkout(tmp_path)
+    shutil.copy2(checkout / "config" / "models" / "1.5b.yaml", checkout / "config" / "models" / "0.5b.yaml")
+    result = subprocess.run(["./exps.sh", "--dry-run"], cwd=checkout, capture_output=True, text=True, timeout=60,
+                            env=without_checkpoints() | {"CKPT_0_5B": "/ckpts/q-0.5b"})
+    assert result.returncode == 0, result.stderr
+    headers = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("# ")]
+    assert headers == ["0.5b", *SIZES]
+    assert "--model /ckpts/q-0.5b" in result.stdout
+
+
+def test_exps_slurm_submits_one_train_sbatch_job_per_size():
+    lines = dry_run_lines("--dry-run", "--slurm", "--nodes", "3", "--name", "s", "7b", "32b", "--", "--seed", "3")
+    submissions = [shlex.split(line[2:]) for line in lines if line.startswith("+ ")]
+    assert len(submissions) == 2
+    for size, fmt, submit in zip(["7b", "32b"], ["non_reasoning", "reasoning"], submissions):
+        start = submit.index("sbatch")
+        assert submit[:start] == ["env", "VLLM_GPU=0", "VLLM_PORT=8000", "MAX_MODEL_LEN=8192", "VLLM_WAIT=1800"]
+        script = submit.index("scripts/slurm/train.sbatch")
+        assert submit[start:script] == ["sbatch", "-N", "3", "--job-name", f"q-grpo-s-{size}-{fmt}"]
+        checkpoint = CHECKPOINTS[f"CKPT_{size.upper()}"]
+        # What that job runs: train.sbatch's own dry run of the same arguments, on three nodes.
+        result = run_script(["scripts/slurm/train.sbatch", "--dry-run", "--nodes", "3", *submit[script + 1 :]],
+                            env={key: "" for key in os.environ if key.startswith("SLURM_")})
         assert result.returncode == 0, result.stderr
-        assert "VLLM_SERVER_DEV_MODE=1 vllm serve" in (checkout / "final_outputs" / size / "vllm_server.log").read_text()
+        launches = launch_arguments(result.stdout.splitlines())
+        assert len(launches) == 2
+        args = parse_args(launches[0])
+        assert args.model.model == checkpoint and args.grpo.seed == 3 and args.grpo.use_vllm
+        assert args.run_dir == f"final_outputs/s/{size}/{fmt}/" and args.grpo.run_name == f"q-grpo-s-{size}-{fmt}"
+        assert args.logging.use_wandb and args.logging.wandb_project == "q-language-training"
+
+
+def test_exps_runs_each_size_against_its_own_server(tmp_path):
+    """Stand-ins for vLLM and accelerate (tests/launch_stand_ins.py): each size must find its server up and leave
+    no server behind; a second sweep of a size is refused before its server starts, unless it has a name of its
+    own. Runs in a copy of the launch files so the run folders and server logs land in tmp_path."""
+    checkout = launch_checkout(tmp_path)
+    bin_dir, record = tmp_path / "bin", tmp_path / "launches.txt"
+    launch_stand_ins.install(bin_dir, record)
+    with socket.socket() as probe:  # a free port: other checkouts may run this test at the same time
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    env = {**os.environ, **CHECKPOINTS, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VLLM_PORT": port}
+
+    def sweep(*args):
+        return subprocess.run(["./exps.sh", *args], cwd=checkout, env=env, capture_output=True, text=True,
+                              timeout=120)
+
+    for size in ("1.5b", "3b"):
+        result = sweep(size)
+        assert result.returncode == 0, result.stderr
+        log = checkout / "final_outputs" / size / "vllm_server.log"
+        assert "VLLM_SERVER_DEV_MODE=1 vllm serve" in log.read_text()
+    again = sweep("1.5b")
+    assert again.returncode == 2 and again.stdout == ""
+    assert again.stderr == ("exps.sh: final_outputs/1.5b/non_reasoning/ already holds a run; name this sweep with "
+                            "--name SWEEP, or add -- --resume_from_checkpoint latest\n")
+    named = sweep("--name", "second", "1.5b")
+    assert named.returncode == 0, named.stderr
+    assert (checkout / "final_outputs" / "second" / "1.5b" / "non_reasoning" / "config.yaml").exists()
     model_1_5b, model_3b = CHECKPOINTS["CKPT_1_5B"], CHECKPOINTS["CKPT_3B"]
-    assert record.read_text().splitlines() == [f"{model_1_5b} served={model_1_5b} gpus=1,2,3,4,5,6,7",
-                                               f"{model_3b} served={model_3b} gpus=1,2,3,4,5,6,7"]
+    assert record.read_text().splitlines() == [f"{model_1_5b} served={model_1_5b} rank=- gpus=1,2,3,4,5,6,7",
+                                               f"{model_3b} served={model_3b} rank=- gpus=1,2,3,4,5,6,7",
+                                               f"{model_1_5b} served={model_1_5b} rank=- gpus=1,2,3,4,5,6,7"]
     probe = subprocess.run(["curl", "-s", "-o", "/dev/null", f"http://127.0.0.1:{port}/health"], timeout=30)
     assert probe.returncode != 0, "exps.sh left its vLLM server running"

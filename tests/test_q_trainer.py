@@ -1,19 +1,23 @@
 """The trainer on Q problems: stops before any weights load without q, and drives the q executor when it has one.
 
 No licensed q exists on the machines this suite runs on. The second test uses tests/fake_q/q, a STAND-IN that
-is not q (it only echoes `-1 "text";` lines): it checks the wiring from rl_trainer.py to the q executor
-(preflight, QHOME passed through, completions' ```q blocks run as scripts), not q semantics.
+is not q (it only echoes `-1 "text";` lines), on the stand-in problems of tests/fixtures/warm/: it checks the
+wiring from rl_trainer.py to the q executor (preflight, QHOME passed through, completions' ```q blocks run as
+scripts, a q error judged a failure), not q semantics.
 """
 
-import json
 import os
 import shutil
 
-from conftest import ROOT, run_trainer
+import pytest
+
+from conftest import ROOT, WARM_Q_STAND_IN_DATA, run_trainer
+from run_checks import assert_trained, train_steps
 
 FAKE_Q = ROOT / "tests" / "fake_q" / "q"
-RUN = ["--max_steps", "1", "--num_generations", "2", "--per_device_train_batch_size", "2",
-       "--gradient_accumulation_steps", "1", "--max_completion_length", "16", "--eval_pass_at_k", "false"]
+RUN = ["--max_steps", "2", "--num_generations", "4", "--per_device_train_batch_size", "4",
+       "--gradient_accumulation_steps", "1", "--max_completion_length", "16", "--eval_steps", "2",
+       "--simple_eval_problems", "1", "--repeat_eval_problems", "4", "--eval_k", "1", "--eval_max_tokens", "16"]
 
 
 def test_missing_q_stops_before_any_weights_load(tiny_model, tmp_path):
@@ -25,26 +29,25 @@ def test_missing_q_stops_before_any_weights_load(tiny_model, tmp_path):
     assert "Loading weights" not in result.stderr and not (tmp_path / "run").exists()
 
 
-def test_q_through_the_stand_in_executor(tiny_model, tmp_path):
+def test_q_through_the_stand_in_executor(warm_model, tmp_path):
     qhome = tmp_path / "qhome"
     qhome.mkdir()
     q_binary = tmp_path / "q"
     shutil.copy(FAKE_Q, q_binary)
-    problem = {"id": "six", "description": "Print 6.", "solution": "solve:{6}", "split": "train",
-               "tests": [{"test_code": '-1 "6";', "expected_output": "6"}]}
-    held_out = {**problem, "id": "seven", "split": "test"}
-    data = tmp_path / "q.jsonl"
-    data.write_text(json.dumps(problem) + "\n" + json.dumps(held_out) + "\n")
     env = {**os.environ, "QHOME": str(qhome)}
-    common = ["--model", tiny_model, "--data", data, "--q_binary", q_binary]
+    common = ["--model", warm_model, "--data", WARM_Q_STAND_IN_DATA, "--q_binary", q_binary]
 
     checked = run_trainer(*common, "--test_reward_function", env=env)
     assert checked.returncode == 0, checked.stderr[-3000:]
-    assert "six: reward 2.000 (1/1 tests, passed)" in checked.stdout
+    assert "stand-in-six: reward 2.000 (1/1 tests, passed)" in checked.stdout
 
-    trained = run_trainer(*common, "--output_dir", tmp_path / "run", *RUN, env=env)
+    run = tmp_path / "run"
+    trained = run_trainer(*common, "--output_dir", run, *RUN, env=env)
     assert trained.returncode == 0, trained.stderr[-3000:]
-    (step,) = [json.loads(line) for line in (tmp_path / "run/logs/metrics.jsonl").read_text().splitlines()
-               if "reward" in json.loads(line)]
-    assert step["status/sandbox_error"] == 0 and step["status/syntax_error"] == 0  # q has no Python compile step
-    assert sum(v for k, v in step.items() if k.startswith("status/")) == 1.0
+    steps = train_steps(run)
+    assert [step["step"] for step in steps] == [1, 2]
+    for step in steps:
+        assert step["status/sandbox_error"] == 0 and step["status/syntax_error"] == 0  # q has no compile step
+        assert sum(v for k, v in step.items() if k.startswith("status/")) == pytest.approx(1.0)
+    assert any(step["status/runtime_error"] > 0 for step in steps)  # the stand-in's reported 'type failed
+    assert_trained(run, warm_model)

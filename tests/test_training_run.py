@@ -1,14 +1,17 @@
-"""A real GRPO run of the tiny model through the command line, and `--eval_only` on its checkpoint."""
+"""A real GRPO run of the warm tiny model through the command line, and `--eval_only` on its checkpoint."""
 
 import json
 
 import pytest
 import yaml
 
-from conftest import run_trainer
+from conftest import WARM_PYTHON_DATA, run_trainer
+from run_checks import assert_trained, train_steps
 
+# One group of 4 samples a step: with the warm model passing about half its samples, a step's rewards differ.
 FAST = [
-    "--language", "python", "--max_steps", "3", "--num_generations", "2", "--per_device_train_batch_size", "2",
+    "--data", WARM_PYTHON_DATA, "--language", "python", "--max_steps", "3", "--num_generations", "4",
+    "--per_device_train_batch_size", "4",
     "--gradient_accumulation_steps", "1", "--max_completion_length", "16", "--eval_steps", "2", "--eval_on_start",
     "--simple_eval_problems", "3", "--repeat_eval_problems", "2", "--eval_max_tokens", "16",
     "--save_steps", "2", "--judge_timeout", "2",
@@ -16,11 +19,16 @@ FAST = [
 
 
 @pytest.fixture(scope="module")
-def trained_run(tiny_model, tmp_path_factory):
+def trained_run(warm_model, tmp_path_factory):
     run = tmp_path_factory.mktemp("runs") / "tiny"
-    result = run_trainer("--model", tiny_model, "--output_dir", run, *FAST)
+    result = run_trainer("--model", warm_model, "--output_dir", run, *FAST)
     assert result.returncode == 0, result.stderr[-3000:]
     return run, result
+
+
+def test_the_run_learned_from_a_signal(trained_run, warm_model):
+    run, _ = trained_run
+    assert_trained(run, warm_model)
 
 
 def test_run_writes_the_whole_layout(trained_run):
@@ -61,12 +69,22 @@ def test_evaluations_at_start_every_eval_steps_and_end(trained_run):
     assert [line["step"] for line in evals_in_metrics if "eval_pass@1" in line] == [0, 2, 3]
 
 
-def test_config_yaml_repeats_the_run_settings(trained_run):
+def test_config_yaml_repeats_the_run_settings(trained_run, tmp_path):
     run, _ = trained_run
     settings = yaml.safe_load((run / "config.yaml").read_text())
     assert settings["output_dir"] == str(run) and settings["max_steps"] == 3 and settings["language"] == "python"
     again = run_trainer("--config", run / "config.yaml")
     assert again.returncode == 2 and "already holds a run's outputs" in again.stderr
+
+    repeat = tmp_path / "repeat"
+    repeated = run_trainer("--config", run / "config.yaml", "--output_dir", repeat)
+    assert repeated.returncode == 0, repeated.stderr[-3000:]
+    repeated_settings = yaml.safe_load((repeat / "config.yaml").read_text())
+    assert {key for key in settings.keys() | repeated_settings.keys()
+            if settings.get(key) != repeated_settings.get(key)} == {"output_dir"}
+    # Same settings, same seed: the repeat samples, judges and trains as the first run did.
+    steps = [[m[key] for key in ("step", "reward", "status/passed")] for m in train_steps(run)]
+    assert [[m[key] for key in ("step", "reward", "status/passed")] for m in train_steps(repeat)] == steps
 
 
 def test_eval_only_on_a_checkpoint_writes_its_own_results(trained_run, tmp_path):
@@ -79,5 +97,5 @@ def test_eval_only_on_a_checkpoint_writes_its_own_results(trained_run, tmp_path)
     results = json.loads((out / "logs/eval_results.json").read_text())
     assert len(results) == 1 and results[0]["step"] == 2
     assert results[0]["settings"]["model"] == str(run / "checkpoints/checkpoint-2")
-    assert (out / "logs/eval_samples/step-2.jsonl").exists()
+    assert (out / "logs/eval_samples/step-2-eval_only.jsonl").exists()
     assert not (out / "checkpoints").exists()

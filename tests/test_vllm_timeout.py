@@ -1,25 +1,36 @@
 """training/vllm_timeout.py, through training/trainer.py's bound_vllm_client, against a real loopback HTTP server
-and TRL's real VLLMClient.
+and TRL's real VLLMClient; and the real rl_trainer.py in server mode against the same server.
 
 The server below is a stand-in for vLLM, not vLLM: it answers /health and /v1/models as vLLM does, so that a
 VLLMClient can be built against it, and then accepts every other request and never answers it (a wedged server),
-or answers it after a delay (a slow but healthy one). vLLM is not installed here; the client's constructor only
-checks that it is, so that check is lifted while the client is built. Everything stays on 127.0.0.1.
+or answers it after a delay (a slow but healthy one), or serves one training step and then goes silent. vLLM is not
+installed here; the client's constructor only checks that it is, so that check is lifted while the client is
+built, and the trainer runs with tests/vllm_stand_in/ (a stand-in package named vllm that says what it is) on its
+path. Everything stays on 127.0.0.1.
 """
 
 import inspect
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 import requests
+from transformers import AutoModelForCausalLM
 from trl.generation import vllm_client, vllm_generation
 from trl.trainer import grpo_trainer
 
+from conftest import ROOT, WARM_PYTHON_DATA
+from run_checks import assert_moved
 from training.trainer import bound_vllm_client
 from training.vllm_timeout import VLLMServerUnresponsive, bound_session
+from warm_model import PYTHON_COMPLETIONS
+
+STAND_IN = ROOT / "tests" / "vllm_stand_in"
 
 ANSWERED = {"/health": b"", "/v1/models": json.dumps({"data": [{"id": "stand-in"}]}).encode()}
 COMPLETION = json.dumps({"choices": [{"prompt_token_ids": [1, 2], "token_ids": [3, 4], "logprobs": None}]}).encode()
@@ -58,19 +69,25 @@ class LoopbackServer:
                 for line in iter(reader.readline, b"\r\n"):
                     name, _, value = line.decode().partition(":")
                     headers[name.strip().lower()] = value.strip()
-                reader.read(int(headers.get("content-length", 0)))
+                body = reader.read(int(headers.get("content-length", 0)))
                 method, path, _ = request_line.split(" ", 2)
                 self.requests.append(f"{method} {path}")
-                if path in ANSWERED:
-                    self._answer(connection, ANSWERED[path])
-                elif self.answer_after is not None:
-                    time.sleep(self.answer_after)
-                    self._answer(connection, COMPLETION)
-                else:
+                answer = self.respond(path.split("?")[0], body)
+                if answer is None:
                     self.stopped.wait()  # wedged: the connection stays open and silent
                     return
+                self._answer(connection, answer)
         except OSError:
             return
+
+    def respond(self, path: str, body: bytes) -> bytes | None:
+        """The answer to a request, or None to leave it unanswered."""
+        if path in ANSWERED:
+            return ANSWERED[path]
+        if self.answer_after is not None:
+            time.sleep(self.answer_after)
+            return COMPLETION
+        return None
 
     @staticmethod
     def _answer(connection: socket.socket, body: bytes):
@@ -169,19 +186,22 @@ def test_a_slow_answer_within_the_bound_still_arrives(make_client):
 
 
 def test_without_the_bound_trl_waits_on_a_silent_server(make_client):
-    """The defect this module exists for: TRL's own client is still waiting after several seconds."""
+    """The defect this module exists for: TRL's own client is still waiting after several seconds, neither
+    answered nor failed."""
     server, client = make_client()
-    finished = threading.Event()
+    outcome = {}
 
     def ask():
         try:
-            client.get_world_size()
-            finished.set()
-        except requests.RequestException:
-            pass  # the connection breaks when the test's server closes; until then the request waited unbounded
+            outcome["returned"] = client.get_world_size()
+        except requests.RequestException as error:
+            outcome["raised"] = error
 
-    threading.Thread(target=ask, daemon=True).start()
-    assert not finished.wait(3)
+    asking = threading.Thread(target=ask, daemon=True)
+    asking.start()
+    asking.join(3)
+    assert asking.is_alive() and not outcome, outcome
+    assert server.requests[-1] == "GET /get_world_size"
 
 
 def test_the_client_keeps_its_session_where_the_bound_reaches_it():
@@ -196,45 +216,72 @@ def test_rejects_a_bound_that_is_no_bound():
         bound_session(requests.Session(), "http://127.0.0.1:1", 0)
 
 
-def test_the_last_checkpoint_survives_a_silent_server(make_client, tmp_path):
-    """A real transformers Trainer, saving every step, whose third step asks the silent server for completions as
-    GRPOTrainer's step does: train() raises, the checkpoints before it are whole, and training resumes from them."""
-    import torch
-    from transformers import Trainer, TrainingArguments
+class ServerThatGoesSilent(LoopbackServer):
+    """Serves one whole training step as a vLLM server would (the weight-sync requests, one generation whose samples
+    alternate between `completions`, given as token ids), then answers nothing but /health."""
 
-    _, client = make_client()
-    bound_vllm_client(client, 0.3)
+    def __init__(self, tokenizer, completions: list[list[int]]):
+        super().__init__()
+        self.tokenizer = tokenizer
+        self.completions = completions
+        self.generated = False
 
-    class Line(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.weight = torch.nn.Parameter(torch.zeros(1))
+    def respond(self, path: str, body: bytes) -> bytes | None:
+        if path in ANSWERED:
+            return ANSWERED[path]
+        if self.generated:
+            return None
+        if path != "/v1/completions":
+            return b"{}"  # weight-update start, tensors, finish; prefix-cache reset
+        self.generated = True
+        request = json.loads(body)
+        prompts = [p if isinstance(p, list) else self.tokenizer(p, add_special_tokens=False)["input_ids"]
+                   for p in request["prompt"]]
+        choices = []
+        for prompt in prompts:
+            for i in range(request["n"]):
+                ids = self.completions[i % len(self.completions)]
+                # The sampled tokens' log-probabilities, as vLLM sends them with return_tokens_as_token_ids.
+                logprobs = {"tokens": [f"token_id:{t}" for t in ids], "token_logprobs": [-0.05] * len(ids),
+                            "top_logprobs": [None] * len(ids)}
+                choices.append({"prompt_token_ids": prompt, "token_ids": ids, "logprobs": logprobs})
+        return json.dumps({"choices": choices}).encode()
 
-        def forward(self, x, labels):
-            return {"loss": ((self.weight * x - labels) ** 2).mean()}
 
-    class GeneratingTrainer(Trainer):
-        def training_step(self, model, inputs, num_items_in_batch=None):
-            if self.state.global_step == 2:
-                client.generate(["x"])
-            return super().training_step(model, inputs, num_items_in_batch)
+def test_grpo_trainer_stops_with_one_line_and_a_whole_checkpoint_when_the_server_goes_silent(warm_model, tmp_path):
+    """The real rl_trainer.py in server mode (tests/vllm_stand_in/run_trainer.py leaves out only the NCCL group,
+    which needs CUDA), through TRL's real client: step 1 is served and saved, step 2's first request is not
+    answered, and the run stops with one line and exit 1, its checkpoint-1 whole."""
+    from transformers import AutoTokenizer
 
-    data = [{"x": torch.tensor([float(i)]), "labels": torch.tensor([2.0 * i])} for i in range(1, 9)]
-    args = TrainingArguments(output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=2, save_steps=1,
-                             learning_rate=0.01, report_to=[], use_cpu=True, disable_tqdm=True)
-    trainer = GeneratingTrainer(model=Line(), args=args, train_dataset=data)
-    with pytest.raises(VLLMServerUnresponsive):
-        trainer.train()
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["checkpoint-1", "checkpoint-2"]
-    last = tmp_path / "checkpoint-2"
-    assert json.loads((last / "trainer_state.json").read_text())["global_step"] == 2
-    steps_run = []
-
-    class CountingTrainer(Trainer):
-        def training_step(self, model, inputs, num_items_in_batch=None):
-            steps_run.append(self.state.global_step + 1)
-            return super().training_step(model, inputs, num_items_in_batch)
-
-    resumed = CountingTrainer(model=Line(), args=args, train_dataset=data)
-    assert resumed.train(resume_from_checkpoint=str(last)).global_step == 4
-    assert steps_run == [3, 4]
+    tokenizer = AutoTokenizer.from_pretrained(warm_model)
+    completions = [tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+                   for text in PYTHON_COMPLETIONS]
+    server = ServerThatGoesSilent(tokenizer, completions)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(STAND_IN), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    run = tmp_path / "run"
+    try:
+        result = subprocess.run(
+            [sys.executable, str(STAND_IN / "run_trainer.py"), "--model", str(warm_model), "--data",
+             str(WARM_PYTHON_DATA), "--language", "python", "--output_dir", str(run), "--max_steps", "3",
+             "--num_generations", "4", "--per_device_train_batch_size", "4", "--gradient_accumulation_steps", "1",
+             "--max_completion_length", "16", "--eval_pass_at_k", "false", "--save_steps", "1", "--use_vllm",
+             "--vllm_mode", "server", "--vllm_server_base_url", server.url, "--vllm_request_timeout", "2",
+             "--vllm_importance_sampling_correction", "false"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    finally:
+        server.stop()
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("rl_trainer.py: ")]
+    assert line.startswith(f"rl_trainer.py: the vLLM server at {server.url} did not answer POST /"), line
+    assert " within 2 s; check it with " in line and "--vllm_request_timeout" in line
+    silent = server.requests[server.requests.index("POST /v1/completions") + 1:]
+    assert len(silent) == 1, server.requests  # one unanswered request, not resent
+    assert sorted(path.name for path in (run / "checkpoints").glob("checkpoint-*")) == ["checkpoint-1"]
+    checkpoint = run / "checkpoints/checkpoint-1"
+    assert json.loads((checkpoint / "trainer_state.json").read_text())["global_step"] == 1
+    assert_moved(warm_model, checkpoint)  # step 1 trained on the served samples, half of them passing
+    _, loading = AutoModelForCausalLM.from_pretrained(checkpoint, output_loading_info=True)
+    assert not any(loading.values()), loading
+    assert not (run / "final_model").exists()

@@ -2,17 +2,19 @@
 
 import os
 
-from conftest import run_trainer
+from conftest import WARM_PYTHON_DATA, run_trainer
+from run_checks import assert_trained
 
-TINY_RUN = ["--language", "python", "--max_steps", "2", "--num_generations", "2", "--per_device_train_batch_size",
-            "2", "--gradient_accumulation_steps", "1", "--max_completion_length", "16", "--eval_steps", "2",
-            "--simple_eval_problems", "2", "--repeat_eval_problems", "2", "--eval_k", "1", "--eval_max_tokens", "16"]
+TINY_RUN = ["--data", WARM_PYTHON_DATA, "--language", "python", "--max_steps", "2", "--num_generations", "4",
+            "--per_device_train_batch_size", "4", "--gradient_accumulation_steps", "1", "--max_completion_length",
+            "16", "--eval_steps", "2", "--simple_eval_problems", "2", "--repeat_eval_problems", "4", "--eval_k", "1",
+            "--eval_max_tokens", "16"]
 
 
-def test_offline_run_writes_metrics_and_completions(tiny_model, tmp_path):
+def test_offline_run_writes_metrics_and_completions(warm_model, tmp_path):
     """Also the chat-template, reasoning-format path of a real run."""
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path)}
-    result = run_trainer("--model", tiny_model, "--output_dir", tmp_path / "run", *TINY_RUN, "--use_wandb",
+    result = run_trainer("--model", warm_model, "--output_dir", tmp_path / "run", *TINY_RUN, "--use_wandb",
                          "--wandb_name", "tiny-offline", "--wandb_project", "q-tests", "--wandb_tags", "cpu",
                          "--prompt_style", "chat", "--use_reasoning_format", env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -25,6 +27,7 @@ def test_offline_run_writes_metrics_and_completions(tiny_model, tmp_path):
     table = tables[0].read_text()
     assert '"status"' in table and '"tests_passed"' in table
     assert '"role":"system"' in table.replace(" ", "") and "<reasoning>" in table  # chat messages, reasoning format
+    assert_trained(tmp_path / "run", warm_model)
 
 
 def test_not_logged_in_stops_before_training(tiny_model, tmp_path):

@@ -212,12 +212,52 @@ def test_the_program_runs_as_a_fresh_interpreter_would_run_it(judge, unharmed):
     assert run(judge, "import sys\nprint(1)\nsys.exit(0)", "1").status == "passed"
 
 
+def descendants(pid: int) -> list[int]:
+    found, pending = [], [pid]
+    while pending:
+        parent = pending.pop()
+        try:
+            for task in Path(f"/proc/{parent}/task").iterdir():
+                children = [int(child) for child in (task / "children").read_text().split()]
+                found += children
+                pending += children
+        except OSError:
+            continue
+    return found
+
+
+def comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+# The event the killer waits for: the program names its process (PR_SET_NAME), which the host sees in /proc.
+STARTED = "import ctypes, time\nctypes.CDLL(None).prctl(15, b'started', 0, 0, 0)\n"
+
+
+def kill_once_started(judge, worker) -> threading.Thread:
+    """SIGKILL the worker as soon as the program it runs has named its process `started` (STARTED): an event, not a
+    timer, so the kill lands mid-execution however loaded the machine is."""
+    pid = worker_pid(judge, worker)
+
+    def kill():
+        deadline = time.monotonic() + 60
+        while not any(comm(child) == "started" for child in descendants(pid)) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        os.kill(pid, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill, daemon=True)
+    killer.start()
+    return killer
+
+
 def test_a_worker_killed_mid_execution_costs_that_execution_only(judge):
     run(judge, "pass")
     worker, failures = the_worker(judge), judge._warm.failures
-    killer = threading.Timer(0.3, os.kill, (worker_pid(judge, worker), signal.SIGKILL))
-    killer.start()
-    judgement = run(judge, "import time\ntime.sleep(0.6)\nprint('survived')", "survived")
+    killer = kill_once_started(judge, worker)
+    judgement = run(judge, STARTED + "time.sleep(0.6)\nprint('survived')", "survived")
     killer.join()
     assert judgement.status == "passed", "the execution is run again, cold, and judged on its own output"
     assert judge._warm.failures == failures + 1 and "hung up" in judge._warm.failure
@@ -273,15 +313,15 @@ def test_the_program_sees_what_a_cold_interpreter_shows_it(judge, unharmed):
 
 def test_the_cold_rerun_starts_from_a_fresh_folder(judge):
     run(judge, "pass")
-    worker = the_worker(judge)
-    killer = threading.Timer(0.3, os.kill, (worker_pid(judge, worker), signal.SIGKILL))
-    killer.start()
-    code = ("import os, time\n"
+    worker, failures = the_worker(judge), judge._warm.failures
+    killer = kill_once_started(judge, worker)
+    code = ("import os\n"
             "print(sorted(os.listdir('.')))\n"
             "open('partial.txt', 'w').write('from the warm attempt')\n"
-            "time.sleep(0.6)\n")
+            + STARTED + "time.sleep(0.6)\n")
     judgement = run(judge, code, "['main.py']")
     killer.join()
+    assert judge._warm.failures == failures + 1 and "hung up" in judge._warm.failure  # the warm attempt died
     assert judgement.status == "passed", judgement.tests[0].stdout
 
 

@@ -7,12 +7,13 @@ depend on several dataclasses are resolved once, in `parse_args`, so the `config
 the trainer uses.
 """
 
+import argparse
 import logging
 import os
 import re
 import sys
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -24,6 +25,8 @@ from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE
 from judging import JudgeArguments
 from rewards import REWARD_FUNCS, ScoringArguments
 from judging.languages import LANGUAGES
+from training.help import HelpFormatter, regroup
+from training.run_folder import run_of_model
 
 # TRL 1.16 still uses transformers' gradient_checkpointing names (field and methods), each use warning of the v6
 # rename to activation_checkpointing: silence that one warning wherever the settings are built.
@@ -276,6 +279,11 @@ class QGRPOConfig(GRPOConfig):
     max_model_len: int | None = field(
         default=None, metadata={"help": "vLLM context length; sets --vllm_max_model_length."}
     )
+    resume_from_checkpoint: str | None = field(
+        default=None,
+        metadata={"help": "latest (the run folder's newest checkpoint) or a checkpoint folder: continue that run's "
+                  "steps, optimizer, schedule and logs. Default: start a new run."},
+    )
 
     def __post_init__(self):
         positive("--vllm_request_timeout", self.vllm_request_timeout, "number of seconds")
@@ -331,9 +339,64 @@ def model_size(model: str) -> str:
     return f"{match.group(1)}b" if match else "other"
 
 
-def make_parser() -> TrlParser:
-    return TrlParser((ModelArguments, DataArguments, RewardFunctionArguments, ScoringArguments, JudgeArguments,
-                      EvalArguments, DifficultyFilterArguments, LoggingArguments, QGRPOConfig), prog="rl_trainer.py")
+DESCRIPTION = """\
+GRPO training of code models on problems with test cases (Q or Python): TRL's GRPOTrainer, each completion judged
+by running it against its problem's tests in a sandbox, held-out pass@k along the way. See README.md.
+
+examples:
+  python scripts/make_tiny_model.py tiny_model          # a tiny local model, to try things on a CPU
+  python rl_trainer.py --model tiny_model --language python --max_steps 3 --output_dir runs/first
+  python rl_trainer.py --config runs/first/config.yaml --resume_from_checkpoint latest
+  python rl_trainer.py --eval_only --model runs/first/checkpoints/checkpoint-3
+  accelerate launch --config_file config/zero3.yaml rl_trainer.py --preset 7b --model /ckpts/q-7b-sft --use_vllm
+"""
+USAGE = "python rl_trainer.py [flags]  (or: accelerate launch [launcher flags] rl_trainer.py [flags])"
+
+
+def _fields(*dataclass_types) -> tuple[str, ...]:
+    return tuple(f.name for dtype in dataclass_types for f in fields(dtype) if f.init)
+
+
+# --help's groups, in order (training/help.py); every project flag is in one, TRL's and transformers' fields follow.
+HELP_GROUPS = {
+    "model": _fields(ModelArguments),
+    "data": _fields(DataArguments),
+    "rewards and judge": _fields(RewardFunctionArguments, ScoringArguments, JudgeArguments),
+    "training": ("output_dir", "overwrite_output_dir", "resume_from_checkpoint", "max_steps", "num_train_epochs",
+                 "learning_rate", "per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
+                 "max_completion_length", "generation_temp", "save_steps", "seed", "bf16",
+                 *_fields(DifficultyFilterArguments)),
+    "evaluation": (*_fields(EvalArguments), "eval_steps", "eval_on_start"),
+    "generation with vLLM": ("use_vllm", "vllm_mode", "vllm_request_timeout", "max_model_len", "vllm_server_host",
+                             "vllm_server_port", "vllm_gpu_memory_utilization"),
+    "logging": (*_fields(LoggingArguments), "logging_steps"),
+    "presets and config": ("preset", "config"),
+}
+
+
+class Parser(TrlParser):
+    """TRL's parser with --help laid out for this trainer, and errors (a bad value, an unknown choice) on one line,
+    without the usage block."""
+
+    def __init__(self):
+        super().__init__((ModelArguments, DataArguments, RewardFunctionArguments, ScoringArguments, JudgeArguments,
+                          EvalArguments, DifficultyFilterArguments, LoggingArguments, QGRPOConfig),
+                         prog="rl_trainer.py", usage=USAGE, description=DESCRIPTION, formatter_class=HelpFormatter)
+        # Read from argv before parsing (file_defaults); here for --help only.
+        self.add_argument("--preset", metavar="SIZE", default=argparse.SUPPRESS,
+                          help="Defaults from config/models/SIZE.yaml (1.5b, 7b, 14b, 32b, ...); flags win over them.")
+        self.add_argument("--config", metavar="FILE.yaml", default=argparse.SUPPRESS,
+                          help="Defaults from a YAML of setting: value, e.g. a run's config.yaml; over --preset, "
+                          "under flags.")
+        regroup(self, HELP_GROUPS, "TRL and transformers settings",
+                "Every other GRPOConfig / TrainingArguments field, as TRL and transformers define it.")
+
+    def error(self, message: str):
+        raise UsageError(f"{message}; see `python rl_trainer.py --help`")
+
+
+def make_parser() -> Parser:
+    return Parser()
 
 
 def _read_yaml(path: str, flag: str) -> dict:
@@ -397,10 +460,33 @@ def cpu_launch_defaults() -> dict:
 
 
 def parse_args(argv: list[str] | None = None) -> Arguments:
-    """Parse argv into resolved settings. Raises UsageError (exit 2) on anything a user must fix."""
+    """Parse argv into resolved settings. Raises UsageError (exit 2) on anything a user must fix.
+
+    `--eval_only` of a run's checkpoint or final model takes that run's config.yaml as its first defaults (under
+    --preset, --config and flags), so it evaluates as the run did and records into the run's logs."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = make_parser()
     defaults = {**cpu_launch_defaults(), **file_defaults(argv)}
+    args = _parse(argv, defaults)
+    if args.eval.eval_only and (run := run_of_model(args.model.model)) is not None:
+        args = _parse(argv, {**run_settings(run), **defaults})
+    resolve(args)
+    return args
+
+
+# Settings of a training session that an evaluation of its model does not repeat: where it writes is the run's own
+# folder, and the evaluation generates without vLLM and logs nothing to wandb.
+NOT_INHERITED = ("model", "output_dir", "eval_only", "resume_from_checkpoint", "overwrite_output_dir", "use_vllm",
+                 "use_wandb", "report_to", "log_completions", "verify_data", "test_reward_function")
+
+
+def run_settings(run: Path) -> dict:
+    """The settings a run folder's config.yaml holds, as defaults for evaluating one of its models."""
+    settings = _read_yaml(str(run / "config.yaml"), "--eval_only: the run's config.yaml")
+    return {**{k: v for k, v in settings.items() if k not in NOT_INHERITED}, "output_dir": str(run)}
+
+
+def _parse(argv: list[str], defaults: dict) -> Arguments:
+    parser = make_parser()
     unknown = parser.set_defaults_with_config(**defaults)
     if unknown:
         raise UsageError(f"unknown setting in --preset/--config: {unknown[0].lstrip('-')}; remove it or fix its name")
@@ -410,10 +496,11 @@ def parse_args(argv: list[str] | None = None) -> Arguments:
         raise UsageError(str(e).splitlines()[0]) from None
     model, data, rewards, scoring, judge, evaluation, difficulty, logs, grpo = parts
     fmt = "reasoning" if data.use_reasoning_format else "non_reasoning"
-    run_dir = grpo.output_dir if grpo.output_dir_given else str(Path("final_outputs") / model_size(model.model) / fmt)
-    args = Arguments(model, data, rewards, scoring, judge, evaluation, difficulty, logs, grpo, run_dir)
-    resolve(args)
-    return args
+    # An evaluation of a model outside any run gets a folder of its own that says what it holds.
+    kind = ["eval_only"] if evaluation.eval_only else []
+    default_dir = Path("final_outputs", *kind, model_size(model.model), fmt)
+    run_dir = grpo.output_dir if grpo.output_dir_given else str(default_dir)
+    return Arguments(model, data, rewards, scoring, judge, evaluation, difficulty, logs, grpo, run_dir)
 
 
 def resolve(args: Arguments) -> None:

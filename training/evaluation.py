@@ -4,7 +4,8 @@ Each evaluation samples n = `--repeat_eval_problems` completions for each of `--
 problems, judges them with the training judge on all of a problem's tests, and reports pass@k with the unbiased
 estimator (`rewards.mean_pass_at_k`), the mean reward and the share of each judging status. Problems are sharded
 across processes (each evaluated exactly once), results gathered, and only the main process writes
-`logs/eval_results.json` and `logs/eval_samples/step-N.jsonl`.
+`logs/eval_results.json` and `logs/eval_samples/step-N.jsonl`. An `--eval_only` evaluation is marked
+`"eval_only": true` and writes its samples beside training's, to `step-N-eval_only.jsonl` (training/run_folder.py).
 """
 
 import json
@@ -12,6 +13,7 @@ import logging
 import time
 
 import torch
+from tqdm.auto import tqdm
 from accelerate.utils import gather_object
 from trl.models import unwrap_model_for_generation
 
@@ -86,14 +88,16 @@ class PassAtKEvaluator:
 
         metrics = self.summarize(per_problem)
         if accelerator.is_main_process:
+            self.run.eval_samples.mkdir(parents=True, exist_ok=True)
+            samples_file = self.run.eval_samples_file(step, self.args.eval_only)
+            with samples_file.open("w") as f:
+                f.writelines(json.dumps(s) + "\n" for s in samples_out)
             entry = {
                 "step": step, "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": round(time.time() - started, 2),
+                "eval_only": self.args.eval_only, "samples": str(samples_file.relative_to(self.run.logs)),
                 "settings": self.settings, "metrics": metrics, "problems": per_problem,
             }
             self.run.append_eval(entry)
-            self.run.eval_samples.mkdir(parents=True, exist_ok=True)
-            with (self.run.eval_samples / f"step-{step}.jsonl").open("w") as f:
-                f.writelines(json.dumps(s) + "\n" for s in samples_out)
             logger.info("evaluation at step %d: %s", step, json.dumps(metrics))
         return metrics
 
@@ -114,7 +118,10 @@ class PassAtKEvaluator:
         out = []
         padding_side = tok.padding_side
         tok.padding_side = "left"
-        with unwrap_model_for_generation(model, accelerator) as unwrapped:
+        # Generation is most of an evaluation's time on a CPU: the main process shows the problems done.
+        progress = tqdm(total=len(prompts), desc="evaluation: generating", unit="problem",
+                        disable=not accelerator.is_main_process)
+        with unwrap_model_for_generation(model, accelerator) as unwrapped, progress:
             was_training = unwrapped.training
             unwrapped.eval()
             for start in range(0, len(prompts), self.generation_batch):
@@ -126,6 +133,7 @@ class PassAtKEvaluator:
                 )
                 texts = tok.batch_decode(generated[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
                 out += [texts[i * n : (i + 1) * n] for i in range(len(texts) // n)]
+                progress.update(len(texts) // n)
             if was_training:
                 unwrapped.train()
         tok.padding_side = padding_side

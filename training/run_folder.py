@@ -7,6 +7,7 @@
     <run>/logs/metrics.jsonl         one JSON object per logged step (evaluations included)
     <run>/logs/eval_results.json     every pass@k evaluation, appended
     <run>/logs/eval_samples/step-N.jsonl   the evaluation's completions with their judgements
+    <run>/logs/eval_samples/step-N-eval_only.jsonl   the same for an `--eval_only` evaluation of the step's model
     <run>/logs/problem_stats.jsonl   one line per training problem per step it was sampled (training/difficulty.py)
     <run>/final_model/               the trained model (or LoRA adapter) and tokenizer
 """
@@ -14,16 +15,21 @@
 import json
 import math
 import os
+import re
 import time
 from pathlib import Path
 
 import yaml
 from transformers import TrainerCallback, TrainerState
 from transformers.trainer import TRAINER_STATE_NAME
-from transformers.trainer_utils import get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from cli import UsageError
 
+# training_log.txt lines that belong to a step (readable_line): "step N/M | ...", "eval step N/M | ...", "finished at
+# step N/M | ...".
+LOGGED_STEP = re.compile(r"^(?:eval |finished at )?step (\d+)/")
+CONSTANT_SCHEDULES = ("constant", "constant_with_warmup")
 OUTPUT_FILES = ("config.yaml", "logs/metrics.jsonl", "logs/eval_results.json", "final_model")
 
 
@@ -42,10 +48,18 @@ class RunFolder:
         self.final_model = self.root / "final_model"
 
     def holds_outputs(self) -> bool:
-        return any((self.root / name).exists() for name in OUTPUT_FILES) or self.latest_checkpoint() is not None
+        started = any(self.checkpoints.glob(f"{PREFIX_CHECKPOINT_DIR}-*"))
+        return started or any((self.root / name).exists() for name in OUTPUT_FILES)
 
     def latest_checkpoint(self) -> str | None:
-        return get_last_checkpoint(str(self.checkpoints)) if self.checkpoints.is_dir() else None
+        """The newest whole checkpoint. The trainer writes trainer_state.json last, so a checkpoint without a
+        readable one was cut off while being saved (a run stopped by scancel or a kill) and is skipped."""
+        steps = {}
+        for path in self.checkpoints.glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
+            step = path.name.removeprefix(f"{PREFIX_CHECKPOINT_DIR}-")
+            if step.isdigit() and _readable_state(path):
+                steps[int(step)] = path
+        return str(steps[max(steps)]) if steps else None
 
     def resolve_checkpoint(self, resume: str | None) -> str | None:
         """`latest` means the newest checkpoint of this run folder; anything else is a checkpoint path."""
@@ -86,6 +100,24 @@ class RunFolder:
     def write_config(self, settings: dict) -> None:
         self.config.write_text(yaml.safe_dump(settings, sort_keys=True))
 
+    def last_step(self) -> int:
+        """The step training reached: its newest checkpoint's, or the last step logged (the run's end is logged)."""
+        steps = [checkpoint_step(latest)] if (latest := self.latest_checkpoint()) else []
+        if self.metrics.exists():
+            steps += [json.loads(line).get("step", 0) for line in self.metrics.read_text().splitlines() if line.strip()]
+        return max(steps, default=0)
+
+    def eval_samples_file(self, step: int, eval_only: bool) -> Path:
+        """Where an evaluation's samples go. Training's evaluation of a step owns `step-N.jsonl`; an `--eval_only`
+        evaluation takes `step-N-eval_only.jsonl`, or the next free `-2`, `-3` ..., and never overwrites a file."""
+        if not eval_only:
+            return self.eval_samples / f"step-{step}.jsonl"
+        path, copy = self.eval_samples / f"step-{step}-eval_only.jsonl", 1
+        while path.exists():
+            copy += 1
+            path = self.eval_samples / f"step-{step}-eval_only-{copy}.jsonl"
+        return path
+
     def read_eval_results(self) -> list[dict]:
         if not self.eval_results.exists():
             return []
@@ -105,8 +137,26 @@ class RunFolder:
                 os.replace(tmp, path)
         if self.eval_results.exists():
             self._write_json_atomic(self.eval_results, [e for e in self.read_eval_results() if e["step"] <= step])
-        with self.training_log.open("a") as f:
-            f.write(f"--- resumed from checkpoint-{step} at {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n")
+        kept = []
+        if self.training_log.exists():
+            for line in self.training_log.read_text().splitlines():
+                logged = LOGGED_STEP.match(line)
+                if logged is None or int(logged.group(1)) <= step:
+                    kept.append(line)
+        kept.append(f"--- resumed from checkpoint-{step} at {time.strftime('%Y-%m-%d %H:%M:%S')} ---")
+        tmp = self.training_log.with_suffix(".tmp")
+        tmp.write_text("".join(line + "\n" for line in kept))
+        os.replace(tmp, self.training_log)
+
+    def check_resume_schedule(self, checkpoint: str, max_steps: int, scheduler: str) -> None:
+        """A resumed run continues the checkpoint's learning-rate schedule, which ends at the step count it was
+        saved with: more steps than that would train at the schedule's end rate (0 for the default linear decay)."""
+        saved = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_NAME)).max_steps
+        if max_steps > 0 and max_steps != saved and scheduler not in CONSTANT_SCHEDULES:
+            raise UsageError(
+                f"--max_steps {max_steps}: {checkpoint} is from a run of {saved} steps, and its {scheduler} learning-"
+                f"rate schedule ends there; resume with --max_steps {saved}, or train on from it as a new run "
+                f"(--model {checkpoint} --output_dir NEW_FOLDER)")
 
     @staticmethod
     def _write_json_atomic(path: Path, value) -> None:
@@ -115,10 +165,40 @@ class RunFolder:
         os.replace(tmp, path)
 
 
+def _readable_state(checkpoint: Path) -> bool:
+    try:
+        json.loads((checkpoint / TRAINER_STATE_NAME).read_text())
+        return True
+    except (OSError, ValueError):
+        return False
+
+
 def checkpoint_step(path: str) -> int:
-    """The training step a checkpoint (or a run's saved model) was taken at; 0 for a model that never trained here."""
+    """The training step a checkpoint was taken at; 0 for a folder without a trainer state."""
     state = Path(path) / TRAINER_STATE_NAME
     return TrainerState.load_from_json(str(state)).global_step if state.exists() else 0
+
+
+def run_of_model(model: str) -> Path | None:
+    """The run folder that holds ``model`` as one of its checkpoints (`RUN/checkpoints/checkpoint-N`) or as its
+    final model (`RUN/final_model`), recognised by the run's config.yaml; None for any other model."""
+    path = Path(model).expanduser()
+    if path.name == "final_model":
+        root = path.parent
+    elif path.parent.name == "checkpoints" and path.name.startswith("checkpoint-"):
+        root = path.parent.parent
+    else:
+        return None
+    return root if (root / "config.yaml").is_file() else None
+
+
+def model_step(model: str) -> int:
+    """The training step a model stands for: a checkpoint's own step, a run's final model the run's last step, and 0
+    for a model that never trained in a run here."""
+    if (Path(model) / TRAINER_STATE_NAME).exists():
+        return checkpoint_step(model)
+    root = run_of_model(model)
+    return RunFolder(root).last_step() if root else 0
 
 
 def _fmt(value) -> str:
@@ -132,10 +212,13 @@ READABLE_KEYS = ("reward", "reward_std", "rewards/test_cases/mean", "rewards/for
                  "completions/mean_length", "learning_rate", "step_time")
 
 
-def readable_line(step: int, max_steps: int, logs: dict) -> str:
-    """One line of training_log.txt: the numbers a person watches (all of them are in metrics.jsonl)."""
+def readable_line(step: int, max_steps: int, logs: dict, keys: tuple[str, ...] = READABLE_KEYS) -> str:
+    """One line of training_log.txt: the numbers a person watches (all of them are in metrics.jsonl). An
+    evaluation shows its pass@k and mean reward; the summary transformers logs when training ends, its run time."""
+    if "train_runtime" in logs:
+        return f"finished at step {step}/{max_steps} | train_runtime={_fmt(logs['train_runtime'])}s"
     shown = [k for k in logs if k.startswith("eval_pass@") or k == "eval_mean_reward"] or [
-        k for k in READABLE_KEYS if k in logs]
+        k for k in keys if k in logs]
     parts = [f"{k}={_fmt(logs[k])}" for k in shown if logs[k] is not None]
     kind = "eval " if any(k.startswith("eval_") for k in logs) else ""
     return f"{kind}step {step}/{max_steps} | " + " ".join(parts)

@@ -18,6 +18,8 @@ checks them when it is built, and tests/test_trainer_seam.py fails naming any an
   `Trainer.callback_handler.on_evaluate`, called as `Trainer.evaluate` would.
 """
 
+from pathlib import Path
+
 import torch
 from accelerate.utils import broadcast_object_list, gather_object
 from transformers import Trainer, TrainerCallback
@@ -28,6 +30,18 @@ from training.evaluation import PassAtKEvaluator
 from training.vllm_timeout import bound_session
 
 TRL_VERSION = "1.16.0"
+MODEL_CARD = """# {run}: GRPO checkpoints
+
+Checkpoints of a GRPO run of `rl_trainer.py` (TRL {trl} `GRPOTrainer`), rewarded by running each completion against
+its problem's tests in a sandbox.
+
+- base model: `{base}`
+- steps: {steps} (-1: set by the epochs), learning rate {lr} ({scheduler} schedule), {generations} completions per
+  prompt, at most {length} tokens each, temperature {temperature}, seed {seed}
+- rewards: {rewards}
+- every setting: `{config}`; `python rl_trainer.py --config {config} --resume_from_checkpoint latest` resumes the run
+- logs (per-step metrics, pass@k evaluations): the run folder's `logs/`
+"""
 # (what holds it, attribute): checked on the class before a trainer is built ...
 TRL_CLASS_INTERNALS = (
     (GRPOTrainer, "_generate_and_score_completions"),
@@ -111,6 +125,24 @@ class QGRPOTrainer(GRPOTrainer):
         if tracker is not None:
             self.add_callback(tracker.callback())
             self._row_of_problem = {pid: i for i, pid in enumerate(self.train_dataset["id"])}
+
+    def create_model_card(self, *args, **kwargs) -> None:
+        """checkpoints/README.md, written with each checkpoint. TRL's card names the base model only when it is a
+        hub name (it reads "fine-tuned version of [None]" for a local folder); this one names it either way and
+        points at the run's settings and logs."""
+        if not self.is_world_process_zero():
+            return
+        import trl
+
+        a = self.args
+        run = Path(a.output_dir).resolve().parent
+        card = MODEL_CARD.format(
+            run=run.name, base=self.model.config.name_or_path, trl=trl.__version__, config=run / "config.yaml",
+            steps=a.max_steps, lr=a.learning_rate, scheduler=getattr(a.lr_scheduler_type, "value", a.lr_scheduler_type),
+            generations=a.num_generations, length=a.max_completion_length, temperature=a.temperature, seed=a.seed,
+            rewards=", ".join(f"{name} x {weight:g}" for name, weight in zip(self.reward_func_names, a.reward_weights)))
+        Path(a.output_dir).mkdir(parents=True, exist_ok=True)
+        (Path(a.output_dir) / "README.md").write_text(card)
 
     def _generate_and_score_completions(self, inputs):
         """The generation batch, rewritten by the difficulty filter (the same way on every rank) before generating."""

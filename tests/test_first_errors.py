@@ -1,0 +1,148 @@
+"""The first errors a new user meets: one line naming the fix, exit 2 (130 for Ctrl-C), before anything slow."""
+
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, run_trainer
+from training.arguments import parse_args
+from training.preflight import check_vllm_server
+from training.run_folder import RunFolder
+
+VLLM_INSTALLED = importlib.util.find_spec("vllm") is not None
+
+
+def lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--learning_rate", "abc", "argument --learning_rate/--learning-rate: invalid float value: 'abc'"),
+    ("--language", "r", "argument --language: invalid choice: 'r'"),
+])
+def test_a_bad_flag_value_is_one_line_without_the_usage_block(flag, value, message):
+    result = run_trainer(flag, value)
+    assert result.returncode == 2
+    [line] = lines(result.stderr)
+    assert line.startswith(f"rl_trainer.py: error: {message}") and line.endswith("see `python rl_trainer.py --help`")
+
+
+def write_jsonl(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+@pytest.mark.parametrize("out", ["missing/s.jsonl", "."])
+def test_score_checks_its_output_before_judging(tmp_path, out):
+    problem = {"id": "p", "language": "python", "description": "d",
+               "tests": [{"test_code": "print(solve())", "expected_output": "1"}]}
+    problems = write_jsonl(tmp_path / "p.jsonl", [problem])
+    # Judging this completion would take 50 s of timeouts; the check must come first.
+    slow = "```python\nimport time\ndef solve():\n    time.sleep(5)\n```"
+    completions = write_jsonl(tmp_path / "c.jsonl", [{"id": "p", "completion": slow}] * 10)
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "rewards", "score", "--problems", problems, "--completions",
+                             completions, "--out", tmp_path / out, "--timeout", "5"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert len(lines(result.stderr)) == 1 and result.stderr.startswith(f"error: --out {tmp_path / out}: ")
+    assert time.monotonic() - started < 30
+
+
+def test_passk_prints_rounded_values(tmp_path):
+    scores = write_jsonl(tmp_path / "s.jsonl", [{"id": "a", "status": s} for s in ("passed", "failed", "failed")])
+    result = subprocess.run([sys.executable, "-m", "rewards", "passk", "--scores", scores, "--k", "1", "2"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"pass@1": 0.333333, "pass@2": 0.666667, "problems": 1}
+
+
+@pytest.mark.skipif(VLLM_INSTALLED, reason="vLLM is installed here")
+@pytest.mark.parametrize("mode", ["server", "colocate"])
+def test_missing_vllm_is_named_first_in_both_modes(tmp_path, tiny_model, mode):
+    result = run_trainer("--model", tiny_model, "--language", "python", "--output_dir", tmp_path / "run",
+                         "--use_vllm", "--vllm_mode", mode)
+    assert result.returncode == 2
+    assert lines(result.stderr)[-1] == ("rl_trainer.py: error: --use_vllm needs vllm, which is not installed here; "
+                                        "`pip install -r requirements-gpu.txt` or drop --use_vllm")
+
+
+def test_absent_server_message_names_the_address_the_readme_gives():
+    with socket.socket() as s:  # a loopback port with nothing listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = parse_args(["--use_vllm", "--vllm_server_port", str(port)])
+    with pytest.raises(ValueError, match=f"no vLLM server answers at http://0.0.0.0:{port}; start one first with "
+                                         "`scripts/serve_vllm.sh m`"):
+        check_vllm_server(args.grpo, "m")
+    assert "(default `http://0.0.0.0:8000`" in (ROOT / "README.md").read_text()
+
+
+def serve_vllm(*args):
+    return subprocess.run(["bash", str(ROOT / "scripts/serve_vllm.sh"), *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "MAX_MODEL_LEN": "", "VLLM_PORT": ""})
+
+
+def test_serve_vllm_dry_run_before_or_after_the_model():
+    before, after = serve_vllm("--dry-run", "/m", "--port", "9"), serve_vllm("/m", "--port", "9", "--dry-run")
+    assert before.returncode == after.returncode == 0, before.stderr + after.stderr
+    assert before.stdout == after.stdout and " vllm serve /m " in after.stdout
+    assert "--dry-run" not in after.stdout
+
+
+@pytest.mark.skipif(VLLM_INSTALLED, reason="vLLM is installed here")
+def test_serve_vllm_without_vllm_is_one_line():
+    result = serve_vllm("/m")
+    assert result.returncode == 2 and result.stdout == ""
+    assert lines(result.stderr) == ["serve_vllm.sh: vllm is not installed here; pip install -r requirements-gpu.txt "
+                                    "(or --dry-run to print the command only)"]
+
+
+@pytest.mark.slow
+def test_an_error_under_accelerate_launch_is_printed_once(tmp_path):
+    missing = tmp_path / "missing.jsonl"
+    result = subprocess.run(
+        [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ROOT / "config/cpu/ddp.yaml"),
+         "--num_processes", "2", str(ROOT / "rl_trainer.py"), "--data", missing, "--language", "python"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    errors = [line for line in result.stderr.splitlines() if "rl_trainer.py: error:" in line]
+    assert len(errors) == 1 and str(missing) in errors[0]
+    # The launcher's traceback follows the line (README.md says so); the line comes first.
+    assert result.stderr.index("rl_trainer.py: error:") < result.stderr.find("ChildFailedError") or \
+        "ChildFailedError" not in result.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_names_the_newest_checkpoint_and_how_to_resume(tmp_path, tiny_model):
+    run = tmp_path / "run"
+    trainer = subprocess.Popen(
+        [sys.executable, str(ROOT / "rl_trainer.py"), "--model", tiny_model, "--language", "python",
+         "--output_dir", run, "--max_steps", "500", "--save_steps", "1", "--num_generations", "2",
+         "--per_device_train_batch_size", "2", "--gradient_accumulation_steps", "1", "--max_completion_length", "8",
+         "--eval_pass_at_k", "false"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 400
+    while not (run / "checkpoints/checkpoint-2/trainer_state.json").exists():
+        assert trainer.poll() is None, trainer.stderr.read()[-3000:]
+        assert time.monotonic() < deadline, "no checkpoint-2 in time"
+        time.sleep(0.5)
+    os.killpg(trainer.pid, signal.SIGINT)  # as Ctrl-C in a terminal: the trainer and everything it started
+    _, stderr = trainer.communicate(timeout=120)
+    assert trainer.returncode == 130, stderr[-3000:]
+    assert "Traceback" not in stderr
+    newest = RunFolder(run).latest_checkpoint()
+    last = lines(stderr)[-1]
+    assert last == (f"rl_trainer.py: interrupted; newest checkpoint {newest}; resume with the same command plus "
+                    f"--resume_from_checkpoint latest, e.g. `python rl_trainer.py --config {run}/config.yaml "
+                    "--resume_from_checkpoint latest`")
+    # The command it prints resolves to that checkpoint.
+    args = parse_args(["--config", str(run / "config.yaml"), "--resume_from_checkpoint", "latest"])
+    assert RunFolder(args.run_dir).resolve_checkpoint(args.grpo.resume_from_checkpoint) == newest

@@ -1,0 +1,1 @@
+"""STAND-IN (not vLLM)."""
