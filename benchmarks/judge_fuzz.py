@@ -48,7 +48,7 @@ SYSCALLS_LEFT_OUT = {"x86_64": {9, 10, 11, 12, 15, 25, 28, 37, 56, 57, 58, 67, 1
                      "aarch64": {81, 139, 214, 215, 216, 220, 226, 227, 233, 234, 267}}
 SYSCALL_COUNT = {"x86_64": 335, "aarch64": 294}
 # Argument values a random call draws from: small, edge and a zeroed buffer (never an address that varies).
-ARGUMENTS = ("0", "1", "-1", "2", "17", "64", "4096", "1 << 31", "buffer")
+ARGUMENTS = ("0", "1", "-1", "2", "17", "64", "4096", "1 << 31", "ctypes.addressof(buffer)")
 
 
 def solution_then(snippet: str):
@@ -139,9 +139,11 @@ def random_syscalls(rng):
         number = rng.randrange(SYSCALL_COUNT[machine])
         while number in SYSCALLS_LEFT_OUT[machine]:
             number = rng.randrange(SYSCALL_COUNT[machine])
-        # All six registers set: an argument left out would be whatever the register held, which differs by path.
+        # All six registers set, each a full C long: an argument left out, or the upper half of one passed as a
+        # ctypes int, would be whatever the register held, which differs by path (so would the outcome).
         arguments = [rng.choice(ARGUMENTS) for _ in range(rng.randrange(0, 6))]
-        calls.append(f"libc.syscall({', '.join([str(number), *arguments, *['0'] * (6 - len(arguments))])})")
+        listed = ", ".join([str(number), *arguments, *["0"] * (6 - len(arguments))])
+        calls.append(f"libc.syscall(*map(ctypes.c_long, ({listed})))")
     return ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\n"
             "buffer = ctypes.create_string_buffer(4096)\n" + "\n".join(calls))
 

@@ -2,16 +2,16 @@
 
 A cold execution pays bubblewrap, setpriv, prlimit and the interpreter's start-up (~30 ms) for every
 test. A warm worker pays them once: it is ``python -I -S -B`` inside the slot's own bubblewrap sandbox (the
-same namespaces and read-only view as a cold execution), and per execution it forks a child that gets a
-mount and IPC namespace of its own, a fresh tmpfs at /scratch holding the program and one at /tmp (each
-``--judge_disk_mb``), its own pipes, the limits and the slot uid, then runs the program
-(``judging/warm_worker.py`` says how).
+same namespaces and read-only view as a cold execution), and per execution it forks an init (pid 1 of a PID
+namespace of its own) whose child gets a mount, IPC and network namespace of its own, a fresh tmpfs at
+/scratch holding the program and at /tmp and /dev/shm (each ``--judge_disk_mb``), its own pipes, the limits
+and the slot uid, then runs the program (``judging/warm_worker.py`` says how).
 
 Why the worker is root inside the sandbox and the child the slot uid: a child cannot signal, ptrace or
 open the files of a process of another uid, so nothing a program does reaches the worker; and the worker
 can then kill every process the child left behind without killing itself. The worker keeps only the
-capabilities it needs (SETUID, SETGID, SYS_ADMIN for the child's namespaces, KILL, SETPCAP to empty the
-child's bounding set) and never runs judged code.
+capabilities it needs (SETUID, SETGID, SYS_ADMIN and NET_ADMIN for the child's namespaces and loopback,
+KILL, SETPCAP to empty the child's bounding set) and never runs judged code.
 
 A worker that fails (does not start, dies, hangs, answers nonsense) is dropped; the execution it was running
 is run again on the cold path, and the slot's next execution starts a new worker.
