@@ -260,3 +260,16 @@ def test_evaluations_on_different_problems_exit_2(tmp_path):
     after["problems"][0]["id"] = "another"
     result = check(tmp_path, evaluation(0, BEFORE), after)
     assert result.returncode == 2 and "are on different problems" in result.stderr
+
+
+def test_readme_quotes_the_demos_grpo_steps_and_evaluation_samples():
+    """The README's demo section and its example output state the step and sample counts cpu_demo.sh passes."""
+    script = (ROOT / "scripts" / "cpu_demo.sh").read_text()
+    steps = re.search(r"--max_steps (\d+)", script).group(1)
+    samples = re.search(r"--repeat_eval_problems (\d+)", script).group(1)
+    readme = (ROOT / "README.md").read_text()
+    section = " ".join(readme[readme.index("## The CPU demo"):readme.index("## Training on GPUs")].split())
+    assert f"runs GRPO on the 249 training problems for {steps} steps" in section
+    assert f"(`--eval_split test`, {samples} samples each" in section
+    assert f"n={samples} samples each, temperature 0.8: step 0 -> step {steps}" in section
+    assert f"verdict uses 63 problems with {samples} samples each" in section
