@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, WARM_PYTHON_DATA, run_trainer
+from conftest import ROOT, WARM_PYTHON_DATA, finished_run, run_trainer
 from run_checks import assert_trained
 
 # 7 problems, 4 a step, groups of 2: with window 1 a problem settles when its last group was zero-signal (both
@@ -38,8 +38,7 @@ def settled_after_each_step(records, steps):
 @pytest.fixture(scope="module")
 def filtered_run(warm_model, tmp_path_factory):
     run = tmp_path_factory.mktemp("runs") / "filtered"
-    result = run_trainer("--model", warm_model, "--output_dir", run, *FILTERED)
-    assert result.returncode == 0, result.stderr[-3000:]
+    finished_run(warm_model, run, *FILTERED)
     return run
 
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, WARM_PYTHON_DATA, run_trainer
+from conftest import ROOT, WARM_PYTHON_DATA, finished_run, run_trainer
 from run_checks import assert_trained
 
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -31,8 +31,7 @@ def run(warm_model, tmp_path_factory):
     """A finished 3-step run of the warm model: evaluations at steps 0, 2 and 3, checkpoints 2 and 3, a final
     model."""
     run = tmp_path_factory.mktemp("runs") / "warm"
-    result = run_trainer("--model", warm_model, "--output_dir", run, *RUN_SETTINGS)
-    assert result.returncode == 0, result.stderr[-3000:]
+    finished_run(warm_model, run, *RUN_SETTINGS)
     assert_trained(run, warm_model)
     return run
 

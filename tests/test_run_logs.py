@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, WARM_PYTHON_DATA, run_trainer
+from conftest import ROOT, WARM_PYTHON_DATA, finished_run, run_trainer
 from run_checks import assert_trained
 
 pytestmark = pytest.mark.slow
@@ -24,8 +24,7 @@ RUN_SETTINGS = [
 @pytest.fixture(scope="module")
 def run(warm_model, tmp_path_factory):
     run = tmp_path_factory.mktemp("runs") / "warm"
-    result = run_trainer("--model", warm_model, "--output_dir", run, *RUN_SETTINGS)
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = finished_run(warm_model, run, *RUN_SETTINGS)
     assert_trained(run, warm_model)
     return run, result
 

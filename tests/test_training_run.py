@@ -5,7 +5,7 @@ import json
 import pytest
 import yaml
 
-from conftest import WARM_PYTHON_DATA, run_trainer
+from conftest import WARM_PYTHON_DATA, finished_run, run_trainer
 from run_checks import assert_trained, train_steps
 
 # One group of 4 samples a step: with the warm model passing about half its samples, a step's rewards differ.
@@ -21,9 +21,7 @@ FAST = [
 @pytest.fixture(scope="module")
 def trained_run(warm_model, tmp_path_factory):
     run = tmp_path_factory.mktemp("runs") / "tiny"
-    result = run_trainer("--model", warm_model, "--output_dir", run, *FAST)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return run, result
+    return run, finished_run(warm_model, run, *FAST)
 
 
 def test_the_run_learned_from_a_signal(trained_run, warm_model):
