@@ -144,6 +144,10 @@ def run_session(args: Arguments, state: PartialState) -> int:
             if resume:
                 run.forget_after(checkpoint_step(resume))
         state.wait_for_everyone()
+        if resume:
+            # --eval_on_start evaluates the model the run started from, which the run did before its first step;
+            # transformers would evaluate again at every resume, adding an entry at the checkpoint's step.
+            args.grpo.eval_on_start = False
         dataset = Dataset.from_list(prompt_rows(train_problems, args.data.use_reasoning_format, args.data.prompt_style))
         tracker = make_tracker(args, run, [p["id"] for p in train_problems], state.is_main_process)
         from training.trainer import QGRPOTrainer  # here, not above: TRL's trainer costs --help half a second

@@ -50,5 +50,7 @@ def test_the_first_run_commands_work_as_written(tmp_path):
     assert "step 3/3 |" in outputs[3]
     evaluations = json.loads((run / "logs/eval_results.json").read_text())
     assert [(e["step"], e["eval_only"]) for e in evaluations if e["eval_only"]] == [(2, True)]
+    # Training's own: before the first step and after the last, once each although the run resumed in between.
+    assert [e["step"] for e in evaluations if not e["eval_only"]] == [0, 3]
     log = (run / "logs/training_log.txt").read_text()
     assert "--- resumed from checkpoint-2 at " in log and log.count("finished at step 3/3") == 1
