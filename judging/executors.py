@@ -78,9 +78,12 @@ class PythonExecutor:
 
 
 def site_packages_in_view(read_only: list[str]) -> list[str]:
-    """This interpreter's site-packages folders that the sandbox's view would show (under /usr or ``read_only``)."""
-    found = {*site.getsitepackages(), site.getusersitepackages(), sysconfig.get_path("purelib"),
-             sysconfig.get_path("platlib")}
+    """This interpreter's site-packages folders that the sandbox's view would show (under /usr or ``read_only``):
+    a venv's own, and its base interpreter's, whose prefix is in the view."""
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
+    found = {*site.getsitepackages(), *site.getsitepackages([sys.base_prefix, sys.base_exec_prefix]),
+             site.getusersitepackages(), sysconfig.get_path("purelib"), sysconfig.get_path("platlib"),
+             sysconfig.get_path("purelib", vars=base), sysconfig.get_path("platlib", vars=base)}
     shown = ("/usr", *read_only)
     return sorted({os.path.realpath(path) for path in found if os.path.isdir(path)
                    and any(os.path.realpath(path).startswith(top + "/") for top in shown)})
