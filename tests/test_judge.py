@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import judging.judge
+import judging.execution
 from judging import STATUSES, Judge, JudgeUnavailable, TestResult
-from judging.judge import completion_status
+from judging.grading import completion_status
 
 FAKE_Q = str(Path(__file__).resolve().parent / "fake_q" / "q")
 SUM_TESTS = [{"test_code": "print(solve([1, 2, 3]))", "expected_output": "6"},
@@ -114,19 +114,19 @@ def test_bad_arguments(judge):
 
 def test_a_failing_scratch_folder_is_a_sandbox_error_and_frees_the_slot():
     with Judge(workers=1) as judge:
-        base = Path(judge._base)
+        base = Path(judge.setup.slots.base)
         shutil.rmtree(base)
         assert judge.run("x = 1", SUM_TESTS[:1], "python").status == "sandbox_error"
-        assert judge._slots.qsize() == 1
+        assert judge.setup.slots.free.qsize() == 1
         base.mkdir(mode=0o711)
-        for folder in judge._warm.folders.values() if judge.warm else ():
+        for folder in judge.setup.warm.folders.values() if judge.warm else ():
             Path(folder).mkdir(mode=0o711)  # a new folder: the worker's view still holds the old one, so it is replaced
         assert judge.run("def solve(xs):\n    return sum(xs)\n", SUM_TESTS[:1], "python").status == "passed"
         assert judge.run("def solve(xs):\n    return sum(xs)\n", SUM_TESTS[:1], "python").status == "passed"
 
 
 def test_a_judge_never_closed_removes_its_folder_at_exit():
-    code = "from judging import Judge\njudge = Judge(workers=1)\nprint(judge._base)\n"
+    code = "from judging import Judge\njudge = Judge(workers=1)\nprint(judge.setup.slots.base)\n"
     done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -136,7 +136,7 @@ def test_a_judge_never_closed_removes_its_folder_at_exit():
 def test_python_preflight_passes_here_and_stops_where_python_cannot_run_1_plus_1(judge):
     judge.preflight("python")  # this machine's Python prints 2 in the sandbox
     with Judge(workers=1, sandbox="bwrap-cold") as broken:
-        broken._runners.get("python").executor.interpreter = "/bin/false"  # runs nothing and exits 1
+        broken.setup.get("python").executor.interpreter = "/bin/false"  # runs nothing and exits 1
         with pytest.raises(JudgeUnavailable, match=r"^python cannot run 1\+1 in the sandbox \(.*\): runtime_error"):
             broken.preflight("python")
 
@@ -150,7 +150,7 @@ def qhome(tmp_path, monkeypatch):
     home.chmod(0o755)
     monkeypatch.setenv("QHOME", str(home))
     monkeypatch.delenv("QLIC", raising=False)
-    monkeypatch.setattr(judging.judge, "LICENCE_RETRY_DELAYS", (0.01, 0.01, 0.01))
+    monkeypatch.setattr(judging.execution, "LICENCE_RETRY_DELAYS", (0.01, 0.01, 0.01))
     return home
 
 

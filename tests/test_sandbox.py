@@ -24,7 +24,8 @@ from judging import Judge, JudgeUnavailable
 from judging.cgroups import V2_ROOT_ENV, Cgroups
 from judging.executors import PythonExecutor
 from judging.scratch import remove_tree
-from judging.sandbox import SECCOMP_FILTER, SLOT_LOCK_DIR, SLOT_UID_BASE, SandboxUnavailable, blocked_for_others
+from judging.seccomp import SECCOMP_FILTER
+from judging.slots import SLOT_LOCK_DIR, SLOT_UID_BASE, SandboxUnavailable, blocked_for_others
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,10 +47,10 @@ def judge(sandbox):
 def warm_workers_handle_it_themselves(request):
     """A warm worker that fails has its test rerun cold, which would hide a warm-path hole: none may fail."""
     judge = request.getfixturevalue("judge") if "judge" in request.fixturenames else None
-    failures = judge._warm.failures if judge is not None and judge.warm else 0
+    failures = judge.setup.warm.failures if judge is not None and judge.warm else 0
     yield
     if judge is not None and judge.warm:
-        assert judge._warm.failures == failures, f"a warm worker failed: {judge._warm.failure}"
+        assert judge.setup.warm.failures == failures, f"a warm worker failed: {judge.setup.warm.failure}"
 
 
 def run(judge, code, expected="unused", timeout=None):
@@ -59,7 +60,7 @@ def run(judge, code, expected="unused", timeout=None):
 
 def slot_processes(judge):
     """Processes still owned by the judge's slot uids, or whose command line names a planted marker."""
-    uids = set(judge._slot_uids.uids) if judge._slot_uids else set()
+    uids = set(judge.setup.slots.uids.uids) if judge.setup.slots.uids else set()
     found = []
     for status in Path("/proc").glob("[0-9]*/status"):
         try:
@@ -99,7 +100,7 @@ def test_isolation_level_is_reported(judge, sandbox):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
 def test_slot_uids_are_unassigned_outside_systemd_ranges_and_locked_in_a_fixed_folder(judge, tmp_path, monkeypatch):
-    for uid in judge._slot_uids.uids:
+    for uid in judge.setup.slots.uids.uids:
         assert 65535 < uid < 1 << 31 and not 524288 <= uid <= 1879048191, "systemd hands out that uid"
         with pytest.raises(KeyError):
             pwd.getpwuid(uid)
@@ -107,10 +108,10 @@ def test_slot_uids_are_unassigned_outside_systemd_ranges_and_locked_in_a_fixed_f
     monkeypatch.setattr(tempfile, "tempdir", None)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     with Judge(workers=1) as other:
-        assert not set(other._slot_uids.uids) & set(judge._slot_uids.uids), "another TMPDIR must not free a uid"
+        assert not set(other.setup.slots.uids.uids) & set(judge.setup.slots.uids.uids), "another TMPDIR must not free a uid"
     monkeypatch.setenv("REWARDS_SLOT_UID_BASE", str(SLOT_UID_BASE + 500))
     with Judge(workers=1) as other:
-        assert other._slot_uids.uids[0] >= SLOT_UID_BASE + 500
+        assert other.setup.slots.uids.uids[0] >= SLOT_UID_BASE + 500
     monkeypatch.setenv("REWARDS_SLOT_UID_BASE", "61184")
     with pytest.raises(SandboxUnavailable, match="REWARDS_SLOT_UID_BASE"):
         Judge(workers=1)
@@ -212,7 +213,7 @@ DISK_FILL = ("import os\n"
 
 def test_disk_is_bounded_per_test_and_nothing_reaches_the_host_disk(judge):
     """200 MB in each of /scratch, /tmp and /dev/shm: each stops at --judge_disk_mb (64) with ENOSPC (issue 19)."""
-    with DiskWatch(judge._base) as disk:
+    with DiskWatch(judge.setup.slots.base) as disk:
         judgement = run(judge, DISK_FILL, timeout=10.0)
         unchecked = run(judge, "for n in range(20):\n    open(f'fill{n}', 'wb').write(b'x' * (10 << 20))\n",
                         timeout=10.0)
@@ -407,7 +408,7 @@ def test_the_test_after_one_that_filled_its_process_limit_starts(one_slot):
             "        os.fork()\n"
             "    except OSError:\n"
             "        pass\n")
-    (cgroup,) = one_slot._cgroups.slots.values() or [None]
+    (cgroup,) = one_slot.setup.slots.cgroups.slots.values() or [None]
     listed = [folder / "cgroup.procs" for folder in cgroup.folders] if cgroup else []
     run(one_slot, "pass")
     idle = {path: path.read_text().split() for path in listed}  # a warm worker's sandbox, or nothing
@@ -545,7 +546,7 @@ def test_memory_is_bounded_per_test_for_all_its_processes_together(sandbox):
         judgement = run(judge, memory_spread(children_mb=16, memfd_mb=24), "[0, 0, 0, 0, 0, 0, 0, 0]")
         assert judgement.status == "memory", judgement.tests[0]
         assert run(judge, "print(6)", "6").status == "passed"
-        assert not judge.warm or judge._warm.failures == 0, f"the slot's worker was killed: {judge._warm.failure}"
+        assert not judge.warm or judge.setup.warm.failures == 0, f"the slot's worker was killed: {judge.setup.warm.failure}"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
@@ -554,7 +555,7 @@ def test_the_slot_cgroup_counts_the_tests_processes_not_bwraps(sandbox):
     (pids.max is 40) must not leave a slot unable to fork."""
     with Judge(timeout=5.0, workers=1, sandbox=sandbox) as judge:
         statuses = [run(judge, "pass", "").status for _ in range(50)]
-        [slot] = judge._cgroups.slots.values()
+        [slot] = judge.setup.slots.cgroups.slots.values()
         tasks = [int((folder / "pids.current").read_text()) for folder in slot.folders if
                  (folder / "pids.current").exists()]
     assert statuses == ["passed"] * 50
@@ -594,7 +595,7 @@ def test_hang_times_out_and_later_tests_are_skipped(sandbox):
     tests = [{"test_code": "print(1)", "expected_output": "1"}] * 4
     with Judge(timeout=1.0, workers=1, sandbox=sandbox) as judge:
         judgement = judge.run("while True:\n    pass\n", tests, "python")
-        assert not judge.warm or judge._warm.failures == 0, judge._warm.failure
+        assert not judge.warm or judge.setup.warm.failures == 0, judge.setup.warm.failure
     assert judgement.status == "timeout"
     assert [t.status for t in judgement.tests] == ["timeout"] * 4
     assert [t.seconds for t in judgement.tests[1:]] == [0.0] * 3
@@ -604,7 +605,7 @@ def test_completion_budget_cuts_the_first_test_short(sandbox):
     tests = [{"test_code": "print(1)", "expected_output": "1"}] * 3
     with Judge(timeout=5.0, completion_budget=0.5, workers=1, sandbox=sandbox) as judge:
         judgement = judge.run("import time\ntime.sleep(60)\n", tests, "python")
-        assert not judge.warm or judge._warm.failures == 0, judge._warm.failure
+        assert not judge.warm or judge.setup.warm.failures == 0, judge.setup.warm.failure
     assert [t.status for t in judgement.tests] == ["timeout"] * 3
     assert 0.0 < judgement.tests[0].seconds < 4.0, "the test must stop at the budget, not the 5 s timeout"
 
@@ -688,8 +689,8 @@ def host_folder_to_keep(tmp_path):
 
 
 def assert_only_warm_folders_left(judge):
-    warm_folders = set(judge._warm.folders.values()) if judge.warm else set()
-    for path in Path(judge._base).iterdir():
+    warm_folders = set(judge.setup.warm.folders.values()) if judge.warm else set()
+    for path in Path(judge.setup.slots.base).iterdir():
         assert str(path) in warm_folders or str(path)[:-len(".log")] in warm_folders, f"{path} was left behind"
     assert not [path for folder in warm_folders for path in Path(folder).iterdir()]
 
@@ -701,14 +702,14 @@ def test_cleanup_breakers_get_a_verdict_free_the_slot_and_leave_nothing(judge, b
     judgement = run(judge, code + "print(6)\n", "6", timeout=10.0)  # 1,500 mkdirs take ~1 s on a loaded machine
     assert judgement.status == "passed", judgement.tests[0].stderr
     assert run(judge, code + "print(5)\n", "6", timeout=10.0).status == "failed", "its output is judged as any other"
-    assert judge._slots.qsize() == judge.workers, "every slot must be handed back"
+    assert judge.setup.slots.free.qsize() == judge.workers, "every slot must be handed back"
     assert_only_warm_folders_left(judge)
     assert (kept / "keep.txt").read_text() == "keep", "removal followed a link to the host"
 
 
 def test_close_after_cleanup_breakers_never_raises(sandbox, tmp_path):
     judge = Judge(timeout=10.0, workers=1, sandbox=sandbox)
-    base = Path(judge._base)
+    base = Path(judge.setup.slots.base)
     for code in cleanup_breakers(str(host_folder_to_keep(tmp_path))).values():
         judge.run("", [{"test_code": code, "expected_output": ""}] * 2, "python")
     judge.close()
@@ -769,16 +770,16 @@ def test_judged_behaviours_that_ended_in_sandbox_error_now_get_their_verdict(san
         killer = None
         if behaviour == "its_warm_worker_is_killed":
             run(judge, "pass")
-            killer = threading.Timer(0.5, os.killpg, (next(iter(judge._warm._workers.values())).process.pid,
+            killer = threading.Timer(0.5, os.killpg, (next(iter(judge.setup.warm.workers.values())).process.pid,
                                                       signal.SIGKILL))
             killer.start()
         judgement = judge.run(solution, [{"test_code": test_code, "expected_output": "6"}], language)
         if killer:
             killer.join()
-            assert judge._warm.failures == 1, "the worker must really have died mid-test"
+            assert judge.setup.warm.failures == 1, "the worker must really have died mid-test"
         assert judgement.status == verdict, judgement.tests[0].stderr
         assert judge.counters()["judge/licence_retries"] == 0
-        assert judge._slots.qsize() == 1
+        assert judge.setup.slots.free.qsize() == 1
         assert run(judge, "print(6)", "6").status == "passed"
 
 
@@ -803,7 +804,7 @@ def test_explicit_rlimits_runs_as_a_slot_uid_when_it_can_run_python(path_without
     with Judge(sandbox="rlimits", workers=1) as judge:
         assert judge.level == "rlimits" and "weak" in judge.isolation
         uid = run(judge, "import os\nprint(os.getuid())").tests[0].stdout.strip()
-        assert uid == str(judge._slot_uids.uids[0]) != "0"
+        assert uid == str(judge.setup.slots.uids.uids[0]) != "0"
 
 
 @pytest.fixture()
@@ -846,7 +847,7 @@ def test_unshare_level_runs_a_real_test_as_a_slot_uid(monkeypatch):
     monkeypatch.setattr(sys, "executable", "/usr/bin/python3")  # the system Python, readable by any uid
     with Judge(sandbox="unshare", workers=1) as judge:
         assert judge.level == "unshare"
-        judgement = run(judge, "import os\nprint(os.getuid())", str(judge._slot_uids.uids[0]))
+        judgement = run(judge, "import os\nprint(os.getuid())", str(judge.setup.slots.uids.uids[0]))
         assert judgement.status == "passed", judgement.tests[0].stderr
 
 
