@@ -89,8 +89,8 @@ class Sandbox:
     """Builds sandboxed command lines; one instance per judge and program kind.
 
     ``read_only`` are host paths the program needs (interpreter prefix, q binary, QHOME, ...);
-    ``env`` is the environment the program sees besides HOME (judging/policy.py: environment). ``read_write`` are host files it may write
-    (q's KX_ACCT); ``hostname`` is the name it sees (q keeps the host's: k4.lic is bound to it).
+    ``env`` is the environment the program sees besides HOME (judging/policy.py: environment). ``read_write``
+    are host files it may write (q's KX_ACCT); ``hostname`` is the name it sees (q keeps the host's: k4.lic is bound to it).
     ``netns`` maps each slot uid to a network namespace (an open fd) the program runs in instead of a
     fresh one: the licence proxy's slot namespaces (judging/licence_proxy.py). ``hidden`` are folders inside
     the view that the program must not see (the interpreter's site-packages): each is covered by an empty one.

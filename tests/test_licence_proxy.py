@@ -47,19 +47,6 @@ def other_service():
 
 
 @pytest.fixture()
-def qhome(tmp_path, monkeypatch):
-    """QHOME and QLIC folders the sandbox uid can read; QLIC holds no licence until a test writes one."""
-    home = tmp_path / "qhome"
-    home.mkdir()
-    home.chmod(0o755)
-    monkeypatch.setenv("QHOME", str(home))
-    monkeypatch.setenv("QLIC", str(home))
-    monkeypatch.delenv("KX_ACCT", raising=False)
-    monkeypatch.setattr(judging.execution, "LICENCE_RETRY_DELAYS", (0.01, 0.01, 0.01))
-    return home
-
-
-@pytest.fixture()
 def kc_lic(qhome, licence_server):
     """An on-demand licence for the stand-in q: the address of the licence-server stand-in."""
     (qhome / "kc.lic").write_text(licence_server.address + "\n")
