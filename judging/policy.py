@@ -68,6 +68,6 @@ def environment(env: dict[str, str], home: str = SCRATCH) -> dict[str, str]:
 def worker_rules(limits: Limits, program: str) -> dict:
     """What a warm worker must do for each child, as JSON: the tmpfs folders and their size, /proc, where the
     program comes from (``SLOTS``/folder/``program``) and goes (``SCRATCH``), and the seccomp program (hex)."""
-    return {"tmpfs": {path: mode for path, mode in TMPFS.items()}, "tmpfs_bytes": limits.disk_bytes,
+    return {"tmpfs": dict(TMPFS), "tmpfs_bytes": limits.disk_bytes,
             "proc_read_only": list(PROC_READ_ONLY), "slots": SLOTS, "scratch": SCRATCH, "program": program,
             "program_mode": PROGRAM_MODE, "seccomp": SECCOMP_FILTER.hex() if SECCOMP_FILTER else None}
