@@ -2,7 +2,7 @@
 
 Each test fails if the property it names breaks: the child cannot signal, ptrace or reach the worker; it
 leaves no process, file, IPC object or interpreter state behind; a harmed or dead worker costs at most the
-execution it was running (rerun cold, same result) and is replaced. tests/test_sandbox.py runs the general
+execution it was running (rerun cold, same result) and is replaced. tests/test_sandbox_*.py run the general
 sandbox attacks against warm workers too.
 """
 
