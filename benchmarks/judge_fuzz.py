@@ -342,8 +342,8 @@ def main() -> None:
     judges = {path: Judge(timeout=args.timeout, workers=args.workers, sandbox=path) for path in ("bwrap", "bwrap-cold")}
     if not judges["bwrap"].warm:
         raise SystemExit(f"judge_fuzz.py: the warm workers did not start: {judges['bwrap'].isolation}")
-    uids = {uid for judge in judges.values() for uid in judge._slot_uids.uids}
-    folders = [judge._base for judge in judges.values()]
+    uids = {uid for judge in judges.values() for uid in judge.setup.slots.uids.uids}
+    folders = [judge.setup.slots.base for judge in judges.values()]
     verdicts: dict[str, list] = {path: [None] * len(corpus) for path in judges}
     details: dict[str, list] = {path: [""] * len(corpus) for path in judges}  # the first failing test's stderr
     seconds = Counter()
@@ -374,9 +374,9 @@ def main() -> None:
     with ThreadPoolExecutor(args.workers) as pool:
         list(pool.map(judge_one, range(len(corpus))))
     wall = time.monotonic() - started
-    free = {path: (judge._slots.qsize(), judge.workers) for path, judge in judges.items()}
-    dropped = judges["bwrap"]._warm.failures
-    last_drop = judges["bwrap"]._warm.failure
+    free = {path: (judge.setup.slots.free.qsize(), judge.workers) for path, judge in judges.items()}
+    dropped = judges["bwrap"].setup.warm.failures
+    last_drop = judges["bwrap"].setup.warm.failure
     for path, judge in judges.items():
         try:
             judge.close()

@@ -37,14 +37,14 @@ EMPTY = [{"test_code": "pass", "expected_output": ""}]
 def measure(variant: str, sandbox: str, runs: int) -> float:
     """Median milliseconds per empty test (run in a child process, with ``variant``'s protection switched off)."""
     if variant == "no cgroup":
-        import judging.runners
+        import judging.slots
 
-        class NoCgroups(judging.runners.Cgroups):
+        class NoCgroups(judging.slots.Cgroups):
             def __init__(self, keys, memory_bytes, processes):
                 super().__init__([], memory_bytes, processes)
                 self.unavailable = "switched off by the benchmark"
 
-        judging.runners.Cgroups = NoCgroups
+        judging.slots.Cgroups = NoCgroups
     if variant == "no hidden site-packages":
         import judging.executors
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from cli import positive
 from judging.judge import Judge
 from judging.licence_proxy import parse_licence_hosts
-from judging.runners import SANDBOX_CHOICES
+from judging.setup import SANDBOX_CHOICES
 
 
 @dataclass

@@ -169,6 +169,12 @@ class Cgroups:
         return (f"memory: a cgroup {self.version} per slot, {memory_mb} MB for all of a test's processes together "
                 f"(tmpfs, memfd and shared memory included), at most {processes + SANDBOX_PROCESSES} tasks")
 
+    def give_up(self, why: str) -> None:
+        """Close them and make none per slot from now on; ``why`` goes in ``unavailable``."""
+        self.close()
+        self.slots = {}
+        self.unavailable = why
+
     def close(self) -> None:
         """Kill what is left in the slots and remove the folders; never raises."""
         for slot in self.slots.values():

@@ -1,7 +1,8 @@
 """Language executors: how a program is written, started and its outcome read, for one language.
 
 An executor never sees a test's expected output; it only turns a run into ``ran`` (compare the stdout
-after the marker) or a failure status. The judge does the comparing.
+after the marker) or a failure status. The judge does the comparing (judging/grading.py). ``Executor`` is what the
+judge relies on; a new language is one class that has it (and one entry in judging/languages.py).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import stat
 import sys
 import sysconfig
 from pathlib import Path
+from typing import Protocol
 
-from judging.sandbox import RunResult
+from judging.running import RunResult
 
 RAN = "ran"
 LICENCE_FAILURE = "licence_failure"
@@ -30,6 +32,32 @@ _CPU_LIMIT_EXITS = (-signal.SIGXCPU, 128 + signal.SIGXCPU)
 KDB_PLATFORM_FOLDERS = ("l32", "l64", "l64arm", "m32", "m64", "m64arm", "w32", "w64")
 
 
+class Executor(Protocol):
+    """One language, as the judge and its set-up use it."""
+
+    language: str  # the name in judging/languages.py
+    licensed: bool  # needs a licence check at start (q's): licence egress, retries, the preflight's advice
+    filename: str  # the program's file name in its working folder
+    read_only: list[str]  # host paths the program needs in its view (interpreter, binary, QHOME, ...)
+    read_write: list[str]  # host files it may write
+    hidden: list[str]  # folders inside the view it must not see
+    env: dict[str, str]  # its environment besides HOME (judging/policy.py: environment)
+    hostname: str  # the host name it sees
+    missing: str | None  # why the language cannot run here (and the fix), or None
+
+    def argv(self, program_path: str) -> list[str]:
+        """The command line that runs the program at ``program_path``."""
+
+    def syntax_error(self, code: str) -> str | None:
+        """The solution's syntax error, found once per completion without running it, or None."""
+
+    def program(self, solution: str, marker: str, test_code: str) -> str:
+        """The program of one test: the solution, a line printing ``marker``, then the test code."""
+
+    def outcome(self, result: RunResult, marker: str) -> str:
+        """``RAN`` (compare the stdout after the marker) or a failure status, ``LICENCE_FAILURE`` included."""
+
+
 class PythonExecutor:
     """CPython from this environment, run ``-I -S -B``: isolated mode, standard library only.
 
@@ -40,7 +68,7 @@ class PythonExecutor:
     """
 
     language = "python"
-    licensed = False  # needs a licence check at start (q's): licence egress, retries, the preflight's advice
+    licensed = False
     filename = "main.py"
 
     def __init__(self):

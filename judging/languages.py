@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from judging.executors import PythonExecutor, QExecutor
+from judging.executors import Executor, PythonExecutor, QExecutor
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ class Language:
     display_name: str
     fence_tags: tuple[str, ...]  # the first is the tag prompts ask for; any of them marks code in this language
     preflight_code: str  # trusted code that prints 2; run once before any model loads
-    make_executor: Callable[[str | None], object]  # called with the q binary setting (only q uses it)
+    make_executor: Callable[[str | None], Executor]  # called with the q binary setting (only q uses it)
 
     @property
     def fence(self) -> str:

@@ -5,7 +5,8 @@ test. A warm worker pays them once: it is ``python -I -S -B`` inside the slot's 
 same namespaces and read-only view as a cold execution), and per execution it forks an init (pid 1 of a PID
 namespace of its own) whose child gets a mount, IPC and network namespace of its own, a fresh tmpfs at
 /scratch holding the program and at /tmp and /dev/shm (each ``--judge_disk_mb``), its own pipes, the limits
-and the slot uid, then runs the program (``judging/warm_worker.py`` says how).
+and the slot uid, then runs the program (``judging/warm_worker.py`` says how). What the child gets is the cold
+path's policy (judging/policy.py), handed to the worker as JSON: it cannot import this package.
 
 Why the worker is root inside the sandbox and the child the slot uid: a child cannot signal, ptrace or
 open the files of a process of another uid, so nothing a program does reaches the worker; and the worker
@@ -29,16 +30,21 @@ import time
 from pathlib import Path
 
 from judging.cgroups import SlotCgroup
-from judging.sandbox import OUTPUT_CAP, SCRATCH, SECCOMP_FILTER, RunResult, Sandbox, read_capped
+from judging.policy import SCRATCH, SLOTS, worker_rules
+from judging.running import OUTPUT_CAP, RunResult, read_capped
+from judging.sandbox import Sandbox
 
 WORKER = str(Path(__file__).with_name("warm_worker.py"))
 WORKER_INSIDE = "/warm_worker.py"
+# What the worker keeps: SETUID, SETGID for the uid drop, SYS_ADMIN and NET_ADMIN for the child's namespaces,
+# mounts and loopback, KILL, SETPCAP to empty the child's bounding set.
 CAPABILITIES = ("CAP_SETUID", "CAP_SETGID", "CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_KILL", "CAP_SETPCAP")
-SLOTS = "/slots"
+CAPABILITY_NUMBERS = {"CAP_KILL": 5, "CAP_SETGID": 6, "CAP_SETUID": 7, "CAP_SETPCAP": 8, "CAP_NET_ADMIN": 12,
+                      "CAP_SYS_ADMIN": 21}
 START_TIMEOUT = 10.0
 # Past the test's timeout, how long a worker may take to kill, reap and reply before it counts as failed.
 REPLY_GRACE = 2.0
-STOP = b"stop"
+STOP = "stop"  # the judge's one other message: stop the running child now (sent as bytes)
 REPLY_KEYS = {"status", "timed_out", "stopped", "setup"}
 
 
@@ -47,21 +53,22 @@ class WorkerFailed(RuntimeError):
 
 
 class WarmWorker:
-    """One slot's worker: ``run`` one execution at a time, ``close`` at the end."""
+    """One slot's worker: ``run`` one execution at a time, ``close`` at the end. ``program`` is the name of the
+    program's file in a slot's folder (the executor's ``filename``)."""
 
-    def __init__(self, sandbox: Sandbox, interpreter: str, uid: int, folder: str, cgroup: SlotCgroup | None = None):
-        limits = {"memory_mb": sandbox.limits.memory_mb, "processes": sandbox.limits.processes,
-                  "file_mb": sandbox.limits.file_mb, "open_files": sandbox.limits.open_files,
-                  "tmpfs_bytes": sandbox.limits.disk_bytes, "seccomp": SECCOMP_FILTER.hex() if SECCOMP_FILTER else None}
+    def __init__(self, sandbox: Sandbox, interpreter: str, program: str, uid: int, folder: str,
+                 cgroup: SlotCgroup | None = None):
+        self.sandbox = sandbox
+        rules = {**worker_rules(sandbox.limits, program), "stop": STOP,
+                 "capabilities": [CAPABILITY_NUMBERS[name] for name in CAPABILITIES]}
         self.log = f"{folder}.log"
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         capabilities = [arg for cap in CAPABILITIES for arg in ("--cap-add", cap)]
         # The worker joins the slot's cgroup: it and every child it forks count against its memory and tasks.
         binds, join = cgroup.join_inside() if cgroup else ([], [])
-        command = [*sandbox.prefix, "--bind", folder, SLOTS, "--dir", SCRATCH, "--setenv", "HOME", SCRATCH,
-                   "--ro-bind", WORKER, WORKER_INSIDE, *binds, "--chdir", SCRATCH, "--cap-drop", "ALL", *capabilities,
-                   *join, interpreter, "-I", "-S", "-B", WORKER_INSIDE, str(theirs.fileno()), str(uid),
-                   json.dumps(limits)]
+        command = [*sandbox.prefix, "--bind", folder, SLOTS, "--dir", SCRATCH, "--ro-bind", WORKER, WORKER_INSIDE,
+                   *binds, "--chdir", SCRATCH, "--cap-drop", "ALL", *capabilities, *join, interpreter, "-I", "-S", "-B",
+                   WORKER_INSIDE, str(theirs.fileno()), str(uid), json.dumps(rules)]
         with theirs, open(self.log, "wb") as log:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
                                             pass_fds=(theirs.fileno(),), start_new_session=True)
@@ -76,14 +83,15 @@ class WarmWorker:
         return self.process.poll() is None
 
     def run(self, folder: str, timeout: float) -> RunResult:
-        """Run ``/scratch/main.py`` from the slot's ``folder``; raise WorkerFailed if the worker fails."""
+        """Run the program in the slot's ``folder`` under the policy's limits for ``timeout``; raise WorkerFailed if
+        the worker fails."""
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         start = time.monotonic()
         try:
             try:
-                socket.send_fds(self.control, [json.dumps({"folder": folder, "timeout": timeout}).encode()],
-                                [out_write, err_write])
+                request = {"folder": folder, "timeout": timeout, "rlimits": self.sandbox.limits.rlimits(timeout)}
+                socket.send_fds(self.control, [json.dumps(request).encode()], [out_write, err_write])
             except OSError as error:
                 raise WorkerFailed(f"the worker is gone ({error})") from None
             finally:
@@ -96,7 +104,7 @@ class WarmWorker:
             os.close(err_read)
         if stuck or overflow:
             try:
-                self.control.send(STOP)
+                self.control.send(STOP.encode())
             except OSError as error:
                 raise WorkerFailed(f"the worker is gone ({error})") from None
         reply = self._receive(max(time.monotonic(), start + timeout) + REPLY_GRACE)
@@ -155,26 +163,27 @@ class WarmWorkers:
     says why); the caller then runs it cold.
     """
 
-    def __init__(self, sandbox: Sandbox, interpreter: str, base: str, uids: list[int],
+    def __init__(self, sandbox: Sandbox, interpreter: str, program: str, base: str, uids: list[int],
                  cgroups: dict[int, SlotCgroup] | None = None):
         self.sandbox = sandbox
         self.cgroups = cgroups or {}
         self.interpreter = interpreter
+        self.program = program
         self.folders = {uid: os.path.join(base, f"warm-{uid}") for uid in uids}
         for folder in self.folders.values():
             os.mkdir(folder, 0o711)  # the slot uid may cross it to its scratch folders, not list or write it
-        self._workers: dict[int, WarmWorker] = {}
+        self.workers: dict[int, WarmWorker] = {}  # those started and not dropped
         self.failure: str | None = None
         self.failures = 0
 
     def run(self, uid: int, scratch: str, timeout: float) -> RunResult | None:
-        worker = self._workers.get(uid)
+        worker = self.workers.get(uid)
         try:
             if worker is None or not worker.alive():
                 if worker is not None:
                     self._drop(uid, "the warm worker died between executions")
-                worker = self._workers[uid] = WarmWorker(self.sandbox, self.interpreter, uid, self.folders[uid],
-                                                         self.cgroups.get(uid))
+                worker = self.workers[uid] = WarmWorker(self.sandbox, self.interpreter, self.program, uid,
+                                                         self.folders[uid], self.cgroups.get(uid))
             return worker.run(os.path.basename(scratch), timeout)
         except (WorkerFailed, OSError) as error:
             self._drop(uid, str(error))
@@ -183,10 +192,10 @@ class WarmWorkers:
     def _drop(self, uid: int, why: str) -> None:
         self.failure = why
         self.failures += 1
-        worker = self._workers.pop(uid, None)
+        worker = self.workers.pop(uid, None)
         if worker is not None:
             worker.close()
 
     def close(self) -> None:
-        for uid in list(self._workers):
-            self._workers.pop(uid).close()
+        for uid in list(self.workers):
+            self.workers.pop(uid).close()

@@ -13,8 +13,7 @@ namespace of its own, which
 - forks the program's process, pid 2 as on the cold path, which gets its own pipes as stdout and stderr,
   /dev/null as stdin and no other descriptor (the control channel is closed); the limits, an empty
   bounding, inheritable and ambient capability set, the slot uid, no_new_privs and the judge's seccomp
-  program (``judging.sandbox.seccomp_filter``); from then on it cannot signal, ptrace or open the
-  root-owned worker or init;
+  program (``judging/seccomp.py``); from then on it cannot signal, ptrace or open the root-owned worker or init;
 - runs the program as ``__main__`` in a fresh module, as ``python -I -S -B /scratch/main.py`` would;
 - like bubblewrap's own init on the cold path, leads the session, reaps orphans, and exits with the
   program's exit code (128 + the signal's number if a signal ended it) as soon as the program's process exits.
@@ -24,18 +23,23 @@ the next. When the init exits, the execution times out or the judge asks, the wo
 kernel then kills every process of its PID namespace. A fresh fork of a worker that never ran judged code is
 all an execution can ever start from, so nothing one does to ``sys.modules``, builtins or files reaches the next.
 
+The rules a child gets are the judge's (judging/policy.py), which this program cannot import (it runs
+``-I -S`` in a view without the judging package): the judge passes them as JSON, as the third argument
+(``worker_rules``: tmpfs folders and size, /proc, where the program is, the seccomp program; the capabilities the
+worker keeps; the stop message) and with every request (the resource limits).
+
 Protocol (SOCK_SEQPACKET, one message each way per execution): the judge sends
-``{"folder": NAME, "timeout": SECONDS}`` with the write ends of the execution's stdout and stderr pipes
-attached; the worker replies ``{"status": WAIT_STATUS, "timed_out": BOOL, "stopped": BOOL, "setup": BOOL}``.
-``stop`` from the judge while a child runs means stop it now (output over the cap); one that arrives
-after the reply is ignored. The worker's first message is ``{"ready": true}``.
+``{"folder": NAME, "timeout": SECONDS, "rlimits": {NAME: [SOFT, HARD], ...}}`` with the write ends of the
+execution's stdout and stderr pipes attached; the worker replies
+``{"status": WAIT_STATUS, "timed_out": BOOL, "stopped": BOOL, "setup": BOOL}``. The rules' ``stop`` from the
+judge while a child runs means stop it now (output over the cap); one that arrives after the reply is ignored.
+The worker's first message is ``{"ready": true}``.
 """
 
 import ctypes
 import fcntl
 import gc
 import json
-import math
 import os
 import resource
 import select
@@ -45,30 +49,25 @@ import struct
 import sys
 import time
 
-SLOTS = "/slots"
-SCRATCH = "/scratch"
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x08000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
-# What bubblewrap's --proc covers read-only on the cold path.
-PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
 SIOCSIFFLAGS, IFF_UP, IFF_LOOPBACK, IFF_RUNNING = 0x8914, 0x1, 0x8, 0x40
 MNT_DETACH = 2
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 4, 24, 38, 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 CAPABILITY_VERSION_3 = 0x20080522
-KEPT_CAPABILITIES = (5, 6, 7, 8, 12, 21)  # KILL, SETGID, SETUID, SETPCAP, NET_ADMIN, SYS_ADMIN: all it needs
 SETUP_FAILED = 125
 LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
-STOP = b"stop"
 LIBC = ctypes.CDLL(None, use_errno=True)
 # Looked up once here, not in every child (a ctypes lookup and a /proc read cost more than the calls).
 PRCTL, UNSHARE, SETNS, MOUNT, UMOUNT2, CAPGET, CAPSET = (LIBC.prctl, LIBC.unshare, LIBC.setns, LIBC.mount,
                                                           LIBC.umount2, LIBC.capget, LIBC.capset)
 with open("/proc/sys/kernel/cap_last_cap") as last:
     LAST_CAPABILITY = int(last.read())
-SECCOMP_PROGRAM = None  # the judge's seccomp program (judging.sandbox.seccomp_filter), set by main
+RULES = None  # the judge's rules for every child (judging/policy.py: worker_rules), set by main
+SECCOMP_PROGRAM = None  # RULES' seccomp program, ready for prctl, set by main
 OWN_PID_NAMESPACE = None  # the worker's PID namespace (a descriptor), set by main
 WORKER_MODULES = frozenset()  # the modules the worker has imported, set by main
 
@@ -92,7 +91,7 @@ def _drop_bounding(capabilities):
 def _drop_capabilities():
     """Empty the bounding (the worker already dropped all but its own), ambient and inheritable sets while
     still root; the uid change empties the rest."""
-    _drop_bounding(KEPT_CAPABILITIES)
+    _drop_bounding(RULES["capabilities"])
     _check(PRCTL(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient capabilities")
     header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
     data = (ctypes.c_uint32 * 6)()
@@ -108,27 +107,27 @@ def _loopback_up():
         fcntl.ioctl(probe, SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", IFF_UP | IFF_LOOPBACK | IFF_RUNNING))
 
 
-def _set_up_namespaces(folder, limits):
+def _set_up_namespaces(folder):
     """As the init of the execution's own PID namespace: its own mount, IPC and network namespaces."""
     _check(UNSHARE(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET), "unshare")
     _loopback_up()
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    for name in PROC_READ_ONLY:
+    for name in RULES["proc_read_only"]:
         path = f"/proc/{name}"
         if os.path.exists(path):
             _mount(path, path, None, MS_BIND | MS_REC)
             _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    for path in ("/tmp", "/dev/shm"):
-        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['tmpfs_bytes']},mode=1777")
-    with open(f"{SLOTS}/{folder}/main.py", "rb") as source:  # into a tmpfs as on the cold path: no host disk
+    slots, scratch, name = RULES["slots"], RULES["scratch"], RULES["program"]
+    with open(f"{slots}/{folder}/{name}", "rb") as source:  # into a tmpfs as on the cold path: no host disk
         program = source.read()
-    _mount("tmpfs", SCRATCH, "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['tmpfs_bytes']},mode=0777")
-    target = os.open(f"{SCRATCH}/main.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    os.fchmod(target, 0o644)  # whatever the umask: the slot uid reads it, as bwrap's --perms 0644 on the cold path
+    for path, mode in RULES["tmpfs"].items():
+        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={RULES['tmpfs_bytes']},mode={mode:o}")
+    target = os.open(f"{scratch}/{name}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, RULES["program_mode"])
+    os.fchmod(target, RULES["program_mode"])  # whatever the umask: the slot uid reads it, as bwrap's --perms cold
     with os.fdopen(target, "wb") as file:
         file.write(program)
-    _check(UMOUNT2(SLOTS.encode(), MNT_DETACH), f"umount {SLOTS}")
+    _check(UMOUNT2(slots.encode(), MNT_DETACH), f"umount {slots}")
 
 
 def _set_up_descriptors(out_fd, err_fd, report_fd):
@@ -139,22 +138,19 @@ def _set_up_descriptors(out_fd, err_fd, report_fd):
     os.closerange(report_fd + 1, 1 << 16)
 
 
-def _set_up_program(timeout, uid, limits, report_fd):
+def _set_up_program(rlimits, uid, report_fd):
     """The program's process: limits, no capabilities, the slot uid, seccomp; then tell the worker it is set up."""
-    cpu = math.ceil(timeout) + 1  # as the cold path's prlimit
-    for name, value in (("RLIMIT_AS", (limits["memory_mb"] << 20,) * 2), ("RLIMIT_CPU", (cpu, cpu + 1)),
-                        ("RLIMIT_FSIZE", (limits["file_mb"] << 20,) * 2), ("RLIMIT_NOFILE", (limits["open_files"],) * 2),
-                        ("RLIMIT_CORE", (0, 0)), ("RLIMIT_NPROC", (limits["processes"],) * 2)):
-        resource.setrlimit(getattr(resource, name), value)
+    for name, value in rlimits.items():
+        resource.setrlimit(getattr(resource, name), tuple(value))
     _drop_capabilities()
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
     # A uid change clears the dumpable flag; an exec (the cold path's) sets it again: /proc/self is the slot uid's.
     _check(PRCTL(PR_SET_DUMPABLE, 1, 0, 0, 0), "dumpable")
-    os.chdir(SCRATCH)  # only its owner, the slot uid, may enter it
+    os.chdir(RULES["scratch"])
     _check(PRCTL(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-    if limits["seccomp"]:
+    if SECCOMP_PROGRAM is not None:
         _check(PRCTL(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(SECCOMP_PROGRAM), 0, 0), "seccomp")
     # Signal dispositions stay the worker's: like a cold interpreter's, those the judge's process had at exec
     # (a signal the judge ignores, under nohup say, stays ignored on both paths).
@@ -163,12 +159,12 @@ def _set_up_program(timeout, uid, limits, report_fd):
     os.close(report_fd)
 
 
-def _init(request, uid, limits, out_fd, err_fd, report_fd):
+def _init(request, uid, out_fd, err_fd, report_fd):
     """Pid 1 of the execution's PID namespace: set up, fork the program (pid 2), reap orphans, and exit with the
     program's exit code when it exits, as bubblewrap's init does (the kernel then kills what is left)."""
     try:
         os.setsid()  # the init leads the session and process group, as bubblewrap's pid 1 does cold
-        _set_up_namespaces(request["folder"], limits)
+        _set_up_namespaces(request["folder"])
         _set_up_descriptors(out_fd, err_fd, report_fd)
         program = os.fork()
     except BaseException as error:
@@ -176,11 +172,11 @@ def _init(request, uid, limits, out_fd, err_fd, report_fd):
         os._exit(SETUP_FAILED)
     if program == 0:
         try:
-            _set_up_program(request["timeout"], uid, limits, report_fd)
+            _set_up_program(request["rlimits"], uid, report_fd)
         except BaseException as error:
             os.write(2, f"warm worker: child set-up failed: {error!r}\n".encode())
             os._exit(SETUP_FAILED)
-        _run_program(f"{SCRATCH}/main.py")
+        _run_program(f"{RULES['scratch']}/{RULES['program']}")
     os.close(report_fd)
     while True:  # orphans come here too
         pid, status = os.wait()
@@ -309,14 +305,14 @@ def _fork_in_own_pid_namespace():
     return pid
 
 
-def _execute(control, request, fds, uid, limits):
+def _execute(control, request, fds, uid):
     out_fd, err_fd = fds
     report_read, report_write = os.pipe()
     started = time.monotonic()
     init = _fork_in_own_pid_namespace()
     if init == 0:
         control.detach()
-        _init(request, uid, limits, out_fd, err_fd, report_write)
+        _init(request, uid, out_fd, err_fd, report_write)
     for fd in (out_fd, err_fd, report_write):
         os.close(fd)
     pidfd = os.pidfd_open(init)
@@ -352,17 +348,18 @@ class _SockFprog(ctypes.Structure):
 
 
 def main():
-    global SECCOMP_PROGRAM, OWN_PID_NAMESPACE, WORKER_MODULES
+    global RULES, SECCOMP_PROGRAM, OWN_PID_NAMESPACE, WORKER_MODULES
     control_fd, uid = int(sys.argv[1]), int(sys.argv[2])
-    limits = json.loads(sys.argv[3])
-    if limits["seccomp"]:
-        program = bytes.fromhex(limits["seccomp"])
+    RULES = json.loads(sys.argv[3])
+    stop = RULES["stop"].encode()
+    if RULES["seccomp"]:
+        program = bytes.fromhex(RULES["seccomp"])
         code = ctypes.create_string_buffer(program, len(program))
         SECCOMP_PROGRAM = _SockFprog(len(program) // 8, ctypes.addressof(code))
         SECCOMP_PROGRAM.code = code  # kept alive with the program
     _check(PRCTL(PR_SET_DUMPABLE, 0, 0, 0, 0), "not dumpable")
     OWN_PID_NAMESPACE = os.open("/proc/self/ns/pid", os.O_RDONLY)
-    _drop_bounding(cap for cap in range(LAST_CAPABILITY + 1) if cap not in KEPT_CAPABILITIES)
+    _drop_bounding(cap for cap in range(LAST_CAPABILITY + 1) if cap not in RULES["capabilities"])
     control = socket.socket(fileno=control_fd)
     # The first compile() of a process builds the compiler's and AST's lazily made state (~1 ms of CPU): made
     # once here, on a constant, every child inherits it.
@@ -374,11 +371,11 @@ def main():
         message, fds, _, _ = socket.recv_fds(control, 4096, 2)
         if not message:
             return
-        if message == STOP:  # a stop request that crossed the reply of the execution it meant: nothing runs
+        if message == stop:  # a stop request that crossed the reply of the execution it meant: nothing runs
             continue
         if len(fds) != 2:
             raise SystemExit(f"warm worker: expected 2 descriptors, got {len(fds)}")
-        control.send(json.dumps(_execute(control, json.loads(message), fds, uid, limits)).encode())
+        control.send(json.dumps(_execute(control, json.loads(message), fds, uid)).encode())
 
 
 if __name__ == "__main__":

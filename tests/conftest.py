@@ -33,6 +33,22 @@ WARM_PYTHON_DATA = ROOT / "tests" / "fixtures" / "warm" / "python_problems.jsonl
 WARM_Q_STAND_IN_DATA = ROOT / "tests" / "fixtures" / "warm" / "q_stand_in_problems.jsonl"
 
 
+@pytest.fixture()
+def qhome(tmp_path, monkeypatch):
+    """QHOME and QLIC folders the sandbox uid can read (for tests/fake_q/q or a licensed stand-in); QLIC holds no
+    licence until a test writes one; licence retries wait 0.01 s."""
+    import judging.execution
+
+    home = tmp_path / "qhome"
+    home.mkdir()
+    home.chmod(0o755)
+    monkeypatch.setenv("QHOME", str(home))
+    monkeypatch.setenv("QLIC", str(home))
+    monkeypatch.delenv("KX_ACCT", raising=False)
+    monkeypatch.setattr(judging.execution, "LICENCE_RETRY_DELAYS", (0.01, 0.01, 0.01))
+    return home
+
+
 def run_trainer(*args, cwd=ROOT, env=None, timeout=600) -> subprocess.CompletedProcess:
     """`python rl_trainer.py ARGS` as a user runs it."""
     return subprocess.run([sys.executable, str(ROOT / "rl_trainer.py"), *map(str, args)], cwd=cwd, env=env,

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-import judging.judge
 from judging import STATUSES, Judge, JudgeUnavailable, TestResult
-from judging.judge import completion_status
+from judging.executors import RAN
+from judging.grading import completion_status, grade
+from judging.running import RunResult
 
 FAKE_Q = str(Path(__file__).resolve().parent / "fake_q" / "q")
 SUM_TESTS = [{"test_code": "print(solve([1, 2, 3]))", "expected_output": "6"},
@@ -89,6 +90,31 @@ def test_completion_status_order():
     assert completion_status(results("timeout", "sandbox_error")) == "sandbox_error"
 
 
+def ran(stdout, stderr="", seconds=0.123456, timed_out=False, output_overflow=False):
+    return RunResult(0, stdout, stderr, seconds, timed_out, output_overflow)
+
+
+@pytest.mark.parametrize("result, outcome, out_of_memory, status", [
+    (ran("noise\nMARK\n6\n"), RAN, False, "passed"),  # only what follows the marker counts
+    (ran("MARK\n 6 \n\n"), RAN, False, "passed"),  # stripped
+    (ran("6\nMARK\n"), RAN, False, "failed"),  # the answer printed before the marker
+    (ran("6\n"), RAN, False, "failed"),  # no marker: the program ended before the test ran
+    (ran("MARK\n6\n"), "runtime_error", False, "runtime_error"),  # the executor's reading wins over the output
+    (ran("MARK\n6\n", timed_out=True), RAN, False, "timeout"),
+    (ran("MARK\n6\n", output_overflow=True, timed_out=True), RAN, False, "output_limit"),
+    (ran("MARK\n6\n", output_overflow=True), "memory", True, "memory"),  # an OOM kill in the cgroup comes first
+])
+def test_grading_is_a_pure_function_of_the_run(result, outcome, out_of_memory, status):
+    graded = grade(result, outcome, out_of_memory, "MARK", 6)
+    assert graded.status == status and graded.seconds == 0.1235
+    assert graded.stdout == result.stdout.split("MARK\n")[-1], "what follows the marker, else all of stdout"
+
+
+def test_grading_keeps_the_start_of_stdout_and_the_end_of_stderr():
+    graded = grade(ran("MARK\n" + "a" * 5000 + "b", "c" + "d" * 5000), RAN, False, "MARK", "")
+    assert graded.stdout == "a" * 4096 and graded.stderr == "d" * 4096 and graded.status == "failed"
+
+
 def test_run_many_keeps_order_and_arun_many_matches(judge):
     items = [("def solve(xs):\n    return sum(xs)\n", SUM_TESTS, "python"), (None, SUM_TESTS, "python"),
              ("def solve(xs):\n    return 0\n", SUM_TESTS, "python")] * 3
@@ -114,19 +140,19 @@ def test_bad_arguments(judge):
 
 def test_a_failing_scratch_folder_is_a_sandbox_error_and_frees_the_slot():
     with Judge(workers=1) as judge:
-        base = Path(judge._base)
+        base = Path(judge.setup.slots.base)
         shutil.rmtree(base)
         assert judge.run("x = 1", SUM_TESTS[:1], "python").status == "sandbox_error"
-        assert judge._slots.qsize() == 1
+        assert judge.setup.slots.free.qsize() == 1
         base.mkdir(mode=0o711)
-        for folder in judge._warm.folders.values() if judge.warm else ():
+        for folder in judge.setup.warm.folders.values() if judge.warm else ():
             Path(folder).mkdir(mode=0o711)  # a new folder: the worker's view still holds the old one, so it is replaced
         assert judge.run("def solve(xs):\n    return sum(xs)\n", SUM_TESTS[:1], "python").status == "passed"
         assert judge.run("def solve(xs):\n    return sum(xs)\n", SUM_TESTS[:1], "python").status == "passed"
 
 
 def test_a_judge_never_closed_removes_its_folder_at_exit():
-    code = "from judging import Judge\njudge = Judge(workers=1)\nprint(judge._base)\n"
+    code = "from judging import Judge\njudge = Judge(workers=1)\nprint(judge.setup.slots.base)\n"
     done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -136,23 +162,12 @@ def test_a_judge_never_closed_removes_its_folder_at_exit():
 def test_python_preflight_passes_here_and_stops_where_python_cannot_run_1_plus_1(judge):
     judge.preflight("python")  # this machine's Python prints 2 in the sandbox
     with Judge(workers=1, sandbox="bwrap-cold") as broken:
-        broken._runners.get("python").executor.interpreter = "/bin/false"  # runs nothing and exits 1
+        broken.setup.get("python").executor.interpreter = "/bin/false"  # runs nothing and exits 1
         with pytest.raises(JudgeUnavailable, match=r"^python cannot run 1\+1 in the sandbox \(.*\): runtime_error"):
             broken.preflight("python")
 
 
 # q executor contract, against the stand-in.
-
-@pytest.fixture()
-def qhome(tmp_path, monkeypatch):
-    home = tmp_path / "qhome"
-    home.mkdir()
-    home.chmod(0o755)
-    monkeypatch.setenv("QHOME", str(home))
-    monkeypatch.delenv("QLIC", raising=False)
-    monkeypatch.setattr(judging.judge, "LICENCE_RETRY_DELAYS", (0.01, 0.01, 0.01))
-    return home
-
 
 @pytest.fixture()
 def qjudge(qhome):

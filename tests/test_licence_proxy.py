@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-import judging.judge
+import judging.execution
 from licence_stand_ins import LoopbackService
 from judging import Judge, JudgeUnavailable
 from judging.licence_proxy import SLOT_CONNECTIONS, LicenceHostsError, LicenceProxy, parse_licence_hosts
@@ -44,19 +44,6 @@ def other_service():
     service = LoopbackService(reply=None)
     yield service
     service.close()
-
-
-@pytest.fixture()
-def qhome(tmp_path, monkeypatch):
-    """QHOME and QLIC folders the sandbox uid can read; QLIC holds no licence until a test writes one."""
-    home = tmp_path / "qhome"
-    home.mkdir()
-    home.chmod(0o755)
-    monkeypatch.setenv("QHOME", str(home))
-    monkeypatch.setenv("QLIC", str(home))
-    monkeypatch.delenv("KX_ACCT", raising=False)
-    monkeypatch.setattr(judging.judge, "LICENCE_RETRY_DELAYS", (0.01, 0.01, 0.01))
-    return home
 
 
 @pytest.fixture()
@@ -139,7 +126,7 @@ def test_auto_without_a_licence_server_opens_no_egress(qhome, caplog):
     with Judge(timeout=5.0, workers=1, q_binary=LICENSED_Q) as judge:
         judgement = judge.run("solve:{6}", SIX, "q")
         assert judgement.status == "passed", judgement.tests[0].stderr
-        assert judge._proxy is None
+        assert judge.setup.proxy is None
         assert not {"http_proxy", "HTTP_PROXY"} & set(record(judgement.tests[0], "ENV")[0].split())
         assert "no network (q contacted no host" in judge.isolation
     assert "contacted no host" in caplog.text
@@ -262,7 +249,7 @@ def unshare_works():
 @pytest.mark.skipif(not unshare_works(), reason="unshare cannot create namespaces here")
 def test_the_unshare_level_gets_the_same_egress(licence_server, other_service, monkeypatch):
     monkeypatch.setattr(sys, "executable", "/usr/bin/python3")  # the level's probe needs a Python any uid can run
-    monkeypatch.setattr(judging.judge, "LICENCE_RETRY_DELAYS", (0.01, 0.01, 0.01))
+    monkeypatch.setattr(judging.execution, "LICENCE_RETRY_DELAYS", (0.01, 0.01, 0.01))
     home = Path(tempfile.mkdtemp(dir="/tmp"))  # the host filesystem is visible: the slot uid must reach QHOME
     try:
         home.chmod(0o755)
@@ -318,7 +305,7 @@ def test_usage_accounting_file(qhome, tmp_path, monkeypatch):
 def test_close_stops_the_proxy_and_frees_the_namespaces(kc_lic):
     judge = Judge(timeout=5.0, workers=2, q_binary=LICENSED_Q)
     judge.preflight("q")
-    proxy = judge._proxy
+    proxy = judge.setup.proxy
     listeners = list(proxy._listeners)
     assert len(proxy.netns) == len(listeners) == 2 and proxy._thread.is_alive()
     judge.close()

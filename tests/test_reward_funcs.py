@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-import judging.judge
+import judging.execution
 from judging import STATUSES, Judge
 from rewards import REWARD_FUNCS, ScoringArguments, make_reward_funcs, score
 
@@ -75,7 +75,7 @@ def test_language_column_overrides_and_sandbox_error_gives_none(tmp_path, monkey
     qhome.mkdir()
     (qhome / "mode").write_text("licence")
     monkeypatch.setenv("QHOME", str(qhome))
-    monkeypatch.setattr(judging.judge, "LICENCE_RETRY_DELAYS", (0.01,))
+    monkeypatch.setattr(judging.execution, "LICENCE_RETRY_DELAYS", (0.01,))
     with Judge(timeout=2.0, workers=2, q_binary=FAKE_Q) as judge:
         (test_cases,) = make_reward_funcs(["test_cases"], judge, ScoringArguments())
         q_tests = [{"test_code": '-1 "6";', "expected_output": "6"}]

@@ -202,8 +202,8 @@ JUDGE_ON_A_NODE = textwrap.dedent("""
         test = {"test_code": "time.sleep(0.2)\\nprint(os.getuid())", "expected_output": "?"}
         judgements = judge.run_many([("import os, time\\n", [test], "python")] * 6)
         seen = sorted({int(j.tests[0].stdout) for j in judgements})
-        print(json.dumps({"node": node, "claimed": judge._slot_uids.uids, "seen": seen, "folder": judge._base,
-                          "folder_existed": os.path.isdir(judge._base)}))
+        print(json.dumps({"node": node, "claimed": judge.setup.slots.uids.uids, "seen": seen, "folder": judge.setup.slots.base,
+                          "folder_existed": os.path.isdir(judge.setup.slots.base)}))
         meet("done")
 """)
 

@@ -2,7 +2,7 @@
 
 Each test fails if the property it names breaks: the child cannot signal, ptrace or reach the worker; it
 leaves no process, file, IPC object or interpreter state behind; a harmed or dead worker costs at most the
-execution it was running (rerun cold, same result) and is replaced. tests/test_sandbox.py runs the general
+execution it was running (rerun cold, same result) and is replaced. tests/test_sandbox_*.py run the general
 sandbox attacks against warm workers too.
 """
 
@@ -33,9 +33,9 @@ def unharmed(judge):
     """The test's attacks must leave the slot's worker in place: a replaced worker reruns the test cold,
     which would hide a hole in the warm path."""
     run(judge, "pass")
-    worker, failures = the_worker(judge), judge._warm.failures
+    worker, failures = the_worker(judge), judge.setup.warm.failures
     yield
-    assert judge._warm.failures == failures, f"the worker failed: {judge._warm.failure}"
+    assert judge.setup.warm.failures == failures, f"the worker failed: {judge.setup.warm.failure}"
     assert the_worker(judge) is worker and worker.alive()
 
 
@@ -50,13 +50,13 @@ def out(judge, code):
 
 
 def the_worker(judge):
-    (worker,) = judge._warm._workers.values()
+    (worker,) = judge.setup.warm.workers.values()
     return worker
 
 
 def worker_pid(judge, worker):
     """The worker's host pid: the descendant of bubblewrap that runs the interpreter."""
-    interpreter = judge._warm.interpreter.encode()
+    interpreter = judge.setup.warm.interpreter.encode()
     pending = [worker.process.pid]
     while pending:
         pid = pending.pop()
@@ -123,7 +123,7 @@ def test_the_child_holds_no_descriptor_but_its_own(judge, unharmed):
 
 
 def test_no_process_outlives_its_child(judge, unharmed):
-    uid = judge._slot_uids.uids[0]
+    uid = judge.setup.slots.uids.uids[0]
     code = ("import os, subprocess, time\n"
             "if os.fork() == 0:\n"
             "    os.setsid()\n"
@@ -255,24 +255,24 @@ def kill_once_started(judge, worker) -> threading.Thread:
 
 def test_a_worker_killed_mid_execution_costs_that_execution_only(judge):
     run(judge, "pass")
-    worker, failures = the_worker(judge), judge._warm.failures
+    worker, failures = the_worker(judge), judge.setup.warm.failures
     killer = kill_once_started(judge, worker)
     judgement = run(judge, STARTED + "time.sleep(0.6)\nprint('survived')", "survived")
     killer.join()
     assert judgement.status == "passed", "the execution is run again, cold, and judged on its own output"
-    assert judge._warm.failures == failures + 1 and "hung up" in judge._warm.failure
+    assert judge.setup.warm.failures == failures + 1 and "hung up" in judge.setup.warm.failure
     assert run(judge, "print(6)", "6").status == "passed"
     assert the_worker(judge) is not worker and the_worker(judge).alive()
 
 
 def test_a_stopped_worker_is_replaced(judge):
     run(judge, "pass")
-    worker, failures = the_worker(judge), judge._warm.failures
+    worker, failures = the_worker(judge), judge.setup.warm.failures
     os.kill(worker_pid(judge, worker), signal.SIGSTOP)
     start = time.monotonic()
     assert run(judge, "print(7)", "7").status == "passed"
     assert time.monotonic() - start < 1.0 + judging.warm.REPLY_GRACE + 5.0
-    assert judge._warm.failures == failures + 1 and "did not answer in time" in judge._warm.failure
+    assert judge.setup.warm.failures == failures + 1 and "did not answer in time" in judge.setup.warm.failure
     assert run(judge, "print(8)", "8").status == "passed" and the_worker(judge) is not worker
 
 
@@ -295,7 +295,7 @@ def test_the_cold_path_takes_over_when_warm_workers_cannot_start(monkeypatch):
 
 def test_bwrap_cold_starts_no_worker():
     with Judge(timeout=1.0, workers=1, sandbox="bwrap-cold") as judge:
-        assert not judge.warm and judge._warm is None
+        assert not judge.warm and judge.setup.warm is None
         assert run(judge, "print(6)", "6").status == "passed"
 
 
@@ -305,7 +305,7 @@ def test_the_program_sees_what_a_cold_interpreter_shows_it(judge, unharmed):
             "      sys.getrecursionlimit(), sys.stdout.encoding, sys.stdout.line_buffering, sys.stderr.errors,\n"
             "      sys.stderr.line_buffering, os.getuid() == judge_uid)\n")
     with Judge(timeout=1.0, workers=1, sandbox="bwrap-cold") as cold:
-        cold_uid, warm_uid = cold._slot_uids.uids[0], judge._slot_uids.uids[0]
+        cold_uid, warm_uid = cold.setup.slots.uids.uids[0], judge.setup.slots.uids.uids[0]
         cold_view = out(cold, f"judge_uid = {cold_uid}\n{code}")
     warm_view = out(judge, f"judge_uid = {warm_uid}\n{code}")
     assert warm_view == cold_view
@@ -313,7 +313,7 @@ def test_the_program_sees_what_a_cold_interpreter_shows_it(judge, unharmed):
 
 def test_the_cold_rerun_starts_from_a_fresh_folder(judge):
     run(judge, "pass")
-    worker, failures = the_worker(judge), judge._warm.failures
+    worker, failures = the_worker(judge), judge.setup.warm.failures
     killer = kill_once_started(judge, worker)
     code = ("import os\n"
             "print(sorted(os.listdir('.')))\n"
@@ -321,7 +321,7 @@ def test_the_cold_rerun_starts_from_a_fresh_folder(judge):
             + STARTED + "time.sleep(0.6)\n")
     judgement = run(judge, code, "['main.py']")
     killer.join()
-    assert judge._warm.failures == failures + 1 and "hung up" in judge._warm.failure  # the warm attempt died
+    assert judge.setup.warm.failures == failures + 1 and "hung up" in judge.setup.warm.failure  # the warm attempt died
     assert judgement.status == "passed", judgement.tests[0].stdout
 
 
@@ -350,9 +350,9 @@ def test_a_worker_answering_nonsense_is_replaced(judge, tmp_path, monkeypatch):
     run(judge, "pass")
     the_worker(judge).close()  # the slot's next execution starts a worker from the stand-in
     monkeypatch.setattr(judging.warm, "WORKER", str(stand_in))
-    failures = judge._warm.failures
+    failures = judge.setup.warm.failures
     assert run(judge, "print(5)", "5").status == "passed", "the execution reruns cold"
-    assert "answered nonsense" in judge._warm.failure and judge._warm.failures == failures + 2
+    assert "answered nonsense" in judge.setup.warm.failure and judge.setup.warm.failures == failures + 2
     monkeypatch.undo()
     assert run(judge, "print(5)", "5").status == "passed" and judge.warm
 

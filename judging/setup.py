@@ -1,32 +1,31 @@
-"""The judge's set-up, apart from judging: its slots, the sandbox level, warm workers, licence egress, runners.
+"""The judge's set-up, apart from judging: the sandbox level, warm workers, licence egress and each language's
+runner, over the judge's slots (judging/slots.py).
 
-Built once per judge. ``Slots`` claims what each parallel slot needs (an unprivileged uid and a cgroup, as root)
-and the judge's folder. ``Runners`` chooses the sandbox level by probing it with a real test through the judge's
-own execution path (so a level that passes can run tests), starts warm workers for Python, sets up licence
-egress for a language whose executor is ``licensed`` (q), and builds each language's runner (executor and
-sandbox) once.
+Built once per judge. ``JudgeSetup`` chooses the sandbox level by probing it with a real test through the one
+execution path every test takes (judging/execution.py, so a level that passes can run tests), starts warm workers
+for Python, sets up licence egress for a language whose executor is ``licensed`` (q), and builds each language's
+runner (executor and sandbox) once. It is public: ``Judge.setup``, for callers and tests that need to look in.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import queue
 import shutil
-import tempfile
 import threading
 import weakref
-from dataclasses import dataclass
 from typing import Callable
 
 from cli import UsageError
 from judging import languages
-from judging.cgroups import Cgroups
 from judging.executors import PythonExecutor
+from judging.execution import Counter, Runner, execute
+from judging.grading import TestResult
 from judging.licence_proxy import (FLAG, PROXY_ENV, TLS_TRUST, LicenceEgressUnavailable, LicenceProxy,
                                    describe_hosts)
-from judging.sandbox import LEVEL_TOOLS, LEVELS, NAMESPACE_LEVELS, Limits, Sandbox, SlotUids, blocked_for_others
-from judging.scratch import remove_tree
+from judging.policy import Limits
+from judging.sandbox import LEVEL_TOOLS, LEVELS, NAMESPACE_LEVELS, Sandbox
+from judging.slots import Slots, blocked_for_others
 from judging.warm import WarmWorkers
 
 PROBE_TIMEOUT = 10.0
@@ -42,55 +41,18 @@ class JudgeUnavailable(UsageError):
     """The judge cannot run this language here; the message names the fix."""
 
 
-@dataclass
-class Runner:
-    executor: object  # an executor of judging/executors.py
-    sandbox: Sandbox
-
-
-class Slots:
-    """The judge's parallel slots: a queue of free slot uids (None each when not root), their cgroups, and the
-    judge's folder. A judge that is never closed still removes its folder and cgroups and frees its uids at exit.
+class JudgeSetup:
+    """The judge's slots, the level in force (``sandbox`` is what was asked for: ``SANDBOX_CHOICES``), the warm
+    workers, the licence proxy and each language's runner, built once. ``licence_retries`` counts the runs of every
+    test (probes included) that were run again after a licence failure.
     """
 
-    def __init__(self, workers: int, limits: Limits):
-        self.workers = workers
-        self.uids = SlotUids(workers) if os.geteuid() == 0 else None
-        self.free: queue.Queue = queue.Queue()
-        for uid in self.uids.uids if self.uids else [None] * workers:
-            self.free.put(uid)
-        self.base = tempfile.mkdtemp(prefix="rewards-judge-")
-        self.cgroups = Cgroups(self.uids.uids if self.uids else [], limits.memory_mb << 20, limits.processes)
-        self.close = weakref.finalize(self, _release, self.base, self.uids, self.cgroups)
-        # Slot uids must cross it to reach their own scratch folders inside (unshare and rlimits levels).
-        os.chmod(self.base, 0o711)
-
-    def run_as_root(self) -> None:
-        """Give the slot uids (and so the cgroups) back: judged code then runs as root (explicit rlimits only)."""
-        self.uids.release()
-        self.uids = None
-        self.cgroups.close()
-        self.cgroups.slots = {}
-        self.cgroups.unavailable = "judged code runs as root, which may leave any cgroup"
-        self.free = queue.Queue()
-        for _ in range(self.workers):
-            self.free.put(None)
-
-
-class Runners:
-    """The level in force, the warm workers, the licence proxy and each language's runner, built once.
-
-    ``probe(runner, code, test, timeout)`` runs one test the way every test runs and returns its TestResult; ``choose``
-    (called once the judge can run tests) picks the level and starts the warm workers.
-    """
-
-    def __init__(self, slots: Slots, limits: Limits, q_binary: str | None, licence_hosts,
-                 probe: Callable[[Runner, str, dict, float], object]):
-        self.slots = slots
+    def __init__(self, workers: int, limits: Limits, sandbox: str, q_binary: str | None, licence_hosts):
+        self.slots = Slots(workers, limits)
         self.limits = limits
         self.q_binary = q_binary
         self.licence_hosts = licence_hosts
-        self._probe = probe
+        self.licence_retries = Counter()
         self.level = ""
         self._runners: dict[str, Runner] = {}
         self._lock = threading.Lock()
@@ -98,8 +60,17 @@ class Runners:
         self.egress = ""  # what judged q can reach, once q's runner exists
         self.warm: WarmWorkers | None = None
         self.warm_missing: str | None = None  # why Python runs cold, if it does
+        try:
+            self._choose(sandbox)
+        except BaseException:
+            self.slots.close()
+            raise
 
-    def choose(self, sandbox: str) -> None:
+    def execute(self, runner: Runner, code: str, test: dict, timeout: float) -> TestResult:
+        """Run and grade one test in a free slot, the way every test runs."""
+        return execute(runner, code, test, timeout, self.slots, self.warm, self.licence_retries)
+
+    def _choose(self, sandbox: str) -> None:
         self.warm_missing = COLD_BWRAP if sandbox == COLD_BWRAP else None
         self.level = self._pick_level("bwrap" if sandbox == COLD_BWRAP else sandbox)
         if self.level == "bwrap" and sandbox != COLD_BWRAP:
@@ -159,7 +130,7 @@ class Runners:
                 failures.append(f"{level}: {LEVEL_TOOLS[level]} not installed")
                 continue
             runner = Runner(python, Sandbox(level, self.limits, python.read_only, python.env, hidden=python.hidden))
-            result = self._probe(runner, "", PROBE_TEST, PROBE_TIMEOUT)
+            result = self.execute(runner, "", PROBE_TEST, PROBE_TIMEOUT)
             if result.status == "passed":
                 return level, failures
             reason = (result.stderr.strip().splitlines() or [result.status])[-1]
@@ -173,13 +144,13 @@ class Runners:
             return
         python = self.get("python")
         try:
-            self.warm = WarmWorkers(python.sandbox, python.executor.interpreter, self.slots.base, self.slots.uids.uids,
-                                    self.slots.cgroups.slots)
+            self.warm = WarmWorkers(python.sandbox, python.executor.interpreter, python.executor.filename,
+                                    self.slots.base, self.slots.uids.uids, self.slots.cgroups.slots)
         except OSError as error:
             self.warm_missing = f"warm workers did not start: {error}"
             return
         self._warm_cleanup = weakref.finalize(self, self.warm.close)
-        result = self._probe(python, "", PROBE_TEST, PROBE_TIMEOUT)
+        result = self.execute(python, "", PROBE_TEST, PROBE_TIMEOUT)
         if result.status != "passed" or self.warm.failures:
             self.warm_missing = f"warm workers did not start: {self.warm.failure or result.status}"
             self._warm_cleanup()
@@ -226,7 +197,7 @@ class Runners:
                                            netns=proxy.netns, hidden=executor.hidden))
         if hosts == "auto":
             test = {"test_code": languages.language(executor.language).preflight_code, "expected_output": "2"}
-            self._probe(proxied, "", test, PROBE_TIMEOUT)
+            self.execute(proxied, "", test, PROBE_TIMEOUT)
             hosts = tuple(sorted(proxy.contacted))
             proxy.enforce(hosts)
             if not hosts:
@@ -268,11 +239,5 @@ class Runners:
             steps.append(self.proxy.close)
         if self.warm is not None:
             steps.append(self._warm_cleanup)
-        return steps
+        return steps + [self.slots.close]
 
-
-def _release(base: str, slot_uids: SlotUids | None, cgroups: Cgroups) -> None:
-    cgroups.close()
-    if slot_uids:
-        slot_uids.release()
-    remove_tree(base)

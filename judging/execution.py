@@ -1,0 +1,117 @@
+"""One test, the way every test runs (the judge's, and the set-up's probes of a level, of warm workers and of
+licence egress): take a free slot, write the program (solution, a random marker line, the test code), put it where
+it runs (a warm worker's folder, the bwrap sandbox's own /scratch, or a host folder on the weaker levels), run it,
+run it again while a licensed language's licence check fails, note an OOM kill in the slot's cgroup, hand the slot
+back whatever happened, then grade (judging/grading.py).
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+
+from judging.executors import LICENCE_FAILURE, RAN, Executor
+from judging.grading import TestResult, grade
+from judging.policy import SCRATCH
+from judging.running import RunResult, run_cold
+from judging.sandbox import Sandbox
+from judging.scratch import new_scratch, remove_tree
+from judging.slots import SandboxUnavailable, Slots
+from judging.warm import WarmWorkers
+
+LICENCE_RETRY_DELAYS = (0.5, 1.0, 2.0)
+
+
+@dataclass
+class Runner:
+    """What runs one language's tests: its executor and its sandbox."""
+
+    executor: Executor
+    sandbox: Sandbox
+
+
+class Counter:
+    """A count that the judge's threads add to."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._value = 0
+
+    def add(self) -> None:
+        with self._lock:
+            self._value += 1
+
+    @property
+    def value(self) -> int:
+        with self._lock:
+            return self._value
+
+
+def execute(runner: Runner, code: str, test: dict, timeout: float, slots: Slots, warm: WarmWorkers | None,
+            licence_retries: Counter) -> TestResult:
+    """Run ``test`` on ``code`` in a free slot of ``slots`` (Python in ``warm`` workers when there are some) and grade
+    it; a fault of the judge's own (a host folder it cannot write) is ``sandbox_error``."""
+    free = slots.free  # the queue of the moment (explicit rlimits may swap it while probing)
+    uid = free.get()
+    try:  # the slot goes back whatever happens below, cleanup included
+        marker = secrets.token_hex(16)
+        # Model text can hold lone surrogates, which UTF-8 cannot encode: judge them as "?", never crash.
+        program = runner.executor.program(code, marker, test["test_code"]).encode("utf-8", "replace")
+        warm = warm if runner.executor.language == "python" else None
+        try:
+            result, outcome, out_of_memory = _run(runner, program, marker, uid, timeout, slots, warm, licence_retries)
+        except (OSError, SandboxUnavailable) as error:
+            return TestResult("sandbox_error", 0.0, "", f"{type(error).__name__}: {error}")
+    finally:
+        free.put(uid)
+    return grade(result, outcome, out_of_memory, marker, test["expected_output"])
+
+
+def _run(runner: Runner, program: bytes, marker: str, uid: int | None, timeout: float, slots: Slots,
+         warm: WarmWorkers | None, licence_retries: Counter) -> tuple[RunResult, str, bool]:
+    """Place ``program``, run it (again after a licence failure) and remove what it left: the run's result, its
+    outcome (``RAN`` or a failure status) and whether the kernel killed one of its processes for memory."""
+    filename = runner.executor.filename
+    # bwrap copies the program into the sandbox's own /scratch (a tmpfs): no host folder; the warm worker reads it
+    # from its slot's folder; the weaker levels run in a host folder.
+    in_tmpfs = runner.sandbox.level == "bwrap"
+    scratch = None
+    try:
+        if warm:  # the worker (root without CAP_DAC_OVERRIDE) reads it: a folder of the judge's own
+            scratch = new_scratch(warm.folders[uid], None, filename, program)
+        elif not in_tmpfs:
+            scratch = new_scratch(slots.base, uid, filename, program)
+        argv = runner.executor.argv(f"{SCRATCH if in_tmpfs else scratch}/{filename}")
+        cgroup = slots.cgroups.slots.get(uid)
+        oom_kills = cgroup.oom_kills() if cgroup else 0
+
+        def run_once() -> RunResult:
+            result = warm.run(uid, scratch, timeout) if warm else None
+            if result is None:  # no warm worker, or it failed (maybe mid-test): run cold
+                result = run_cold(runner.sandbox, argv, None if in_tmpfs else scratch, uid, timeout,
+                                  (filename, program), cgroup)
+            return result
+
+        result, outcome = _retrying_licence_failures(run_once, runner.executor, marker, licence_retries)
+        return result, outcome, cgroup is not None and cgroup.oom_kills() > oom_kills
+    finally:
+        if scratch:
+            remove_tree(scratch)  # never raises: what judged code left is logged, not the test's verdict
+
+
+def _retrying_licence_failures(run_once, executor: Executor, marker: str,
+                               licence_retries: Counter) -> tuple[RunResult, str]:
+    """``run_once()`` until its outcome is not a licence failure, waiting ``LICENCE_RETRY_DELAYS`` between tries;
+    still failing after the last, the outcome is ``sandbox_error`` (not the program's fault)."""
+    for delay in (*LICENCE_RETRY_DELAYS, None):
+        result = run_once()
+        outcome = executor.outcome(result, marker) if result.returncode is not None else RAN
+        if outcome != LICENCE_FAILURE:
+            return result, outcome
+        if delay is None:
+            return result, "sandbox_error"
+        licence_retries.add()
+        time.sleep(delay)
+

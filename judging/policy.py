@@ -1,0 +1,73 @@
+"""The rules one judged test runs under, declared once: what it may take (``Limits``), what it sees (its own tmpfs
+folders, /proc, its working folder and environment) and which system calls it may not make (judging/seccomp.py).
+
+Both ways a test runs at the bwrap level read them from here: the bwrap command line of a cold execution
+(judging/sandbox.py) and the warm worker that forks a child per test (judging/warm.py starts it). The worker runs
+``python -I -S -B`` inside its sandbox, where this package is not in view, so it gets the rules as JSON:
+``worker_rules`` once when it starts, ``Limits.rlimits`` with every request. The weaker levels (unshare, rlimits)
+take the limits and the environment; they have no view of their own.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from judging.seccomp import SECCOMP_FILTER
+
+SCRATCH = "/scratch"  # the test's working folder and HOME, holding its program (mode PROGRAM_MODE)
+PROGRAM_MODE = 0o644
+# The folders of each test's own, each a fresh tmpfs of ``Limits.disk_mb`` (memory, counted in the slot's cgroup;
+# nothing reaches the host disk), and their modes. /dev/shm is there for multiprocessing's locks.
+TMPFS = {SCRATCH: 0o777, "/tmp": 0o1777, "/dev/shm": 0o1777}
+# A fresh /proc of the test's own PID namespace, with these covered read-only (what bwrap's --proc does).
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
+SLOTS = "/slots"  # where a warm worker sees its slot's folder of programs (never a test: unmounted before it runs)
+# prlimit's flag for each resource limit.
+PRLIMIT_FLAGS = {"RLIMIT_AS": "as", "RLIMIT_CPU": "cpu", "RLIMIT_FSIZE": "fsize", "RLIMIT_NOFILE": "nofile",
+                 "RLIMIT_CORE": "core", "RLIMIT_NPROC": "nproc"}
+
+
+@dataclass
+class Limits:
+    memory_mb: int = 1024  # per process (RLIMIT_AS), and per test in the slot's cgroup (judging/cgroups.py)
+    processes: int = 32  # per slot uid (RLIMIT_NPROC), and the slot cgroup's pids.max beside the sandbox's own
+    file_mb: int = 16
+    open_files: int = 64
+    disk_mb: int = 64  # the size of each of TMPFS, at the bwrap level
+
+    @property
+    def disk_bytes(self) -> int:
+        return self.disk_mb << 20
+
+    def rlimits(self, timeout: float, bind_nproc: bool = True) -> dict[str, tuple[int, int]]:
+        """Each resource limit of one test, (soft, hard): CPU seconds follow the test's timeout; RLIMIT_NPROC counts
+        the uid's processes, so it binds only with a slot uid (``bind_nproc``)."""
+        cpu = math.ceil(timeout) + 1
+        limits = {"RLIMIT_AS": (self.memory_mb << 20,) * 2, "RLIMIT_CPU": (cpu, cpu + 1),
+                  "RLIMIT_FSIZE": (self.file_mb << 20,) * 2, "RLIMIT_NOFILE": (self.open_files,) * 2,
+                  "RLIMIT_CORE": (0, 0)}
+        if bind_nproc:
+            limits["RLIMIT_NPROC"] = (self.processes,) * 2
+        return limits
+
+    def prlimit_args(self, timeout: float, bind_nproc: bool) -> list[str]:
+        """``rlimits`` as a ``prlimit ... --`` command prefix (the cold path and the weaker levels)."""
+        args = ["prlimit"]
+        for name, (soft, hard) in self.rlimits(timeout, bind_nproc).items():
+            args.append(f"--{PRLIMIT_FLAGS[name]}={soft}" if soft == hard else f"--{PRLIMIT_FLAGS[name]}={soft}:{hard}")
+        return args + ["--"]
+
+
+def environment(env: dict[str, str], home: str = SCRATCH) -> dict[str, str]:
+    """The complete environment of a test: the executor's ``env`` (nothing of the judge's own) and HOME, its working
+    folder."""
+    return {**env, "HOME": home}
+
+
+def worker_rules(limits: Limits, program: str) -> dict:
+    """What a warm worker must do for each child, as JSON: the tmpfs folders and their size, /proc, where the
+    program comes from (``SLOTS``/folder/``program``) and goes (``SCRATCH``), and the seccomp program (hex)."""
+    return {"tmpfs": dict(TMPFS), "tmpfs_bytes": limits.disk_bytes,
+            "proc_read_only": list(PROC_READ_ONLY), "slots": SLOTS, "scratch": SCRATCH, "program": program,
+            "program_mode": PROGRAM_MODE, "seccomp": SECCOMP_FILTER.hex() if SECCOMP_FILTER else None}

@@ -1,0 +1,144 @@
+"""Running one program to its end: start it in its own session, read its stdout and stderr up to a cap until its
+deadline, then kill everything it started. ``run_cold`` runs a test in a fresh sandbox (judging/sandbox.py builds
+the command line); judging/warm.py reads a warm child's output with the same ``read_capped``.
+
+Every execution ends by SIGKILL to the sandbox's process group. With a PID namespace the namespace's init dies with
+it and the kernel kills every descendant, double-forked daemons included.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+
+from judging.cgroups import SlotCgroup
+from judging.policy import environment
+from judging.sandbox import Sandbox
+from judging.seccomp import SECCOMP_FILTER
+
+OUTPUT_CAP = 1 << 20
+
+
+@dataclass
+class RunResult:
+    returncode: int | None
+    stdout: str
+    stderr: str
+    seconds: float
+    timed_out: bool
+    output_overflow: bool
+
+
+def run_cold(sandbox: Sandbox, argv: list[str], scratch: str | None, uid: int | None, timeout: float,
+             program: tuple[str, bytes] | None = None, cgroup: SlotCgroup | None = None) -> RunResult:
+    """Run ``argv`` in ``scratch`` (a host folder; at the bwrap level a fresh tmpfs holding ``program``, a file name
+    and its bytes, instead), inside the slot's ``cgroup`` when there is one; everything it started is dead when this
+    returns."""
+    env = None
+    cwd = None
+    if sandbox.level != "bwrap":
+        env = environment(sandbox.env, scratch)
+        cwd = scratch
+    passed: list[int] = []
+    try:
+        seccomp = None
+        if sandbox.level == "bwrap" and SECCOMP_FILTER:
+            seccomp = _pipe_holding(SECCOMP_FILTER)
+            passed.append(seccomp)
+        held = None
+        if sandbox.level == "bwrap" and program:
+            held = (program[0], _memfd_holding(program[1]))
+            passed.append(held[1])
+        command = sandbox.command(argv, uid, timeout, seccomp, held, cgroup)
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True,
+            close_fds=True, pass_fds=passed,
+        )
+    finally:
+        for fd in passed:
+            os.close(fd)
+    try:
+        out, err, timed_out, overflow = _read_capped(proc, start + timeout, OUTPUT_CAP)
+    finally:
+        _kill_group(proc)
+        if uid is not None and sandbox.level == "rlimits":
+            _kill_uid(uid)
+        if cgroup:
+            cgroup.wait_settled()
+    seconds = time.monotonic() - start
+    return RunResult(
+        returncode=None if timed_out or overflow else proc.returncode,
+        stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"),
+        seconds=seconds, timed_out=timed_out, output_overflow=overflow,
+    )
+
+
+def _pipe_holding(data: bytes) -> int:
+    """The read end of a pipe holding ``data`` (bwrap reads a seccomp program from a descriptor to its end)."""
+    read, write = os.pipe()
+    os.write(write, data)
+    os.close(write)
+    return read
+
+
+def _memfd_holding(data: bytes) -> int:
+    """A memory file holding ``data``, read from its start (bwrap's ``--file`` copies it into the sandbox)."""
+    fd = os.memfd_create("program", os.MFD_CLOEXEC)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def read_capped(out_fd: int, err_fd: int, deadline: float, cap: int) -> tuple[bytes, bytes, bool, bool]:
+    """Read both pipes until EOF, the deadline, or either stream passing ``cap`` bytes:
+    (stdout, stderr, timed out, over the cap)."""
+    buffers = {out_fd: bytearray(), err_fd: bytearray()}
+    with selectors.DefaultSelector() as selector:
+        for fd in buffers:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return bytes(buffers[out_fd]), bytes(buffers[err_fd]), True, False
+            for key, _ in selector.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fd)
+                    continue
+                buffers[key.fd] += chunk
+                if len(buffers[key.fd]) > cap:
+                    return bytes(buffers[out_fd][:cap]), bytes(buffers[err_fd][:cap]), False, True
+    return bytes(buffers[out_fd]), bytes(buffers[err_fd]), False, False
+
+
+def _read_capped(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[bytes, bytes, bool, bool]:
+    out, err, timed_out, overflow = read_capped(proc.stdout.fileno(), proc.stderr.fileno(), deadline, cap)
+    if timed_out or overflow:
+        return out, err, timed_out, overflow
+    try:
+        proc.wait(max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return out, err, True, False
+    return out, err, False, False
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+
+
+def _kill_uid(uid: int) -> None:
+    """Without a PID namespace, daemons escape the process group: kill everything the slot uid owns."""
+    subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "kill", "-9", "-1"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)

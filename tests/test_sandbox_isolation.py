@@ -1,0 +1,426 @@
+"""Adversarial programs against the sandbox: what judged code can see, reach and leave for the next test (uid,
+limits, network, host files, disk, environment, kernel surface, channels between tests). Each test fails if the
+property it names breaks.
+
+Every test that runs Python runs twice: with warm workers (``bwrap``, a child forked per test; as root the warm
+workers must really start) and with a fresh interpreter per test (``bwrap-cold``). The warm design's own
+threats are in tests/test_warm_worker.py."""
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from bwrap_paths import ROOT, judge, run, sandbox, warm_workers_handle_it_themselves  # noqa: F401 (fixtures)
+from judging import Judge
+from judging.executors import PythonExecutor
+from judging.seccomp import SECCOMP_FILTER
+from judging.slots import SLOT_UID_BASE
+
+
+def test_isolation_level_is_reported(judge, sandbox):
+    assert judge.level == "bwrap", f"bubblewrap is installed here; got {judge.isolation}"
+    assert "namespaces" in judge.isolation and f"uid {SLOT_UID_BASE}+" in judge.isolation
+    assert ("Python: warm workers" in judge.isolation) == judge.warm
+    if sandbox == "bwrap-cold":
+        assert "Python: a fresh interpreter per test (bwrap-cold)" in judge.isolation
+
+
+def test_program_runs_unprivileged_with_limits(judge):
+    code = ("import os, resource\n"
+            "print(os.getuid() != 0, os.getgid() != 0, os.getgroups())\n"
+            "for name in ('RLIMIT_AS', 'RLIMIT_CPU', 'RLIMIT_NPROC', 'RLIMIT_FSIZE', 'RLIMIT_NOFILE', 'RLIMIT_CORE'):\n"
+            "    print(name, resource.getrlimit(getattr(resource, name))[0])\n"
+            "status = dict(line.split(':\\t') for line in open('/proc/self/status').read().splitlines())\n"
+            "for name in ('CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb', 'NoNewPrivs'):\n"
+            "    print(name, int(status[name], 16))\n")
+    out = run(judge, code).tests[0].stdout.split("\n")
+    assert out[0] == "True True []"
+    limits = dict(line.split() for line in out[1:] if line)
+    assert [limits[name] for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")] == ["0"] * 5
+    assert limits["NoNewPrivs"] == "1"
+    assert int(limits["RLIMIT_AS"]) == 1024 << 20
+    assert 0 < int(limits["RLIMIT_CPU"]) <= 3
+    assert 0 < int(limits["RLIMIT_NPROC"]) <= 64
+    assert int(limits["RLIMIT_FSIZE"]) == 16 << 20
+    assert int(limits["RLIMIT_CORE"]) == 0
+
+
+def test_network_is_unreachable(judge):
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        code = ("import socket\n"
+                f"for host in ('127.0.0.1', '1.1.1.1'):\n"
+                "    try:\n"
+                f"        socket.create_connection((host, {port}), timeout=0.5)\n"
+                "        print('connected', host)\n"
+                "    except OSError:\n"
+                "        print('blocked', host)\n")
+        assert run(judge, code).tests[0].stdout.split() == ["blocked", "127.0.0.1", "blocked", "1.1.1.1"]
+
+
+def test_writes_outside_scratch_fail_and_leave_nothing(judge, tmp_path):
+    tmp_path.chmod(0o777)
+    targets = [tmp_path / "escaped.txt", ROOT / "escaped.txt", Path("/usr/escaped.txt"), Path("/escaped.txt")]
+    code = ("import os\n"
+            f"for path in {[str(t) for t in targets]!r}:\n"
+            "    try:\n"
+            "        open(path, 'w').write('x')\n"
+            "        print('wrote')\n"
+            "    except OSError:\n"
+            "        print('refused')\n"
+            "open('inside.txt', 'w').write('scratch is writable')\n"
+            "print(open('inside.txt').read())\n")
+    out = run(judge, code).tests[0].stdout.splitlines()
+    assert out[-1] == "scratch is writable"
+    for target in targets:
+        assert not target.exists(), f"{target} appeared on the host"
+
+
+def test_files_too_big_are_refused(judge):
+    code = ("try:\n"
+            "    open('big', 'wb').write(b'x' * (32 << 20))\n"
+            "    print('wrote')\n"
+            "except OSError as e:\n"
+            "    print('refused')\n")
+    assert run(judge, code).tests[0].stdout.strip() == "refused"
+
+
+class DiskWatch:
+    """The least free space seen on the host file system holding ``folder`` while the block runs."""
+
+    def __init__(self, folder):
+        self.folder, self.lowest, self._done = folder, shutil.disk_usage(folder).free, threading.Event()
+
+    def _watch(self):
+        while not self._done.wait(0.01):
+            self.lowest = min(self.lowest, shutil.disk_usage(self.folder).free)
+
+    def __enter__(self):
+        self.before = shutil.disk_usage(self.folder).free
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
+
+
+DISK_FILL = ("import os\n"
+             "for folder in ('/scratch', '/tmp', '/dev/shm'):\n"
+             "    written = 0\n"
+             "    try:\n"
+             "        for n in range(20):\n"
+             "            with open(f'{folder}/fill{n}', 'wb', buffering=0) as file:\n"
+             "                for _ in range(10):\n"
+             "                    written += file.write(b'x' * (1 << 20))\n"
+             "    except OSError as error:\n"
+             "        size = os.statvfs(folder)\n"
+             "        print(folder, error.errno, written >> 20, size.f_blocks * size.f_frsize >> 20)\n")
+
+
+def test_disk_is_bounded_per_test_and_nothing_reaches_the_host_disk(judge):
+    """200 MB in each of /scratch, /tmp and /dev/shm: each stops at --judge_disk_mb (64) with ENOSPC (issue 19)."""
+    with DiskWatch(judge.setup.slots.base) as disk:
+        judgement = run(judge, DISK_FILL, timeout=10.0)
+        unchecked = run(judge, "for n in range(20):\n    open(f'fill{n}', 'wb').write(b'x' * (10 << 20))\n",
+                        timeout=10.0)
+    lines = [line.split() for line in judgement.tests[0].stdout.splitlines()]
+    assert [line[:2] for line in lines] == [["/scratch", "28"], ["/tmp", "28"], ["/dev/shm", "28"]], lines
+    assert all(60 <= int(line[2]) <= 64 and line[3] == "64" for line in lines), lines
+    assert unchecked.status == "runtime_error" and "No space left on device" in unchecked.tests[0].stderr
+    assert disk.before - disk.lowest < 50 << 20, "what the test wrote reached the host disk"
+
+
+def test_judge_disk_mb_sizes_scratch_and_tmp(sandbox):
+    code = ("import os\nfor folder in ('/scratch', '/tmp', '/dev/shm'):\n"
+            "    print(os.statvfs(folder).f_blocks * os.statvfs(folder).f_frsize)")
+    with Judge(workers=1, sandbox=sandbox, disk_mb=8) as judge:
+        assert run(judge, code, f"{8 << 20}\n{8 << 20}\n{8 << 20}").status == "passed"
+
+
+def test_host_files_and_problem_data_are_not_readable(judge, tmp_path):
+    planted = tmp_path / "planted.txt"
+    planted.write_text("secret")
+    planted.chmod(0o644)
+    data_file = next(ROOT.glob("data/*.jsonl"), ROOT / "requirements.txt")
+    code = ("import os\n"
+            f"for path in {[str(planted), str(data_file), '/etc/passwd', str(ROOT)]!r}:\n"
+            "    try:\n"
+            "        open(path).read() if not os.path.isdir(path) else os.listdir(path)\n"
+            "        print('read')\n"
+            "    except OSError:\n"
+            "        print('hidden')\n")
+    assert run(judge, code).tests[0].stdout.split() == ["hidden"] * 4
+
+
+def test_the_view_shows_the_standard_library_not_site_packages_nor_installed_data(judge):
+    """A non-editable install puts data/*.jsonl (every bundled test and solution) into site-packages: a planted
+    copy there must be out of sight, as must the rest of site-packages; the standard library stays (issue 19,
+    item 8)."""
+    from judging.executors import site_packages_in_view
+
+    shown = site_packages_in_view(PythonExecutor().read_only)
+    assert shown, "this interpreter's site-packages lies in the sandbox's view: the test needs it"
+    planted = Path(shown[0]) / f"rewards_planted_{secrets.token_hex(4)}" / "data" / "problems.jsonl"
+    planted.parent.mkdir(parents=True)
+    try:
+        planted.write_text('{"id": "x", "tests": [{"expected_output": "planted-answer"}]}\n')
+        code = ("import os\n"
+                f"for path in {shown + [str(planted.parent.parent)]!r}:\n"
+                "    try:\n"
+                "        print(len(os.listdir(path)))\n"
+                "    except OSError:\n"
+                "        print('hidden')\n"
+                "try:\n"
+                f"    print(open({str(planted)!r}).read())\n"
+                "except OSError:\n"
+                "    print('hidden')\n"
+                "import json, decimal, sqlite3, ctypes\n"
+                "print('standard-library')\n")
+        out = run(judge, code).tests[0].stdout.split()
+    finally:
+        shutil.rmtree(planted.parent.parent)
+    assert out == ["0"] * len(shown) + ["hidden", "hidden", "standard-library"], out
+
+
+def test_expected_output_is_nowhere_the_program_can_look(judge):
+    expected = "zebra-7f3c91-expected"
+    code = ("import os\n"
+            "found = []\n"
+            "for top in ('/scratch', '/tmp', '/proc', '/dev/shm'):\n"
+            "    for folder, dirs, files in os.walk(top):\n"
+            "        if folder.startswith('/proc/') and folder.count('/') > 2 and not folder.endswith(('environ', 'cmdline')):\n"
+            "            dirs[:] = [d for d in dirs if d.isdigit()]\n"
+            "        for name in files:\n"
+            "            path = os.path.join(folder, name)\n"
+            "            if top == '/proc' and name not in ('cmdline', 'environ'):\n"
+            "                continue\n"
+            "            try:\n"
+            "                if b'zebra-' + b'7f3c91' in open(path, 'rb').read(1 << 20):\n"
+            "                    found.append(path)\n"
+            "            except OSError:\n"
+            "                pass\n"
+            "print('found' if found else 'nothing', found)\n")
+    result = run(judge, code, expected).tests[0]
+    assert result.stdout.startswith("nothing"), result.stdout
+
+
+def test_environment_is_scrubbed(judge, monkeypatch):
+    for name in ("WANDB_API_KEY", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "OPENAI_API_KEY"):
+        monkeypatch.setenv(name, "leaked-credential")
+    code = "import os\nprint(sorted(os.environ))\nprint(any('leaked' in v for v in os.environ.values()))\n"
+    out = run(judge, code).tests[0].stdout.splitlines()
+    assert set(eval(out[0])) <= {"HOME", "LANG", "PATH", "PWD"}
+    assert out[1] == "False"
+
+
+@pytest.mark.skipif(SECCOMP_FILTER is None, reason="no seccomp program for this architecture")
+def test_the_kernel_keyring_is_refused(judge):
+    """A uid's user keyring outlives its processes: a key left there would reach later tests of the slot uid."""
+    add_key, keyctl = {"x86_64": (248, 250), "aarch64": (217, 219)}[os.uname().machine]
+    code = ("import ctypes\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            f"print(libc.syscall({add_key}, b'user', b'left-for-later', b'x', 1, ctypes.c_int(-4)), ctypes.get_errno())\n"
+            f"print(libc.syscall({keyctl}, 0, ctypes.c_int(-4), 0), ctypes.get_errno())\n")
+    assert run(judge, code).tests[0].stdout.split() == ["-1", "1", "-1", "1"]
+
+
+SYSCALLS = {"x86_64": {"clone": 56, "unshare": 272, "setns": 308, "clone3": 435, "io_uring_setup": 425,
+                        "io_uring_enter": 426, "io_uring_register": 427},
+            "aarch64": {"clone": 220, "unshare": 97, "setns": 268, "clone3": 435, "io_uring_setup": 425,
+                        "io_uring_enter": 426, "io_uring_register": 427}}.get(os.uname().machine)
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET, SIGCHLD = 0x00020000, 0x10000000, 0x40000000, 17
+EPERM, ENOSYS = 1, 38
+# Each line prints "result errno" for one call: a namespace, setns into one, clone3 (whose flags seccomp cannot
+# read), io_uring. Unrefused, the first ones create namespaces (uid 0 with every capability in a user namespace).
+KERNEL_SURFACE = (
+    "import ctypes, os\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "def show(name, result):\n"
+    "    print(name, result if result <= 0 else 'made', ctypes.get_errno() if result == -1 else 0, flush=True)\n"
+    "    if result == 0 and os.getpid() != me:\n"
+    "        os._exit(0)  # a raw clone that succeeded: the child leaves at once\n"
+    "me = os.getpid()\n"
+    f"for flags in ({CLONE_NEWUSER}, {CLONE_NEWNET}, {CLONE_NEWNS}, {CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWNS}):\n"
+    "    show('unshare', libc.unshare(flags))\n"
+    "    show('clone', libc.syscall({clone}, flags | {SIGCHLD}, 0, 0, 0, 0))\n"
+    "fd = os.open('/proc/self/ns/net', os.O_RDONLY)\n"
+    "show('setns', libc.setns(fd, 0))\n"
+    "arguments = (ctypes.c_uint64 * 11)(0)\n"
+    "show('clone3', libc.syscall({clone3}, arguments, 88))\n"
+    "params = (ctypes.c_uint8 * 120)()\n"
+    "show('io_uring_setup', libc.syscall({io_uring_setup}, 4, params))\n"
+    "show('io_uring_enter', libc.syscall({io_uring_enter}, 0, 0, 0, 0, 0, 0))\n"
+    "show('io_uring_register', libc.syscall({io_uring_register}, 0, 0, 0, 0))\n"
+)
+REFUSED = ([f"unshare -1 {EPERM}", f"clone -1 {EPERM}"] * 4 + [f"setns -1 {EPERM}", f"clone3 -1 {ENOSYS}"]
+           + [f"io_uring_{call} -1 {EPERM}" for call in ("setup", "enter", "register")])
+
+
+@pytest.mark.skipif(SYSCALLS is None, reason="no seccomp program for this architecture")
+def test_namespaces_and_io_uring_are_refused(judge):
+    """Namespaces and io_uring are where most recent local privilege escalations start."""
+    code = KERNEL_SURFACE.format(SIGCHLD=SIGCHLD, **SYSCALLS)
+    result = run(judge, code).tests[0]
+    assert result.stdout.splitlines() == REFUSED, result.stdout + result.stderr
+
+
+@pytest.mark.skipif(SYSCALLS is None or os.geteuid() != 0, reason="needs root and a seccomp program")
+def test_the_seccomp_program_itself_refuses_what_root_could_do():
+    """As root (every capability) the same calls succeed; under the judge's seccomp program they are refused: the
+    refusals above come from the program, not only from the slot uid's missing capabilities."""
+    code = KERNEL_SURFACE.format(SIGCHLD=SIGCHLD, **SYSCALLS)
+    plain = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=30)
+    made = [line for line in plain.stdout.splitlines() if line.split()[1] != "-1"]
+    assert {line.split()[0] for line in made} == {"unshare", "clone", "setns", "clone3", "io_uring_setup"}, plain.stdout
+    install = ("import ctypes, sys\n"
+               "libc = ctypes.CDLL(None, use_errno=True)\n"
+               "program = bytes.fromhex(sys.argv[1])\n"
+               "class Fprog(ctypes.Structure):\n"
+               "    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_char_p)]\n"
+               "assert libc.prctl(38, 1, 0, 0, 0) == 0 and libc.prctl(22, 2, ctypes.byref(Fprog(len(program) // 8, "
+               "program)), 0, 0) == 0\n")
+    filtered = subprocess.run([sys.executable, "-I", "-S", "-c", install + code, SECCOMP_FILTER.hex()],
+                              capture_output=True, text=True, timeout=30)
+    assert filtered.stdout.splitlines() == REFUSED, filtered.stdout + filtered.stderr
+
+
+# What a program reports of the policy it runs under (judging/policy.py): every resource limit, the top mount at
+# each mount point (its options, type and size or mode), its environment and the root folder's names.
+POLICY_SEEN = (
+    "import json, os, resource\n"
+    "mounts = {}\n"
+    "for line in open('/proc/self/mountinfo'):\n"
+    "    fields = line.split()\n"
+    "    rest = fields[fields.index('-') + 1:]\n"
+    "    options = [option for option in rest[2].split(',') if option.startswith(('size', 'mode', 'ro', 'rw'))]\n"
+    "    mounts[fields[4]] = [fields[5], rest[0], options]\n"
+    "print(json.dumps({'rlimits': {name: resource.getrlimit(getattr(resource, name)) for name in dir(resource)\n"
+    "                              if name.startswith('RLIMIT_')},\n"
+    "                  'mounts': mounts, 'environment': dict(os.environ), 'root': sorted(os.listdir('/'))}))\n"
+)
+# What a warm child sees that a cold program does not, and why it may: the worker's own source (public,
+# read-only), the empty mount point of its slot's folder (unmounted before the program runs), and /proc/sys
+# covered read-only (policy.PROC_READ_ONLY; bwrap's --proc leaves it uncovered here, where the slot uid cannot
+# write it either).
+WARM_ONLY_MOUNTS = {"/warm_worker.py", "/proc/sys"}
+WARM_ONLY_NAMES = {"warm_worker.py", "slots"}
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or SYSCALLS is None, reason="warm workers need root; seccomp an architecture")
+def test_a_warm_and_a_cold_test_run_under_the_same_policy():
+    """Both paths read judging/policy.py: a program sees the same limits, mounts, environment and refused system
+    calls warm and cold, or a cold rerun (a warm worker that failed) would judge it under other rules."""
+    seen = {}
+    for sandbox in ("bwrap", "bwrap-cold"):
+        with Judge(timeout=2.0, workers=1, sandbox=sandbox) as one:
+            assert one.warm == (sandbox == "bwrap"), one.isolation
+            policy = run(one, POLICY_SEEN).tests[0]
+            refused = run(one, KERNEL_SURFACE.format(SIGCHLD=SIGCHLD, **SYSCALLS)).tests[0]
+        assert policy.stderr == "" and refused.stdout.splitlines() == REFUSED, policy.stderr + refused.stdout
+        seen[sandbox] = json.loads(policy.stdout)
+    warm, cold = seen["bwrap"], seen["bwrap-cold"]
+    assert warm["rlimits"] == cold["rlimits"] and warm["rlimits"]["RLIMIT_AS"] == [1024 << 20] * 2
+    assert warm["environment"] == cold["environment"] and warm["environment"]["HOME"] == "/scratch"
+    assert {point: mount for point, mount in warm["mounts"].items() if point not in WARM_ONLY_MOUNTS} == cold["mounts"]
+    assert [name for name in warm["root"] if name not in WARM_ONLY_NAMES] == cold["root"]
+    for point in ("/scratch", "/tmp", "/dev/shm"):
+        assert "size=65536k" in cold["mounts"][point][2], cold["mounts"]
+
+
+def test_processes_threads_and_multiprocessing_still_work(judge):
+    code = ("import multiprocessing, subprocess, threading\n"
+            "print(subprocess.run(['/usr/bin/echo', 'spawned'], capture_output=True, text=True).stdout.strip())\n"
+            "done = []\n"
+            "thread = threading.Thread(target=done.append, args=('thread',))\n"
+            "thread.start()\n"
+            "thread.join()\n"
+            "print(*done)\n"
+            "with multiprocessing.get_context('fork').Pool(2) as pool:\n"
+            "    print(sum(pool.map(abs, range(-5, 5))))\n")
+    result = run(judge, code, "spawned\nthread\n25").tests[0]
+    assert result.status == "passed", result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def one_slot(sandbox):
+    """A one-slot judge: consecutive tests run on the same slot (and, warm, in the same worker)."""
+    with Judge(timeout=2.0, workers=1, sandbox=sandbox) as judge:
+        yield judge
+
+
+def test_the_test_after_one_that_filled_its_process_limit_starts(one_slot):
+    """A test's processes die after its sandbox does and count against its slot's process limit until reaped:
+    the slot's next test must not find them there (cold, bwrap failed to start it: a runtime_error)."""
+    fill = ("import os\n"
+            "while True:\n"
+            "    try:\n"
+            "        os.fork()\n"
+            "    except OSError:\n"
+            "        pass\n")
+    (cgroup,) = one_slot.setup.slots.cgroups.slots.values() or [None]
+    listed = [folder / "cgroup.procs" for folder in cgroup.folders] if cgroup else []
+    run(one_slot, "pass")
+    idle = {path: path.read_text().split() for path in listed}  # a warm worker's sandbox, or nothing
+    for _ in range(3):
+        assert run(one_slot, fill).status == "timeout"
+        left = {path: path.read_text().split() for path in listed}
+        result = run(one_slot, "print(6)", "6").tests[0]
+        assert result.status == "passed", result.stderr
+        assert left == idle, f"processes of the fork bomb still in the slot's cgroup: {left}, idle {idle}"
+
+
+SECRET_PORT = 40000 + 1234
+TIME_WAIT = "06"
+
+
+def test_no_tcp_state_reaches_the_next_test(one_slot):
+    """A loopback connection's TIME_WAIT entry outlives its processes by 60 s: a test that encodes a secret in
+    its port must not be able to hand it to the next test of the slot (/proc/net/tcp, or a refused bind)."""
+    leave = ("import socket\n"
+             f"server = socket.create_server(('127.0.0.1', {SECRET_PORT}))\n"
+             f"client = socket.create_connection(('127.0.0.1', {SECRET_PORT}))\n"
+             "peer, _ = server.accept()\n"
+             "client.close()  # the side that closes first holds TIME_WAIT\n"
+             "peer.close()\n"
+             "server.close()\n"
+             "rows = [line.split() for line in open('/proc/net/tcp').read().splitlines()[1:]]\n"
+             f"print(any(row[2].endswith(':{SECRET_PORT:04X}') and row[3] == '{TIME_WAIT}' for row in rows))\n")
+    assert run(one_slot, leave, "True").status == "passed", "the TIME_WAIT entry must exist, or the test means nothing"
+    look = ("import socket\n"
+            "rows = [line for name in ('tcp', 'tcp6', 'udp', 'unix') "
+            "for line in open(f'/proc/net/{name}').read().splitlines()[1:]]\n"
+            "probe = socket.socket()\n"
+            f"probe.bind(('127.0.0.1', {SECRET_PORT}))\n"
+            "print(rows, 'bound')\n")
+    seen = run(one_slot, look, "[] bound").tests[0]
+    assert seen.status == "passed", seen.stdout + seen.stderr
+
+
+def test_the_pid_counter_carries_nothing_to_the_next_test(one_slot):
+    """Process ids must not reveal how many processes the previous test of the slot made."""
+    look = ("import os\n"
+            "last = open('/proc/sys/kernel/ns_last_pid').read().split()\n"
+            "child = os.fork()\n"
+            "if child == 0:\n"
+            "    os._exit(0)\n"
+            "os.waitpid(child, 0)\n"
+            "print(os.getpid(), child, last, open('/proc/loadavg').read().split()[-1])\n")
+    after_quiet = run(one_slot, "pass"), run(one_slot, look).tests[0].stdout
+    busy = ("import os\n"
+            "for _ in range(20):\n"
+            "    if os.fork() == 0:\n"
+            "        os._exit(0)\n"
+            "    os.wait()\n")
+    assert run(one_slot, busy).status == "failed", "the busy test must run to its end"
+    after_busy = run(one_slot, look).tests[0].stdout
+    assert after_busy == after_quiet[1] != "", (after_quiet[1], after_busy)

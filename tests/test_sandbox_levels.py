@@ -1,0 +1,117 @@
+"""Choosing the sandbox level and the slot uids: where bwrap or the namespace tools are missing, where the slot
+uid cannot reach the interpreter or the judge's folder, the weaker levels (unshare, rlimits) and how slot uids are
+claimed."""
+
+import os
+import pwd
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from bwrap_paths import judge, run, sandbox, warm_workers_handle_it_themselves  # noqa: F401 (fixtures)
+from judging import Judge, JudgeUnavailable
+from judging.slots import SLOT_LOCK_DIR, SLOT_UID_BASE, SandboxUnavailable, blocked_for_others
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
+def test_slot_uids_are_unassigned_outside_systemd_ranges_and_locked_in_a_fixed_folder(judge, tmp_path, monkeypatch):
+    for uid in judge.setup.slots.uids.uids:
+        assert 65535 < uid < 1 << 31 and not 524288 <= uid <= 1879048191, "systemd hands out that uid"
+        with pytest.raises(KeyError):
+            pwd.getpwuid(uid)
+        assert (SLOT_LOCK_DIR / f"{uid}.lock").is_file()
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    with Judge(workers=1) as other:
+        claimed = set(judge.setup.slots.uids.uids)
+        assert not set(other.setup.slots.uids.uids) & claimed, "another TMPDIR must not free a uid"
+    monkeypatch.setenv("REWARDS_SLOT_UID_BASE", str(SLOT_UID_BASE + 500))
+    with Judge(workers=1) as other:
+        assert other.setup.slots.uids.uids[0] >= SLOT_UID_BASE + 500
+    monkeypatch.setenv("REWARDS_SLOT_UID_BASE", "61184")
+    with pytest.raises(SandboxUnavailable, match="REWARDS_SLOT_UID_BASE"):
+        Judge(workers=1)
+
+
+@pytest.fixture()
+def path_without_namespace_tools(tmp_path, monkeypatch):
+    for tool in ("prlimit", "setpriv", "kill"):
+        (tmp_path / tool).symlink_to(shutil.which(tool))
+    monkeypatch.setenv("PATH", str(tmp_path))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the refusal is for root")
+def test_without_namespaces_auto_and_strict_refuse_to_run_code_as_root(path_without_namespace_tools):
+    with pytest.raises(JudgeUnavailable, match="bubblewrap"):
+        Judge(sandbox="strict", workers=1)
+    with pytest.raises(JudgeUnavailable, match=r"bwrap: bwrap not installed.*bubblewrap.*sandbox='rlimits'.*as root"):
+        Judge(sandbox="auto", workers=1)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
+def test_explicit_rlimits_runs_as_a_slot_uid_when_it_can_run_python(path_without_namespace_tools, monkeypatch):
+    monkeypatch.setattr(sys, "executable", "/usr/bin/python3")
+    with Judge(sandbox="rlimits", workers=1) as judge:
+        assert judge.level == "rlimits" and "weak" in judge.isolation
+        uid = run(judge, "import os\nprint(os.getuid())").tests[0].stdout.strip()
+        assert uid == str(judge.setup.slots.uids.uids[0]) != "0"
+
+
+@pytest.fixture()
+def python_out_of_slot_reach(monkeypatch):
+    """This Python, copied (a venv with --copies) into a folder of mode 0700 under /tmp that a slot uid cannot
+    cross, and made sys.executable: the condition of a Python under /root, on any machine."""
+    private = Path(tempfile.mkdtemp(prefix="python-out-of-reach-"))  # mode 0700
+    try:
+        subprocess.run([sys.executable, "-m", "venv", "--copies", "--without-pip", str(private / "venv")],
+                       check=True)
+        python = str(private / "venv" / "bin" / "python3")
+        assert blocked_for_others(python) == f"{private} is mode 0700"
+        monkeypatch.setattr(sys, "executable", python)
+        yield python
+    finally:
+        shutil.rmtree(private)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
+def test_explicit_rlimits_with_python_out_of_slot_reach_runs_as_root_and_says_so(path_without_namespace_tools,
+                                                                                python_out_of_slot_reach):
+    with Judge(sandbox="rlimits", workers=1) as judge:
+        assert "judged code runs as root" in judge.isolation
+        assert run(judge, "import os\nprint(os.getuid())", "0").status == "passed"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
+def test_unshare_with_python_out_of_slot_reach_names_the_cause(python_out_of_slot_reach):
+    with pytest.raises(JudgeUnavailable, match=re.escape(blocked_for_others(python_out_of_slot_reach))):
+        Judge(sandbox="unshare", workers=1)
+
+def unshare_works():
+    command = ["unshare", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc", "true"]
+    return shutil.which("unshare") is not None and subprocess.run(command, capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
+@pytest.mark.skipif(not unshare_works(), reason="unshare cannot create namespaces here")
+def test_unshare_level_runs_a_real_test_as_a_slot_uid(monkeypatch):
+    monkeypatch.setattr(sys, "executable", "/usr/bin/python3")  # the system Python, readable by any uid
+    with Judge(sandbox="unshare", workers=1) as judge:
+        assert judge.level == "unshare"
+        judgement = run(judge, "import os\nprint(os.getuid())", str(judge.setup.slots.uids.uids[0]))
+        assert judgement.status == "passed", judgement.tests[0].stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
+@pytest.mark.skipif(not unshare_works(), reason="unshare cannot create namespaces here")
+def test_a_private_tmpdir_is_named_as_the_cause(tmp_path, monkeypatch):
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    monkeypatch.setattr(sys, "executable", "/usr/bin/python3")
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    with pytest.raises(JudgeUnavailable, match="set TMPDIR to a folder others can cross.*is mode 0700"):
+        Judge(sandbox="unshare", workers=1)

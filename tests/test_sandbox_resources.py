@@ -1,0 +1,174 @@
+"""Adversarial programs against the sandbox: what one test may take (processes, output, memory, time) and what
+it cannot do to the judge or the trainer. Each test fails if the property it names breaks; Python runs on both
+bwrap paths (tests/bwrap_paths.py)."""
+
+import os
+import subprocess
+
+import pytest
+
+from bwrap_paths import (command_lines, judge, run, sandbox, wait_until_gone,  # noqa: F401 (fixtures)
+                         warm_workers_handle_it_themselves)
+from judging import Judge
+from judging.cgroups import V2_ROOT_ENV, Cgroups
+
+
+def test_fork_bomb_is_contained_and_cleaned_up(judge):
+    code = ("import os\n"
+            "while True:\n"
+            "    try:\n"
+            "        os.fork()\n"
+            "    except OSError:\n"
+            "        pass\n")
+    assert run(judge, code).status == "timeout"
+    assert wait_until_gone(judge) == []
+
+
+def test_double_forked_daemon_dies_with_the_test(judge):
+    code = ("import os, time\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid()\n"
+            "    if os.fork() == 0:\n"
+            "        os.execv('/usr/bin/sleep', ['sleep', '313.37'])\n"
+            "    os._exit(0)\n"
+            "time.sleep(0.2)\n"
+            "print('parent done')\n")
+    assert run(judge, code).tests[0].stdout.strip() == "parent done"
+    assert wait_until_gone(judge) == []
+    assert not any(b"313.37" in command for command in command_lines())
+
+
+def test_sigterm_ignoring_children_die_on_timeout(judge):
+    code = ("import os, signal, time\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "for _ in range(3):\n"
+            "    if os.fork() == 0:\n"
+            "        signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "        while True:\n"
+            "            time.sleep(0.01)\n"
+            "while True:\n"
+            "    time.sleep(0.01)\n")
+    assert run(judge, code).status == "timeout"
+    assert wait_until_gone(judge) == []
+
+
+def test_huge_output_is_capped_without_hanging(judge):
+    for stream in ("sys.stdout", "sys.stderr"):
+        code = f"import sys\nwhile True:\n    {stream}.write('x' * 65536)\n"
+        judgement = run(judge, code)
+        assert judgement.status == "output_limit"
+        assert len(judgement.tests[0].stdout) <= 4096 and len(judgement.tests[0].stderr) <= 4096
+
+
+def test_memory_hog_reports_memory(judge):
+    assert run(judge, "hog = bytearray(4 << 30)\n").status == "memory"
+
+
+def memory_spread(children_mb, memfd_mb):
+    """8 processes holding ``children_mb`` each (written, so charged) and a memfd of ``memfd_mb`` written with
+    write(): under a 64 MB address-space limit per process, 8 x 16 + 24 MB holds 152 MB in all."""
+    return ("import os, time\n"
+            "fds = [os.memfd_create('outside-every-address-space') for _ in range(2)]  # each under fsize\n"
+            f"for n in range({memfd_mb}):\n"
+            "    os.write(fds[n % 2], b'x' * (1 << 20))\n"
+            "children = []\n"
+            "for _ in range(8):\n"
+            "    pid = os.fork()\n"
+            "    if pid == 0:\n"
+            f"        held = b'x' * ({children_mb} << 20)\n"
+            "        time.sleep(0.5)\n"
+            "        os._exit(0)\n"
+            "    children.append(pid)\n"
+            "print(sorted(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children))\n")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_memory_is_bounded_per_test_for_all_its_processes_together(sandbox):
+    """--judge_memory_mb is the whole test's memory, memfd pages included, not each process's (issue 19, item 2)."""
+    with Judge(timeout=10.0, workers=1, sandbox=sandbox, memory_mb=64) as judge:
+        assert "memory: a cgroup" in judge.isolation, judge.isolation
+        within = run(judge, memory_spread(children_mb=2, memfd_mb=8), "[0, 0, 0, 0, 0, 0, 0, 0]")
+        assert within.status == "passed", within.tests[0].stderr
+        judgement = run(judge, memory_spread(children_mb=16, memfd_mb=24), "[0, 0, 0, 0, 0, 0, 0, 0]")
+        assert judgement.status == "memory", judgement.tests[0]
+        assert run(judge, "print(6)", "6").status == "passed"
+        warm = judge.setup.warm
+        assert not warm or warm.failures == 0, f"the slot's worker was killed: {warm and warm.failure}"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_the_slot_cgroup_counts_the_tests_processes_not_bwraps(sandbox):
+    """bwrap's PID-namespace init outlives bwrap and waits for the host's init to reap it: 50 tests in a row
+    (pids.max is 40) must not leave a slot unable to fork."""
+    with Judge(timeout=5.0, workers=1, sandbox=sandbox) as judge:
+        statuses = [run(judge, "pass", "").status for _ in range(50)]
+        [slot] = judge.setup.slots.cgroups.slots.values()
+        tasks = [int((folder / "pids.current").read_text()) for folder in slot.folders if
+                 (folder / "pids.current").exists()]
+    assert statuses == ["passed"] * 50
+    assert tasks and tasks[0] <= 1, "only the warm worker may stay in the slot between tests"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_cgroup_v2_layout_on_a_stand_in_hierarchy(tmp_path, monkeypatch):
+    """A STAND-IN v2 hierarchy (a plain folder, no kernel behind it): the knobs written and the join command.
+    This machine runs cgroup v1; GPU nodes mostly v2."""
+    monkeypatch.setenv(V2_ROOT_ENV, str(tmp_path))
+    (tmp_path / "cgroup.subtree_control").touch()
+    cgroups = Cgroups(["a", "b"], 64 << 20, 32)
+    assert cgroups.version == "v2" and not cgroups.unavailable
+    [parent] = [path for path in tmp_path.iterdir() if path.is_dir()]
+    assert (parent / "cgroup.subtree_control").read_text() == "+memory +pids"
+    for index, key in enumerate(["a", "b"]):
+        slot = parent / f"slot-{index}"
+        assert (slot / "memory.max").read_text() == str(64 << 20) and (slot / "pids.max").read_text() == "40"
+        subprocess.run(cgroups.slots[key].enter_command(["true"]), check=True)
+        assert (slot / "cgroup.procs").read_text() == "0\n", "the process writes itself in before it execs"
+        (slot / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n")
+        assert cgroups.slots[key].oom_kills() == 2
+    cgroups.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_without_a_writable_cgroup_the_isolation_line_says_what_still_bounds_memory(monkeypatch, sandbox):
+    monkeypatch.setenv(V2_ROOT_ENV, "/proc/self")  # no cgroup can be made there, even as root
+    with Judge(workers=1, sandbox=sandbox, memory_mb=256) as judge:
+        assert "memory: NOT bounded per test (cgroup v2 not writable here" in judge.isolation
+        assert "address space 256 MB each, at most 32 processes per slot uid" in judge.isolation
+        assert run(judge, "print(6)", "6").status == "passed"
+
+
+def test_hang_times_out_and_later_tests_are_skipped(sandbox):
+    tests = [{"test_code": "print(1)", "expected_output": "1"}] * 4
+    with Judge(timeout=1.0, workers=1, sandbox=sandbox) as judge:
+        judgement = judge.run("while True:\n    pass\n", tests, "python")
+        assert not judge.warm or judge.setup.warm.failures == 0, judge.setup.warm.failure
+    assert judgement.status == "timeout"
+    assert [t.status for t in judgement.tests] == ["timeout"] * 4
+    assert [t.seconds for t in judgement.tests[1:]] == [0.0] * 3
+
+
+def test_completion_budget_cuts_the_first_test_short(sandbox):
+    tests = [{"test_code": "print(1)", "expected_output": "1"}] * 3
+    with Judge(timeout=5.0, completion_budget=0.5, workers=1, sandbox=sandbox) as judge:
+        judgement = judge.run("import time\ntime.sleep(60)\n", tests, "python")
+        assert not judge.warm or judge.setup.warm.failures == 0, judge.setup.warm.failure
+    assert [t.status for t in judgement.tests] == ["timeout"] * 3
+    assert 0.0 < judgement.tests[0].seconds < 4.0, "the test must stop at the budget, not the 5 s timeout"
+
+
+def test_trainer_survives_the_program_attacking_it(judge):
+    me = os.getpid()
+    code = ("import os, signal\n"
+            f"for pid in (os.getppid(), 1, {me}, -1):\n"
+            "    try:\n"
+            "        os.kill(pid, signal.SIGKILL)\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "try:\n"
+            "    os.killpg(0, signal.SIGKILL)\n"
+            "except OSError:\n"
+            "    pass\n"
+            "print('still here')\n")
+    run(judge, code)
+    assert run(judge, "print(6)", "6").status == "passed"
