@@ -3,7 +3,8 @@ between them (issue 26, finding 7: a sender holding threads in time slots moved 
 receiver read about 9 bits a second from it, 93-100% right, on both paths).
 
 The property: during a batch in which a sender busies every machine-wide counter it can move (threads, processes,
-open files, memory, disk, pipes, timers), nothing a concurrent receiver can read under /proc changes, apart from the
+open files, memory, disk, pipes, timers), nothing a concurrent receiver can read under /proc, nor the load, process
+count and free memory that ``sysinfo()`` returns (refused for Python: judging/seccomp.py), changes, apart from the
 files whose every read is fresh randomness. Per-process and per-namespace views (/proc/self, /proc/<pid>, /proc/net,
 /proc/sysvipc) are the test's own and are not walked. Both paths: warm workers (``bwrap``) and cold (``bwrap-cold``).
 """
@@ -21,10 +22,17 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the bwrap sandbox wit
 FRESH_RANDOM = {"/proc/sys/kernel/random/uuid"}
 
 RECEIVER = r"""
-import json, os, time
+import ctypes, json, os, time
 PRIVATE = {'self', 'thread-self', 'net', 'sysvipc'}
+libc = ctypes.CDLL(None, use_errno=True)
+def counters():
+    # struct sysinfo: uptime, loads[3], totalram, freeram, sharedram, bufferram, totalswap, freeswap, procs, ...
+    info = (ctypes.c_long * 16)()
+    if libc.sysinfo(info) != 0:
+        return ('refused', ctypes.get_errno())
+    return tuple(info[1:4]), tuple(info[5:8]), info[10] & 0xFFFF
 def snapshot():
-    seen = {}
+    seen = {'sysinfo()': repr(counters()).encode()}
     for root, folders, files in os.walk('/proc'):
         if root == '/proc':
             folders[:] = [name for name in folders if not name.isdigit() and name not in PRIVATE]
