@@ -86,7 +86,9 @@ def _run(runner: Runner, program: bytes, marker: str, uid: int | None, timeout: 
             scratch = new_scratch(slots.base, uid, filename, program)
         argv = runner.executor.argv(f"{SCRATCH if in_tmpfs else scratch}/{filename}")
         cgroup = slots.cgroups.slots.get(uid)
-        oom_kills = cgroup.oom_kills() if cgroup else 0
+        # The slot's cgroups this test may run in: the warm worker's, and the slot's own for a cold (re)run.
+        counted = [each for each in (cgroup, slots.warm_cgroups.slots.get(uid) if warm else None) if each]
+        oom_kills = [each.oom_kills() for each in counted]
 
         def run_once() -> RunResult:
             result = warm.run(uid, scratch, timeout) if warm else None
@@ -105,7 +107,7 @@ def _run(runner: Runner, program: bytes, marker: str, uid: int | None, timeout: 
 
         result, outcome = _retrying_licence_failures(run_once, language_starts, runner.executor, marker,
                                                      licence_retries)
-        return result, outcome, cgroup is not None and cgroup.oom_kills() > oom_kills
+        return result, outcome, any(each.oom_kills() > before for each, before in zip(counted, oom_kills))
     finally:
         if scratch:
             remove_tree(scratch)  # never raises: what judged code left is logged, not the test's verdict

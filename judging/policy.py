@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 from dataclasses import dataclass
 
 
@@ -29,7 +30,9 @@ SLOTS = "/slots"  # where a warm worker sees its slot's folder of programs (neve
 # (``frozen_proc``: the same for every test) and an empty read-only folder over each of PROC_EMPTIED; what stays
 # live under /proc is the test's own (/proc/self, its PID namespace's pids, /proc/net, /proc/sysvipc) or static.
 PROC_EMPTIED = ("fs", "irq", "pressure", "sys/fs")
-PROC_VIEW = f"{SLOTS}/proc"  # where a warm worker sees the frozen files (unmounted with SLOTS before a test runs)
+# Where a warm worker sees the frozen files: unmounted before a test runs, under SCRATCH, which the test's own tmpfs
+# then covers (the test never sees even the empty mount point).
+PROC_VIEW = f"{SCRATCH}/.proc-view"
 # prlimit's flag for each resource limit.
 PRLIMIT_FLAGS = {"RLIMIT_AS": "as", "RLIMIT_CPU": "cpu", "RLIMIT_FSIZE": "fsize", "RLIMIT_NOFILE": "nofile",
                  "RLIMIT_CORE": "core", "RLIMIT_NPROC": "nproc"}
@@ -89,11 +92,11 @@ def frozen_proc(limits: Limits) -> dict[str, str]:
             if os.path.isfile(f"/proc/{name}")}
 
 
-def write_proc_view(folder: str, limits: Limits) -> str:
-    """Write ``frozen_proc`` into ``folder``/proc (world-readable, nobody's to write) for the sandboxes to bind; its
-    path."""
-    view = os.path.join(folder, "proc")
-    os.mkdir(view, 0o755)
+def write_proc_view(limits: Limits) -> str:
+    """A new folder holding ``frozen_proc`` (world-readable, nobody's to write) for the sandboxes to bind: the
+    caller removes it."""
+    view = tempfile.mkdtemp(prefix="rewards-proc-")
+    os.chmod(view, 0o755)
     for name, content in frozen_proc(limits).items():
         with open(os.path.join(view, name), "x") as file:
             file.write(content)

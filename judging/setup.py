@@ -25,6 +25,7 @@ from judging.licence_proxy import (FLAG, PROXY_ENV, TLS_TRUST, LicenceEgressUnav
                                    describe_hosts)
 from judging.policy import Limits, write_proc_view
 from judging.sandbox import LEVEL_TOOLS, LEVELS, NAMESPACE_LEVELS, Sandbox
+from judging.scratch import remove_tree
 from judging.slots import Slots, blocked_for_others
 from judging.warm import WarmWorkers
 
@@ -50,7 +51,8 @@ class JudgeSetup:
     def __init__(self, workers: int, limits: Limits, sandbox: str, q_binary: str | None, licence_hosts):
         self.slots = Slots(workers, limits)
         self.limits = limits
-        self.proc_view = write_proc_view(self.slots.base, limits)
+        self.proc_view = write_proc_view(limits)
+        self._proc_view_cleanup = weakref.finalize(self, remove_tree, self.proc_view)
         self.q_binary = q_binary
         self.licence_hosts = licence_hosts
         self.licence_retries = Counter()
@@ -147,7 +149,7 @@ class JudgeSetup:
         python = self.get("python")
         try:
             self.warm = WarmWorkers(python.sandbox, python.executor.interpreter, python.executor.filename,
-                                    self.slots.base, self.slots.uids.uids, self.slots.cgroups.slots)
+                                    self.slots.base, self.slots.uids.uids, self.slots.warm_cgroups.slots)
         except OSError as error:
             self.warm_missing = f"warm workers did not start: {error}"
             return
@@ -243,5 +245,5 @@ class JudgeSetup:
             steps.append(self.proxy.close)
         if self.warm is not None:
             steps.append(self._warm_cleanup)
-        return steps + [self.slots.close]
+        return steps + [self.slots.close, self._proc_view_cleanup]
 

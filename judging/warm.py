@@ -68,7 +68,7 @@ class WarmWorker:
         binds, join = cgroup.join_inside() if cgroup else ([], [])
         # Each child binds the fixed /proc files from PROC_VIEW over its fresh /proc (judging/policy.py).
         view = ["--ro-bind", sandbox.proc_view, PROC_VIEW] if sandbox.proc_view else []
-        command = [*sandbox.prefix, "--bind", folder, SLOTS, *view, "--dir", SCRATCH,
+        command = [*sandbox.prefix, "--bind", folder, SLOTS, "--dir", SCRATCH, *view,
                    "--ro-bind", WORKER, WORKER_INSIDE, *binds, "--chdir", SCRATCH, "--cap-drop", "ALL", *capabilities, *join, interpreter, "-I", "-S", "-B",
                    WORKER_INSIDE, str(theirs.fileno()), str(uid), json.dumps(rules)]
         with theirs, open(self.log, "wb") as log:

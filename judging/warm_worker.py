@@ -126,6 +126,7 @@ def _set_up_namespaces(folder):
         path = f"/proc/{name}"
         _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=4096,mode=555")
         _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    _check(UMOUNT2(RULES["proc_view"].encode(), MNT_DETACH), f"umount {RULES['proc_view']}")
     slots, scratch, name = RULES["slots"], RULES["scratch"], RULES["program"]
     with open(f"{slots}/{folder}/{name}", "rb") as source:  # into a tmpfs as on the cold path: no host disk
         program = source.read()
