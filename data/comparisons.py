@@ -38,6 +38,7 @@ OPERATOR_SYMBOLS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", a
                     ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
 PASS_THROUGH_CALLS = frozenset({"print", "str", "repr", "format"})  # their arguments are what is printed
 CONVERTIBLE = (str, int, bool, type(None))
+PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError)  # ValueError: a lone surrogate in the text
 LITERAL_ERRORS = (ValueError, TypeError, SyntaxError, MemoryError, RecursionError)  # what ast.literal_eval raises
 Q_COMPARISON = re.compile(r"[=~<>]|\b(?:in|within|like)\b")
 
@@ -46,7 +47,7 @@ def printing_form(test_code: str, expected_output: str) -> tuple[str, str] | Non
     """``(test_code, expected_output)`` of the printing test equal to a simple assert test, or None."""
     try:
         statements = ast.parse(test_code).body
-    except SyntaxError:
+    except PARSE_ERRORS:
         return None
     marker = _printed_constant(statements[-1]) if statements else None
     if marker is not None:
@@ -69,7 +70,7 @@ def sandbox_comparison(test_code: str, expected_output: str, language: str) -> s
         return _q_comparison(test_code)
     try:
         tree = ast.parse(test_code)
-    except SyntaxError:
+    except PARSE_ERRORS:
         return None
     for node in ast.walk(tree):
         found = _python_comparison(node)

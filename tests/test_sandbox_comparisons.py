@@ -176,3 +176,9 @@ def test_check_refuses_and_the_flag_allows(tmp_path):
     allowed = run_data("check", str(path), "--language", "python", "--allow_in_sandbox_comparisons")
     assert allowed.returncode == 0, allowed.stderr
     assert "2 problems valid" in allowed.stdout
+
+
+@pytest.mark.parametrize("test_code", ["print(solve(1), '\ud800')", "print(solve(1)\x00)", "print(solve(1)", "(" * 300])
+def test_code_that_does_not_parse_is_left_to_verify(tmp_path, test_code):
+    path = write_problems(tmp_path / "p.jsonl", [(test_code, "2")])
+    assert load_problems(path, "python")[1]["tests"][0]["test_code"] == test_code
