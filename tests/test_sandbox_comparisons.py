@@ -46,9 +46,10 @@ def write_problems(path, tests, language="python", solution=RIGHT):
     return path
 
 
-@pytest.fixture(scope="module")
-def judge():
-    with Judge(timeout=5.0, workers=2) as judge:
+@pytest.fixture(scope="module", params=["bwrap", "bwrap-cold"])
+def judge(request):
+    """Both Python paths: the frame the test code runs in differs between a warm worker and a fresh interpreter."""
+    with Judge(timeout=5.0, workers=2, sandbox=request.param) as judge:
         yield judge
 
 
@@ -85,6 +86,15 @@ def test_no_cheat_passes_a_validated_test(tmp_path, judge, test_code, expected, 
         return
     scores = score(judge, problems[1:] * len(CHEATS), CHEATS, ScoringArguments(), extract=False)
     assert [s.judgement.passed for s in scores] == [0] * len(CHEATS)
+
+
+def test_the_cheats_pass_a_test_that_compares_in_the_sandbox(tmp_path, judge):
+    """What the flag allows, and the control that the cheats above are real: both earn 2.0."""
+    path = write_problems(tmp_path / "p.jsonl", [("print(solve(3) == 6)", "True"),
+                                                 ("r = solve(21)\nassert r == 42\nprint('ok')", "ok")])
+    problems = load_problems(path, "python", allow_in_sandbox_comparisons=True)
+    scores = score(judge, problems[1:] * len(CHEATS), CHEATS, ScoringArguments(), extract=False)
+    assert [s.reward for s in scores] == [2.0, 2.0]
 
 
 def test_the_flag_keeps_such_tests_as_they_are(tmp_path):
