@@ -95,7 +95,7 @@ def _asserted_call_and_literal(statement: ast.stmt) -> tuple[ast.Call, object] |
     if len(compare.ops) != 1 or not isinstance(compare.ops[0], ast.Eq):
         return None
     for call, literal in ((compare.left, compare.comparators[0]), (compare.comparators[0], compare.left)):
-        if isinstance(call, ast.Call) and not any(isinstance(n, ast.Compare) for n in ast.walk(call)):
+        if isinstance(call, ast.Call):
             try:
                 value = ast.literal_eval(literal)
             except LITERAL_ERRORS:
@@ -108,7 +108,7 @@ def _asserted_call_and_literal(statement: ast.stmt) -> tuple[ast.Call, object] |
 def _convertible(value) -> bool:
     if isinstance(value, (list, tuple)):
         return all(_convertible(item) for item in value)
-    return isinstance(value, CONVERTIBLE) and not isinstance(value, float)
+    return isinstance(value, CONVERTIBLE)
 
 
 def _python_comparison(node: ast.AST) -> str | None:
@@ -120,7 +120,7 @@ def _python_comparison(node: ast.AST) -> str | None:
         return "`match`"
     name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
     if isinstance(node, ast.alias):
-        name = node.asname or node.name
+        name = node.name
     if name and (name in COMPARISON_NAMES or (isinstance(node, ast.Attribute) and name.startswith("assert"))):
         return f"`{name}`"
     return None

@@ -134,12 +134,11 @@ def compare_on_the_host(problems, allow_in_sandbox_comparisons=False):
             if printing:
                 test["test_code"], test["expected_output"] = printing
                 converted += 1
-                continue
             found = sandbox_comparison(test["test_code"], test["expected_output"], problem["language"])
             if found and not allow_in_sandbox_comparisons:
                 raise DataError(problem.location, f"tests[{index}] compares inside the sandbox ({found}), where "
-                                                  "the judged code can decide it; print the result instead "
-                                                  f"({PRINTING_TEST[problem['language']]}, the expected output "
-                                                  "its text), or pass --allow_in_sandbox_comparisons (unsafe "
-                                                  "for RL: a result whose == is always true passes)")
+                                                  "the judged code can decide it; make the test print the result "
+                                                  f"({PRINTING_TEST[problem['language']]}) and expect its text, "
+                                                  "or pass --allow_in_sandbox_comparisons (unsafe for RL: a "
+                                                  "result whose == is always true passes)")
     return converted

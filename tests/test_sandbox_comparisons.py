@@ -192,3 +192,11 @@ def test_check_refuses_and_the_flag_allows(tmp_path):
 def test_code_that_does_not_parse_is_left_to_verify(tmp_path, test_code):
     path = write_problems(tmp_path / "p.jsonl", [(test_code, "2")])
     assert load_problems(path, "python")[1]["tests"][0]["test_code"] == test_code
+
+
+@pytest.mark.parametrize("test_code", ["assert solve(3 == 3) == True", "assert solve(operator.eq) == 1",
+                                       "from operator import eq as same\nprint(solve(same))"])
+def test_a_comparison_left_after_conversion_is_still_refused(tmp_path, test_code):
+    path = write_problems(tmp_path / "p.jsonl", [(test_code, "")])
+    with pytest.raises(DataError, match="compares inside the sandbox"):
+        load_problems(path, "python")
