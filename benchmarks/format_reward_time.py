@@ -3,10 +3,11 @@
     python benchmarks/format_reward_time.py [--sizes 64 128 256 512 1024] [--give_up 5]
 
 Both run in the trainer's own process on whatever the policy writes, so their time must grow linearly with the
-completion. For each input family and size (KB) it prints the seconds of the slowest single call of: the format
-reward in reasoning mode, in answer mode, and `extract_code` (each the best of 3 runs); then the ratio of the largest size's time to the smallest's
-(linear: about the size ratio, 16 for 1 MB / 64 KB; quadratic: its square, 256). A family whose time passes
-`--give_up` seconds stops growing (its remaining sizes print as skipped), so a quadratic build still finishes.
+completion. For each input family and size (KB) it prints the seconds of the format reward (the slower of
+reasoning and answer mode) and of `extract_code`, each the best of 5 runs, then the ratio of the largest size's
+time to the smallest's (linear: about the size ratio, 16 for 1 MB / 64 KB, though times under a millisecond are
+noisy on a loaded machine; quadratic: its square, 256). A family whose time passes `--give_up` seconds stops
+growing (its remaining sizes print as skipped), so a quadratic build still finishes.
 """
 
 import argparse
@@ -25,13 +26,16 @@ FAMILIES = {
 }
 
 
-CALLS = (lambda text: format_score(text, "python", True), lambda text: format_score(text, "python", False),
-         lambda text: extract_code(text, "python"))
+CALLS = {
+    "format reward (both modes, the slower)": (lambda text: format_score(text, "python", True),
+                                               lambda text: format_score(text, "python", False)),
+    "extract_code (the judged code, dedented)": (lambda text: extract_code(text, "python"),),
+}
 
 
-def seconds(text: str, repeats: int = 3) -> float:
-    """The slowest of the calls the trainer makes on one completion, each the best of ``repeats`` runs."""
-    return max(min(_timed(call, text) for _ in range(repeats)) for call in CALLS)
+def seconds(calls, text: str, repeats: int = 5) -> float:
+    """The slowest of ``calls`` on one completion, each the best of ``repeats`` runs."""
+    return max(min(_timed(call, text) for _ in range(repeats)) for call in calls)
 
 
 def _timed(call, text: str) -> float:
@@ -45,16 +49,18 @@ def main():
     parser.add_argument("--sizes", type=int, nargs="+", default=[64, 128, 256, 512, 1024], help="KB")
     parser.add_argument("--give_up", type=float, default=5.0, help="seconds after which a family stops growing")
     args = parser.parse_args()
-    print(f"{'input':24}" + "".join(f"{size:>9} KB" for size in args.sizes) + f"{'ratio':>9}")
-    for name, make in FAMILIES.items():
-        times = []
-        for size in args.sizes:
-            if times and times[-1] > args.give_up:
-                break
-            times.append(seconds(make(size * 1024)))
-        cells = [f"{t:11.4f}s" for t in times] + [f"{'skipped':>12}"] * (len(args.sizes) - len(times))
-        ratio = f"{times[-1] / times[0]:9.1f}" if len(times) == len(args.sizes) else f"{'-':>9}"
-        print(f"{name:24}" + "".join(cells) + ratio)
+    for title, calls in CALLS.items():
+        print(f"{title}: seconds")
+        print(f"{'input':24}" + "".join(f"{size:>9} KB" for size in args.sizes) + f"{'ratio':>9}")
+        for name, make in FAMILIES.items():
+            times = []
+            for size in args.sizes:
+                if times and times[-1] > args.give_up:
+                    break
+                times.append(seconds(calls, make(size * 1024)))
+            cells = [f"{t:11.4f}s" for t in times] + [f"{'skipped':>12}"] * (len(args.sizes) - len(times))
+            ratio = f"{times[-1] / times[0]:9.1f}" if len(times) == len(args.sizes) else f"{'-':>9}"
+            print(f"{name:24}" + "".join(cells) + ratio)
 
 
 if __name__ == "__main__":

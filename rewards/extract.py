@@ -28,15 +28,21 @@ _FENCE = re.compile(r"```[ \t]*([^\n`]*)\n(.*?)```", re.DOTALL)
 class Completion:
     """What a completion holds: the code to judge, and how it was written."""
 
-    code: str | None  # None: nothing runnable
-    fenced: bool  # the code came from a fenced block (what both prompts ask for)
+    text: str  # the chosen block's body, or the answer's text
+    fenced: bool  # that text is a fenced block with code in it (what both prompts ask for)
     laid_out: bool  # exactly <reasoning>R</reasoning><answer>A</answer>, each tag once, R not blank
+
+    @property
+    def code(self) -> str | None:
+        """The code to judge, dedented; None: nothing runnable. Computed on use: the format reward needs none."""
+        code = textwrap.dedent(self.text).strip("\n").rstrip()
+        return code if code.strip() else None
 
 
 def parse_completion(completion: str, language: str) -> Completion:
     tags = languages.language(language).fence_tags
     if not isinstance(completion, str):
-        return Completion(None, False, False)
+        return Completion("", False, False)
     text = _outside_reasoning(completion)
     start = text.find(ANSWER)
     if start >= 0:
@@ -45,9 +51,7 @@ def parse_completion(completion: str, language: str) -> Completion:
     for tag in TAGS:
         text = text.replace(tag, "")
     block = _first_block(text, tags)
-    code = textwrap.dedent(text if block is None else block).strip("\n").rstrip()
-    runnable = code if code.strip() else None
-    return Completion(runnable, block is not None and runnable is not None, _laid_out(completion))
+    return Completion(text if block is None else block, bool(block and block.strip()), _laid_out(completion))
 
 
 def extract_code(completion: str, language: str) -> str | None:
