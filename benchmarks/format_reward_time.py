@@ -59,7 +59,7 @@ def main():
                     break
                 times.append(seconds(calls, make(size * 1024)))
             cells = [f"{t:11.4f}s" for t in times] + [f"{'skipped':>12}"] * (len(args.sizes) - len(times))
-            ratio = f"{times[-1] / times[0]:9.1f}" if len(times) == len(args.sizes) else f"{'-':>9}"
+            ratio = f"{times[-1] / max(times[0], 1e-9):9.1f}" if len(times) == len(args.sizes) else f"{'-':>9}"
             print(f"{name:24}" + "".join(cells) + ratio)
 
 
