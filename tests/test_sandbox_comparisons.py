@@ -200,3 +200,19 @@ def test_a_comparison_left_after_conversion_is_still_refused(tmp_path, test_code
     path = write_problems(tmp_path / "p.jsonl", [(test_code, "")])
     with pytest.raises(DataError, match="compares inside the sandbox"):
         load_problems(path, "python")
+
+
+def test_reference_folders_and_published_rows_are_checked_too(tmp_path):
+    problem = tmp_path / "SFT_Data" / "train" / "double"
+    problem.mkdir(parents=True)
+    (problem / "problem_description.txt").write_text("Write solve that doubles x.")
+    (problem / "q_test_case_1.q").write_text("show solve[3]=6\n")
+    (problem / "q_exact_ans_test_case_1.txt").write_text("1b\n")
+    with pytest.raises(DataError, match=rf"^{problem}: tests\[0\] compares inside the sandbox \(line 1: `=`\)"):
+        load_problems(tmp_path / "SFT_Data", "q")
+    row = {"problem_id": "double", "problem_description": "d", "test_cases": [
+        {"test_case_number": 1, "python_test_code": "assert solve(3) == 6", "python_expected_output": ""}]}
+    path = tmp_path / "published.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    (converted,) = load_problems(path, "python")
+    assert converted["tests"] == [{"test_code": "print(solve(3))", "expected_output": "6"}]
