@@ -194,7 +194,7 @@ def preflight(judge: Judge, languages: set[str], bundled: bool) -> None:
 
 def load_data(args: Arguments, source: str) -> tuple[list[dict], list[dict]]:
     """The training problems and the problems to evaluate on (the held-out split, or --eval_split train)."""
-    problems = load_problems(source, args.data.language)
+    problems = load_problems(source, args.data.language, args.data.allow_in_sandbox_comparisons)
     train, test = split_problems(problems, args.data.test_fraction, args.grpo.seed, args.data.max_train_problems,
                                  args.data.max_test_problems)
     evaluated = test if args.eval.eval_split == "test" else train
