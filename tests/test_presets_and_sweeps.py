@@ -154,7 +154,7 @@ def stand_in_vllm(folder, version):
     return {"PYTHONPATH": str(folder)}
 
 
-NO_SERVER_ENV = {"MAX_MODEL_LEN": "", "VLLM_PORT": "", "VLLM_GPU": ""}
+NO_SERVER_ENV = {"MAX_MODEL_LEN": "", "VLLM_PORT": "", "VLLM_GPU": "", "NCCL_P2P_DISABLE": ""}
 EVERY_TRL_SETTING = ["--revision", "main", "--tensor_parallel_size", "2", "--data-parallel-size", "1",
                      "--host", "127.0.0.1", "--gpu-memory-utilization", "0.85", "--dtype", "bfloat16",
                      "--max_model_len=4096", "--enable_prefix_caching", "true", "--enforce_eager",
@@ -171,7 +171,7 @@ EVERY_TRL_SETTING = ["--revision", "main", "--tensor_parallel_size", "2", "--dat
      ["--model", "m", "--port", "8011", "--max_model_len", "4096"]),
     (["m", "--preset", "7b", "--port=8001", "--enable-prefix-caching=no", "--enforce_eager", "false"], {},
      ["--model", "m", "--port", "8000", "--port=8001", "--enable-prefix-caching=no", "--enforce_eager", "false"]),
-    (["m", *EVERY_TRL_SETTING, "--max-num-seqs", "64", "--model", "/ckpts/other"], {},
+    (["m", *EVERY_TRL_SETTING, "--max-num-seqs", "64", "--model", "/ckpts/other"], {"VLLM_GPU": "0,1"},
      ["--model", "m", "--port", "8000", *EVERY_TRL_SETTING, "--max-num-seqs", "64", "--model", "/ckpts/other"]),
 ], ids=["defaults", "preset-length", "environment", "flags-win", "every-setting"])
 def test_serve_vllm_runs_what_trl_vllm_serve_would(ours, env, trls):
@@ -182,8 +182,7 @@ def test_serve_vllm_runs_what_trl_vllm_serve_would(ours, env, trls):
     trl_words, trl_env = trl_vllm_serve(trls, env)
     assert words == trl_words
     assert trl_env == {"VLLM_SERVER_DEV_MODE": "1"}
-    assert our_env == {"CUDA_VISIBLE_DEVICES": env.get("VLLM_GPU") or "0", "NCCL_P2P_DISABLE": "1",
-                       "VLLM_SERVER_DEV_MODE": "1"}
+    assert our_env == {"CUDA_VISIBLE_DEVICES": env.get("VLLM_GPU") or "0", "VLLM_SERVER_DEV_MODE": "1"}
 
 
 @pytest.mark.parametrize("version, scale_out", [(None, False), ("0.29.1", False), ("0.30.0", True)])
