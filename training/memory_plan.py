@@ -174,9 +174,11 @@ def _typed(values: dict) -> dict:
     return out
 
 
-def settings_from_flags(preset: str | None, flags: list[str]) -> Settings:
+def settings_from_flags(preset: str | None, flags: list[str]) -> tuple[Settings, list[str]]:
     """The settings a launch of `rl_trainer.py --preset PRESET FLAGS` would read, without importing the trainer:
-    the preset, then any --config file, then the flags (`--name value`, `--name=value`, a bare boolean flag)."""
+    the preset, then any --config file, then the flags (`--name value`, `--name=value`, a bare boolean flag); and
+    notes on what could not be read (a --config file not on this machine, e.g. in a dry run)."""
+    notes = []
     values = {}
     if preset:
         values.update(_yaml(PRESETS / f"{preset}.yaml"))
@@ -197,9 +199,13 @@ def settings_from_flags(preset: str | None, flags: list[str]) -> Settings:
                 value = "true"
         parsed[name] = value
     if "config" in parsed:
-        values.update(_yaml(Path(parsed.pop("config"))))
+        config = Path(parsed.pop("config"))
+        if config.is_file():
+            values.update(_yaml(config))
+        else:
+            notes.append(f"--config {config} is not here; the plan leaves it out")
     values.update(parsed)
-    return Settings.from_values(values)
+    return Settings.from_values(values), notes
 
 
 def _yaml(path: Path) -> dict:
@@ -464,7 +470,7 @@ def model_shape(model: str | None, preset: str | None) -> tuple[Shape, str]:
                      f"--preset with config/shapes/<size>.json")
 
 
-def _layout(shape, settings, hardware, choice, tp) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+def _layout(hardware: Hardware, choice: Choice, tp: int) -> tuple[tuple[int, ...], tuple[int, ...], int]:
     """Server GPUs, training GPUs (per training node) and training processes for a server of `tp` shards."""
     node = tuple(range(hardware.gpus_per_node))
     server = choice.vllm_gpus or tuple(g for g in node if g not in (choice.train_gpus or ()))[:tp]
@@ -501,7 +507,7 @@ def plan_launch(shape: Shape, settings: Settings, hardware: Hardware, choice: Ch
         configs = [ZERO3, ZERO3_OFFLOAD]
     candidates = []
     for tp in sizes:
-        server, train, processes = _layout(shape, settings, hardware, choice, tp)
+        server, train, processes = _layout(hardware, choice, tp)
         for config in configs:
             stage, offload = read_accelerate_config(config)
             candidates.append(Plan(shape, settings, hardware, tp, server, train, processes, config, stage, offload,
@@ -567,24 +573,32 @@ def main(argv: list[str] | None = None) -> int:
                         help="end with one `layout KEY=VALUE ...` line for the launchers")
     parser.add_argument("flags", nargs="*", help="after --: the trainer flags of the run")
     args = parser.parse_args(argv)
+    hardware = Hardware(args.gpus_per_node, args.gpu_memory, args.nodes)
+    choice = Choice(args.tensor_parallel or None, _gpus(args.vllm_gpus), _gpus(args.train_gpus),
+                    args.accelerate_config or None, args.max_model_len or None)
+    size = f"{args.preset}: " if args.preset else ""
     try:
-        shape, source = model_shape(args.model, args.preset)
-        settings = settings_from_flags(args.preset, args.flags)
-        hardware = Hardware(args.gpus_per_node, args.gpu_memory, args.nodes)
-        choice = Choice(args.tensor_parallel or None, _gpus(args.vllm_gpus), _gpus(args.train_gpus),
-                        args.accelerate_config or None, args.max_model_len or None)
-        plan = plan_launch(shape, settings, hardware, choice, source)
+        settings, notes = settings_from_flags(args.preset, args.flags)
+        try:
+            shape, source = model_shape(args.model, args.preset)
+        except DoesNotFit as e:  # nothing to check against: say so, and lay out what was asked or the defaults
+            print(f"memory plan: not checked: {e}")
+            tp = choice.tensor_parallel or len(choice.vllm_gpus or ()) or 1
+            server, train, processes = _layout(hardware, choice, tp)
+            values = (choice.accelerate_config or ZERO3, tp, server, train, processes, choice.max_model_len or "")
+        else:
+            plan = plan_launch(shape, settings, hardware, choice, source)
+            plan.notes += notes
+            print("\n".join(plan.lines()))
+            values = (plan.accelerate_config, plan.tensor_parallel, plan.vllm_gpus, plan.train_gpus, plan.processes,
+                      plan.max_model_len)
     except DoesNotFit as e:
-        size = f"{args.preset}: " if args.preset else ""
-        print(f"{size}does not fit {Hardware(args.gpus_per_node, args.gpu_memory, args.nodes).describe()}: {e}",
-              file=sys.stderr)
+        print(f"{size}on {hardware.describe()}: {e}", file=sys.stderr)
         return 2
-    for line in plan.lines():
-        print(line)
     if args.layout:
-        print(f"layout accelerate_config={plan.accelerate_config} tensor_parallel={plan.tensor_parallel} "
-              f"vllm_gpus={','.join(map(str, plan.vllm_gpus))} train_gpus={','.join(map(str, plan.train_gpus))} "
-              f"processes={plan.processes} max_model_len={plan.max_model_len}")
+        config, tp, server, train, processes, length = values
+        print(f"layout accelerate_config={config} tensor_parallel={tp} vllm_gpus={','.join(map(str, server))} "
+              f"train_gpus={','.join(map(str, train))} processes={processes} max_model_len={length}")
     return 0
 
 
