@@ -46,6 +46,7 @@ GPU_FILL = 0.9
 TRAINING_RUNTIME_GIB = 3.0  # CUDA context, NCCL buffers, cuBLAS workspaces of a training process
 SERVER_RUNTIME_GIB = 4.0  # vLLM: its profile run's activations, sampler logits, CUDA graphs, NCCL
 STATE_BYTES = 18  # per parameter under ZeRO: bf16 weight, fp32 gradient, fp32 master weight, two fp32 Adam moments
+DDP_STATE_BYTES = 8  # without DeepSpeed: bf16 weights, gradients and AdamW's two moments, whole on every GPU
 CHECKPOINT_BYTES = 14  # per parameter: fp32 master weights and two moments (12), the gathered bf16 model (2)
 # TRL 1.16 does not cut prompts (it has no max_prompt_length): the plan assumes prompts up to this many tokens.
 PROMPT_TOKENS = 512
@@ -264,7 +265,7 @@ class Plan:
             return 4 * largest + (0 if self.offload else STATE_BYTES * p // n)
         if self.zero_stage == 2:  # whole bf16 weights and gradients, the rest sharded
             return 4 * p + (0 if self.offload else (STATE_BYTES - 4) * p // n)
-        return STATE_BYTES * p
+        return DDP_STATE_BYTES * p
 
     @property
     def reference(self) -> int:
@@ -466,8 +467,8 @@ def model_shape(model: str | None, preset: str | None) -> tuple[Shape, str]:
         path = SHAPES / f"{preset}.json"
         config = json.loads(path.read_text())
         return Shape.from_config(config), f"{config.get('_name_or_path', preset)}'s shape"
-    raise DoesNotFit(f"no config.json in {model!r} and no shape for preset {preset!r}; give a model folder or a "
-                     f"--preset with config/shapes/<size>.json")
+    where = f"no config/shapes/{preset}.json for --preset {preset}" if preset else "no --preset to take a shape from"
+    raise DoesNotFit(f"no config.json in {model} here (a hub name, or a folder on other nodes) and {where}")
 
 
 def _layout(hardware: Hardware, choice: Choice, tp: int) -> tuple[tuple[int, ...], tuple[int, ...], int]:
@@ -486,7 +487,8 @@ def _layout(hardware: Hardware, choice: Choice, tp: int) -> tuple[tuple[int, ...
         raise DoesNotFit(f"TRAIN_GPUS={','.join(map(str, train))} includes GPU {','.join(map(str, shared))} of the "
                          f"vLLM server (VLLM_GPU={','.join(map(str, server))}); leave it out: TRAIN_GPUS={rest}")
     if not train:
-        raise DoesNotFit(f"no GPU left to train on beside the server's {','.join(map(str, server))}")
+        raise DoesNotFit(f"GPUS_PER_NODE={hardware.gpus_per_node} leaves no GPU to train on beside the server's "
+                         f"{','.join(map(str, server))}")
     return server, train, len(train)
 
 
@@ -495,6 +497,8 @@ def plan_launch(shape: Shape, settings: Settings, hardware: Hardware, choice: Ch
     """The launch's plan, with what `choice` leaves open picked; raises DoesNotFit with the fix."""
     max_model_len = choice.max_model_len or settings.vllm_max_model_length or shape.max_positions
     server_limit = hardware.gpus_per_node - (1 if hardware.nodes == 1 else 0)
+    if server_limit < 1:
+        raise DoesNotFit(f"GPUS_PER_NODE={hardware.gpus_per_node} leaves no GPU to train on beside the server")
     if choice.tensor_parallel:
         sizes = [choice.tensor_parallel]
     elif choice.vllm_gpus:
@@ -549,6 +553,27 @@ def _fix(candidates: list[Plan], shape, settings, hardware, choice) -> str:
     return f"{problem}; fix: GPUs with more memory"
 
 
+def training_plan(shape: Shape, settings: Settings, processes: int, gpu_gib: float, zero_stage: int | None,
+                  offload: bool, accelerate_config: str = "this launch's config") -> Plan:
+    """The training side alone, for a launch already under way (the trainer's preflight: its processes, its GPU,
+    the DeepSpeed settings accelerate passed it); the server's fields describe a one-GPU server and go unused."""
+    hardware = Hardware(gpus_per_node=processes, gpu_gib=gpu_gib)
+    return Plan(shape, settings, hardware, 1, (0,), tuple(range(processes)), processes, accelerate_config, zero_stage,
+                offload, settings.vllm_max_model_length or shape.max_positions)
+
+
+def training_fix(plan: Plan) -> str | None:
+    """None when the plan's training fits; else its one line with the fix."""
+    problem = plan.training_problem()
+    if problem is None:
+        return None
+    if not plan.offload and plan.zero_stage == 3:
+        if not replace(plan, offload=True).training_problem():
+            return f"{problem}; fix: the offload config, accelerate launch --config-file {ZERO3_OFFLOAD}"
+    return (f"{problem}; fix: more GPUs (a Slurm job on more nodes), or a smaller --per_device_train_batch_size with "
+            "--activation_checkpointing true")
+
+
 def _gpus(text: str | None) -> tuple[int, ...] | None:
     if not text:
         return None
@@ -582,19 +607,20 @@ def main(argv: list[str] | None = None) -> int:
         try:
             shape, source = model_shape(args.model, args.preset)
         except DoesNotFit as e:  # nothing to check against: say so, and lay out what was asked or the defaults
-            print(f"memory plan: not checked: {e}")
+            lines = [f"memory plan: not checked: {e}"]
             tp = choice.tensor_parallel or len(choice.vllm_gpus or ()) or 1
             server, train, processes = _layout(hardware, choice, tp)
             values = (choice.accelerate_config or ZERO3, tp, server, train, processes, choice.max_model_len or "")
         else:
             plan = plan_launch(shape, settings, hardware, choice, source)
             plan.notes += notes
-            print("\n".join(plan.lines()))
+            lines = plan.lines()
             values = (plan.accelerate_config, plan.tensor_parallel, plan.vllm_gpus, plan.train_gpus, plan.processes,
                       plan.max_model_len)
     except DoesNotFit as e:
         print(f"{size}on {hardware.describe()}: {e}", file=sys.stderr)
         return 2
+    print("\n".join(lines))
     if args.layout:
         config, tp, server, train, processes, length = values
         print(f"layout accelerate_config={config} tensor_parallel={tp} vllm_gpus={','.join(map(str, server))} "
