@@ -309,6 +309,50 @@ def test_exps_run_names_a_missing_checkpoint_before_starting_anything():
                                      "to run the 14b sweep")
 
 
+def test_exps_run_that_does_not_fit_stops_with_one_line_before_anything_starts():
+    """32b under config/zero3.yaml on 80 GB GPUs: the plan's line names the fix; no server, no launch."""
+    env = {**NO_LAYOUT_ENV, "ACCELERATE_CONFIG": "config/zero3.yaml"}
+    result = subprocess.run(["./exps.sh", "all"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                            env=without_checkpoints() | CHECKPOINTS | env)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        "exps.sh: 32b: on 1 node of 8 x 80 GB GPUs: training needs 92.6 GiB per GPU of 72.0 (0.9 x 80 GB) under "
+        "config/zero3.yaml; fix: the offload config, ACCELERATE_CONFIG=config/zero3_offload.yaml"]
+
+
+def test_exps_two_server_gpus_leave_both_out_of_training():
+    """README's two-GPU server recipe: VLLM_GPU=0,1 serves in two tensor-parallel shards, and GPU 1 does not train."""
+    servers, launches = dry_run_all({"VLLM_GPU": "0,1"})
+    for server, launch in zip(servers, launches):
+        assert "VLLM_GPU=0,1" in server and server[-2:] == ["--tensor_parallel_size", "2"]
+        assert "CUDA_VISIBLE_DEVICES=2,3,4,5,6,7" in launch
+        assert launch[launch.index("--num-processes") + 1] == "6"
+    result = run_script(["./exps.sh", "--dry-run", "7b"],
+                        env={**NO_LAYOUT_ENV, **CHECKPOINTS, "VLLM_GPU": "0,1", "TRAIN_GPUS": "1,2,3,4,5,6,7"})
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == ("exps.sh: 7b: on 1 node of 8 x 80 GB GPUs: TRAIN_GPUS=1,2,3,4,5,6,7 includes GPU 1 of "
+                             "the vLLM server (VLLM_GPU=0,1); leave it out: TRAIN_GPUS=2,3,4,5,6,7\n")
+
+
+@pytest.mark.parametrize("value", ["", "1"])
+def test_exps_gives_nccl_p2p_disable_to_both_sides_or_neither(value):
+    servers, launches = dry_run_all({"NCCL_P2P_DISABLE": value})
+    for command in servers + launches:
+        assert (f"NCCL_P2P_DISABLE={value}" in command) is bool(value)
+    words, env = serve_vllm_dry_run(["m"], {**NO_SERVER_ENV, "NCCL_P2P_DISABLE": value})
+    assert ("NCCL_P2P_DISABLE" in env) is bool(value)
+
+
+def test_exps_dry_run_shows_each_sizes_memory_plan():
+    lines = dry_run_lines("--dry-run", "all")
+    plans = [line for line in lines if line.startswith("#   memory plan: ")]
+    assert len(plans) == 5
+    assert all("1 node of 8 x 80 GB GPUs" in line for line in plans)
+    assert not [line for line in lines if line.startswith("#   warning")]
+    index = lines.index("# 32b (reasoning)")
+    assert lines[index + 2].startswith("#   server: GPUs 0,1, tensor parallel 2")
+
+
 def test_exps_dry_run_needs_no_size_and_no_checkpoints():
     """How a user first reads the sweeps: every size, unset checkpoints shown as the variables to set."""
     result = subprocess.run(["./exps.sh", "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=60,
