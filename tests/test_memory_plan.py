@@ -227,3 +227,18 @@ def test_the_trainer_stops_before_loading_a_model_that_does_not_fit(tmp_path):
     assert fits.startswith("training: 7 processes") and "(offloaded)" in fits
     assert check_memory(args, config, {"processes": 7, "gpu_gib": 141, "zero_stage": 3, "offload": False})
     assert check_memory(args, config) is None, "no CUDA here: a CPU run has nothing to check"
+
+
+def test_an_evaluation_of_32b_on_one_80_gb_gpu_stops_before_loading(tmp_path):
+    """--eval_only samples with transformers on one GPU: 61 GiB of weights and the KV cache of 8 prompts x 4."""
+    from cli import UsageError
+    from training.preflight import check_memory, check_model
+
+    (tmp_path / "config.json").write_text((ROOT / "config" / "shapes" / "32b.json").read_text())
+    args = parse_args(["--preset", "32b", "--model", str(tmp_path), "--eval_only"])
+    config = check_model(str(tmp_path))
+    launch = {"processes": 1, "gpu_gib": 80, "zero_stage": None, "offload": False}
+    with pytest.raises(UsageError, match=r"^memory plan: --eval_only holds the whole bf16 model and 32 sequences of "
+                                         r"2560 tokens on one GPU: 84\.0 GiB of 72\.0; fix: "):
+        check_memory(args, config, launch)
+    assert check_memory(args, config, {**launch, "gpu_gib": 141}) is None

@@ -58,6 +58,16 @@ def check_memory(args, config: dict, launch: dict | None = None) -> str | None:
     launch = launch or _this_launch()
     if launch is None or "num_hidden_layers" not in config.get("text_config", config):
         return None
+    shape = memory_plan.Shape.from_config(config)
+    if args.eval.eval_only:
+        from training.evaluation import GENERATION_BATCH
+
+        sequences = GENERATION_BATCH * args.eval.repeat_eval_problems
+        fix = memory_plan.evaluation_only_fix(shape, launch["gpu_gib"], sequences,
+                                              memory_plan.PROMPT_TOKENS + args.eval.eval_max_tokens)
+        if fix:
+            raise UsageError(f"memory plan: {fix}")
+        return None
     g = args.grpo
     settings = memory_plan.Settings.from_values({
         "per_device_train_batch_size": g.per_device_train_batch_size,
@@ -65,7 +75,7 @@ def check_memory(args, config: dict, launch: dict | None = None) -> str | None:
         "max_completion_length": g.max_completion_length, "gradient_checkpointing": g.gradient_checkpointing,
         "beta": g.beta, "vllm_request_timeout": g.vllm_request_timeout, "save_total_limit": g.save_total_limit,
         "use_lora": args.model.use_lora, "vllm_max_model_length": g.vllm_max_model_length})
-    plan = memory_plan.training_plan(memory_plan.Shape.from_config(config), settings, **launch)
+    plan = memory_plan.training_plan(shape, settings, **launch)
     fix = memory_plan.training_fix(plan)
     if fix:
         raise UsageError(f"memory plan: {fix}")
