@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The reference's experiment sweeps, one run per model size: a vLLM server on one GPU (scripts/serve_vllm.sh) and
-# GRPO training on the other seven under DeepSpeed ZeRO-3, on this 8-GPU node or as Slurm jobs.
+# The reference's experiment sweeps, one run per model size: a vLLM server (scripts/serve_vllm.sh) and GRPO training
+# on the node's other GPUs under DeepSpeed ZeRO-3, on this 8-GPU node or as Slurm jobs. Each size's memory plan
+# (training/memory_plan.py) picks the server's tensor-parallel size and the accelerate config that fit, is printed
+# above its commands, and stops the sweep before anything starts when the layout does not fit, naming the fix.
 #
 #   ./exps.sh [--dry-run] [--name SWEEP] [--slurm [--nodes N]] SIZE...|all [-- TRAINER FLAGS]
 #   ./exps.sh --dry-run                            (no size: every size)
@@ -17,12 +19,19 @@
 # Environment:
 #   CKPT_<SIZE>         the SFT checkpoint of each size (folder or hub name; CKPT_1_5B, CKPT_7B, ...); a run needs
 #                       the ones of its sizes, a dry run shows an unset one as a placeholder ($CKPT_7B)
-#   TRAIN_GPUS          GPUs that train, comma-separated (default 1,2,3,4,5,6,7; one process each); with --slurm,
-#                       train.sbatch's GPUS_PER_NODE (default 8) less VLLM_GPU instead
-#   VLLM_GPU            GPU of the vLLM server (default 0)
+#   GPU_MEMORY_GB       memory of each GPU (default: nvidia-smi's memory.total where it runs, else 80; 141 for H200)
+#   GPUS_PER_NODE       GPUs of a node (default 8)
+#   VLLM_TENSOR_PARALLEL  the server's tensor-parallel size (default: the plan's pick, the smallest whose KV cache
+#                       holds a step's sequences at once)
+#   VLLM_GPU            GPUs of the vLLM server (default: the first VLLM_TENSOR_PARALLEL, 0 or 0,1 ...)
+#   TRAIN_GPUS          GPUs that train, comma-separated, one process each (default: every GPU the server leaves;
+#                       none of VLLM_GPU's); with --slurm, train.sbatch's GPUS_PER_NODE less VLLM_GPU instead
 #   VLLM_PORT           port of the vLLM server (default 8000)
-#   MAX_MODEL_LEN       vLLM context length (default 8192, as the reference's servers)
-#   ACCELERATE_CONFIG   accelerate config (default config/zero3.yaml; config/zero3_offload.yaml for 32b on 80 GB GPUs)
+#   MAX_MODEL_LEN       vLLM context length (default 8192 for every size, as the reference's servers)
+#   ACCELERATE_CONFIG   accelerate config (default: the plan's pick, config/zero3.yaml where it fits, else
+#                       config/zero3_offload.yaml: 32b on 80 GB GPUs)
+#   NCCL_P2P_DISABLE    unset (default) or 1 (where the weight sync hangs, huggingface/trl#2923): given to the server
+#                       and the trainers alike, as NCCL needs
 #   WANDB_PROJECT       wandb project (default q-language-training)
 #   VLLM_WAIT           seconds to wait for the server to answer /health (default 1800)
 #   SBATCH_*            sbatch's own settings for --slurm (SBATCH_PARTITION, SBATCH_ACCOUNT, SBATCH_TIMELIMIT, ...)
@@ -73,13 +82,19 @@ if [[ $nodes != 1 && $slurm == 0 ]]; then
     fail "--nodes is for --slurm jobs; here one node runs each size"
 fi
 
-train_gpus="${TRAIN_GPUS:-1,2,3,4,5,6,7}"
-IFS=, read -r -a gpu_list <<< "$train_gpus"
-num_processes="${#gpu_list[@]}"
-vllm_gpu="${VLLM_GPU:-0}"
 vllm_port="${VLLM_PORT:-8000}"
 max_model_len="${MAX_MODEL_LEN:-8192}"
-accelerate_config="${ACCELERATE_CONFIG:-config/zero3.yaml}"
+gpus_per_node="${GPUS_PER_NODE:-8}"
+gpu_memory="${GPU_MEMORY_GB:-}"
+if [[ -z "$gpu_memory" ]] && command -v nvidia-smi > /dev/null 2>&1; then
+    gpu_memory="$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i 0 | awk '{printf "%.0f", $1 / 1024}')"
+fi
+gpu_memory="${gpu_memory:-80}"
+for variable in VLLM_GPU TRAIN_GPUS; do
+    [[ "${!variable:-0}" =~ ^[0-9]+(,[0-9]+)*$ ]] || fail "$variable takes GPU numbers such as 0 or 0,1, got '${!variable}'"
+done
+nccl=()  # on both sides or neither: NCCL needs the same transports on every rank of the weight sync's group
+[[ -z "${NCCL_P2P_DISABLE:-}" ]] || nccl=(NCCL_P2P_DISABLE="$NCCL_P2P_DISABLE")
 wandb_project="${WANDB_PROJECT:-q-language-training}"
 vllm_wait="${VLLM_WAIT:-1800}"
 
@@ -151,14 +166,31 @@ wait_for_server() {
     done
 }
 
-# Check every requested size before anything starts, so `all` does not stop at the fourth: its checkpoint, and
-# that its run folder is free (the trainer would refuse it only after the server had loaded).
+# Each size's memory plan: its lines (printed above its commands) and the layout it picked, or exit 2 with the
+# plan's one line naming the fix.
+declare -A plans layouts
+plan_of() {
+    local size="$1" out
+    local args=(--preset "$size" --model "$(checkpoint_of "$size")" --gpus-per-node "$gpus_per_node"
+        --gpu-memory "$gpu_memory" --nodes "$nodes" --max-model-len "$max_model_len" --layout)
+    [[ -z "${VLLM_GPU:-}" ]] || args+=(--vllm-gpus "$VLLM_GPU")
+    [[ -z "${TRAIN_GPUS:-}" || $slurm == 1 ]] || args+=(--train-gpus "$TRAIN_GPUS")
+    [[ -z "${VLLM_TENSOR_PARALLEL:-}" ]] || args+=(--tensor-parallel "$VLLM_TENSOR_PARALLEL")
+    [[ -z "${ACCELERATE_CONFIG:-}" ]] || args+=(--accelerate-config "$ACCELERATE_CONFIG")
+    out="$(python -m training.memory_plan "${args[@]}" -- "${extra[@]}" 2>&1)" || fail "$out"
+    plans[$size]="${out%$'\n'*}"
+    layouts[$size]="${out##*$'\n'layout }"
+}
+
+# Check every requested size before anything starts, so `all` does not stop at the fourth: its checkpoint, its
+# memory plan, and that its run folder is free (the trainer would refuse it only after the server had loaded).
 continuing=0
 for flag in "${extra[@]}"; do
     [[ "$flag" != --resume_from_checkpoint* && "$flag" != --overwrite_output_dir* ]] || continuing=1
 done
 for size in "${sizes[@]}"; do
     checkpoint_of "$size" > /dev/null
+    plan_of "$size"
     folder="$(run_folder_of "$size" "$(format_of "$size")")"
     if [[ $dry_run -eq 0 && $continuing -eq 0 && ( -e "$folder/config.yaml" || -d "$folder/checkpoints" ) ]]; then
         fail "$folder already holds a run; name this sweep with --name SWEEP, or add -- --resume_from_checkpoint latest"
@@ -177,10 +209,17 @@ for size in "${sizes[@]}"; do
     else
         echo "# $size ($format)"
     fi
+    sed 's/^/#   /' <<< "${plans[$size]}"
+    for setting in ${layouts[$size]}; do
+        declare "plan_${setting%%=*}=${setting#*=}"
+    done
+    tensor_parallel=()
+    [[ $plan_tensor_parallel == 1 ]] || tensor_parallel=(--tensor_parallel_size "$plan_tensor_parallel")
     if [[ $slurm -eq 1 ]]; then
-        submit=(env VLLM_GPU="$vllm_gpu" VLLM_PORT="$vllm_port" MAX_MODEL_LEN="$max_model_len" VLLM_WAIT="$vllm_wait"
+        submit=(env GPU_MEMORY_GB="$gpu_memory" VLLM_GPU="$plan_vllm_gpus" VLLM_TENSOR_PARALLEL="$plan_tensor_parallel"
+            VLLM_PORT="$vllm_port" MAX_MODEL_LEN="$max_model_len" VLLM_WAIT="$vllm_wait" "${nccl[@]}"
             sbatch -N "$nodes" --job-name "$run_name" scripts/slurm/train.sbatch --model "$ckpt" --preset "$size"
-            --accelerate-config "$accelerate_config" --run-name "$run_name" --output-dir "$folder"
+            --accelerate-config "$plan_accelerate_config" --run-name "$run_name" --output-dir "$folder"
             -- "${wandb[@]}" "${extra[@]}")
         show "${submit[@]}"
         if [[ $dry_run -eq 0 ]]; then
@@ -188,9 +227,10 @@ for size in "${sizes[@]}"; do
         fi
         continue
     fi
-    serve=(env VLLM_GPU="$vllm_gpu" VLLM_PORT="$vllm_port" MAX_MODEL_LEN="$max_model_len" scripts/serve_vllm.sh "$ckpt" --preset "$size")
-    train=(env CUDA_VISIBLE_DEVICES="$train_gpus"
-        accelerate launch --num-processes "$num_processes" --config-file "$accelerate_config"
+    serve=(env VLLM_GPU="$plan_vllm_gpus" VLLM_PORT="$vllm_port" MAX_MODEL_LEN="$max_model_len" "${nccl[@]}"
+        scripts/serve_vllm.sh "$ckpt" --preset "$size" "${tensor_parallel[@]}")
+    train=(env CUDA_VISIBLE_DEVICES="$plan_train_gpus" "${nccl[@]}"
+        accelerate launch --num-processes "$plan_processes" --config-file "$plan_accelerate_config"
         rl_trainer.py --preset "$size" --model "$ckpt" --use_vllm --vllm_server_port "$vllm_port"
         --output_dir "$folder" "${wandb[@]}" --wandb_name "$run_name" "${extra[@]}")
     show "${serve[@]}"

@@ -27,7 +27,8 @@ from training.arguments import Arguments, bf16_supported, parse_args
 from training.console import use_step_lines
 from training.difficulty import DifficultyFilter, ProblemTracker
 from training.evaluation import PassAtKEvaluator
-from training.preflight import check_model, check_packages, check_vllm_server, check_wandb, load_tokenizer
+from training.preflight import (check_memory, check_model, check_packages, check_vllm_server, check_wandb,
+                                load_tokenizer)
 from training.prompts import prompt_rows
 from training.run_folder import RunFolder, RunLogCallback, checkpoint_step, model_step
 from training.vllm_timeout import VLLMServerUnresponsive
@@ -94,7 +95,9 @@ def run_session(args: Arguments, state: PartialState) -> int:
         if resume:
             scheduler = args.grpo.lr_scheduler_type
             run.check_resume_schedule(resume, args.grpo.max_steps, getattr(scheduler, "value", scheduler))
-        check_model(args.model.model)
+        plan = check_memory(args, check_model(args.model.model))
+        if plan and main_rank():
+            logger.info("memory plan: %s", plan)
         tokenizer = load_tokenizer(args.model.model, args.data.prompt_style)
         check_packages(args)  # vLLM installed before asking for its server
         if args.grpo.use_vllm and args.grpo.vllm_mode == "server" and not args.rewards.test_reward_function:
@@ -194,7 +197,7 @@ def preflight(judge: Judge, languages: set[str], bundled: bool) -> None:
 
 def load_data(args: Arguments, source: str) -> tuple[list[dict], list[dict]]:
     """The training problems and the problems to evaluate on (the held-out split, or --eval_split train)."""
-    problems = load_problems(source, args.data.language)
+    problems = load_problems(source, args.data.language, args.data.allow_in_sandbox_comparisons)
     train, test = split_problems(problems, args.data.test_fraction, args.grpo.seed, args.data.max_train_problems,
                                  args.data.max_test_problems)
     evaluated = test if args.eval.eval_split == "test" else train

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cli import CommandParser, UsageError, positive, read_json_objects
-from data import load_problems, measure_trivial_shares
+from data import ALLOW_COMPARISONS_HELP, load_problems, measure_trivial_shares
 from judging import STATUSES, JudgeArguments
 from judging.languages import LANGUAGES
 from rewards import ScoringArguments, mean_pass_at_k, score
@@ -37,6 +37,7 @@ class ScoreArguments:
     out: str = field(metadata={"help": "scores JSONL, one line per completion in input order"})
     language: str = field(default="q", metadata={"help": "for problems without a language",
                                                  "choices": list(LANGUAGES)})
+    allow_in_sandbox_comparisons: bool = field(default=False, metadata={"help": ALLOW_COMPARISONS_HELP})
 
 
 @dataclass
@@ -71,7 +72,7 @@ def check_writable_file(flag: str, path: str) -> None:
 
 def run_score(args: ScoreArguments, judge_args: JudgeArguments, scoring: ScoringArguments) -> int:
     check_writable_file("--out", args.out)
-    loaded = load_problems(args.problems, args.language)
+    loaded = load_problems(args.problems, args.language, args.allow_in_sandbox_comparisons)
     problems = {p["id"]: p for p in loaded}
     if len(problems) < len(loaded):
         repeated = sorted(id_ for id_, n in Counter(p["id"] for p in loaded).items() if n > 1)

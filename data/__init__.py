@@ -2,8 +2,8 @@
 
 from data.loaders import bundled_path, load_problems, split_problems
 from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE, TrivialShare, cached_trivial_shares, measure_trivial_shares
-from data.validate import DataError
+from data.validate import ALLOW_COMPARISONS_HELP, DataError
 from data.verify import VerifyReport, verify_problems
 
-__all__ = ["DEFAULT_MAX_TRIVIAL_SHARE", "DataError", "TrivialShare", "VerifyReport", "bundled_path",
+__all__ = ["ALLOW_COMPARISONS_HELP", "DEFAULT_MAX_TRIVIAL_SHARE", "DataError", "TrivialShare", "VerifyReport", "bundled_path",
            "cached_trivial_shares", "load_problems", "measure_trivial_shares", "split_problems", "verify_problems"]

@@ -1,8 +1,8 @@
 """Command line for problem data.
 
-    python -m data check  [SOURCE] [--language q|python]
-    python -m data verify [SOURCE] [--language q|python] [--max_trivial_share X] [--timeout S] [--q_binary PATH]
-                          [every judge setting]
+    python -m data check  [SOURCE] [--language q|python] [--allow_in_sandbox_comparisons]
+    python -m data verify [SOURCE] [--language q|python] [--allow_in_sandbox_comparisons] [--max_trivial_share X]
+                          [--timeout S] [--q_binary PATH] [every judge setting]
 
 SOURCE is anything ``load_problems`` accepts; without it, the bundled set for ``--language``.
 ``check`` validates and counts. ``verify`` also runs each problem's solution, a no-op and the trivial
@@ -16,7 +16,7 @@ import sys
 from collections import Counter
 
 from data.loaders import bundled_path, load_problems
-from data.validate import DataError
+from data.validate import ALLOW_COMPARISONS_HELP, DataError
 from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE
 from data.verify import verify_problems
 from cli import CommandParser, UsageError
@@ -42,6 +42,7 @@ def _parser():
                                                        "(default: the bundled set for --language)")
         command.add_argument("--language", choices=list(LANGUAGES), default="q",
                              help="language of records that do not name one, and of the fields to pick")
+        command.add_argument("--allow_in_sandbox_comparisons", action="store_true", help=ALLOW_COMPARISONS_HELP)
         command.set_defaults(parser=command)
     return parser
 
@@ -76,7 +77,7 @@ def main(argv=None):
     source = args.source or str(bundled_path(args.language))
     try:
         judge_args = args.parser.dataclasses_from(args)
-        problems = load_problems(source, args.language)
+        problems = load_problems(source, args.language, args.allow_in_sandbox_comparisons)
         if args.command == "check":
             splits = Counter(problem["split"] or "unsplit" for problem in problems)
             print(f"{source}: {len(problems)} problems valid ("

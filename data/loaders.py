@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 
 from cli import LocatedError, json_lines
-from data.validate import LANGUAGES, SPLITS, DataError, validate_records
+from data.validate import LANGUAGES, SPLITS, DataError, compare_on_the_host, validate_records
 
 logger = logging.getLogger(__name__)
 
@@ -40,8 +40,12 @@ def bundled_path(language):
     return DATA_DIR / f"{language}_problems.jsonl"
 
 
-def load_problems(source, language="q"):
-    """Load, convert and validate every problem in ``source``; raises DataError on the first bad record."""
+def load_problems(source, language="q", allow_in_sandbox_comparisons=False):
+    """Load, convert and validate every problem in ``source``; raises DataError on the first bad record.
+
+    Tests in the simple assert form become printing tests (logged with their count); any other test that compares
+    inside the sandbox is refused unless ``allow_in_sandbox_comparisons`` (data/comparisons.py).
+    """
     if language not in LANGUAGES:
         raise ValueError(f"language {language!r} is not one of {', '.join(LANGUAGES)}")
     path = Path(source)
@@ -55,6 +59,11 @@ def load_problems(source, language="q"):
         problems = _load_hub(str(source), language)
     if not problems:
         raise DataError(str(source), "no problems found")
+    converted = compare_on_the_host(problems, allow_in_sandbox_comparisons)
+    if converted:
+        logger.warning("%s: converted %d assert tests into printing tests (assert f(args) == literal became "
+                       "print(f(args)), expecting the literal's printed text), so only output is compared",
+                       source, converted)
     return problems
 
 

@@ -6,9 +6,14 @@ is loaded with one line that says where and what to fix.
 """
 
 from cli import LocatedError
+from data.comparisons import printing_form, sandbox_comparison
 from judging.languages import LANGUAGES
 
 SPLITS = ("train", "test")
+ALLOW_COMPARISONS_HELP = ("Keep tests that compare inside the sandbox (==, assert, ...) instead of refusing them. "
+                          "Unsafe for RL: the judged code decides such a comparison (a result whose == is always "
+                          "true passes). Simple `assert f(x) == literal` tests become printing tests either way.")
+PRINTING_TEST = {"python": "print(solve(...))", "q": "show solve[...]"}
 
 
 class DataError(LocatedError):
@@ -116,3 +121,24 @@ def validate_records(located_records, language):
         first_seen[problem["id"]] = location
         problems.append(problem)
     return problems
+
+
+def compare_on_the_host(problems, allow_in_sandbox_comparisons=False):
+    """Rewrite simple assert tests as printing tests and refuse any other test that compares inside the sandbox
+    (data/comparisons.py), unless allowed; returns how many tests were rewritten."""
+    converted = 0
+    for problem in problems:
+        for index, test in enumerate(problem["tests"]):
+            printing = printing_form(test["test_code"], test["expected_output"]) \
+                if problem["language"] == "python" else None
+            if printing:
+                test["test_code"], test["expected_output"] = printing
+                converted += 1
+            found = sandbox_comparison(test["test_code"], test["expected_output"], problem["language"])
+            if found and not allow_in_sandbox_comparisons:
+                raise DataError(problem.location, f"tests[{index}] compares inside the sandbox ({found}), where "
+                                                  "the judged code can decide it; make the test print the result "
+                                                  f"({PRINTING_TEST[problem['language']]}) and expect its text, "
+                                                  "or pass --allow_in_sandbox_comparisons (unsafe for RL: a "
+                                                  "result whose == is always true passes)")
+    return converted

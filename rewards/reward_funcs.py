@@ -12,17 +12,13 @@ the code was wrong. The ``status/sandbox_error`` metric shows how often that hap
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import Callable
 
 from rewards.arguments import ScoringArguments
-from rewards.extract import extract_code, has_fenced_block
+from rewards.extract import extract_code, parse_completion
 from judging.judge import STATUSES, Judge
 from rewards.scoring import ascore
-
-_REASONING_THEN_ANSWER = re.compile(
-    r"\A\s*<reasoning>(?P<reasoning>.*?)</reasoning>\s*<answer>(?P<answer>.*?)</answer>\s*\Z", re.DOTALL)
 
 
 def completion_text(completion) -> str:
@@ -67,14 +63,10 @@ def make_test_cases(judge: Judge, scoring: ScoringArguments, use_reasoning_forma
 
 
 def format_score(text: str, language: str, use_reasoning_format: bool) -> float:
-    if not use_reasoning_format:
-        return 1.0 if has_fenced_block(text) else 0.0
-    match = _REASONING_THEN_ANSWER.match(text)
-    if not match or any(text.count(tag) != 1 for tag in ("<reasoning>", "</reasoning>", "<answer>", "</answer>")):
-        return 0.0
-    if not match["reasoning"].strip() or extract_code(match["answer"], language) is None:
-        return 0.0
-    return 1.0
+    """1.0 when the code that will be judged came from a fenced block, as the prompt asks, and with the reasoning
+    format, the completion is exactly one reasoning then one answer (rewards/extract.py: the same parse)."""
+    completion = parse_completion(text, language)
+    return float(completion.fenced and (completion.laid_out or not use_reasoning_format))
 
 
 def make_format(judge: Judge, scoring: ScoringArguments, use_reasoning_format: bool) -> Callable:

@@ -10,10 +10,13 @@
 # --logprobs-mode processed_logprobs, --max-logprobs -1. tests/test_presets_and_sweeps.py builds TRL's own command
 # for the same settings and checks that this one equals it.
 #
-# On top of TRL's defaults: the GPU from VLLM_GPU (default 0), NCCL peer-to-peer off as the reference does (the
-# trainer-to-server weight sync is known to hang on some nodes with it on, huggingface/trl#2923), port VLLM_PORT
-# (default 8000, the trainer's --vllm_server_port default) and --max-model-len from MAX_MODEL_LEN, else from the
-# preset's max_model_len when --preset is given, else the model's own context length.
+# On top of TRL's defaults: the GPUs from VLLM_GPU (default 0; several, e.g. 0,1, serve one model in tensor-parallel
+# shards, --tensor_parallel_size defaulting to their count), port VLLM_PORT (default 8000, the trainer's
+# --vllm_server_port default) and --max-model-len from MAX_MODEL_LEN, else from the preset's max_model_len when
+# --preset is given, else the model's own context length. NCCL_P2P_DISABLE is passed on only when set: it must be
+# the same on the server and the trainers (NCCL picks one transport per connection, and the weight sync joins both
+# sides in one group), and the launchers (exps.sh, train.sbatch) give both sides the caller's value. TRL sets it on
+# neither; export NCCL_P2P_DISABLE=1 before launching on nodes where the weight sync hangs (huggingface/trl#2923).
 # Arguments after MODEL win over these. `trl vllm-serve`'s settings are read as it reads them (--model, --revision,
 # --tensor_parallel_size, --data_parallel_size, --host, --port, --gpu_memory_utilization, --dtype, --max_model_len,
 # --enable_prefix_caching BOOL, --enforce_eager [BOOL], --kv_cache_dtype, --trust_remote_code [BOOL], --log_level,
@@ -50,7 +53,7 @@ fi
 
 # trl vllm-serve's settings (ScriptArguments), with its defaults.
 declare -A setting=(
-    [model]="$1" [revision]="" [tensor_parallel_size]=1 [data_parallel_size]=1 [host]=0.0.0.0
+    [model]="$1" [revision]="" [tensor_parallel_size]="" [data_parallel_size]=1 [host]=0.0.0.0
     [port]="${VLLM_PORT:-8000}" [gpu_memory_utilization]=0.9 [dtype]=auto [max_model_len]="${MAX_MODEL_LEN:-}"
     [enable_prefix_caching]="" [enforce_eager]=false [kv_cache_dtype]=auto [trust_remote_code]=false
     [log_level]=info [vllm_model_impl]=vllm [distributed_executor_backend]="" [speculative_config]=""
@@ -136,6 +139,14 @@ print("" if length is None else length)
 ' "$preset_file")"
 fi
 
+[[ "${VLLM_GPU:-0}" =~ ^[0-9]+(,[0-9]+)*$ ]] || fail "VLLM_GPU takes GPU numbers such as 0 or 0,1, got '${VLLM_GPU}'"
+server_gpus="$(tr , '\n' <<< "${VLLM_GPU:-0}" | wc -l)"
+if [[ -z "${setting[tensor_parallel_size]}" ]]; then
+    setting[tensor_parallel_size]="$server_gpus"
+elif (( setting[tensor_parallel_size] * setting[data_parallel_size] > server_gpus )); then
+    fail "--tensor_parallel_size ${setting[tensor_parallel_size]} x --data_parallel_size ${setting[data_parallel_size]} needs that many GPUs; VLLM_GPU=${VLLM_GPU:-0} names $server_gpus"
+fi
+
 # build_command, in its order.
 command=(vllm serve "${setting[model]}"
     --host "${setting[host]}" --port "${setting[port]}"
@@ -180,9 +191,13 @@ fi
 command+=(--weight-transfer-config '{"backend": "nccl"}' --logprobs-mode processed_logprobs --max-logprobs -1)
 command+=("${extra[@]}")
 
-export CUDA_VISIBLE_DEVICES="${VLLM_GPU:-0}" NCCL_P2P_DISABLE=1 VLLM_SERVER_DEV_MODE=1
+export CUDA_VISIBLE_DEVICES="${VLLM_GPU:-0}" VLLM_SERVER_DEV_MODE=1
 # Print the command as a shell reads it back, single-quoting only the words that need it.
-shown="+ CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES NCCL_P2P_DISABLE=1 VLLM_SERVER_DEV_MODE=1"
+shown="+ CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"
+if [[ -n "${NCCL_P2P_DISABLE:-}" ]]; then
+    shown+=" NCCL_P2P_DISABLE=$NCCL_P2P_DISABLE"
+fi
+shown+=" VLLM_SERVER_DEV_MODE=1"
 for word in "${command[@]}"; do
     if [[ "$word" =~ ^[A-Za-z0-9_./,=:@%+-]+$ ]]; then
         shown+=" $word"

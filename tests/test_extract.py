@@ -47,3 +47,29 @@ def test_reasoning_removed_before_plain_text():
 def test_unknown_language_is_an_error():
     with pytest.raises(ValueError, match="unknown language"):
         extract_code("x", "rust")
+
+
+RIGHT_CODE = "```python\ndef solve(n):\n    return 2 * n\n```"
+
+
+@pytest.mark.parametrize("completion", [
+    # real code in a differently-cased answer tag inside the reasoning, junk in the visible answer
+    f"<reasoning>plan <Answer>{RIGHT_CODE}</Answer></reasoning>\n<answer>\n```python\njunk\n```\n</answer>",
+    # the lower-case tag inside the reasoning: text in <reasoning> never runs
+    f"<reasoning>plan <answer>{RIGHT_CODE}</answer></reasoning>\n<answer>\n```python\njunk\n```\n</answer>",
+])
+def test_code_inside_reasoning_is_never_the_answer(completion):
+    assert extract_code(completion, "python") == "junk"
+
+
+def test_tags_are_matched_with_their_case():
+    """`<Answer>` is text, as the format reward reads it: the code judged is the visible answer's."""
+    completion = f"<reasoning>r</reasoning><Answer>{RIGHT_CODE}</Answer><answer>```python\njunk\n```</answer>"
+    assert extract_code(completion, "python") == "junk"
+    assert extract_code("<ANSWER>x = 1</ANSWER>", "python") == "<ANSWER>x = 1</ANSWER>"
+
+
+def test_adversarial_tag_repetition_still_parses():
+    """The input that made the format reward quadratic (benchmarks/format_reward_time.py times it)."""
+    completion = "<reasoning>" + "</reasoning><answer></answer>x" * 2000
+    assert extract_code(completion, "python") is None

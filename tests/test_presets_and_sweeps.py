@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -19,6 +20,9 @@ from training.arguments import UsageError, parse_args
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = ["1.5b", "3b", "7b", "14b", "32b"]
 CHECKPOINTS = {f"CKPT_{size.upper().replace('.', '_')}": f"/ckpts/q sft {size}" for size in SIZES}
+# The launchers' layout settings, cleared so a caller's own do not change what the tests see.
+NO_LAYOUT_ENV = {name: "" for name in ("GPU_MEMORY_GB", "GPUS_PER_NODE", "VLLM_GPU", "TRAIN_GPUS",
+                                       "VLLM_TENSOR_PARALLEL", "ACCELERATE_CONFIG", "NCCL_P2P_DISABLE")}
 TRAINING_GPUS = 7
 
 
@@ -154,7 +158,7 @@ def stand_in_vllm(folder, version):
     return {"PYTHONPATH": str(folder)}
 
 
-NO_SERVER_ENV = {"MAX_MODEL_LEN": "", "VLLM_PORT": "", "VLLM_GPU": ""}
+NO_SERVER_ENV = {"MAX_MODEL_LEN": "", "VLLM_PORT": "", "VLLM_GPU": "", "NCCL_P2P_DISABLE": ""}
 EVERY_TRL_SETTING = ["--revision", "main", "--tensor_parallel_size", "2", "--data-parallel-size", "1",
                      "--host", "127.0.0.1", "--gpu-memory-utilization", "0.85", "--dtype", "bfloat16",
                      "--max_model_len=4096", "--enable_prefix_caching", "true", "--enforce_eager",
@@ -171,7 +175,7 @@ EVERY_TRL_SETTING = ["--revision", "main", "--tensor_parallel_size", "2", "--dat
      ["--model", "m", "--port", "8011", "--max_model_len", "4096"]),
     (["m", "--preset", "7b", "--port=8001", "--enable-prefix-caching=no", "--enforce_eager", "false"], {},
      ["--model", "m", "--port", "8000", "--port=8001", "--enable-prefix-caching=no", "--enforce_eager", "false"]),
-    (["m", *EVERY_TRL_SETTING, "--max-num-seqs", "64", "--model", "/ckpts/other"], {},
+    (["m", *EVERY_TRL_SETTING, "--max-num-seqs", "64", "--model", "/ckpts/other"], {"VLLM_GPU": "0,1"},
      ["--model", "m", "--port", "8000", *EVERY_TRL_SETTING, "--max-num-seqs", "64", "--model", "/ckpts/other"]),
 ], ids=["defaults", "preset-length", "environment", "flags-win", "every-setting"])
 def test_serve_vllm_runs_what_trl_vllm_serve_would(ours, env, trls):
@@ -182,8 +186,7 @@ def test_serve_vllm_runs_what_trl_vllm_serve_would(ours, env, trls):
     trl_words, trl_env = trl_vllm_serve(trls, env)
     assert words == trl_words
     assert trl_env == {"VLLM_SERVER_DEV_MODE": "1"}
-    assert our_env == {"CUDA_VISIBLE_DEVICES": env.get("VLLM_GPU") or "0", "NCCL_P2P_DISABLE": "1",
-                       "VLLM_SERVER_DEV_MODE": "1"}
+    assert our_env == {"CUDA_VISIBLE_DEVICES": env.get("VLLM_GPU") or "0", "VLLM_SERVER_DEV_MODE": "1"}
 
 
 @pytest.mark.parametrize("version, scale_out", [(None, False), ("0.29.1", False), ("0.30.0", True)])
@@ -225,7 +228,7 @@ def test_serve_vllm_rejects_bad_arguments(args, env, message):
 
 
 def dry_run_all(env=None):
-    result = run_script(["./exps.sh", "--dry-run", "all"], env={**CHECKPOINTS, **(env or {})})
+    result = run_script(["./exps.sh", "--dry-run", "all"], env={**NO_LAYOUT_ENV, **CHECKPOINTS, **(env or {})})
     assert result.returncode == 0, result.stderr
     commands = [shlex.split(line[2:]) for line in result.stdout.splitlines() if line.startswith("+ ")]
     servers = [c for c in commands if "scripts/serve_vllm.sh" in c]
@@ -233,17 +236,37 @@ def dry_run_all(env=None):
     return servers, launches
 
 
-def test_exps_dry_run_prints_a_server_and_a_launch_per_size():
-    servers, launches = dry_run_all()
+# What each size's memory plan picks on one 8-GPU node: server GPUs, training GPUs, accelerate config.
+PICKS = {
+    80: {"1.5b": ("0", "1,2,3,4,5,6,7", "config/zero3.yaml"), "3b": ("0", "1,2,3,4,5,6,7", "config/zero3.yaml"),
+         "7b": ("0", "1,2,3,4,5,6,7", "config/zero3.yaml"), "14b": ("0", "1,2,3,4,5,6,7", "config/zero3.yaml"),
+         "32b": ("0,1", "2,3,4,5,6,7", "config/zero3_offload.yaml")},
+    141: {size: ("0", "1,2,3,4,5,6,7", "config/zero3.yaml") for size in SIZES},
+}
+
+
+@pytest.mark.parametrize("memory", sorted(PICKS))
+def test_exps_dry_run_prints_a_server_and_a_launch_per_size(memory):
+    """On 80 GB GPUs 32b gets a two-GPU server (one GPU's KV cache holds 11 of a step's 56 sequences) and the
+    offload config (its states alone are ~84 GB per GPU over 7); on 141 GB GPUs every size fits the 1 + 7 split."""
+    servers, launches = dry_run_all({"GPU_MEMORY_GB": str(memory)})
     assert len(servers) == 5 and len(launches) == 5
     for size, server, launch in zip(SIZES, servers, launches):
+        vllm_gpus, train_gpus, config = PICKS[memory][size]
         checkpoint = CHECKPOINTS[f"CKPT_{size.upper().replace('.', '_')}"]
-        assert server[server.index("scripts/serve_vllm.sh") + 1 :] == [checkpoint, "--preset", size]
-        assert "VLLM_GPU=0" in server and "MAX_MODEL_LEN=8192" in server
-        assert "CUDA_VISIBLE_DEVICES=1,2,3,4,5,6,7" in launch
+        tensor_parallel = len(vllm_gpus.split(","))
+        expected = [checkpoint, "--preset", size] + (["--tensor_parallel_size", str(tensor_parallel)]
+                                                      if tensor_parallel > 1 else [])
+        assert server[server.index("scripts/serve_vllm.sh") + 1 :] == expected
+        assert f"VLLM_GPU={vllm_gpus}" in server and "MAX_MODEL_LEN=8192" in server
+        assert f"CUDA_VISIBLE_DEVICES={train_gpus}" in launch
         start = launch.index("accelerate")
-        assert launch[start : start + 6] == ["accelerate", "launch", "--num-processes", "7", "--config-file",
-                                              "config/zero3.yaml"]
+        assert launch[start : start + 6] == ["accelerate", "launch", "--num-processes",
+                                              str(len(train_gpus.split(","))), "--config-file", config]
+        args = parse_args(launch[launch.index("rl_trainer.py") + 1 :])
+        completions = args.grpo.per_device_train_batch_size * len(train_gpus.split(",")) * (
+            args.grpo.gradient_accumulation_steps)
+        assert completions % args.grpo.num_generations == 0
 
 
 def test_exps_launch_arguments_parse_to_each_sizes_run():
@@ -286,13 +309,57 @@ def test_exps_run_names_a_missing_checkpoint_before_starting_anything():
                                      "to run the 14b sweep")
 
 
+def test_exps_run_that_does_not_fit_stops_with_one_line_before_anything_starts():
+    """32b under config/zero3.yaml on 80 GB GPUs: the plan's line names the fix; no server, no launch."""
+    env = {**NO_LAYOUT_ENV, "ACCELERATE_CONFIG": "config/zero3.yaml"}
+    result = subprocess.run(["./exps.sh", "all"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                            env=without_checkpoints() | CHECKPOINTS | env)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        "exps.sh: 32b: on 1 node of 8 x 80 GB GPUs: training needs 92.6 GiB per GPU of 72.0 (0.9 x 80 GB) under "
+        "config/zero3.yaml; fix: the offload config, ACCELERATE_CONFIG=config/zero3_offload.yaml"]
+
+
+def test_exps_two_server_gpus_leave_both_out_of_training():
+    """README's two-GPU server recipe: VLLM_GPU=0,1 serves in two tensor-parallel shards, and GPU 1 does not train."""
+    servers, launches = dry_run_all({"VLLM_GPU": "0,1"})
+    for server, launch in zip(servers, launches):
+        assert "VLLM_GPU=0,1" in server and server[-2:] == ["--tensor_parallel_size", "2"]
+        assert "CUDA_VISIBLE_DEVICES=2,3,4,5,6,7" in launch
+        assert launch[launch.index("--num-processes") + 1] == "6"
+    result = run_script(["./exps.sh", "--dry-run", "7b"],
+                        env={**NO_LAYOUT_ENV, **CHECKPOINTS, "VLLM_GPU": "0,1", "TRAIN_GPUS": "1,2,3,4,5,6,7"})
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == ("exps.sh: 7b: on 1 node of 8 x 80 GB GPUs: TRAIN_GPUS=1,2,3,4,5,6,7 includes GPU 1 of "
+                             "the vLLM server (VLLM_GPU=0,1); leave it out: TRAIN_GPUS=2,3,4,5,6,7\n")
+
+
+@pytest.mark.parametrize("value", ["", "1"])
+def test_exps_gives_nccl_p2p_disable_to_both_sides_or_neither(value):
+    servers, launches = dry_run_all({"NCCL_P2P_DISABLE": value})
+    for command in servers + launches:
+        assert (f"NCCL_P2P_DISABLE={value}" in command) is bool(value)
+    words, env = serve_vllm_dry_run(["m"], {**NO_SERVER_ENV, "NCCL_P2P_DISABLE": value})
+    assert ("NCCL_P2P_DISABLE" in env) is bool(value)
+
+
+def test_exps_dry_run_shows_each_sizes_memory_plan():
+    lines = dry_run_lines("--dry-run", "all")
+    plans = [line for line in lines if line.startswith("#   memory plan: ")]
+    assert len(plans) == 5
+    assert all("1 node of 8 x 80 GB GPUs" in line for line in plans)
+    assert not [line for line in lines if line.startswith("#   warning")]
+    index = lines.index("# 32b (reasoning)")
+    assert lines[index + 2].startswith("#   server: GPUs 0,1, tensor parallel 2")
+
+
 def test_exps_dry_run_needs_no_size_and_no_checkpoints():
     """How a user first reads the sweeps: every size, unset checkpoints shown as the variables to set."""
     result = subprocess.run(["./exps.sh", "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=60,
                             env=without_checkpoints() | {"CKPT_3B": "/ckpts/q-3b"})
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
-    headers = [line for line in result.stdout.splitlines() if line.startswith("# ")]
+    headers = [line for line in result.stdout.splitlines() if re.match(r"# \S", line)]
     assert headers == ["# 1.5b (non_reasoning); CKPT_1_5B is not set: a run needs it", "# 3b (non_reasoning)",
                        "# 7b (non_reasoning); CKPT_7B is not set: a run needs it",
                        "# 14b (reasoning); CKPT_14B is not set: a run needs it",
@@ -332,7 +399,7 @@ def test_exps_help_lists_every_flag_and_size():
 
 
 def dry_run_lines(*args, env=None):
-    result = run_script(["./exps.sh", *args], env={**CHECKPOINTS, **(env or {})})
+    result = run_script(["./exps.sh", *args], env={**NO_LAYOUT_ENV, **CHECKPOINTS, **(env or {})})
     assert result.returncode == 0, result.stderr
     return result.stdout.splitlines()
 
@@ -341,7 +408,7 @@ def test_exps_takes_flags_in_any_order():
     expected = dry_run_lines("--dry-run", "--name", "b", "7b", "3b")
     assert dry_run_lines("7b", "--dry-run", "3b", "--name", "b") == expected
     assert dry_run_lines("7b", "3b", "--name", "b", "--dry-run") == expected
-    assert [line for line in expected if line.startswith("# ")] == ["# 7b (non_reasoning)", "# 3b (non_reasoning)"]
+    assert [line for line in expected if re.match(r"# \S", line)] == ["# 7b (non_reasoning)", "# 3b (non_reasoning)"]
 
 
 def launch_arguments(lines):
@@ -386,7 +453,10 @@ def test_exps_commands_in_the_readme_run_as_dry_runs():
 def launch_checkout(tmp_path):
     """A copy of the launch files (presets, scripts without the Python ones, exps.sh) to run exps.sh in."""
     checkout = tmp_path / "checkout"
-    shutil.copytree(ROOT / "config" / "models", checkout / "config" / "models")
+    shutil.copytree(ROOT / "config", checkout / "config")
+    (checkout / "training").mkdir()
+    for name in ("__init__.py", "memory_plan.py"):  # the launchers' memory plan
+        shutil.copy2(ROOT / "training" / name, checkout / "training" / name)
     shutil.copytree(ROOT / "scripts", checkout / "scripts", ignore=shutil.ignore_patterns("*.py"))
     shutil.copy2(ROOT / "exps.sh", checkout / "exps.sh")
     return checkout
@@ -399,7 +469,7 @@ def test_exps_sizes_are_the_preset_files(tmp_path):
     result = subprocess.run(["./exps.sh", "--dry-run"], cwd=checkout, capture_output=True, text=True, timeout=60,
                             env=without_checkpoints() | {"CKPT_0_5B": "/ckpts/q-0.5b"})
     assert result.returncode == 0, result.stderr
-    headers = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("# ")]
+    headers = [line.split()[1] for line in result.stdout.splitlines() if re.match(r"# \S", line)]
     assert headers == ["0.5b", *SIZES]
     assert "--model /ckpts/q-0.5b" in result.stdout
 
@@ -410,7 +480,13 @@ def test_exps_slurm_submits_one_train_sbatch_job_per_size():
     assert len(submissions) == 2
     for size, fmt, submit in zip(["7b", "32b"], ["non_reasoning", "reasoning"], submissions):
         start = submit.index("sbatch")
-        assert submit[:start] == ["env", "VLLM_GPU=0", "VLLM_PORT=8000", "MAX_MODEL_LEN=8192", "VLLM_WAIT=1800"]
+        # Three nodes: node 0 serves (32b's step of 128 sequences needs four shards to be held at once), 16
+        # GPUs train, where 32b's states fit without offloading.
+        vllm_gpus, config = ("0", "config/zero3.yaml") if size == "7b" else ("0,1,2,3", "config/zero3.yaml")
+        assert submit[:start] == ["env", "GPU_MEMORY_GB=80", f"VLLM_GPU={vllm_gpus}",
+                                  f"VLLM_TENSOR_PARALLEL={len(vllm_gpus.split(','))}", "VLLM_PORT=8000",
+                                  "MAX_MODEL_LEN=8192", "VLLM_WAIT=1800"]
+        assert submit[submit.index("--accelerate-config") + 1] == config
         script = submit.index("scripts/slurm/train.sbatch")
         assert submit[start:script] == ["sbatch", "-N", "3", "--job-name", f"q-grpo-s-{size}-{fmt}"]
         checkpoint = CHECKPOINTS[f"CKPT_{size.upper()}"]

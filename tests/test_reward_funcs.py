@@ -89,7 +89,13 @@ def test_language_column_overrides_and_sandbox_error_gives_none(tmp_path, monkey
 
 @pytest.mark.parametrize("text, reasoning, expected", [
     ("<reasoning>sum it</reasoning>\n<answer>\n```python\ndef solve(n):\n    return n\n```\n</answer>", True, 1.0),
-    ("  <reasoning>r</reasoning><answer>x = 1</answer>\n", True, 1.0),
+    ("  <reasoning>r</reasoning><answer>\n```python\nx = 1\n```\n</answer>\n", True, 1.0),
+    ("<reasoning>r</reasoning><answer>x = 1</answer>", True, 0.0),  # the prompt asks for a fenced block
+    ("<reasoning>the code is above</reasoning><answer>see above</answer>", True, 0.0),
+    ("<reasoning>r <answer>```python\nx = 1\n```</answer></reasoning><answer>see above</answer>", True, 0.0),
+    ("<reasoning>r</reasoning><Answer>```python\nx = 1\n```</Answer>", True, 0.0),
+    ("<reasoning>r</reasoning><answer>```python\nx = 1\n```</answer><answer>y</answer>", True, 0.0),
+    ("<reasoning>" + "</reasoning><answer></answer>x" * 2000, True, 0.0),
     ("<answer>x = 1</answer><reasoning>r</reasoning>", True, 0.0),
     ("<reasoning></reasoning><answer>x = 1</answer>", True, 0.0),
     ("<reasoning>r</reasoning><answer>  </answer>", True, 0.0),
@@ -99,6 +105,7 @@ def test_language_column_overrides_and_sandbox_error_gives_none(tmp_path, monkey
     ("```python\nx = 1\n```", False, 1.0),
     ("x = 1", False, 0.0),
     ("```python\n\n```", False, 0.0),
+    ("<reasoning>```python\nx = 1\n```</reasoning>x = 1", False, 0.0),  # the fence that would be judged is none
 ])
 def test_format_reward(judge, text, reasoning, expected):
     (fmt,) = make_reward_funcs(["format"], judge, ScoringArguments(), use_reasoning_format=reasoning)
@@ -115,3 +122,17 @@ def test_dummy_reward_runs_nothing_and_only_sees_code(judge, tmp_path):
                                   language=["python"] * 2))
     assert dummy.__name__ == "dummy" and rewards == [1.0, 0.0]
     assert not marker.exists()
+
+
+SMUGGLED = ("<reasoning>plan <Answer>" + RIGHT + "</Answer></reasoning>\n<answer>\n```python\njunk = ''\n```\n</answer>")
+
+
+@pytest.mark.parametrize("reasoning", [True, False])
+def test_code_smuggled_in_the_reasoning_earns_nothing(judge, reasoning):
+    """Real code in `<Answer>` inside the reasoning, junk in the visible answer: neither reward may pay for the
+    hidden code (before: tests 2.0 and format 1.0)."""
+    test_cases, fmt = make_reward_funcs(["test_cases", "format"], judge, ScoringArguments(),
+                                        use_reasoning_format=reasoning)
+    kwargs = dict(prompts=["p"], completions=[SMUGGLED], tests=[TESTS], language=["python"])
+    assert asyncio.run(test_cases(**kwargs)) == [0.0]
+    assert asyncio.run(fmt(**kwargs)) == [1.0], "the visible answer is well formed; it is what gets judged"

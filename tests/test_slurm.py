@@ -22,6 +22,7 @@ from accelerate.commands.launch import launch_command_parser
 import launch_stand_ins
 from conftest import ROOT, WARM_PYTHON_DATA
 from run_checks import assert_trained
+from training import memory_plan
 from training.arguments import parse_args
 from training.run_folder import RunFolder
 
@@ -246,11 +247,14 @@ def test_gpu_layout_dry_run_is_what_the_readme_documents():
 
     commands = [shlex.split(line[2:]) for line in result.stdout.splitlines() if line.startswith("+ ")]
     server, *trainers = commands
-    assert server == ["env", "VLLM_GPU=0", "VLLM_PORT=8000", "scripts/serve_vllm.sh", "/ckpts/q-32b-sft",
-                      "--preset", "32b"]
+    # Node 0 serves 32b in four tensor-parallel shards: two hold 119 of a step's 128 sequences at once.
+    assert server == ["env", "VLLM_GPU=0,1,2,3", "VLLM_PORT=8000", "scripts/serve_vllm.sh", "/ckpts/q-32b-sft",
+                      "--preset", "32b", "--tensor_parallel_size", "4"]
     assert len(trainers) == 2
     for rank, trainer in enumerate(trainers):
-        launch = launch_command_parser().parse_args(trainer[2:])
+        # the address TRL's vLLM client gives the server for the weight-sync rendezvous: this node's
+        assert trainer[:2] == ["env", f"VLLM_HOST_IP=gpu{rank + 1}"]
+        launch = launch_command_parser().parse_args(trainer[4:])
         assert (launch.num_machines, launch.machine_rank, launch.num_processes) == (2, rank, 16)
         assert (launch.main_process_ip, launch.main_process_port) == ("gpu1", 29500)
         assert launch.config_file == "config/zero3.yaml" and launch.training_script == "rl_trainer.py"
@@ -268,11 +272,77 @@ def test_one_node_splits_its_gpus_as_the_single_node_recipe():
     assert result.returncode == 0, result.stderr
     server, trainer = [shlex.split(line[2:]) for line in result.stdout.splitlines() if line.startswith("+ ")]
     assert "VLLM_GPU=0" in server
-    assert trainer[:8] == ["env", "CUDA_VISIBLE_DEVICES=1,2,3,4,5,6,7", "accelerate", "launch", "--config-file",
-                           "config/zero3.yaml", "--num-processes", "7"]
+    assert trainer[:9] == ["env", "CUDA_VISIBLE_DEVICES=1,2,3,4,5,6,7", "VLLM_HOST_IP=node0", "accelerate", "launch",
+                           "--config-file", "config/zero3.yaml", "--num-processes", "7"]
     assert "--num-machines" not in trainer
     args = parse_args(trainer[trainer.index("rl_trainer.py") + 1:])
     assert args.grpo.vllm_server_host == "localhost"
+
+
+SIZES = ["1.5b", "3b", "7b", "14b", "32b"]
+
+
+def sbatch_dry_run(*args, env=None):
+    clean = {key: value for key, value in os.environ.items() if not key.startswith("SLURM_")}
+    layout = {name: "" for name in ("GPU_MEMORY_GB", "VLLM_GPU", "VLLM_TENSOR_PARALLEL", "ACCELERATE_CONFIG",
+                                    "NCCL_P2P_DISABLE", "MAX_MODEL_LEN")}
+    return subprocess.run([str(SBATCH), "--dry-run", *args], cwd=ROOT, env={**clean, **layout, **(env or {})},
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("memory", ["80", "141"])
+@pytest.mark.parametrize("nodes", ["1", "3"])
+@pytest.mark.parametrize("size", SIZES)
+def test_every_size_fits_the_slurm_layouts(size, nodes, memory):
+    """One node splits as exps.sh does (32b on 80 GB: a two-GPU server, six offloading trainers); on three nodes
+    node 0 serves with as many shards as hold a step and 16 GPUs train without offloading."""
+    result = sbatch_dry_run("--nodes", nodes, "--model", f"/ckpts/q-{size}-sft", "--preset", size,
+                            env={"GPU_MEMORY_GB": memory, "MAX_MODEL_LEN": "8192"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1].startswith("#   memory plan: ") and not [line for line in lines if "warning" in line]
+    server, *trainers = [shlex.split(line[2:]) for line in lines if line.startswith("+ ")]
+    server_gpus = server[1].removeprefix("VLLM_GPU=").split(",")
+    tensor_parallel = int(server[-1]) if "--tensor_parallel_size" in server else 1
+    assert len(server_gpus) == tensor_parallel
+    for trainer in trainers:
+        config = trainer[trainer.index("--config-file") + 1]
+        processes = int(trainer[trainer.index("--num-processes") + 1])
+        if nodes == "1":
+            training_gpus = trainer[1].removeprefix("CUDA_VISIBLE_DEVICES=").split(",")
+            assert not set(training_gpus) & set(server_gpus) and len(training_gpus) == 8 - tensor_parallel
+            assert processes == len(training_gpus)
+        else:
+            assert processes == 16
+        offloads = size == "32b" and memory == "80" and nodes == "1"
+        assert config == ("config/zero3_offload.yaml" if offloads else "config/zero3.yaml")
+        # a server of two or more shards exactly where one GPU's KV cache cannot hold the step's sequences at once
+        one_gpu = memory_plan.plan_launch(*memory_plan.model_shape(None, size)[:1],
+                                          memory_plan.settings_from_flags(size, [])[0],
+                                          memory_plan.Hardware(8, float(memory), int(nodes)),
+                                          memory_plan.Choice(tensor_parallel=1, max_model_len=8192,
+                                                             accelerate_config="config/zero3_offload.yaml"))
+        assert (tensor_parallel >= 2) is (one_gpu.waves > 1)
+    if size == "32b" and memory == "80":
+        assert tensor_parallel >= 2
+
+
+@pytest.mark.parametrize("value", ["", "1"])
+def test_nccl_p2p_disable_goes_to_the_server_and_the_trainers_or_neither(value):
+    result = sbatch_dry_run("--nodes", "2", "--model", "m", "--preset", "7b", env={"NCCL_P2P_DISABLE": value})
+    assert result.returncode == 0, result.stderr
+    commands = [shlex.split(line[2:]) for line in result.stdout.splitlines() if line.startswith("+ ")]
+    assert len(commands) == 2
+    assert all((f"NCCL_P2P_DISABLE={value}" in command) is bool(value) for command in commands)
+
+
+def test_a_layout_that_does_not_fit_stops_the_job_with_one_line():
+    result = sbatch_dry_run("--nodes", "1", "--model", "m", "--preset", "32b",
+                            "--accelerate-config", "config/zero3.yaml")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        "train.sbatch: 32b: on 1 node of 8 x 80 GB GPUs: training needs 92.6 GiB per GPU of 72.0 (0.9 x 80 GB) "
+        "under config/zero3.yaml; fix: the offload config, ACCELERATE_CONFIG=config/zero3_offload.yaml"]
 
 
 @pytest.mark.parametrize("args, env, message", [
@@ -314,6 +384,9 @@ def test_exps_slurm_runs_the_gpu_layout_with_node_0s_server(slurm, tmp_path):
     shutil.copytree(ROOT / "config", checkout / "config")
     shutil.copytree(ROOT / "scripts", checkout / "scripts", ignore=shutil.ignore_patterns("*.py"))
     shutil.copy2(ROOT / "exps.sh", checkout / "exps.sh")
+    (checkout / "training").mkdir()
+    for name in ("__init__.py", "memory_plan.py"):  # the launchers' memory plan
+        shutil.copy2(ROOT / "training" / name, checkout / "training" / name)
     (checkout / "rl_trainer.py").write_text("# never run: the accelerate stand-in takes its place\n")
     bin_dir, record = tmp_path / "bin", tmp_path / "launches.txt"
     launch_stand_ins.install(bin_dir, record)

@@ -22,6 +22,7 @@ from trl import GRPOConfig, TrlParser
 
 from cli import UsageError, positive
 from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE
+from data.validate import ALLOW_COMPARISONS_HELP
 from judging import JudgeArguments
 from rewards import REWARD_FUNCS, ScoringArguments
 from judging.languages import LANGUAGES
@@ -96,6 +97,7 @@ class DataArguments:
                   "before training; stop if a solution fails, the no-op passes, or a problem is guessable "
                   "(--max_trivial_share)."},
     )
+    allow_in_sandbox_comparisons: bool = field(default=False, metadata={"help": ALLOW_COMPARISONS_HELP})
     max_trivial_share: float = field(
         default=DEFAULT_MAX_TRIVIAL_SHARE,
         metadata={"help": "With --verify_data: a problem is guessable when a trivial program (a constant, echoing the "

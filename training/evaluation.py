@@ -23,6 +23,7 @@ from training.arguments import EvalArguments
 from training.run_folder import RunFolder
 
 logger = logging.getLogger(__name__)
+GENERATION_BATCH = 8  # prompts sampled together by `generate` (without vLLM), each `repeat_eval_problems` times
 
 
 class PassAtKEvaluator:
@@ -30,7 +31,7 @@ class PassAtKEvaluator:
     `training.prompts.prompt_rows`); ``describe`` is recorded with every evaluation beside its settings."""
 
     def __init__(self, problems: list[dict], tokenizer, judge: Judge, args: EvalArguments, scoring: ScoringArguments,
-                 run: RunFolder, describe: dict, generation_batch: int = 8):
+                 run: RunFolder, describe: dict, generation_batch: int = GENERATION_BATCH):
         self.problems = problems[: args.simple_eval_problems]
         self.tokenizer = tokenizer
         self.judge = judge

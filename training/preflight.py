@@ -46,6 +46,54 @@ def check_model(model: str) -> dict:
                          "give a local folder or a reachable hub name") from None
 
 
+def check_memory(args, config: dict, launch: dict | None = None) -> str | None:
+    """On GPUs, this launch's training memory plan (training/memory_plan.py) from the model's config.json alone,
+    before any weights load: UsageError naming the fix when it does not fit; else the plan's training line.
+
+    `launch` describes the launch (processes, gpu_gib, zero_stage, offload); by default it is read from this
+    process: WORLD_SIZE, the first GPU's memory and the DeepSpeed settings `accelerate launch` passes on. Without
+    CUDA (a CPU run) or for a LoRA adapter folder there is nothing to check: None."""
+    from training import memory_plan
+
+    launch = launch or _this_launch()
+    if launch is None or "num_hidden_layers" not in config.get("text_config", config):
+        return None
+    shape = memory_plan.Shape.from_config(config)
+    if args.eval.eval_only:
+        from training.evaluation import GENERATION_BATCH
+
+        sequences = GENERATION_BATCH * args.eval.repeat_eval_problems
+        fix = memory_plan.evaluation_only_fix(shape, launch["gpu_gib"], sequences,
+                                              memory_plan.PROMPT_TOKENS + args.eval.eval_max_tokens)
+        if fix:
+            raise UsageError(f"memory plan: {fix}")
+        return None
+    g = args.grpo
+    settings = memory_plan.Settings.from_values({
+        "per_device_train_batch_size": g.per_device_train_batch_size,
+        "gradient_accumulation_steps": g.gradient_accumulation_steps, "num_generations": g.num_generations,
+        "max_completion_length": g.max_completion_length, "gradient_checkpointing": g.gradient_checkpointing,
+        "beta": g.beta, "vllm_request_timeout": g.vllm_request_timeout, "save_total_limit": g.save_total_limit,
+        "use_lora": args.model.use_lora, "vllm_max_model_length": g.vllm_max_model_length})
+    plan = memory_plan.training_plan(shape, settings, **launch)
+    fix = memory_plan.training_fix(plan)
+    if fix:
+        raise UsageError(f"memory plan: {fix}")
+    return next(line for line in plan.lines() if line.startswith("training:"))
+
+
+def _this_launch() -> dict | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    stage = os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE")
+    offload = "cpu" in (os.environ.get("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", ""),
+                        os.environ.get("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", ""))
+    return {"processes": int(os.environ.get("WORLD_SIZE", "1")), "zero_stage": int(stage) if stage else None,
+            "gpu_gib": torch.cuda.get_device_properties(0).total_memory / 1024**3, "offload": offload}
+
+
 def load_tokenizer(model: str, prompt_style: str):
     adapter = Path(model) / "adapter_config.json"
     source = model

@@ -1,0 +1,218 @@
+"""Only output is compared, on the host: validation refuses test code that compares inside the sandbox, and the
+loaders turn the simple assert form into a printing test. The cheats are judged for real."""
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from data import DataError, load_problems
+from judging import Judge
+from rewards import ScoringArguments, score
+
+REPO = Path(__file__).resolve().parent.parent
+
+ALWAYS_EQUAL = """
+class Anything(int):
+    def __eq__(self, other):
+        return True
+    __ne__ = lambda self, other: False
+    __hash__ = int.__hash__
+
+def solve(*args):
+    return Anything(0)
+"""
+# Reads the expected constant from the test's own code, the caller's frame.
+FRAME_READER = """
+import sys
+
+def solve(*args):
+    constants = sys._getframe(1).f_code.co_consts
+    return [c for c in constants if isinstance(c, int) and not isinstance(c, bool) and c not in args][-1]
+"""
+CHEATS = [ALWAYS_EQUAL, FRAME_READER]
+RIGHT = "def solve(n):\n    return 2 * n"
+
+
+def write_problems(path, tests, language="python", solution=RIGHT):
+    record = {"id": "double", "language": language, "description": "Write solve(n) that returns 2 * n.",
+              "solution": solution, "tests": [{"test_code": code, "expected_output": out} for code, out in tests]}
+    path.write_text(json.dumps({"id": "first", "description": "d", "tests": [
+        {"test_code": "print(solve(1))", "expected_output": "2"}]}) + "\n" + json.dumps(record) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module", params=["bwrap", "bwrap-cold"])
+def judge(request):
+    """Both Python paths: the frame the test code runs in differs between a warm worker and a fresh interpreter."""
+    with Judge(timeout=5.0, workers=2, sandbox=request.param) as judge:
+        yield judge
+
+
+UNSAFE = [  # (test_code, expected_output, what the refusal names)
+    ("print(solve(3) == 6)", "True", "=="),
+    ("r = solve(21)\nassert r == 42\nprint('ok')", "ok", "assert"),
+    ("r = solve(3)\nprint(r != 6)", "False", "!="),
+    ("print(solve(3) is not None and solve(3) >= 6)", "True", "is not"),
+    ("print(solve(3).__eq__(6))", "True", "__eq__"),
+    ("print('yes' if solve(3) else 'no')", "yes", "the expected output"),
+    ("x = 6\nprint(solve(3))", "6", "the expected output"),
+    ("assert solve(3) > 5", "", "assert"),
+    ("assert solve(3) == 6.0", "", "assert"),  # a float: 6 == 6.0 but prints differently, not converted
+]
+
+
+@pytest.mark.parametrize("test_code, expected, named", UNSAFE)
+def test_a_test_that_compares_in_the_sandbox_is_refused_with_file_and_line(tmp_path, test_code, expected, named):
+    path = write_problems(tmp_path / "p.jsonl", [("print(solve(1))", "2"), (test_code, expected)])
+    with pytest.raises(DataError) as error:
+        load_problems(path, "python")
+    message = str(error.value)
+    assert message.startswith(f"{path}:2: tests[1] ") and "\n" not in message
+    assert named in message and "--allow_in_sandbox_comparisons" in message
+
+
+@pytest.mark.parametrize("test_code, expected, named", UNSAFE)
+def test_no_cheat_passes_a_validated_test(tmp_path, judge, test_code, expected, named):
+    """Before: the int whose == is always true and the frame reader earned 2.0 on these tests."""
+    path = write_problems(tmp_path / "p.jsonl", [(test_code, expected)])
+    try:
+        problems = load_problems(path, "python")
+    except DataError:
+        return
+    scores = score(judge, problems[1:] * len(CHEATS), CHEATS, ScoringArguments(), extract=False)
+    assert [s.judgement.passed for s in scores] == [0] * len(CHEATS)
+
+
+def test_the_cheats_pass_a_test_that_compares_in_the_sandbox(tmp_path, judge):
+    """What the flag allows, and the control that the cheats above are real: both earn 2.0."""
+    path = write_problems(tmp_path / "p.jsonl", [("print(solve(3) == 6)", "True"),
+                                                 ("r = solve(21)\nassert r == 42\nprint('ok')", "ok")])
+    problems = load_problems(path, "python", allow_in_sandbox_comparisons=True)
+    scores = score(judge, problems[1:] * len(CHEATS), CHEATS, ScoringArguments(), extract=False)
+    assert [s.reward for s in scores] == [2.0, 2.0]
+
+
+def test_the_flag_keeps_such_tests_as_they_are(tmp_path):
+    tests = [(code, expected) for code, expected, _ in UNSAFE]
+    path = write_problems(tmp_path / "p.jsonl", tests)
+    problems = load_problems(path, "python", allow_in_sandbox_comparisons=True)
+    assert [(t["test_code"], t["expected_output"]) for t in problems[1]["tests"]] == tests
+
+
+def test_the_simple_assert_form_becomes_a_printing_test(tmp_path, judge, caplog):
+    path = write_problems(tmp_path / "p.jsonl", [
+        ("assert solve(21) == 42", ""),
+        ("assert solve(-1) == -2, 'negative'", ""),
+        ("assert 8 == solve(4)\nassert solve(0) == 0", ""),
+        ("assert solve(3) == 6; print('ok')", "ok"),
+    ], solution="def solve(n):\n    return 2 * n")
+    with caplog.at_level(logging.INFO, logger="data.loaders"):
+        problems = load_problems(path, "python")
+    assert [(t["test_code"], t["expected_output"]) for t in problems[1]["tests"]] == [
+        ("print(solve(21))", "42"),
+        ("print(solve(-1))", "-2"),
+        ("print(solve(4))\nprint(solve(0))", "8\n0"),
+        ("print(solve(3))", "6"),
+    ]
+    assert f"{path}: converted 4 assert tests into printing tests" in caplog.text
+    right, *cheats = score(judge, problems[1:] * 3, [RIGHT, *CHEATS], ScoringArguments(), extract=False)
+    assert (right.judgement.passed, right.judgement.total) == (4, 4)
+    assert [c.judgement.passed for c in cheats] == [0, 0]
+
+
+@pytest.mark.parametrize("literal, printed", [
+    ("'ba'", "ba"), ("[1, 3]", "[1, 3]"), ("('a', 2)", "('a', 2)"), ("True", "True"), ("None", "None"),
+    ("[['x'], []]", "[['x'], []]"), ("-3", "-3"),
+])
+def test_converted_expected_output_is_what_print_writes(tmp_path, judge, literal, printed):
+    path = write_problems(tmp_path / "p.jsonl", [(f"assert solve(0) == {literal}", "")],
+                          solution=f"def solve(n):\n    return {literal}")
+    (test,) = load_problems(path, "python")[1]["tests"]
+    assert test == {"test_code": "print(solve(0))", "expected_output": printed}
+    (right,) = score(judge, load_problems(path, "python")[1:], [f"def solve(n):\n    return {literal}"],
+                     ScoringArguments(), extract=False)
+    assert right.status == "passed"
+
+
+@pytest.mark.parametrize("test_code, expected", [
+    ("print(solve(6))", "6"),  # an input may equal the output
+    ("nums = [1, 6]\nprint(solve(nums))", "6"),  # as may set-up data
+    ("print(solve(3), solve(4))", "6 8"),
+    ("print(1)", "1"),  # calls nothing: `data verify` lists it (a no-op passes), not a comparison
+    ("print(sorted(solve([2, 1])))", "[1, 2]"),
+])
+def test_printing_tests_are_accepted(tmp_path, test_code, expected):
+    path = write_problems(tmp_path / "p.jsonl", [(test_code, expected)])
+    assert load_problems(path, "python")[1]["tests"] == [{"test_code": test_code, "expected_output": expected}]
+
+
+@pytest.mark.parametrize("test_code, refused", [
+    ("show solve[1 2 3]", False),
+    ("show (solve[1];solve[2])", False),
+    ('show solve["a=b<c"]', False),  # inside a string
+    ("show solve[3] / is it = 6?", False),  # a trailing comment
+    ("/ compare with = here\nshow solve[3]", False),  # a comment line
+    ("show solve[3]=6", True),
+    ("show 6~solve[3]", True),
+    ("show solve[3]<>6", True),
+    ("show 6 in solve[3]", True),
+    ('show solve["ab"] like "a*"', True),
+    ("show solve[3] within 5 7", True),
+])
+def test_q_comparisons_are_refused(tmp_path, test_code, refused):
+    path = write_problems(tmp_path / "q.jsonl", [(test_code, "1b")], language="q", solution="solve:{2*x}")
+    if refused:
+        with pytest.raises(DataError, match=r":2: tests\[0\] .*--allow_in_sandbox_comparisons"):
+            load_problems(path, "q")
+    else:
+        assert load_problems(path, "q")[1]["tests"][0]["test_code"] == test_code
+
+
+def run_data(*args):
+    return subprocess.run([sys.executable, "-m", "data", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, env={**os.environ})
+
+
+def test_check_refuses_and_the_flag_allows(tmp_path):
+    path = write_problems(tmp_path / "p.jsonl", [("print(solve(3) == 6)", "True"), ("assert solve(1) == 2", "")])
+    refused = run_data("check", str(path), "--language", "python")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.strip().startswith(f"{path}:2: tests[0] ") and "\n" not in refused.stderr.strip()
+    allowed = run_data("check", str(path), "--language", "python", "--allow_in_sandbox_comparisons")
+    assert allowed.returncode == 0, allowed.stderr
+    assert "2 problems valid" in allowed.stdout
+
+
+@pytest.mark.parametrize("test_code", ["print(solve(1), '\ud800')", "print(solve(1)\x00)", "print(solve(1)", "(" * 300])
+def test_code_that_does_not_parse_is_left_to_verify(tmp_path, test_code):
+    path = write_problems(tmp_path / "p.jsonl", [(test_code, "2")])
+    assert load_problems(path, "python")[1]["tests"][0]["test_code"] == test_code
+
+
+@pytest.mark.parametrize("test_code", ["assert solve(3 == 3) == True", "assert solve(operator.eq) == 1",
+                                       "from operator import eq as same\nprint(solve(same))"])
+def test_a_comparison_left_after_conversion_is_still_refused(tmp_path, test_code):
+    path = write_problems(tmp_path / "p.jsonl", [(test_code, "")])
+    with pytest.raises(DataError, match="compares inside the sandbox"):
+        load_problems(path, "python")
+
+
+def test_reference_folders_and_published_rows_are_checked_too(tmp_path):
+    problem = tmp_path / "SFT_Data" / "train" / "double"
+    problem.mkdir(parents=True)
+    (problem / "problem_description.txt").write_text("Write solve that doubles x.")
+    (problem / "q_test_case_1.q").write_text("show solve[3]=6\n")
+    (problem / "q_exact_ans_test_case_1.txt").write_text("1b\n")
+    with pytest.raises(DataError, match=rf"^{problem}: tests\[0\] compares inside the sandbox \(line 1: `=`\)"):
+        load_problems(tmp_path / "SFT_Data", "q")
+    row = {"problem_id": "double", "problem_description": "d", "test_cases": [
+        {"test_case_number": 1, "python_test_code": "assert solve(3) == 6", "python_expected_output": ""}]}
+    path = tmp_path / "published.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    (converted,) = load_problems(path, "python")
+    assert converted["tests"] == [{"test_code": "print(solve(3))", "expected_output": "6"}]
