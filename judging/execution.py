@@ -12,6 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from judging import languages
 from judging.executors import LICENCE_FAILURE, RAN, Executor
 from judging.grading import TestResult, grade
 from judging.policy import SCRATCH
@@ -85,7 +86,9 @@ def _run(runner: Runner, program: bytes, marker: str, uid: int | None, timeout: 
             scratch = new_scratch(slots.base, uid, filename, program)
         argv = runner.executor.argv(f"{SCRATCH if in_tmpfs else scratch}/{filename}")
         cgroup = slots.cgroups.slots.get(uid)
-        oom_kills = cgroup.oom_kills() if cgroup else 0
+        # The slot's cgroups this test may run in: the warm worker's, and the slot's own for a cold (re)run.
+        counted = [each for each in (cgroup, slots.warm_cgroups.slots.get(uid) if warm else None) if each]
+        oom_kills = [each.oom_kills() for each in counted]
 
         def run_once() -> RunResult:
             result = warm.run(uid, scratch, timeout) if warm else None
@@ -94,24 +97,53 @@ def _run(runner: Runner, program: bytes, marker: str, uid: int | None, timeout: 
                                   (filename, program), cgroup)
             return result
 
-        result, outcome = _retrying_licence_failures(run_once, runner.executor, marker, licence_retries)
-        return result, outcome, cgroup is not None and cgroup.oom_kills() > oom_kills
+        def language_starts() -> bool:
+            """Whether the language's trusted program (``1+1``) gets past the licence check now, in this slot."""
+            probe_marker = secrets.token_hex(16)
+            trusted = languages.language(runner.executor.language).preflight_code
+            probe = runner.executor.program("", probe_marker, trusted).encode()
+            result = _run_cold_once(runner, probe, uid, timeout, slots, cgroup)
+            return result.returncode is None or runner.executor.outcome(result, probe_marker) != LICENCE_FAILURE
+
+        result, outcome = _retrying_licence_failures(run_once, language_starts, runner.executor, marker,
+                                                     licence_retries)
+        return result, outcome, any(each.oom_kills() > before for each, before in zip(counted, oom_kills))
     finally:
         if scratch:
             remove_tree(scratch)  # never raises: what judged code left is logged, not the test's verdict
 
 
-def _retrying_licence_failures(run_once, executor: Executor, marker: str,
+def _run_cold_once(runner: Runner, program: bytes, uid: int | None, timeout: float, slots: Slots,
+                   cgroup) -> RunResult:
+    """Run ``program`` cold in the slot (in the sandbox's own /scratch, or a host folder on the weaker levels)."""
+    filename = runner.executor.filename
+    in_tmpfs = runner.sandbox.level == "bwrap"
+    scratch = None if in_tmpfs else new_scratch(slots.base, uid, filename, program)
+    try:
+        argv = runner.executor.argv(f"{SCRATCH if in_tmpfs else scratch}/{filename}")
+        return run_cold(runner.sandbox, argv, scratch, uid, timeout, (filename, program), cgroup)
+    finally:
+        if scratch:
+            remove_tree(scratch)
+
+
+def _retrying_licence_failures(run_once, language_starts, executor: Executor, marker: str,
                                licence_retries: Counter) -> tuple[RunResult, str]:
     """``run_once()`` until its outcome is not a licence failure, waiting ``LICENCE_RETRY_DELAYS`` between tries;
-    still failing after the last, the outcome is ``sandbox_error`` (not the program's fault)."""
+    still failing after the last, the outcome is ``sandbox_error`` (not the program's fault). A licence failure is
+    only concluded while ``language_starts()`` (the judge's trusted program) fails too: when it starts, the test
+    runs once more (a licence server's hiccup may just have ended), and licence text then is the program's own
+    doing, a ``runtime_error``."""
     for delay in (*LICENCE_RETRY_DELAYS, None):
         result = run_once()
         outcome = executor.outcome(result, marker) if result.returncode is not None else RAN
         if outcome != LICENCE_FAILURE:
             return result, outcome
+        if language_starts():
+            result = run_once()
+            outcome = executor.outcome(result, marker) if result.returncode is not None else RAN
+            return result, "runtime_error" if outcome == LICENCE_FAILURE else outcome
         if delay is None:
             return result, "sandbox_error"
         licence_retries.add()
         time.sleep(delay)
-

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from judging.running import RunResult
+from judging.seccomp import SECCOMP_FILTER, SECCOMP_FILTER_WITHOUT_SYSINFO
 
 RAN = "ran"
 LICENCE_FAILURE = "licence_failure"
@@ -43,6 +44,7 @@ class Executor(Protocol):
     hidden: list[str]  # folders inside the view it must not see
     env: dict[str, str]  # its environment besides HOME (judging/policy.py: environment)
     hostname: str  # the host name it sees
+    seccomp: bytes | None  # the seccomp program it runs under at the bwrap level (judging/seccomp.py)
     missing: str | None  # why the language cannot run here (and the fix), or None
 
     def argv(self, program_path: str) -> list[str]:
@@ -70,6 +72,7 @@ class PythonExecutor:
     language = "python"
     licensed = False
     filename = "main.py"
+    seccomp = SECCOMP_FILTER_WITHOUT_SYSINFO  # no machine-wide counters (judging/seccomp.py)
 
     def __init__(self):
         self.interpreter = os.path.realpath(sys.executable)
@@ -138,6 +141,7 @@ class QExecutor:
     language = "q"
     licensed = True
     filename = "main.q"
+    seccomp = SECCOMP_FILTER  # keeps sysinfo: q may read it at start, untried here (judging/seccomp.py)
 
     def __init__(self, q_binary: str | None = None):
         self.binary = find_q(q_binary)
@@ -171,7 +175,9 @@ class QExecutor:
 
     def program(self, solution: str, marker: str, test_code: str) -> str:
         solution = _Q_TRAILING_EXIT.sub("\n", solution.rstrip())
-        return f'-2 "{marker}";\n{solution}\n-1 "{marker}";\n{test_code}\nexit 0;\n'
+        # q reads a line that starts with white space as the continuation of the line before: the "::" (a no-op)
+        # between the marker's line and the solution is what an indented first line of the solution continues.
+        return f'-2 "{marker}";\n::\n{solution}\n-1 "{marker}";\n{test_code}\nexit 0;\n'
 
     def outcome(self, result: RunResult, marker: str) -> str:
         """A licence failure is q's licence text on stderr before q ever ran the script's first line (which

@@ -11,9 +11,10 @@ take the limits and the environment; they have no view of their own.
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 from dataclasses import dataclass
 
-from judging.seccomp import SECCOMP_FILTER
 
 SCRATCH = "/scratch"  # the test's working folder and HOME, holding its program (mode PROGRAM_MODE)
 PROGRAM_MODE = 0o644
@@ -23,6 +24,15 @@ TMPFS = {SCRATCH: 0o777, "/tmp": 0o1777, "/dev/shm": 0o1777}
 # A fresh /proc of the test's own PID namespace, with these covered read-only (what bwrap's --proc does).
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
 SLOTS = "/slots"  # where a warm worker sees its slot's folder of programs (never a test: unmounted before it runs)
+# Machine-wide counters under /proc that one test reads and another, judged at the same time, moves (load, threads,
+# memory, interrupts, disk, pressure, open files): a channel between concurrent tests, measured at 22 of 32 bits a
+# round through /proc/loadavg alone (benchmarks/proc_channel.py). A test sees fixed content in each of these files
+# (``frozen_proc``: the same for every test) and an empty read-only folder over each of PROC_EMPTIED; what stays
+# live under /proc is the test's own (/proc/self, its PID namespace's pids, /proc/net, /proc/sysvipc) or static.
+PROC_EMPTIED = ("fs", "irq", "pressure", "sys/fs")
+# Where a warm worker sees the frozen files: unmounted before a test runs, under SCRATCH, which the test's own tmpfs
+# then covers (the test never sees even the empty mount point).
+PROC_VIEW = f"{SCRATCH}/.proc-view"
 # prlimit's flag for each resource limit.
 PRLIMIT_FLAGS = {"RLIMIT_AS": "as", "RLIMIT_CPU": "cpu", "RLIMIT_FSIZE": "fsize", "RLIMIT_NOFILE": "nofile",
                  "RLIMIT_CORE": "core", "RLIMIT_NPROC": "nproc"}
@@ -65,9 +75,45 @@ def environment(env: dict[str, str], home: str = SCRATCH) -> dict[str, str]:
     return {**env, "HOME": home}
 
 
-def worker_rules(limits: Limits, program: str) -> dict:
-    """What a warm worker must do for each child, as JSON: the tmpfs folders and their size, /proc, where the
-    program comes from (``SLOTS``/folder/``program``) and goes (``SCRATCH``), and the seccomp program (hex)."""
-    return {"tmpfs": dict(TMPFS), "tmpfs_bytes": limits.disk_bytes,
-            "proc_read_only": list(PROC_READ_ONLY), "slots": SLOTS, "scratch": SCRATCH, "program": program,
-            "program_mode": PROGRAM_MODE, "seccomp": SECCOMP_FILTER.hex() if SECCOMP_FILTER else None}
+def frozen_proc(limits: Limits) -> dict[str, str]:
+    """What each machine-wide /proc file shows a test: well-formed where programs parse it (an idle machine with
+    this host's CPU count and the test's memory bound), empty where nothing a test needs reads it."""
+    kib = limits.memory_mb << 10
+    cpus = "".join(f"cpu{index} 0 0 0 0 0 0 0 0 0 0\n" for index in range(os.cpu_count() or 1))
+    shown = {"loadavg": "0.00 0.00 0.00 1/1 1\n", "uptime": "0.00 0.00\n",
+             "stat": f"cpu  0 0 0 0 0 0 0 0 0 0\n{cpus}intr 0\nctxt 0\nbtime 0\nprocesses 1\nprocs_running 1\n"
+                     f"procs_blocked 0\nsoftirq 0 0 0 0 0 0 0 0 0 0 0\n",
+             "meminfo": f"MemTotal: {kib} kB\nMemFree: {kib} kB\nMemAvailable: {kib} kB\nBuffers: 0 kB\n"
+                        f"Cached: 0 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n",
+             "swaps": "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"}
+    empty = ("vmstat", "zoneinfo", "buddyinfo", "pagetypeinfo", "interrupts", "softirqs", "diskstats", "schedstat",
+             "cgroups")
+    return {name: content for name, content in {**shown, **dict.fromkeys(empty, "")}.items()
+            if os.path.isfile(f"/proc/{name}")}
+
+
+def write_proc_view(limits: Limits) -> str:
+    """A new folder holding ``frozen_proc`` (world-readable, nobody's to write) for the sandboxes to bind: the
+    caller removes it."""
+    view = tempfile.mkdtemp(prefix="rewards-proc-")
+    os.chmod(view, 0o755)
+    for name, content in frozen_proc(limits).items():
+        with open(os.path.join(view, name), "x") as file:
+            file.write(content)
+        os.chmod(os.path.join(view, name), 0o444)
+    return view
+
+
+def proc_emptied() -> list[str]:
+    """The folders of PROC_EMPTIED this kernel has."""
+    return [name for name in PROC_EMPTIED if os.path.isdir(f"/proc/{name}")]
+
+
+def worker_rules(limits: Limits, program: str, seccomp: bytes | None) -> dict:
+    """What a warm worker must do for each child, as JSON: the tmpfs folders and their size, /proc (what it covers
+    read-only, freezes from ``PROC_VIEW`` and empties), where the program comes from (``SLOTS``/folder/``program``)
+    and goes (``SCRATCH``), and the seccomp program (hex)."""
+    return {"tmpfs": dict(TMPFS), "tmpfs_bytes": limits.disk_bytes, "proc_read_only": list(PROC_READ_ONLY),
+            "proc_view": PROC_VIEW, "proc_frozen": sorted(frozen_proc(limits)), "proc_emptied": proc_emptied(),
+            "slots": SLOTS, "scratch": SCRATCH, "program": program, "program_mode": PROGRAM_MODE,
+            "seccomp": seccomp.hex() if seccomp else None}

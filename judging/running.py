@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from judging.cgroups import SlotCgroup
 from judging.policy import environment
 from judging.sandbox import Sandbox
-from judging.seccomp import SECCOMP_FILTER
 
 OUTPUT_CAP = 1 << 20
 
@@ -46,8 +45,8 @@ def run_cold(sandbox: Sandbox, argv: list[str], scratch: str | None, uid: int | 
     passed: list[int] = []
     try:
         seccomp = None
-        if sandbox.level == "bwrap" and SECCOMP_FILTER:
-            seccomp = _pipe_holding(SECCOMP_FILTER)
+        if sandbox.level == "bwrap" and sandbox.seccomp:
+            seccomp = _pipe_holding(sandbox.seccomp)
             passed.append(seccomp)
         held = None
         if sandbox.level == "bwrap" and program:

@@ -31,7 +31,7 @@ import subprocess
 from pathlib import Path
 
 from judging.cgroups import SlotCgroup
-from judging.policy import PROGRAM_MODE, SCRATCH, TMPFS, Limits, environment
+from judging.policy import PROGRAM_MODE, SCRATCH, TMPFS, Limits, environment, proc_emptied
 from judging.seccomp import SECCOMP_FILTER
 from judging.slots import slot_uid_base
 
@@ -94,11 +94,14 @@ class Sandbox:
     ``netns`` maps each slot uid to a network namespace (an open fd) the program runs in instead of a
     fresh one: the licence proxy's slot namespaces (judging/licence_proxy.py). ``hidden`` are folders inside
     the view that the program must not see (the interpreter's site-packages): each is covered by an empty one.
+    ``proc_view`` is the host folder of the fixed /proc files (judging/policy.py: write_proc_view) bound over the
+    live ones at the bwrap level. ``seccomp`` is the seccomp program the program runs under there
+    (judging/seccomp.py; the executor's).
     """
 
     def __init__(self, level: str, limits: Limits, read_only: list[str], env: dict[str, str],
                  read_write: list[str] = (), hostname: str = "sandbox", netns: dict[int, int] | None = None,
-                 hidden: list[str] = ()):
+                 hidden: list[str] = (), proc_view: str | None = None, seccomp: bytes | None = SECCOMP_FILTER):
         if level not in LEVELS:
             raise ValueError(f"unknown sandbox level {level!r}; use one of {', '.join(LEVELS)}")
         self.level = level
@@ -107,7 +110,19 @@ class Sandbox:
         self.as_root = os.geteuid() == 0
         self.hostname = hostname
         self.netns = netns
+        self.proc_view = proc_view
+        self.seccomp = seccomp
         self.prefix = self._build_prefix(read_only, list(read_write), list(hidden))
+
+    def _proc_masks(self) -> list[str]:
+        """bwrap arguments freezing and emptying the machine-wide parts of /proc (judging/policy.py)."""
+        if self.proc_view is None:
+            return []
+        args = [arg for name in sorted(os.listdir(self.proc_view))
+                for arg in ("--ro-bind", f"{self.proc_view}/{name}", f"/proc/{name}")]
+        for name in proc_emptied():
+            args += ["--perms", "0555", "--size", "4096", "--tmpfs", f"/proc/{name}", "--remount-ro", f"/proc/{name}"]
+        return args
 
     def _build_prefix(self, read_only: list[str], read_write: list[str], hidden: list[str]) -> list[str]:
         if self.level == "bwrap":
@@ -118,7 +133,7 @@ class Sandbox:
                 namespaces += ["--unshare-user", *_disable_userns()]
             args = ["bwrap", *namespaces, "--die-with-parent", "--new-session", "--clearenv",
                     "--hostname", self.hostname, "--ro-bind", "/usr", "/usr", *_usr_merged_links(),
-                    "--proc", "/proc", "--dev", "/dev",
+                    "--proc", "/proc", *self._proc_masks(), "--dev", "/dev",
                     *(arg for path in TMPFS if path != SCRATCH for arg in tmpfs(path, self.limits)),
                     *_bind_with_parents(read_only, read_write)]
             for path in hidden:  # an empty, unwritable folder over it (0555: the root warm worker cannot write it)
@@ -141,7 +156,7 @@ class Sandbox:
             uid = f"judged code runs as the trainer's user (uid {os.geteuid()}) and can read its files"
         limits = f"rlimits as={self.limits.memory_mb}MB cpu nproc fsize nofile core"
         if self.level == "bwrap":
-            keyring = ", seccomp: no new namespaces, setns, io_uring or kernel keyring" if SECCOMP_FILTER else ""
+            keyring = ", seccomp: no new namespaces, setns, io_uring or kernel keyring" if self.seccomp else ""
             disk = f"{', '.join(TMPFS)} tmpfs of {self.limits.disk_mb} MB each (nothing reaches the host disk)"
             return f"bwrap: pid+net+ipc+uts namespaces, private read-only fs, {disk}, {uid}, {limits}{keyring}"
         disk = "disk unbounded but for fsize (scratch is a host folder)"

@@ -16,6 +16,10 @@ most recent local privilege escalations start, refused here with EPERM:
 - the kernel keyring (``add_key``, ``request_key``, ``keyctl``): a uid's user keyring outlives its processes, so a
   program could leave keys that a later program of the same slot uid (a later test or run) reads;
 - every call of another ABI (i386, x32), whose numbers the checks below would not match;
+- for Python only (``SECCOMP_FILTER_WITHOUT_SYSINFO``), ``sysinfo``: its load averages, process count and free
+  memory are the machine's, moved by any test judged at the same time (the channel judging/policy.py closes under
+  /proc; ``os.getloadavg`` then raises OSError). q keeps it: q may read its physical memory through it at start,
+  and without a licensed q here that cannot be tried, so a q test can still read those counters;
 
 and ``clone3`` is answered with ENOSYS: its flags sit in memory, where seccomp cannot read them, and libc then falls
 back to ``clone``, whose flags it can. On an architecture not listed in ``CALLS`` there is no program (None) and
@@ -31,18 +35,21 @@ import struct
 CALLS = {
     "x86_64": {"arch": 0xC000003E, "clone": 56, "unshare": 272, "clone3": 435,
                "refused": {"add_key": 248, "request_key": 249, "keyctl": 250, "setns": 308, "io_uring_setup": 425,
-                           "io_uring_enter": 426, "io_uring_register": 427}},
+                           "io_uring_enter": 426, "io_uring_register": 427},
+               "machine_wide": {"sysinfo": 99}},
     "aarch64": {"arch": 0xC00000B7, "clone": 220, "unshare": 97, "clone3": 435,
                 "refused": {"add_key": 217, "request_key": 218, "keyctl": 219, "setns": 268, "io_uring_setup": 425,
-                            "io_uring_enter": 426, "io_uring_register": 427}},
+                            "io_uring_enter": 426, "io_uring_register": 427},
+                "machine_wide": {"sysinfo": 179}},
 }
 # Every CLONE_NEW* flag: NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET; unshare also takes NEWTIME.
 CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 CLONE_NEWTIME = 0x00000080
 
 
-def seccomp_filter() -> bytes | None:
-    """The program for this machine's architecture (what the module docstring lists), or None where it has none."""
+def seccomp_filter(machine_wide: bool = False) -> bytes | None:
+    """The program for this machine's architecture (what the module docstring lists), refusing the calls that read
+    machine-wide counters too when ``machine_wide``; None where this architecture has no program."""
     calls = CALLS.get(os.uname().machine)
     if calls is None:
         return None
@@ -53,7 +60,8 @@ def seccomp_filter() -> bytes | None:
     program = [(load, 0, 0, arch), (equal, "check_number", "refuse", calls["arch"]),
                ("check_number",), (load, 0, 0, number),
                (at_least, "refuse", 0, 0x40000000)]  # x32 numbers on x86_64
-    program += [(equal, "refuse", 0, call) for call in calls["refused"].values()]
+    refused = {**calls["refused"], **(calls["machine_wide"] if machine_wide else {})}
+    program += [(equal, "refuse", 0, call) for call in refused.values()]
     program += [(equal, "no_such_call", 0, calls["clone3"]), (equal, "unshare", 0, calls["unshare"]),
                 (equal, "clone", "allow", calls["clone"]),
                 ("unshare",), (load, 0, 0, flags), (has_bits, "refuse", "allow", CLONE_NAMESPACES | CLONE_NEWTIME),
@@ -78,3 +86,4 @@ def seccomp_filter() -> bytes | None:
 
 
 SECCOMP_FILTER = seccomp_filter()
+SECCOMP_FILTER_WITHOUT_SYSINFO = seccomp_filter(machine_wide=True)

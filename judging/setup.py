@@ -23,8 +23,9 @@ from judging.execution import Counter, Runner, execute
 from judging.grading import TestResult
 from judging.licence_proxy import (FLAG, PROXY_ENV, TLS_TRUST, LicenceEgressUnavailable, LicenceProxy,
                                    describe_hosts)
-from judging.policy import Limits
+from judging.policy import Limits, write_proc_view
 from judging.sandbox import LEVEL_TOOLS, LEVELS, NAMESPACE_LEVELS, Sandbox
+from judging.scratch import remove_tree
 from judging.slots import Slots, blocked_for_others
 from judging.warm import WarmWorkers
 
@@ -50,6 +51,8 @@ class JudgeSetup:
     def __init__(self, workers: int, limits: Limits, sandbox: str, q_binary: str | None, licence_hosts):
         self.slots = Slots(workers, limits)
         self.limits = limits
+        self.proc_view = write_proc_view(limits)
+        self._proc_view_cleanup = weakref.finalize(self, remove_tree, self.proc_view)
         self.q_binary = q_binary
         self.licence_hosts = licence_hosts
         self.licence_retries = Counter()
@@ -129,7 +132,8 @@ class JudgeSetup:
             if shutil.which(LEVEL_TOOLS[level]) is None:
                 failures.append(f"{level}: {LEVEL_TOOLS[level]} not installed")
                 continue
-            runner = Runner(python, Sandbox(level, self.limits, python.read_only, python.env, hidden=python.hidden))
+            runner = Runner(python, Sandbox(level, self.limits, python.read_only, python.env, hidden=python.hidden,
+                                             proc_view=self.proc_view, seccomp=python.seccomp))
             result = self.execute(runner, "", PROBE_TEST, PROBE_TIMEOUT)
             if result.status == "passed":
                 return level, failures
@@ -145,7 +149,7 @@ class JudgeSetup:
         python = self.get("python")
         try:
             self.warm = WarmWorkers(python.sandbox, python.executor.interpreter, python.executor.filename,
-                                    self.slots.base, self.slots.uids.uids, self.slots.cgroups.slots)
+                                    self.slots.base, self.slots.uids.uids, self.slots.warm_cgroups.slots)
         except OSError as error:
             self.warm_missing = f"warm workers did not start: {error}"
             return
@@ -161,7 +165,8 @@ class JudgeSetup:
             if language not in self._runners:
                 executor = languages.language(language).make_executor(self.q_binary)
                 runner = Runner(executor, Sandbox(self.level, self.limits, executor.read_only, executor.env,
-                                                  executor.read_write, executor.hostname, hidden=executor.hidden))
+                                                  executor.read_write, executor.hostname, hidden=executor.hidden,
+                                                  proc_view=self.proc_view, seccomp=executor.seccomp))
                 if executor.licensed and not executor.missing:
                     runner = self._licence_egress(runner)
                 self._runners[language] = runner
@@ -194,7 +199,8 @@ class JudgeSetup:
         executor = runner.executor
         proxied = Runner(executor, Sandbox(self.level, self.limits, [*executor.read_only, *TLS_TRUST],
                                            {**executor.env, **PROXY_ENV}, executor.read_write, executor.hostname,
-                                           netns=proxy.netns, hidden=executor.hidden))
+                                           netns=proxy.netns, hidden=executor.hidden, proc_view=self.proc_view,
+                                           seccomp=executor.seccomp))
         if hosts == "auto":
             test = {"test_code": languages.language(executor.language).preflight_code, "expected_output": "2"}
             self.execute(proxied, "", test, PROBE_TIMEOUT)
@@ -239,5 +245,5 @@ class JudgeSetup:
             steps.append(self.proxy.close)
         if self.warm is not None:
             steps.append(self._warm_cleanup)
-        return steps + [self.slots.close]
+        return steps + [self.slots.close, self._proc_view_cleanup]
 

@@ -116,8 +116,12 @@ class Slots:
         for uid in self.uids.uids if self.uids else [None] * workers:
             self.free.put(uid)
         self.base = tempfile.mkdtemp(prefix="rewards-judge-")
-        self.cgroups = Cgroups(self.uids.uids if self.uids else [], limits.memory_mb << 20, limits.processes)
-        self.close = weakref.finalize(self, _release, self.base, self.uids, self.cgroups)
+        uids = self.uids.uids if self.uids else []
+        self.cgroups = Cgroups(uids, limits.memory_mb << 20, limits.processes)
+        # A slot's warm Python worker (judging/warm.py) lives in a cgroup of its own: a cold test of the slot (q's)
+        # then settles when its own processes are gone, not when the idle worker is.
+        self.warm_cgroups = Cgroups(uids, limits.memory_mb << 20, limits.processes)
+        self.close = weakref.finalize(self, _release, self.base, self.uids, self.cgroups, self.warm_cgroups)
         # Slot uids must cross it to reach their own scratch folders inside (unshare and rlimits levels).
         os.chmod(self.base, 0o711)
 
@@ -125,14 +129,16 @@ class Slots:
         """Give the slot uids (and so the cgroups) back: judged code then runs as root (explicit rlimits only)."""
         self.uids.release()
         self.uids = None
-        self.cgroups.give_up("judged code runs as root, which may leave any cgroup")
+        for cgroups in (self.cgroups, self.warm_cgroups):
+            cgroups.give_up("judged code runs as root, which may leave any cgroup")
         self.free = queue.Queue()
         for _ in range(self.workers):
             self.free.put(None)
 
 
-def _release(base: str, slot_uids: SlotUids | None, cgroups: Cgroups) -> None:
-    cgroups.close()
+def _release(base: str, slot_uids: SlotUids | None, *cgroups: Cgroups) -> None:
+    for each in cgroups:
+        each.close()
     if slot_uids:
         slot_uids.release()
     remove_tree(base)

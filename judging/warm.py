@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from judging.cgroups import SlotCgroup
-from judging.policy import SCRATCH, SLOTS, worker_rules
+from judging.policy import PROC_VIEW, SCRATCH, SLOTS, worker_rules
 from judging.running import OUTPUT_CAP, RunResult, read_capped
 from judging.sandbox import Sandbox
 
@@ -59,15 +59,17 @@ class WarmWorker:
     def __init__(self, sandbox: Sandbox, interpreter: str, program: str, uid: int, folder: str,
                  cgroup: SlotCgroup | None = None):
         self.sandbox = sandbox
-        rules = {**worker_rules(sandbox.limits, program), "stop": STOP,
+        rules = {**worker_rules(sandbox.limits, program, sandbox.seccomp), "stop": STOP,
                  "capabilities": [CAPABILITY_NUMBERS[name] for name in CAPABILITIES]}
         self.log = f"{folder}.log"
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         capabilities = [arg for cap in CAPABILITIES for arg in ("--cap-add", cap)]
         # The worker joins the slot's cgroup: it and every child it forks count against its memory and tasks.
         binds, join = cgroup.join_inside() if cgroup else ([], [])
-        command = [*sandbox.prefix, "--bind", folder, SLOTS, "--dir", SCRATCH, "--ro-bind", WORKER, WORKER_INSIDE,
-                   *binds, "--chdir", SCRATCH, "--cap-drop", "ALL", *capabilities, *join, interpreter, "-I", "-S", "-B",
+        # Each child binds the fixed /proc files from PROC_VIEW over its fresh /proc (judging/policy.py).
+        view = ["--ro-bind", sandbox.proc_view, PROC_VIEW] if sandbox.proc_view else []
+        command = [*sandbox.prefix, "--bind", folder, SLOTS, "--dir", SCRATCH, *view,
+                   "--ro-bind", WORKER, WORKER_INSIDE, *binds, "--chdir", SCRATCH, "--cap-drop", "ALL", *capabilities, *join, interpreter, "-I", "-S", "-B",
                    WORKER_INSIDE, str(theirs.fileno()), str(uid), json.dumps(rules)]
         with theirs, open(self.log, "wb") as log:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,

@@ -118,6 +118,15 @@ def _set_up_namespaces(folder):
         if os.path.exists(path):
             _mount(path, path, None, MS_BIND | MS_REC)
             _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for name in RULES["proc_frozen"]:  # machine-wide counters: fixed content, as bwrap binds it cold
+        path = f"/proc/{name}"
+        _mount(f"{RULES['proc_view']}/{name}", path, None, MS_BIND)
+        _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    for name in RULES["proc_emptied"]:
+        path = f"/proc/{name}"
+        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=4096,mode=555")
+        _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    _check(UMOUNT2(RULES["proc_view"].encode(), MNT_DETACH), f"umount {RULES['proc_view']}")
     slots, scratch, name = RULES["slots"], RULES["scratch"], RULES["program"]
     with open(f"{slots}/{folder}/{name}", "rb") as source:  # into a tmpfs as on the cold path: no host disk
         program = source.read()

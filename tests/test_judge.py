@@ -190,7 +190,7 @@ def test_q_program_arguments_environment_and_script(qjudge, qhome, monkeypatch):
     assert record(result, "QHOME") == [str(qhome)]
     assert set(record(result, "ENV")[0].split()) <= {"HOME", "LANG", "PATH", "PWD", "QHOME", "QLIC"}
     script = record(result, "SCRIPT")
-    assert script[1] == "solve:{sum x}"
+    assert script[1:3] == ["::", "solve:{sum x}"], "a no-op line takes an indented first line's continuation"
     assert "exit 0;" not in script[:-1], "the solution's own exit 0 must go, or the tests never run"
     marker = next(line for line in script if line.startswith('-1 "') and line != '-1 "6";')
     assert script[script.index(marker) + 1:] == ['-1 "6";', "exit 0;"]
