@@ -10,8 +10,10 @@ import sys
 import pytest
 import torch
 
-from conftest import ROOT, WARM_PYTHON_DATA, run_trainer
+from conftest import ROOT
 from judging import Judge, JudgeUnavailable
+from trainer_runs import run_trainer
+from warm_model import PYTHON_PROBLEMS as WARM_PYTHON_DATA
 
 # Python with a package made uninstalled as Python itself sees a blocked import (sys.modules[name] = None:
 # importlib.util.find_spec answers None, `import` raises), then rl_trainer.py as a user runs it.
