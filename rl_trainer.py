@@ -22,7 +22,7 @@ from datasets import Dataset
 from data import bundled_path, cached_trivial_shares, load_problems, split_problems, verify_problems
 from cli import UsageError
 from judging import Judge
-from rewards import make_reward_funcs, score
+from rewards import TestVerdicts, make_reward_funcs, score
 from training.arguments import Arguments, bf16_supported, parse_args
 from training.console import use_step_lines
 from training.difficulty import DifficultyFilter, ProblemTracker
@@ -153,10 +153,11 @@ def run_session(args: Arguments, state: PartialState) -> int:
         from training.trainer import QGRPOTrainer  # here, not above: TRL's trainer costs --help half a second
         if resume:
             tracker.restore(resume)
+        verdicts = TestVerdicts()
         trainer = QGRPOTrainer(
             model=args.model.model,
             reward_funcs=make_reward_funcs(args.rewards.reward_funcs, judge, args.scoring,
-                                           args.data.use_reasoning_format),
+                                           args.data.use_reasoning_format, verdicts),
             args=args.grpo,
             train_dataset=dataset,
             processing_class=tokenizer,
@@ -164,6 +165,7 @@ def run_session(args: Arguments, state: PartialState) -> int:
             callbacks=[RunLogCallback(run)],
             evaluator=evaluator if args.eval.eval_pass_at_k else None,
             tracker=tracker,
+            verdicts=verdicts,
             vllm_request_timeout=args.grpo.vllm_request_timeout,
         )
         use_step_lines(trainer)

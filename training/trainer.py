@@ -21,6 +21,7 @@ from trl.extras.profiling import ProfilingContext
 from trl.generation.vllm_client import VLLMClient
 from trl.generation.vllm_generation import VLLMGeneration
 
+from rewards import TestVerdicts
 from training.difficulty import ProblemTracker
 from training.evaluation import PassAtKEvaluator
 from training.vllm_timeout import bound_session
@@ -75,7 +76,6 @@ TRL_INTERNALS = (
                 "its profiling span is the reward time of benchmarks/step_overhead.py"),
     TrlInternal(GRPOTrainer, "_metrics", "where the tracker's metrics are appended for TRL to log with the step",
                 set_by="__init__"),
-    TrlInternal(GRPOTrainer, "reward_funcs", "read to find the test-case reward", set_by="__init__"),
     TrlInternal(GRPOTrainer, "reward_func_names", "read to form the total reward as TRL does", set_by="__init__"),
     TrlInternal(GRPOTrainer, "reward_weights", "read to form the total reward as TRL does", set_by="__init__"),
     TrlInternal(GRPOTrainer, "num_generations", "the group size the tracker and the filter count in",
@@ -170,11 +170,12 @@ class PassAtKSchedule(TrainerCallback):
 
 class QGRPOTrainer(GRPOTrainer):
     """TRL's GRPOTrainer whose evaluation is pass@k (``evaluator``; none: evaluation is off), whose generation
-    batches pass through ``tracker`` (training/difficulty.py), and whose requests to a vLLM server are each bounded
-    by ``vllm_request_timeout`` seconds (server mode; the main process is the one that sends them)."""
+    batches pass through ``tracker`` (training/difficulty.py), which learns from ``verdicts`` which completions
+    passed every test (the object the reward functions were made with, rewards.TestVerdicts), and whose requests to
+    a vLLM server are each bounded by ``vllm_request_timeout`` seconds (server mode; the main process sends them)."""
 
     def __init__(self, *args, evaluator: PassAtKEvaluator | None = None, tracker: ProblemTracker | None = None,
-                 vllm_request_timeout: float | None = None, **kwargs):
+                 verdicts: TestVerdicts | None = None, vllm_request_timeout: float | None = None, **kwargs):
         missing = missing_trl_internals()
         if missing:
             raise TrlInternalsChanged(missing)
@@ -189,6 +190,7 @@ class QGRPOTrainer(GRPOTrainer):
         if evaluator is not None:
             self.add_callback(PassAtKSchedule(int(self.args.eval_steps or 0)))
         self.tracker = tracker
+        self.verdicts = verdicts
         if tracker is not None:
             self.add_callback(tracker.callback())
             self._row_of_problem = {pid: i for i, pid in enumerate(self.train_dataset["id"])}
@@ -229,10 +231,9 @@ class QGRPOTrainer(GRPOTrainer):
             # The total reward as TRL forms it for the advantage; a row no function could score stays NaN.
             total = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
             total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
-            names = list(self.reward_func_names)
             passed_all = None
-            if "test_cases" in names:
-                passed_all = gather_object(list(self.reward_funcs[names.index("test_cases")].passed_all))
+            if self.verdicts is not None and self.verdicts.passed_all is not None:
+                passed_all = gather_object(list(self.verdicts.passed_all))
             metrics = self.tracker.observe(self.state.global_step + 1, ids, total.tolist(), passed_all,
                                            self.num_generations)
             for name, value in metrics.items():
