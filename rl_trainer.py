@@ -29,7 +29,7 @@ from training.difficulty import DifficultyFilter, ProblemTracker
 from training.evaluation import PassAtKEvaluator
 from training.preflight import check_model, check_packages, check_vllm_server, check_wandb, load_tokenizer
 from training.prompts import prompt_rows
-from training.run_folder import RunFolder, RunLogCallback, checkpoint_step, model_step
+from training.run_folder import RunFolder, RunLogCallback, model_step
 from training.vllm_timeout import VLLMServerUnresponsive
 
 logger = logging.getLogger("rl_trainer")
@@ -90,10 +90,7 @@ def run_session(args: Arguments, state: PartialState) -> int:
         source = args.data.data or str(bundled_path(args.data.language))
         train_problems, eval_problems = load_data(args, source)
         run = RunFolder(args.run_dir)
-        resume = run.resolve_checkpoint(args.grpo.resume_from_checkpoint)
-        if resume:
-            scheduler = args.grpo.lr_scheduler_type
-            run.check_resume_schedule(resume, args.grpo.max_steps, getattr(scheduler, "value", scheduler))
+        resume = run.resume(args.grpo)
         check_model(args.model.model)
         tokenizer = load_tokenizer(args.model.model, args.data.prompt_style)
         check_packages(args)  # vLLM installed before asking for its server
@@ -111,8 +108,7 @@ def run_session(args: Arguments, state: PartialState) -> int:
                 if args.scoring.needs_trivial_shares:
                     attach_trivial_shares(train_problems, judge, state, cache=None)
                 return test_reward_function(args, judge, train_problems)
-            run.prepare(args.grpo.overwrite_output_dir, resuming=resume is not None,
-                        evaluation_only=args.eval.eval_only)
+            run.prepare(args.grpo.overwrite_output_dir, resume, evaluation_only=args.eval.eval_only)
             trivial = None
             if args.scoring.needs_trivial_shares:
                 trivial = attach_trivial_shares(train_problems + eval_problems, judge, state, run.trivial_shares)
@@ -140,19 +136,13 @@ def run_session(args: Arguments, state: PartialState) -> int:
             return evaluate_only(args, evaluator, run)
 
         if state.is_main_process:
-            run.write_config(args.settings())
-            if resume:
-                run.forget_after(checkpoint_step(resume))
+            run.start(args.settings(), resume)
         state.wait_for_everyone()
-        if resume:
-            # --eval_on_start evaluates the model the run started from, which the run did before its first step;
-            # transformers would evaluate again at every resume, adding an entry at the checkpoint's step.
-            args.grpo.eval_on_start = False
         dataset = Dataset.from_list(prompt_rows(train_problems, args.data.use_reasoning_format, args.data.prompt_style))
         tracker = make_tracker(args, run, [p["id"] for p in train_problems], state.is_main_process)
         from training.trainer import QGRPOTrainer  # here, not above: TRL's trainer costs --help half a second
         if resume:
-            tracker.restore(resume)
+            resume.continue_training(args.grpo, tracker)
         verdicts = TestVerdicts()
         trainer = QGRPOTrainer(
             model=args.model.model,
@@ -170,7 +160,7 @@ def run_session(args: Arguments, state: PartialState) -> int:
         )
         use_step_lines(trainer)
         try:
-            trainer.train(resume_from_checkpoint=resume)
+            trainer.train(resume_from_checkpoint=resume.checkpoint if resume else None)
         except VLLMServerUnresponsive as e:
             # Checkpoints are saved between steps, so the newest one is whole. Ranks waiting in a collective are
             # stopped by the launcher when this one exits.
