@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-installed or not (PYTHONPATH still wins)
 
 SIDES = ("ours", "bare")
 NAMES = {"ours": "rl_trainer.py", "bare": "bare TRL"}
