@@ -8,6 +8,7 @@ run_trainer.py leaves out the NCCL group, which needs CUDA). `missing_trl_intern
 the trainer checks them when it is built, and tests/test_trainer_seam.py fails naming any an upgrade removed.
 """
 
+import functools
 import inspect
 import re
 from dataclasses import dataclass
@@ -61,12 +62,17 @@ class TrlInternal:
         """Whether the installed TRL still defines it (a method) or sets it (an attribute)."""
         if not self.set_by:
             return hasattr(self.owner, self.name)
-        setter = getattr(self.owner, self.set_by, None)
-        try:
-            source = inspect.getsource(setter)
-        except (TypeError, OSError):
-            return False
+        source = source_of(getattr(self.owner, self.set_by, None))
         return re.search(rf"\bself\.{re.escape(self.name)}\s*(:[^=\n]*)?=(?!=)", source) is not None
+
+
+@functools.lru_cache(maxsize=None)
+def source_of(function) -> str:
+    """A function's source ('' for none); read once, since several listed names are set by one long __init__."""
+    try:
+        return inspect.getsource(function)
+    except (TypeError, OSError):
+        return ""
 
 
 TRL_INTERNALS = (
