@@ -22,7 +22,7 @@ from datasets import Dataset
 from data import bundled_path, cached_trivial_shares, load_problems, split_problems, verify_problems
 from cli import UsageError
 from judging import Judge
-from rewards import make_reward_funcs, score
+from rewards import TestVerdicts, make_reward_funcs, score
 from training.arguments import Arguments, bf16_supported, parse_args
 from training.console import use_step_lines
 from training.difficulty import DifficultyFilter, ProblemTracker
@@ -30,7 +30,7 @@ from training.evaluation import PassAtKEvaluator
 from training.preflight import (check_memory, check_model, check_packages, check_vllm_server, check_wandb,
                                 load_tokenizer)
 from training.prompts import prompt_rows
-from training.run_folder import RunFolder, RunLogCallback, checkpoint_step, model_step
+from training.run_folder import RunFolder, RunLogCallback, model_step
 from training.vllm_timeout import VLLMServerUnresponsive
 
 logger = logging.getLogger("rl_trainer")
@@ -91,10 +91,7 @@ def run_session(args: Arguments, state: PartialState) -> int:
         source = args.data.data or str(bundled_path(args.data.language))
         train_problems, eval_problems = load_data(args, source)
         run = RunFolder(args.run_dir)
-        resume = run.resolve_checkpoint(args.grpo.resume_from_checkpoint)
-        if resume:
-            scheduler = args.grpo.lr_scheduler_type
-            run.check_resume_schedule(resume, args.grpo.max_steps, getattr(scheduler, "value", scheduler))
+        resume = run.resume(args.grpo)
         plan = check_memory(args, check_model(args.model.model))
         if plan and main_rank():
             logger.info("memory plan: %s", plan)
@@ -114,8 +111,7 @@ def run_session(args: Arguments, state: PartialState) -> int:
                 if args.scoring.needs_trivial_shares:
                     attach_trivial_shares(train_problems, judge, state, cache=None)
                 return test_reward_function(args, judge, train_problems)
-            run.prepare(args.grpo.overwrite_output_dir, resuming=resume is not None,
-                        evaluation_only=args.eval.eval_only)
+            run.prepare(args.grpo.overwrite_output_dir, resume, evaluation_only=args.eval.eval_only)
             trivial = None
             if args.scoring.needs_trivial_shares:
                 trivial = attach_trivial_shares(train_problems + eval_problems, judge, state, run.trivial_shares)
@@ -143,23 +139,18 @@ def run_session(args: Arguments, state: PartialState) -> int:
             return evaluate_only(args, evaluator, run)
 
         if state.is_main_process:
-            run.write_config(args.settings())
-            if resume:
-                run.forget_after(checkpoint_step(resume))
+            run.start(args.settings(), resume)
         state.wait_for_everyone()
-        if resume:
-            # --eval_on_start evaluates the model the run started from, which the run did before its first step;
-            # transformers would evaluate again at every resume, adding an entry at the checkpoint's step.
-            args.grpo.eval_on_start = False
         dataset = Dataset.from_list(prompt_rows(train_problems, args.data.use_reasoning_format, args.data.prompt_style))
         tracker = make_tracker(args, run, [p["id"] for p in train_problems], state.is_main_process)
         from training.trainer import QGRPOTrainer  # here, not above: TRL's trainer costs --help half a second
         if resume:
-            tracker.restore(resume)
+            resume.continue_training(args.grpo, tracker)
+        verdicts = TestVerdicts()
         trainer = QGRPOTrainer(
             model=args.model.model,
             reward_funcs=make_reward_funcs(args.rewards.reward_funcs, judge, args.scoring,
-                                           args.data.use_reasoning_format),
+                                           args.data.use_reasoning_format, verdicts),
             args=args.grpo,
             train_dataset=dataset,
             processing_class=tokenizer,
@@ -167,11 +158,12 @@ def run_session(args: Arguments, state: PartialState) -> int:
             callbacks=[RunLogCallback(run)],
             evaluator=evaluator if args.eval.eval_pass_at_k else None,
             tracker=tracker,
+            verdicts=verdicts,
             vllm_request_timeout=args.grpo.vllm_request_timeout,
         )
         use_step_lines(trainer)
         try:
-            trainer.train(resume_from_checkpoint=resume)
+            trainer.train(resume_from_checkpoint=resume.checkpoint if resume else None)
         except VLLMServerUnresponsive as e:
             # Checkpoints are saved between steps, so the newest one is whole. Ranks waiting in a collective are
             # stopped by the launcher when this one exits.

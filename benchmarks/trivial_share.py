@@ -22,13 +22,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from data import DEFAULT_MAX_TRIVIAL_SHARE, bundled_path, load_problems, measure_trivial_shares
-from data.trivial import PROBES
-from judging import Judge, JudgeUnavailable
-from rewards import ScoringArguments, score
-from rewards.arguments import PARTIAL_CREDIT
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-installed or not (PYTHONPATH still wins)
+
+from data import DEFAULT_MAX_TRIVIAL_SHARE, bundled_path, load_problems, measure_trivial_shares  # noqa: E402
+from data.trivial import PROBES  # noqa: E402
+from judging import Judge, JudgeUnavailable  # noqa: E402
+from rewards import ScoringArguments, score  # noqa: E402
+from rewards.arguments import PARTIAL_CREDIT  # noqa: E402
 
 BEFORE = "9b13411"  # main just before the bundled sets were balanced
 

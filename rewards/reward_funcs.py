@@ -3,7 +3,8 @@
 Each is ``async def f(prompts, completions, **kwargs) -> list[float | None]`` so TRL runs them
 concurrently; their weights come from ``GRPOConfig.reward_weights``. Dataset columns arrive as kwargs
 lists: ``tests``, ``language``, ``id``, and ``trivial_shares`` under ``--partial_credit above_trivial``. Every
-factory takes ``(judge, scoring, use_reasoning_format)``.
+factory takes ``(judge, scoring, use_reasoning_format, verdicts)``; ``verdicts`` (`TestVerdicts`) is how
+``test_cases`` tells the trainer which completions passed every test.
 
 A completion judged ``sandbox_error`` gets ``None`` from ``test_cases``: TRL turns it into NaN and
 leaves it out of the advantage, so a broken sandbox or a lapsed q licence never teaches the model that
@@ -13,6 +14,7 @@ the code was wrong. The ``status/sandbox_error`` metric shows how often that hap
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import Callable
 
 from rewards.arguments import ScoringArguments
@@ -31,9 +33,18 @@ def completion_text(completion) -> str:
     return ""
 
 
-def make_test_cases(judge: Judge, scoring: ScoringArguments, use_reasoning_format: bool) -> Callable:
-    """The test-case reward. After each call, ``test_cases.passed_all`` says which of that call's completions
-    passed every test, for the trainer's per-problem records (a reward alone cannot say it under every weighting)."""
+@dataclass
+class TestVerdicts:
+    """Which completions of the latest batch the ``test_cases`` reward scored passed every test (None until it has
+    scored one): the judge's fact, for the trainer's per-problem records, since a reward alone cannot say it under
+    every weighting. Give the same object to `make_reward_funcs` and to the trainer."""
+
+    passed_all: list[bool] | None = None
+
+
+def make_test_cases(judge: Judge, scoring: ScoringArguments, use_reasoning_format: bool,
+                    verdicts: TestVerdicts) -> Callable:
+    """The test-case reward; after each call, ``verdicts.passed_all`` holds that call's completions' verdicts."""
     judge_counts = judge.counters()
 
     async def test_cases(prompts, completions, tests, language, log_metric=None, log_extra=None,
@@ -55,10 +66,9 @@ def make_test_cases(judge: Judge, scoring: ScoringArguments, use_reasoning_forma
         if log_extra is not None:
             log_extra("status", [s.status for s in scores])
             log_extra("tests_passed", [f"{s.judgement.passed}/{s.judgement.total}" for s in scores])
-        test_cases.passed_all = [s.status == "passed" for s in scores]
+        verdicts.passed_all = [s.status == "passed" for s in scores]
         return [None if s.status == "sandbox_error" else s.reward for s in scores]
 
-    test_cases.passed_all = []
     return test_cases
 
 
@@ -69,14 +79,16 @@ def format_score(text: str, language: str, use_reasoning_format: bool) -> float:
     return float(completion.fenced and (completion.laid_out or not use_reasoning_format))
 
 
-def make_format(judge: Judge, scoring: ScoringArguments, use_reasoning_format: bool) -> Callable:
+def make_format(judge: Judge, scoring: ScoringArguments, use_reasoning_format: bool,
+                verdicts: TestVerdicts) -> Callable:
     async def format(prompts, completions, language, **kwargs) -> list[float]:
         return [format_score(completion_text(c), lang, use_reasoning_format) for c, lang in zip(completions, language)]
 
     return format
 
 
-def make_dummy(judge: Judge, scoring: ScoringArguments, use_reasoning_format: bool) -> Callable:
+def make_dummy(judge: Judge, scoring: ScoringArguments, use_reasoning_format: bool,
+               verdicts: TestVerdicts) -> Callable:
     """`--dummy_reward`: a pipeline check that runs no code. 1.0 when code can be extracted, else 0.0.
 
     Its metrics are logged as `rewards/dummy/...`, never as test results, so no chart can mistake it for one.
@@ -88,16 +100,17 @@ def make_dummy(judge: Judge, scoring: ScoringArguments, use_reasoning_format: bo
     return dummy
 
 
-REWARD_FUNCS: dict[str, Callable[[Judge, ScoringArguments, bool], Callable]] = {
+REWARD_FUNCS: dict[str, Callable[[Judge, ScoringArguments, bool, TestVerdicts], Callable]] = {
     "test_cases": make_test_cases,
     "format": make_format,
     "dummy": make_dummy,
 }
 
 
-def make_reward_funcs(names: list[str], judge: Judge, scoring: ScoringArguments,
-                      use_reasoning_format: bool = False) -> list[Callable]:
+def make_reward_funcs(names: list[str], judge: Judge, scoring: ScoringArguments, use_reasoning_format: bool = False,
+                      verdicts: TestVerdicts | None = None) -> list[Callable]:
     unknown = [name for name in names if name not in REWARD_FUNCS]
     if unknown:
         raise ValueError(f"unknown reward function {', '.join(unknown)}; choose from {', '.join(REWARD_FUNCS)}")
-    return [REWARD_FUNCS[name](judge, scoring, use_reasoning_format) for name in names]
+    verdicts = TestVerdicts() if verdicts is None else verdicts
+    return [REWARD_FUNCS[name](judge, scoring, use_reasoning_format, verdicts) for name in names]

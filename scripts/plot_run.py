@@ -32,7 +32,10 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from cli import UsageError, read_json_objects
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-installed or not (PYTHONPATH still wins)
+
+from cli import UsageError, read_json_objects  # noqa: E402
 
 # Fixed colours, so a status looks the same in every plot and every run.
 STATUS_COLOURS = {

@@ -17,12 +17,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from data import DataError, load_problems, split_problems
-from judging.languages import language as language_named
-from training.arguments import bf16_supported
-from training.prompts import make_prompt
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-installed or not (PYTHONPATH still wins)
+
+from data import DataError, load_problems, split_problems  # noqa: E402
+from judging.languages import language as language_named  # noqa: E402
+from training.arguments import bf16_supported  # noqa: E402
+from training.prompts import make_prompt  # noqa: E402
 
 LANGUAGE = "python"
 

@@ -1,5 +1,6 @@
 """Shared fixtures: the tiny offline models (the random one built once per session, the warm one cached across
-sessions) and the repository root."""
+sessions) and the repository root. Launching the trainer is in trainer_runs.py, the checks of a trained run in
+trained_run_checks.py."""
 
 import subprocess
 import sys
@@ -28,11 +29,6 @@ def warm_model() -> Path:
     return cached_warm_model()
 
 
-# The problems the warm model knows, and a stand-in q set for tests/fake_q/q (tests/fixtures/warm/README.md).
-WARM_PYTHON_DATA = ROOT / "tests" / "fixtures" / "warm" / "python_problems.jsonl"
-WARM_Q_STAND_IN_DATA = ROOT / "tests" / "fixtures" / "warm" / "q_stand_in_problems.jsonl"
-
-
 @pytest.fixture()
 def qhome(tmp_path, monkeypatch):
     """QHOME and QLIC folders the sandbox uid can read (for tests/fake_q/q or a licensed stand-in); QLIC holds no
@@ -47,16 +43,3 @@ def qhome(tmp_path, monkeypatch):
     monkeypatch.delenv("KX_ACCT", raising=False)
     monkeypatch.setattr(judging.execution, "LICENCE_RETRY_DELAYS", (0.01, 0.01, 0.01))
     return home
-
-
-def run_trainer(*args, cwd=ROOT, env=None, timeout=600) -> subprocess.CompletedProcess:
-    """`python rl_trainer.py ARGS` as a user runs it."""
-    return subprocess.run([sys.executable, str(ROOT / "rl_trainer.py"), *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def finished_run(model, run: Path, *settings) -> subprocess.CompletedProcess:
-    """A training run of `model` into `run` that must finish (exit 0); its output, for the tests to read."""
-    result = run_trainer("--model", model, "--output_dir", run, *settings)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result

@@ -6,12 +6,12 @@ import re
 
 import pytest
 
-from conftest import run_trainer
 from data import DEFAULT_MAX_TRIVIAL_SHARE, bundled_path, load_problems, measure_trivial_shares, split_problems, \
     verify_problems
 from judging import Judge
 from judging.executors import find_q
 from rewards import ScoringArguments
+from trainer_runs import run_trainer
 
 TRAINING_TESTS = ScoringArguments().max_tests_per_problem
 

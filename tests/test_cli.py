@@ -6,7 +6,7 @@ import json
 import pytest
 import yaml
 
-from conftest import run_trainer
+from trainer_runs import run_trainer
 from training.arguments import UsageError, model_size, parse_args
 
 # The reference sweeps' flags (exps.sh, 14B line), as users' scripts pass them.

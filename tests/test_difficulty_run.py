@@ -9,8 +9,12 @@ import sys
 
 import pytest
 
-from conftest import ROOT, WARM_PYTHON_DATA, finished_run, run_trainer
-from run_checks import assert_trained
+from conftest import ROOT
+from trained_run_checks import assert_trained
+from trainer_runs import finished_run, run_trainer
+from warm_model import PYTHON_PROBLEMS as WARM_PYTHON_DATA
+
+pytestmark = pytest.mark.slow  # every test here runs the trainer
 
 # 7 problems, 4 a step, groups of 2: with window 1 a problem settles when its last group was zero-signal (both
 # samples passed or both failed), and settled problems hand almost all their slots on (re-check chance 0.01).

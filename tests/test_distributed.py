@@ -11,8 +11,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from conftest import ROOT, WARM_PYTHON_DATA, run_trainer
-from run_checks import assert_trained, weights
+from conftest import ROOT
+from trained_run_checks import assert_trained, weights
+from trainer_runs import run_trainer
+from warm_model import PYTHON_PROBLEMS as WARM_PYTHON_DATA
 
 pytestmark = pytest.mark.slow
 

@@ -8,8 +8,10 @@ import sys
 
 import pytest
 
-from conftest import ROOT, WARM_PYTHON_DATA, finished_run, run_trainer
-from run_checks import assert_trained
+from conftest import ROOT
+from trained_run_checks import assert_trained
+from trainer_runs import finished_run, run_trainer
+from warm_model import PYTHON_PROBLEMS as WARM_PYTHON_DATA
 
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from conftest import ROOT, run_trainer
+from conftest import ROOT
+from trainer_runs import run_trainer
 from training.arguments import parse_args
 from training.preflight import check_vllm_server
 from training.run_folder import RunFolder

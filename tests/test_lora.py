@@ -2,8 +2,13 @@
 
 import json
 
-from conftest import WARM_PYTHON_DATA, run_trainer
-from run_checks import assert_evaluations_add_up, assert_trained
+import pytest
+
+from trained_run_checks import assert_evaluations_add_up, assert_trained
+from trainer_runs import run_trainer
+from warm_model import PYTHON_PROBLEMS as WARM_PYTHON_DATA
+
+pytestmark = pytest.mark.slow  # every test here runs the trainer
 
 
 def test_lora_run_then_eval_only_on_its_adapter_checkpoint(warm_model, tmp_path):

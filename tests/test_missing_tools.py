@@ -10,8 +10,10 @@ import sys
 import pytest
 import torch
 
-from conftest import ROOT, WARM_PYTHON_DATA, run_trainer
+from conftest import ROOT
 from judging import Judge, JudgeUnavailable
+from trainer_runs import run_trainer
+from warm_model import PYTHON_PROBLEMS as WARM_PYTHON_DATA
 
 # Python with a package made uninstalled as Python itself sees a blocked import (sys.modules[name] = None:
 # importlib.util.find_spec answers None, `import` raises), then rl_trainer.py as a user runs it.
@@ -33,17 +35,17 @@ def assert_stopped_early(result, run, *words):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without CUDA")
-def test_qlora_without_cuda_names_lora_instead(warm_model, tmp_path):
+def test_qlora_without_cuda_names_lora_instead(tiny_model, tmp_path):
     run = tmp_path / "run"
-    result = run_trainer(*trainer_args(warm_model, run), "--use_qlora")
+    result = run_trainer(*trainer_args(tiny_model, run), "--use_qlora")
     assert_stopped_early(result, run, "--use_qlora needs a CUDA GPU and bitsandbytes", "--use_lora")
 
 
-def test_wandb_not_installed_names_the_install(warm_model, tmp_path):
+def test_wandb_not_installed_names_the_install(tiny_model, tmp_path):
     run = tmp_path / "run"
     env = {**os.environ, "WANDB_MODE": "offline"}
     result = subprocess.run([sys.executable, "-c", WITHOUT_PACKAGE, "wandb", str(ROOT / "rl_trainer.py"),
-                             *map(str, trainer_args(warm_model, run)), "--use_wandb"],
+                             *map(str, trainer_args(tiny_model, run)), "--use_wandb"],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert_stopped_early(result, run, "--use_wandb needs wandb, which is not installed here", "pip install wandb")
 
@@ -66,8 +68,8 @@ def test_an_explicit_bwrap_without_bubblewrap_is_refused_not_weakened(level, pat
         Judge(sandbox=level, workers=1)
 
 
-def test_the_trainer_refuses_an_explicit_bwrap_without_bubblewrap(warm_model, tmp_path, path_without_bwrap):
+def test_the_trainer_refuses_an_explicit_bwrap_without_bubblewrap(tiny_model, tmp_path, path_without_bwrap):
     run = tmp_path / "run"
-    result = run_trainer(*trainer_args(warm_model, run), "--sandbox", "bwrap",
+    result = run_trainer(*trainer_args(tiny_model, run), "--sandbox", "bwrap",
                          env={**os.environ, "PATH": path_without_bwrap})
     assert_stopped_early(result, run, "sandbox='bwrap' does not work here", "install bubblewrap")

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_trainer
 from data import measure_trivial_shares
 from judging import Judge
 from rewards import ScoringArguments, make_reward_funcs, score
+from trainer_runs import run_trainer
 
 ROOT = Path(__file__).resolve().parent.parent
 IS_PALINDROME = "def solve(s):\n    return s == s[::-1]\n"
@@ -126,6 +126,7 @@ def test_test_reward_function_gives_a_canonical_solution_the_full_reward(tiny_mo
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_training_and_evaluation_under_above_trivial(warm_model, tmp_path):
     # The warm model answers x * 2 about half the time, so `double`'s samples earn above-trivial credit.
     data = write_jsonl(tmp_path / "problems.jsonl", [PALINDROME, DOUBLE])

@@ -11,8 +11,10 @@ import shutil
 
 import pytest
 
-from conftest import ROOT, WARM_Q_STAND_IN_DATA, run_trainer
-from run_checks import assert_trained, train_steps
+from conftest import ROOT
+from trained_run_checks import assert_trained, train_steps
+from trainer_runs import run_trainer
+from warm_model import Q_STAND_IN_PROBLEMS as WARM_Q_STAND_IN_DATA
 
 FAKE_Q = ROOT / "tests" / "fake_q" / "q"
 RUN = ["--max_steps", "2", "--num_generations", "4", "--per_device_train_batch_size", "4",
@@ -29,6 +31,7 @@ def test_missing_q_stops_before_any_weights_load(tiny_model, tmp_path):
     assert "Loading weights" not in result.stderr and not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_q_through_the_stand_in_executor(warm_model, tmp_path):
     qhome = tmp_path / "qhome"
     qhome.mkdir()

@@ -6,7 +6,7 @@ import pytest
 
 import judging.execution
 from judging import STATUSES, Judge
-from rewards import REWARD_FUNCS, ScoringArguments, make_reward_funcs, score
+from rewards import REWARD_FUNCS, ScoringArguments, TestVerdicts, make_reward_funcs, score
 
 FAKE_Q = str(Path(__file__).resolve().parent / "fake_q" / "q")
 TESTS = [{"test_code": f"print(solve({n}))", "expected_output": str(2 * n)} for n in range(1, 7)]
@@ -51,7 +51,9 @@ def test_names_and_unknown_name(judge):
 
 
 def test_test_cases_reward_logs_status_shares_and_extras(judge):
-    (test_cases,) = make_reward_funcs(["test_cases"], judge, ScoringArguments(max_tests_per_problem=4))
+    verdicts = TestVerdicts()
+    (test_cases,) = make_reward_funcs(["test_cases"], judge, ScoringArguments(max_tests_per_problem=4),
+                                      verdicts=verdicts)
     metrics, extras = {}, {}
     completions = [RIGHT, [{"role": "assistant", "content": HALF}], "  \n", "```python\ndef solve(:\n```"]
     scores = asyncio.run(test_cases(
@@ -67,7 +69,7 @@ def test_test_cases_reward_logs_status_shares_and_extras(judge):
     assert metrics["status/passed"] == metrics["status/no_code"] == metrics["status/syntax_error"] == 0.25
     assert extras["status"][0] == "passed" and extras["status"][3] == "syntax_error"
     assert extras["tests_passed"][:2] == ["4/4", "2/4"], "only the first max_tests_per_problem tests count"
-    assert test_cases.passed_all == [True, False, False, False], "the judge's fact, not a reward threshold"
+    assert verdicts.passed_all == [True, False, False, False], "the judge's fact, not a reward threshold"
 
 
 def test_language_column_overrides_and_sandbox_error_gives_none(tmp_path, monkeypatch):

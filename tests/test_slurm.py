@@ -19,12 +19,13 @@ from pathlib import Path
 import pytest
 from accelerate.commands.launch import launch_command_parser
 
+from conftest import ROOT
 import launch_stand_ins
-from conftest import ROOT, WARM_PYTHON_DATA
-from run_checks import assert_trained
+from trained_run_checks import assert_trained
 from training import memory_plan
 from training.arguments import parse_args
 from training.run_folder import RunFolder
+from warm_model import PYTHON_PROBLEMS as WARM_PYTHON_DATA
 
 SBATCH = ROOT / "scripts" / "slurm" / "train.sbatch"
 CLUSTER = ROOT / "scripts" / "slurm" / "local_cluster.sh"

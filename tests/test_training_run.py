@@ -5,8 +5,11 @@ import json
 import pytest
 import yaml
 
-from conftest import WARM_PYTHON_DATA, finished_run, run_trainer
-from run_checks import assert_trained, train_steps
+from trained_run_checks import assert_trained, train_steps
+from trainer_runs import finished_run, run_trainer
+from warm_model import PYTHON_PROBLEMS as WARM_PYTHON_DATA
+
+pytestmark = pytest.mark.slow  # every test here runs the trainer
 
 # One group of 4 samples a step: with the warm model passing about half its samples, a step's rewards differ.
 FAST = [

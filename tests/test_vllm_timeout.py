@@ -24,11 +24,11 @@ from transformers import AutoModelForCausalLM
 from trl.generation import vllm_client, vllm_generation
 from trl.trainer import grpo_trainer
 
-from conftest import ROOT, WARM_PYTHON_DATA
-from run_checks import assert_moved
+from conftest import ROOT
+from trained_run_checks import assert_moved
 from training.trainer import bound_vllm_client
 from training.vllm_timeout import VLLMServerUnresponsive, bound_session
-from warm_model import PYTHON_COMPLETIONS
+from warm_model import PYTHON_COMPLETIONS, PYTHON_PROBLEMS as WARM_PYTHON_DATA
 
 STAND_IN = ROOT / "tests" / "vllm_stand_in"
 
@@ -248,6 +248,7 @@ class ServerThatGoesSilent(LoopbackServer):
         return json.dumps({"choices": choices}).encode()
 
 
+@pytest.mark.slow
 def test_grpo_trainer_stops_with_one_line_and_a_whole_checkpoint_when_the_server_goes_silent(warm_model, tmp_path):
     """The real rl_trainer.py in server mode (tests/vllm_stand_in/run_trainer.py leaves out only the NCCL group,
     which needs CUDA), through TRL's real client: step 1 is served and saved, step 2's first request is not

@@ -2,8 +2,11 @@
 
 import os
 
-from conftest import WARM_PYTHON_DATA, run_trainer
-from run_checks import assert_trained
+import pytest
+
+from trained_run_checks import assert_trained
+from trainer_runs import run_trainer
+from warm_model import PYTHON_PROBLEMS as WARM_PYTHON_DATA
 
 TINY_RUN = ["--data", WARM_PYTHON_DATA, "--language", "python", "--max_steps", "2", "--num_generations", "4",
             "--per_device_train_batch_size", "4", "--gradient_accumulation_steps", "1", "--max_completion_length",
@@ -11,6 +14,8 @@ TINY_RUN = ["--data", WARM_PYTHON_DATA, "--language", "python", "--max_steps", "
             "--eval_max_tokens", "16"]
 
 
+@pytest.mark.slow
+@pytest.mark.slow
 def test_offline_run_writes_metrics_and_completions(warm_model, tmp_path):
     """Also the chat-template, reasoning-format path of a real run."""
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path)}

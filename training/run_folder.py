@@ -13,10 +13,12 @@
 """
 
 import json
+import logging
 import math
 import os
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -26,11 +28,29 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from cli import UsageError
 
+logger = logging.getLogger(__name__)
+
 # training_log.txt lines that belong to a step (readable_line): "step N/M | ...", "eval step N/M | ...", "finished at
 # step N/M | ...".
 LOGGED_STEP = re.compile(r"^(?:eval |finished at )?step (\d+)/")
 CONSTANT_SCHEDULES = ("constant", "constant_with_warmup")
 OUTPUT_FILES = ("config.yaml", "logs/metrics.jsonl", "logs/eval_results.json", "final_model")
+
+
+@dataclass(frozen=True)
+class Resume:
+    """The checkpoint a session resumes from (`RunFolder.resume` chooses it), its step, and why it was chosen."""
+
+    checkpoint: str
+    step: int
+    why: str
+
+    def continue_training(self, grpo, tracker) -> None:
+        """What resuming changes before the trainer is built. --eval_on_start evaluated the model the run started
+        from, which the run did before its first step; transformers would evaluate again at every resume, adding an
+        entry at the checkpoint's step. The per-problem tracker takes back the difficulty filter's saved state."""
+        grpo.eval_on_start = False
+        tracker.restore(self.checkpoint)
 
 
 class RunFolder:
@@ -74,11 +94,36 @@ class RunFolder:
             raise UsageError(f"--resume_from_checkpoint {resume}: not a checkpoint folder (no {TRAINER_STATE_NAME})")
         return resume
 
-    def prepare(self, overwrite: bool, resuming: bool, evaluation_only: bool = False) -> None:
-        """Create the folders, refusing to write a new run over a finished or started one.
+    def resume(self, grpo) -> Resume | None:
+        """What this session resumes (``grpo.resume_from_checkpoint``; None: a new run), decided and checked before
+        any model loads, and why, in a log line: `latest` is the newest whole checkpoint here, a path is that
+        checkpoint, and its learning-rate schedule must reach ``grpo.max_steps``."""
+        requested = grpo.resume_from_checkpoint
+        checkpoint = self.resolve_checkpoint(requested)
+        if checkpoint is None:
+            return None
+        scheduler = grpo.lr_scheduler_type
+        self.check_resume_schedule(checkpoint, grpo.max_steps, getattr(scheduler, "value", scheduler))
+        step = checkpoint_step(checkpoint)
+        if requested == "latest":
+            why = f"--resume_from_checkpoint latest: the newest whole checkpoint in {self.checkpoints}"
+            cut_off = sorted(path.name for path in self.checkpoints.glob(f"{PREFIX_CHECKPOINT_DIR}-*")
+                             if not _readable_state(path))
+            if cut_off:
+                why += f" ({', '.join(cut_off)} skipped: cut off while being saved)"
+        else:
+            why = "named by --resume_from_checkpoint"
+        resume = Resume(checkpoint, step, why)
+        logger.info("resuming from %s at step %d (%s); what was logged after step %d is dropped, and "
+                    "--eval_on_start is not repeated", checkpoint, step, why, step)
+        return resume
+
+    def prepare(self, overwrite: bool, resume: Resume | None, evaluation_only: bool = False) -> None:
+        """Create the folders, refusing to write a new run over a finished or started one (unless resuming it).
 
         An evaluation-only session appends to whatever the folder holds and needs only logs/.
         """
+        resuming = resume is not None
         if self.holds_outputs() and not (overwrite or resuming or evaluation_only):
             raise UsageError(
                 f"{self.root} already holds a run's outputs; pass --overwrite_output_dir, "
@@ -97,8 +142,12 @@ class RunFolder:
             for path in (self.metrics, self.eval_results, self.training_log, self.problem_stats):
                 path.unlink(missing_ok=True)
 
-    def write_config(self, settings: dict) -> None:
+    def start(self, settings: dict, resume: Resume | None) -> None:
+        """Before training (main process): every setting into config.yaml, and on resume the logs cut back to the
+        checkpoint's step."""
         self.config.write_text(yaml.safe_dump(settings, sort_keys=True))
+        if resume is not None:
+            self.forget_after(resume.step)
 
     def last_step(self) -> int:
         """The step training reached: its newest checkpoint's, or the last step logged (the run's end is logged)."""

@@ -1,30 +1,28 @@
 """`QGRPOTrainer`: TRL's GRPOTrainer with pass@k evaluation, per-problem records and a bound on vLLM requests.
 
-This is the one file that touches TRL's private internals. Written against trl==1.16.0 (requirements.txt). It
-relies on these names, which TRL does not promise to keep; `missing_trl_internals()` checks them, the trainer
-checks them when it is built, and tests/test_trainer_seam.py fails naming any an upgrade removed:
-
-- `GRPOTrainer._generate_and_score_completions(inputs)`: overridden to rewrite the generation batch through the
-  difficulty filter before generating.
-- `GRPOTrainer._calculate_rewards(inputs, prompts, completions, completion_ids_list)`: overridden to show the
-  gathered rewards to the per-problem tracker.
-- `GRPOTrainer._metrics["train"]`: where the tracker's metrics are appended for TRL to log with the step.
-- `GRPOTrainer.reward_funcs`, `.reward_func_names`, `.reward_weights`, `.num_generations`: read to form the
-  total reward as TRL does and to find the `test_cases` function.
-- `GRPOTrainer.vllm_generation` (`VLLMGeneration`): `.mode`, `.sync_weights()`, `.llm` (colocate) and, in
-  server mode on the main process, `.vllm_client` (`VLLMClient`) with `.session` (a `requests.Session`),
-  `.base_url` and `.generate()`.
-- `Trainer.log` called past `GRPOTrainer.log` (which would flush the step's training metrics), and
-  `Trainer.callback_handler.on_evaluate`, called as `Trainer.evaluate` would.
+This is the one file that touches TRL's private internals. Written against trl==1.16.0 (requirements.txt). Every
+name of TRL's (and of transformers' `Trainer`, reached past TRL's overrides) that this project relies on and TRL
+does not promise to keep is listed once, in `TRL_INTERNALS` below, with what relies on it: this file, and the two
+that patch TRL outside it (benchmarks/step_overhead.py times TRL's profiling spans; tests/vllm_stand_in/
+run_trainer.py leaves out the NCCL group, which needs CUDA). `missing_trl_internals()` checks every name listed,
+the trainer checks them when it is built, and tests/test_trainer_seam.py fails naming any an upgrade removed.
 """
 
+import functools
+import inspect
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from accelerate.utils import broadcast_object_list, gather_object
 from transformers import Trainer, TrainerCallback
 from trl import GRPOTrainer
+from trl.extras.profiling import ProfilingContext
+from trl.generation.vllm_client import VLLMClient
+from trl.generation.vllm_generation import VLLMGeneration
 
+from rewards import TestVerdicts
 from training.difficulty import ProblemTracker
 from training.evaluation import PassAtKEvaluator
 from training.vllm_timeout import bound_session
@@ -42,16 +40,78 @@ its problem's tests in a sandbox.
 - every setting: `{config}`; `python rl_trainer.py --config {config} --resume_from_checkpoint latest` resumes the run
 - logs (per-step metrics, pass@k evaluations): the run folder's `logs/`
 """
-# (what holds it, attribute): checked on the class before a trainer is built ...
-TRL_CLASS_INTERNALS = (
-    (GRPOTrainer, "_generate_and_score_completions"),
-    (GRPOTrainer, "_calculate_rewards"),
-    (Trainer, "log"),
-    (Trainer, "evaluate"),
+
+
+@dataclass(frozen=True)
+class TrlInternal:
+    """One name TRL does not promise to keep. A method (or other class attribute) is checked on its class. An
+    attribute that TRL's code sets on an object is checked in that code (`set_by`, a method of `owner`, still
+    assigns `self.<name>`) and, once the trainer is built, on the object; `held` says when a built trainer has it:
+    always, with vLLM (`vllm`), in colocate mode (`colocate`) or in server mode on the main process (`server`)."""
+
+    owner: type
+    name: str
+    used_for: str
+    set_by: str = ""
+    held: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.owner.__name__}.{self.name}"
+
+    def in_trl(self) -> bool:
+        """Whether the installed TRL still defines it (a method) or sets it (an attribute)."""
+        if not self.set_by:
+            return hasattr(self.owner, self.name)
+        source = source_of(getattr(self.owner, self.set_by, None))
+        return re.search(rf"\bself\.{re.escape(self.name)}\s*(:[^=\n]*)?=(?!=)", source) is not None
+
+
+@functools.lru_cache(maxsize=None)
+def source_of(function) -> str:
+    """A function's source ('' for none); read once, since several listed names are set by one long __init__."""
+    try:
+        return inspect.getsource(function)
+    except (TypeError, OSError):
+        return ""
+
+
+TRL_INTERNALS = (
+    TrlInternal(GRPOTrainer, "_generate_and_score_completions",
+                "overridden: the generation batch passes through the difficulty filter before generating"),
+    TrlInternal(GRPOTrainer, "_calculate_rewards", "overridden: the gathered rewards go to the per-problem tracker; "
+                "its profiling span is the reward time of benchmarks/step_overhead.py"),
+    TrlInternal(GRPOTrainer, "_metrics", "where the tracker's metrics are appended for TRL to log with the step",
+                set_by="__init__"),
+    TrlInternal(GRPOTrainer, "reward_func_names", "read to form the total reward as TRL does", set_by="__init__"),
+    TrlInternal(GRPOTrainer, "reward_weights", "read to form the total reward as TRL does", set_by="__init__"),
+    TrlInternal(GRPOTrainer, "num_generations", "the group size the tracker and the filter count in",
+                set_by="__init__"),
+    TrlInternal(GRPOTrainer, "use_vllm", "whether generation (evaluation's too) goes through vLLM",
+                set_by="__init__"),
+    TrlInternal(GRPOTrainer, "vllm_generation", "TRL's vLLM backend, which evaluation generates with",
+                set_by="__init__", held="vllm"),
+    TrlInternal(VLLMGeneration, "mode", "server or colocate", set_by="__init__", held="vllm"),
+    TrlInternal(VLLMGeneration, "sync_weights", "called before evaluation generates, so it samples current weights"),
+    TrlInternal(VLLMGeneration, "llm", "the colocated vLLM engine evaluation generates with", set_by="_init_vllm",
+                held="colocate"),
+    TrlInternal(VLLMGeneration, "vllm_client", "the client of the vLLM server", set_by="_init_vllm", held="server"),
+    TrlInternal(VLLMClient, "session", "a requests.Session: every request it sends is bounded "
+                "(--vllm_request_timeout, training/vllm_timeout.py)", set_by="__init__", held="server"),
+    TrlInternal(VLLMClient, "base_url", "names the server in the bound's one-line error", set_by="__init__",
+                held="server"),
+    TrlInternal(VLLMClient, "generate", "evaluation's generation in server mode"),
+    TrlInternal(VLLMClient, "init_communicator", "replaced by tests/vllm_stand_in/run_trainer.py (the NCCL "
+                "weight-transfer group needs CUDA)"),
+    TrlInternal(VLLMClient, "communicator", "set to None by that replacement, as TRL leaves it without a group",
+                set_by="__init__", held="server"),
+    TrlInternal(ProfilingContext, "__enter__", "wrapped by benchmarks/step_overhead.py to time a span's CPU"),
+    TrlInternal(ProfilingContext, "_log_metrics", "wrapped by benchmarks/step_overhead.py to record each span"),
+    TrlInternal(ProfilingContext, "name", "the span's name, read by benchmarks/step_overhead.py", set_by="__init__"),
+    TrlInternal(Trainer, "log", "called past GRPOTrainer.log, which would flush the step's training metrics"),
+    TrlInternal(Trainer, "evaluate", "overridden with pass@k; transformers calls it on the trainer's schedule"),
+    TrlInternal(Trainer, "callback_handler", "its on_evaluate is called as Trainer.evaluate would",
+                set_by="__init__"),
 )
-# ... and on a built trainer, where TRL sets them in __init__.
-TRL_INSTANCE_INTERNALS = ("_metrics", "reward_funcs", "reward_func_names", "reward_weights", "num_generations",
-                          "callback_handler")
 
 
 class TrlInternalsChanged(RuntimeError):
@@ -65,19 +125,35 @@ class TrlInternalsChanged(RuntimeError):
                          f"(pip install -r requirements.txt) or port training/trainer.py")
 
 
+def held_objects(trainer) -> tuple[dict[type, object], set[str]]:
+    """The objects of a built trainer that hold the listed attributes, by class, and when they are held (see
+    `TrlInternal.held`)."""
+    objects, held = {GRPOTrainer: trainer, Trainer: trainer}, {""}
+    generation = getattr(trainer, "vllm_generation", None)
+    if getattr(trainer, "use_vllm", False):
+        held.add("vllm")
+        if generation is not None:
+            objects[VLLMGeneration] = generation
+            mode = getattr(generation, "mode", None)
+            if mode == "colocate":
+                held.add("colocate")
+            elif mode == "server" and trainer.accelerator.is_main_process:
+                held.add("server")
+                if getattr(generation, "vllm_client", None) is not None:
+                    objects[VLLMClient] = generation.vllm_client
+    return objects, held
+
+
 def missing_trl_internals(trainer=None) -> list[str]:
-    """The private TRL names this file relies on that are missing: on the classes, and on ``trainer`` if given."""
-    missing = [f"{owner.__name__}.{name}" for owner, name in TRL_CLASS_INTERNALS if not hasattr(owner, name)]
+    """The listed TRL names that are missing: from the installed TRL, and from ``trainer`` (built) if given."""
+    missing = [str(internal) for internal in TRL_INTERNALS if not internal.in_trl()]
     if trainer is not None:
-        missing += [f"GRPOTrainer.{name}" for name in TRL_INSTANCE_INTERNALS if not hasattr(trainer, name)]
-        if trainer.use_vllm:
-            generation = getattr(trainer, "vllm_generation", None)
-            if generation is None:
-                missing.append("GRPOTrainer.vllm_generation")
-            else:
-                missing += [f"VLLMGeneration.{name}" for name in ("mode", "sync_weights")
-                            if not hasattr(generation, name)]
-    return missing
+        objects, held = held_objects(trainer)
+        for internal in TRL_INTERNALS:
+            holder = objects.get(internal.owner)
+            if internal.set_by and internal.held in held and holder is not None and not hasattr(holder, internal.name):
+                missing.append(str(internal))
+    return list(dict.fromkeys(missing))
 
 
 def bound_vllm_client(client, timeout_s: float):
@@ -100,11 +176,12 @@ class PassAtKSchedule(TrainerCallback):
 
 class QGRPOTrainer(GRPOTrainer):
     """TRL's GRPOTrainer whose evaluation is pass@k (``evaluator``; none: evaluation is off), whose generation
-    batches pass through ``tracker`` (training/difficulty.py), and whose requests to a vLLM server are each bounded
-    by ``vllm_request_timeout`` seconds (server mode; the main process is the one that sends them)."""
+    batches pass through ``tracker`` (training/difficulty.py), which learns from ``verdicts`` which completions
+    passed every test (the object the reward functions were made with, rewards.TestVerdicts), and whose requests to
+    a vLLM server are each bounded by ``vllm_request_timeout`` seconds (server mode; the main process sends them)."""
 
     def __init__(self, *args, evaluator: PassAtKEvaluator | None = None, tracker: ProblemTracker | None = None,
-                 vllm_request_timeout: float | None = None, **kwargs):
+                 verdicts: TestVerdicts | None = None, vllm_request_timeout: float | None = None, **kwargs):
         missing = missing_trl_internals()
         if missing:
             raise TrlInternalsChanged(missing)
@@ -112,16 +189,14 @@ class QGRPOTrainer(GRPOTrainer):
         missing = missing_trl_internals(self)
         if missing:
             raise TrlInternalsChanged(missing)
-        if self.use_vllm and self.vllm_generation.mode == "server" and self.accelerator.is_main_process:
-            client = getattr(self.vllm_generation, "vllm_client", None)
-            if client is None:
-                raise TrlInternalsChanged(["VLLMGeneration.vllm_client"])
-            if vllm_request_timeout:
-                bound_vllm_client(client, vllm_request_timeout)
+        server = self.use_vllm and self.vllm_generation.mode == "server" and self.accelerator.is_main_process
+        if server and vllm_request_timeout:
+            bound_vllm_client(self.vllm_generation.vllm_client, vllm_request_timeout)
         self.evaluator = evaluator
         if evaluator is not None:
             self.add_callback(PassAtKSchedule(int(self.args.eval_steps or 0)))
         self.tracker = tracker
+        self.verdicts = verdicts
         if tracker is not None:
             self.add_callback(tracker.callback())
             self._row_of_problem = {pid: i for i, pid in enumerate(self.train_dataset["id"])}
@@ -162,10 +237,9 @@ class QGRPOTrainer(GRPOTrainer):
             # The total reward as TRL forms it for the advantage; a row no function could score stays NaN.
             total = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
             total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
-            names = list(self.reward_func_names)
             passed_all = None
-            if "test_cases" in names:
-                passed_all = gather_object(list(self.reward_funcs[names.index("test_cases")].passed_all))
+            if self.verdicts is not None and self.verdicts.passed_all is not None:
+                passed_all = gather_object(list(self.verdicts.passed_all))
             metrics = self.tracker.observe(self.state.global_step + 1, ids, total.tolist(), passed_all,
                                            self.num_generations)
             for name, value in metrics.items():

@@ -1,6 +1,7 @@
 """rl_trainer.py as a user runs it, with one change for a CPU machine: TRL's `VLLMClient.init_communicator`, which
 sets up the NCCL weight-transfer group and refuses any device but CUDA, is left out. Every HTTP request the
-trainer sends to the vLLM server after start-up still goes through TRL's real client.
+trainer sends to the vLLM server after start-up still goes through TRL's real client. The private names this
+reaches are listed in training/trainer.py's TRL_INTERNALS, which tests/test_trainer_seam.py checks.
 
     PYTHONPATH=tests/vllm_stand_in:. python tests/vllm_stand_in/run_trainer.py ARGS...
 """
