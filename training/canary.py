@@ -67,7 +67,7 @@ def make_variant(problem: dict, kind: str, rng: random.Random) -> Canary:
         tests.insert(index, {**tests[index - 1], "expected_output": expected})
     else:
         raise ValueError(f"unknown canary variant {kind!r}: use one of {', '.join(VARIANTS)}")
-    copy = {k: v for k, v in problem.items() if k != "solution"}
+    copy = {k: v for k, v in problem.items() if k not in ("solution", "trivial_shares")}
     copy.update(id=f"{problem['id']}~canary-{kind}", tests=tests)
     return Canary(problem["id"], kind, index, expected, original, copy)
 

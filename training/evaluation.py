@@ -6,11 +6,14 @@ estimator (`rewards.mean_pass_at_k`), the mean reward and the share of each judg
 across processes (each evaluated exactly once), results gathered, and only the main process writes
 `logs/eval_results.json` and `logs/eval_samples/step-N.jsonl`. An `--eval_only` evaluation is marked
 `"eval_only": true` and writes its samples beside training's, to `step-N-eval_only.jsonl` (training/run_folder.py).
+With canaries (training/canary.py), each evaluation then samples its turn of them the same way and judges them
+with the same judge, timeout and tests, within `--canary_share` of its generations.
 """
 
 import json
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -49,9 +52,6 @@ class PassAtKEvaluator:
         self.canary_problems, self.canary_samples = canary_budget(
             len(self.problems) * args.repeat_eval_problems, args.repeat_eval_problems,
             len(canary.canaries) if canary else 0, args.canary_share)
-        if canary and canary.canaries and not self.canary_problems:
-            logger.warning("canary: off, since %d evaluation generations leave none at --canary_share %g",
-                           len(self.problems) * args.repeat_eval_problems, args.canary_share)
         if self.canary_problems:
             self.settings["canary"] = {"canaries": len(canary.canaries), "per_evaluation": self.canary_problems,
                                        "n": self.canary_samples, "share": args.canary_share, "action": canary.action}
@@ -69,7 +69,7 @@ class PassAtKEvaluator:
         started = time.time()
         shard = self.problems[accelerator.process_index :: accelerator.num_processes]
         n = self.args.repeat_eval_problems
-        completions, scores = self._sample_and_judge(model, accelerator, shard, n, generate)
+        completions, scores = self._sample_and_judge(model, accelerator, shard, n, generate, self.scoring)
 
         per_problem, samples_out = [], []
         for i, problem in enumerate(shard):
@@ -109,7 +109,8 @@ class PassAtKEvaluator:
             logger.info("evaluation at step %d: %s", step, json.dumps(metrics))
         return metrics
 
-    def _sample_and_judge(self, model, accelerator, problems: list[dict], n: int, generate) -> tuple[list, list]:
+    def _sample_and_judge(self, model, accelerator, problems: list[dict], n: int, generate,
+                          scoring: ScoringArguments) -> tuple[list, list]:
         """``n`` completions of each problem, sampled with the evaluation's settings, and their scores on all of
         each problem's tests (collective: every rank calls it, with its own shard)."""
         prompts = [self.prompt_text(p) for p in problems]
@@ -118,7 +119,7 @@ class PassAtKEvaluator:
         else:
             completions = self._generate(model, accelerator, prompts, n)
         texts = [text for samples in completions for text in samples]
-        scores = score(self.judge, [p for p in problems for _ in range(n)], texts, self.scoring, all_tests=True,
+        scores = score(self.judge, [p for p in problems for _ in range(n)], texts, scoring, all_tests=True,
                        timeout=self.args.eval_timeout, progress=accelerator.is_main_process) if texts else []
         return completions, scores
 
@@ -129,7 +130,10 @@ class PassAtKEvaluator:
         batch = self.canary.batch(self.canary_problems)
         mine = batch[accelerator.process_index :: accelerator.num_processes]
         n = self.canary_samples
-        completions, scores = self._sample_and_judge(model, accelerator, [c.problem for c in mine], n, generate)
+        # A canary's reward is never used, and a conflicting variant's extra test has no trivial share to read.
+        scoring = replace(self.scoring, partial_credit="fraction")
+        completions, scores = self._sample_and_judge(model, accelerator, [c.problem for c in mine], n, generate,
+                                                     scoring)
         records, passing = [], []
         for i, canary in enumerate(mine):
             scored = scores[i * n : (i + 1) * n]
