@@ -30,6 +30,11 @@ from training.run_folder import RunFolder
 logger = logging.getLogger(__name__)
 
 
+def judged_tests(judgement) -> list[dict]:
+    """A judged completion's tests as a samples file keeps them: status, seconds and what each printed."""
+    return [{"status": t.status, "seconds": round(t.seconds, 4), "stdout": t.stdout} for t in judgement.tests]
+
+
 class PassAtKEvaluator:
     """pass@k of a model on the first `simple_eval_problems` problems (rows with a `prompt`, see
     `training.prompts.prompt_rows`); ``describe`` is recorded with every evaluation beside its settings."""
@@ -82,9 +87,7 @@ class PassAtKEvaluator:
                 j = s.judgement
                 samples_out.append({
                     "id": problem["id"], "sample": sample, "completion": text, "status": j.status,
-                    "passed": j.passed, "total": j.total, "reward": s.reward,
-                    "tests": [{"status": t.status, "seconds": round(t.seconds, 4), "stdout": t.stdout}
-                              for t in j.tests],
+                    "passed": j.passed, "total": j.total, "reward": s.reward, "tests": judged_tests(j),
                 })
         per_problem = sorted(gather_object(per_problem), key=lambda p: p["id"])
         samples_out = gather_object(samples_out)
@@ -144,8 +147,7 @@ class PassAtKEvaluator:
             })
             passing += [{"step": step, **canary.describe(), "problem": canary.problem, "completion": text,
                          "status": s.status, "passed": s.judgement.passed, "total": s.judgement.total,
-                         "tests": [{"status": t.status, "seconds": round(t.seconds, 4), "stdout": t.stdout}
-                                   for t in s.judgement.tests]}
+                         "tests": judged_tests(s.judgement)}
                         for text, s in zip(completions[i], scored) if s.status == "passed"]
         records = sorted(gather_object(records), key=lambda r: r["id"])
         passing = gather_object(passing)
