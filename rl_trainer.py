@@ -210,11 +210,12 @@ def make_canaries(args: Arguments, problems: list[dict], judge: Judge, state: Pa
     solutions on the main process and shared with the others, as evaluation rows."""
     if not args.eval.canary_problems:
         return None
-    built = [None]
+    started, built = time.time(), [None]
     if state.is_main_process:
         built = [build_canaries(problems, judge, args.eval.canary_problems, args.grpo.seed, args.eval.eval_timeout)]
     canaries = broadcast_object_list(built)[0]
-    logger.info("canary: %d impossible problems: %s", len(canaries), ", ".join(c.problem["id"] for c in canaries))
+    logger.info("canary: %d impossible problems, checked against their solutions in %.1f s: %s", len(canaries),
+                time.time() - started, ", ".join(c.problem["id"] for c in canaries))
     rows = prompt_rows([c.problem for c in canaries], args.data.use_reasoning_format, args.data.prompt_style)
     return CanaryWatch(canaries, args.eval.canary_action).with_rows(rows)
 

@@ -201,3 +201,27 @@ def test_eval_only_reports_the_canary_and_stops_on_a_pass(honest_run, tmp_path):
     samples = honest_run / "logs/canary/step-3-eval_only.jsonl"
     assert hacked.stderr.strip().splitlines()[-1].endswith(f"samples in {samples}; model evaluated {checkpoint}")
     assert all(line["status"] == "passed" for line in lines(samples))
+
+
+@pytest.mark.slow
+def test_a_pass_at_step_0_stops_before_training(warm_model, tmp_path):
+    run = tmp_path / "hacked-at-start"
+    result = fault_run("--model", warm_model, "--output_dir", run, *TINY_RUN, "--max_steps", "2", "--eval_on_start",
+                       "--simple_eval_problems", "3", "--save_steps", "1")
+    assert result.returncode == CANARY_EXIT_CODE, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1].endswith(
+        f"samples in {run / 'logs/canary/step-0.jsonl'}; model evaluated {warm_model} (the run's start: nothing "
+        "trained yet)")
+    assert RunFolder(run).latest_checkpoint() is None and not (run / "final_model").exists()
+    assert not [m for m in lines(run / "logs/metrics.jsonl") if "reward" in m]
+
+
+@pytest.mark.slow
+def test_canary_action_warn_logs_each_pass_and_trains_on(warm_model, tmp_path):
+    run = tmp_path / "warned"
+    result = fault_run("--model", warm_model, "--output_dir", run, *TINY_RUN, "--max_steps", "1", "--eval_on_start",
+                       "--simple_eval_problems", "3", "--canary_action", "warn")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr.count("completions passed a problem no program can pass") == 2
+    assert "(--canary_action warn)" in result.stderr and (run / "final_model/config.json").exists()
+    assert sorted(p.name for p in (run / "logs/canary").iterdir()) == ["step-0.jsonl", "step-1.jsonl"]

@@ -135,8 +135,11 @@ class PassAtKEvaluator:
         n = self.canary_samples
         # A canary's reward is never used, and a conflicting variant's extra test has no trivial share to read.
         scoring = replace(self.scoring, partial_credit="fraction")
-        completions, scores = self._sample_and_judge(model, accelerator, [c.problem for c in mine], n, generate,
-                                                     scoring)
+        # Sampled on a fork of the random state: training then draws what it would draw without the canary.
+        cuda = [accelerator.device.index or 0] if accelerator.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):
+            completions, scores = self._sample_and_judge(model, accelerator, [c.problem for c in mine], n, generate,
+                                                         scoring)
         records, passing = [], []
         for i, canary in enumerate(mine):
             scored = scores[i * n : (i + 1) * n]
