@@ -117,10 +117,12 @@ def test_the_budget_is_at_most_the_share_of_the_evaluation(generations, samples,
 @pytest.fixture(scope="module")
 def honest_run(warm_model, tmp_path_factory):
     """Three steps of the warm model with an evaluation at start and after every step, every evaluation with 4
-    canaries x 2 samples (--canary_share 1: as many canary samples as evaluation samples)."""
+    canaries x 2 samples (--canary_share 1: as many canary samples as evaluation samples). Under --partial_credit
+    above_trivial, whose shares a conflicting variant's extra test does not have."""
     run = tmp_path_factory.mktemp("runs") / "honest"
     finished_run(warm_model, run, *TINY_RUN, "--max_steps", "3", "--eval_steps", "1", "--eval_on_start",
-                 "--simple_eval_problems", "4", "--canary_share", "1", "--save_steps", "3")
+                 "--simple_eval_problems", "4", "--canary_share", "1", "--save_steps", "3",
+                 "--partial_credit", "above_trivial")
     return run
 
 
