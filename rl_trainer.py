@@ -174,6 +174,7 @@ def run_session(args: Arguments, state: PartialState) -> int:
             vllm_request_timeout=args.grpo.vllm_request_timeout,
         )
         use_step_lines(trainer)
+        tripped_at_start = False
         try:
             trainer.train(resume_from_checkpoint=resume)
         except VLLMServerUnresponsive as e:
@@ -181,8 +182,14 @@ def run_session(args: Arguments, state: PartialState) -> int:
             # stopped by the launcher when this one exits.
             print(f"rl_trainer.py: {e}", file=sys.stderr)
             return 1
-        except CanaryTripped as e:
-            return canary_stopped(e.alarm, f"model evaluated {args.model.model} (the run's start: nothing trained yet)")
+        except CanaryTripped:
+            tripped_at_start = True
+        if tripped_at_start:
+            # The stopped trainer's progress bar prints its last state when it is freed: free it before the line.
+            del trainer
+            gc.collect()
+            return canary_stopped(canaries.alarm, f"model evaluated {args.model.model} (the run's start: nothing "
+                                  "trained yet)")
         if canaries and canaries.alarm and args.eval.canary_action == "stop":
             latest = run.latest_checkpoint()
             return canary_stopped(canaries.alarm, f"last checkpoint {latest} (the weights that passed it)" if latest
