@@ -140,7 +140,7 @@ def run_session(args: Arguments, state: PartialState) -> int:
             canaries = make_canaries(args, eval_problems, judge, state)
             evaluator = PassAtKEvaluator(rows, tokenizer, judge, args.eval, args.scoring, run, describe,
                                          canary=canaries)
-            if canaries and canaries.canaries and not evaluator.canary_problems and main_rank():
+            if canaries and canaries.canaries and not evaluator.canaries_per_evaluation and main_rank():
                 logger.warning("canary: off, since --canary_share %g of the evaluation's %d generations is under one",
                                args.eval.canary_share, len(evaluator.problems) * args.eval.repeat_eval_problems)
         if args.eval.eval_only:

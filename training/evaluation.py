@@ -54,11 +54,11 @@ class PassAtKEvaluator:
         }
         self.generation_batch = generation_batch
         self.canary = canary
-        self.canary_problems, self.canary_samples = canary_budget(
+        self.canaries_per_evaluation, self.canary_samples = canary_budget(
             len(self.problems) * args.repeat_eval_problems, args.repeat_eval_problems,
             len(canary.canaries) if canary else 0, args.canary_share)
-        if self.canary_problems:
-            self.settings["canary"] = {"canaries": len(canary.canaries), "per_evaluation": self.canary_problems,
+        if self.canaries_per_evaluation:
+            self.settings["canary"] = {"canaries": len(canary.canaries), "per_evaluation": self.canaries_per_evaluation,
                                        "n": self.canary_samples, "share": args.canary_share, "action": canary.action}
 
     def prompt_text(self, problem: dict) -> str:
@@ -93,7 +93,7 @@ class PassAtKEvaluator:
         samples_out = gather_object(samples_out)
 
         metrics = self.summarize(per_problem)
-        canary = self._canaries(model, accelerator, step, generate) if self.canary_problems else None
+        canary = self._canaries(model, accelerator, step, generate) if self.canaries_per_evaluation else None
         if canary:
             metrics.update(canary["metrics"])
         if accelerator.is_main_process:
@@ -130,7 +130,7 @@ class PassAtKEvaluator:
         """This evaluation's turn of canary problems (training/canary.py), sampled and judged as the evaluation's
         own; sets ``self.canary.alarm`` when a completion passed one, and keeps every such completion whole."""
         started = time.time()
-        batch = self.canary.batch(self.canary_problems)
+        batch = self.canary.batch(self.canaries_per_evaluation)
         mine = batch[accelerator.process_index :: accelerator.num_processes]
         n = self.canary_samples
         # A canary's reward is never used, and a conflicting variant's extra test has no trivial share to read.
