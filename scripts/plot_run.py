@@ -243,7 +243,7 @@ def plot_canary(evaluations: list[dict]) -> Figure | None:
     bottom.set_xlabel("step")
     bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
     base = np.zeros(len(ordered))
-    width = max(0.8, 0.6 * min((b - a for a, b in zip(steps, steps[1:])), default=1))
+    width = max(0.8, 0.25 * min((b - a for a, b in zip(steps, steps[1:])), default=1))
     for status, colour in STATUS_COLOURS.items():
         counts = np.array([e["metrics"].get(f"canary/status/{status}", 0) for e in ordered], dtype=float)
         if counts.any():
