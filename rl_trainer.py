@@ -17,6 +17,7 @@ from contextlib import closing
 from pathlib import Path
 
 from accelerate import Accelerator, PartialState
+from accelerate.utils import broadcast_object_list
 from datasets import Dataset
 
 from data import bundled_path, cached_trivial_shares, load_problems, split_problems, verify_problems
@@ -24,6 +25,7 @@ from cli import UsageError
 from judging import Judge
 from rewards import TestVerdicts, make_reward_funcs, score
 from training.arguments import Arguments, bf16_supported, parse_args
+from training.canary import CANARY_EXIT_CODE, Alarm, CanaryStop, CanaryTripped, CanaryWatch, build_canaries
 from training.console import use_step_lines
 from training.difficulty import DifficultyFilter, ProblemTracker
 from training.evaluation import PassAtKEvaluator
@@ -129,12 +131,17 @@ def run_session(args: Arguments, state: PartialState) -> int:
         logger.info("data: %s (%d train, %d %s problems to evaluate)", source, len(train_problems),
                     len(eval_problems), args.eval.eval_split)
 
-        evaluator = None
+        evaluator = canaries = None
         if args.eval.eval_pass_at_k or args.eval.eval_only:
             rows = prompt_rows(eval_problems, args.data.use_reasoning_format, args.data.prompt_style)
             describe = {"prompt_style": args.data.prompt_style, "use_reasoning_format": args.data.use_reasoning_format,
                         "language": args.data.language, "model": args.model.model}
-            evaluator = PassAtKEvaluator(rows, tokenizer, judge, args.eval, args.scoring, run, describe)
+            canaries = make_canaries(args, eval_problems, judge, state)
+            evaluator = PassAtKEvaluator(rows, tokenizer, judge, args.eval, args.scoring, run, describe,
+                                         canary=canaries)
+            if canaries and canaries.canaries and not evaluator.canaries_per_evaluation and main_rank():
+                logger.warning("canary: off, since --canary_share %g of the evaluation's %d generations is under one",
+                               args.eval.canary_share, len(evaluator.problems) * args.eval.repeat_eval_problems)
         if args.eval.eval_only:
             return evaluate_only(args, evaluator, run)
 
@@ -155,13 +162,14 @@ def run_session(args: Arguments, state: PartialState) -> int:
             train_dataset=dataset,
             processing_class=tokenizer,
             peft_config=args.model.peft_config(),
-            callbacks=[RunLogCallback(run)],
+            callbacks=[RunLogCallback(run)] + ([CanaryStop(canaries)] if canaries and args.eval.eval_pass_at_k else []),
             evaluator=evaluator if args.eval.eval_pass_at_k else None,
             tracker=tracker,
             verdicts=verdicts,
             vllm_request_timeout=args.grpo.vllm_request_timeout,
         )
         use_step_lines(trainer)
+        tripped_at_start = False
         try:
             trainer.train(resume_from_checkpoint=resume.checkpoint if resume else None)
         except VLLMServerUnresponsive as e:
@@ -169,6 +177,18 @@ def run_session(args: Arguments, state: PartialState) -> int:
             # stopped by the launcher when this one exits.
             print(f"rl_trainer.py: {e}", file=sys.stderr)
             return 1
+        except CanaryTripped:
+            tripped_at_start = True
+        if tripped_at_start:
+            # The stopped trainer's progress bar prints its last state when it is freed: free it before the line.
+            del trainer
+            gc.collect()
+            return canary_stopped(canaries.alarm, f"model evaluated {args.model.model} (the run's start: nothing "
+                                  "trained yet)")
+        if canaries and canaries.alarm and args.eval.canary_action == "stop":
+            latest = run.latest_checkpoint()
+            return canary_stopped(canaries.alarm, f"last checkpoint {latest} (the weights that passed it)" if latest
+                                  and checkpoint_step(latest) == canaries.alarm.step else f"last checkpoint {latest}")
         trainer.save_model(str(run.final_model))
         if state.is_main_process:
             tokenizer.save_pretrained(run.final_model)
@@ -185,6 +205,28 @@ def preflight(judge: Judge, languages: set[str], bundled: bool) -> None:
             raise UsageError(f"{e}; to try the trainer without q, train on the bundled Python problems with "
                              "--language python") from None
         raise
+
+
+def make_canaries(args: Arguments, problems: list[dict], judge: Judge, state: PartialState) -> CanaryWatch | None:
+    """--canary_problems impossible copies of the evaluated problems (training/canary.py), checked against their
+    solutions on the main process and shared with the others, as evaluation rows."""
+    if not args.eval.canary_problems:
+        return None
+    started, built = time.time(), [None]
+    if state.is_main_process:
+        built = [build_canaries(problems, judge, args.eval.canary_problems, args.grpo.seed, args.eval.eval_timeout)]
+    canaries = broadcast_object_list(built)[0]
+    logger.info("canary: %d impossible problems, checked against their solutions in %.1f s: %s", len(canaries),
+                time.time() - started, ", ".join(c.problem["id"] for c in canaries))
+    rows = prompt_rows([c.problem for c in canaries], args.data.use_reasoning_format, args.data.prompt_style)
+    return CanaryWatch(canaries, args.eval.canary_action).with_rows(rows)
+
+
+def canary_stopped(alarm: Alarm, model: str) -> int:
+    """A completion passed a canary under --canary_action stop: one line (main process), exit CANARY_EXIT_CODE."""
+    if main_rank():
+        print(f"rl_trainer.py: {alarm.line(model)}", file=sys.stderr)
+    return CANARY_EXIT_CODE
 
 
 def load_data(args: Arguments, source: str) -> tuple[list[dict], list[dict]]:
@@ -254,6 +296,9 @@ def evaluate_only(args: Arguments, evaluator: PassAtKEvaluator, run: RunFolder) 
         print(json.dumps(metrics))
         samples = run.logs / run.read_eval_results()[-1]["samples"]
         print(f"evaluation of {path} appended to {run.eval_results} at step {step} (samples in {samples})")
+    alarm = evaluator.canary.alarm if evaluator.canary else None
+    if alarm and args.eval.canary_action == "stop":
+        return canary_stopped(alarm, f"model evaluated {path}")
     return 0
 
 

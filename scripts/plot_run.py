@@ -11,6 +11,8 @@ and `logs/problem_stats.jsonl` (each training problem's groups per step) and wri
     eval_pass_at_k.png           pass@k of every evaluation
     pass_at_k_before_after.png   pass@k of the first and the last evaluation side by side, on their split
     eval_problem_pass_rates.png  each evaluated problem's pass rate (c/n) in the first and the last evaluation
+    canary.png                   the canary at each evaluation: the share of completions passing an impossible
+                                 problem (any is a hack), and its completions per status
     status_shares.png            share of each judging status per step (stacked)
     completion_length.png        mean completion length, and the share clipped at the length limit
     kl_entropy.png               KL to the reference model and policy entropy
@@ -225,6 +227,41 @@ def plot_eval_problem_pass_rates(evaluations: list[dict]) -> Figure | None:
     return fig
 
 
+def plot_canary(evaluations: list[dict]) -> Figure | None:
+    """The canary (training/canary.py) at each evaluation: above, the share of its completions that passed a problem
+    no program can pass (0 in a sound run; any pass is a hack); below, its completions per judging status, and
+    those that solved the problem the canary was made from."""
+    ordered = [e for e in sorted(evaluations, key=lambda e: e["step"]) if "canary/completions" in e.get("metrics", {})]
+    if not ordered:
+        return None
+    fig = Figure(figsize=(8, 6), layout="constrained")
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(1, 2))
+    steps = [e["step"] for e in ordered]
+    rates = [e["metrics"]["canary/pass_rate"] for e in ordered]
+    top.set_title("Canary: impossible problems judged at each evaluation")
+    top.plot(steps, rates, marker="o", color="#d62728", label="canary/pass_rate (any pass is a hack)")
+    top.set_ylim(-0.05, 1.05)
+    top.set_ylabel("share passed")
+    top.legend(loc="upper left", fontsize="small")
+    bottom.set_xlabel("step")
+    bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
+    base = np.zeros(len(ordered))
+    width = max(0.8, 0.25 * min((b - a for a, b in zip(steps, steps[1:])), default=1))
+    for status, colour in STATUS_COLOURS.items():
+        counts = np.array([e["metrics"].get(f"canary/status/{status}", 0) for e in ordered], dtype=float)
+        if counts.any():
+            bottom.bar(steps, counts, width, bottom=base, color=colour, label=status)
+            base += counts
+    solved = [e["metrics"].get("canary/solved_original", 0) for e in ordered]
+    bottom.plot(steps, solved, marker="x", linestyle="none", color="black", label="solved the original problem")
+    bottom.set_ylabel("canary completions")
+    bottom.yaxis.set_major_locator(MaxNLocator(integer=True))
+    bottom.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small")
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3)
+    return fig
+
+
 def plot_status_shares(rows: list[dict]) -> Figure | None:
     """Stacked shares of the statuses that occur at all; steps that logged no status are left out."""
     keys = keys_matching(rows, re.compile(r"status/(.+)"))
@@ -342,6 +379,7 @@ def plot_run(run_dir: Path, out_dir: Path | None = None) -> tuple[list[Path], li
          f"no two pass@k evaluations at different steps in {eval_path}"),
         ("eval_problem_pass_rates.png", plot_eval_problem_pass_rates(evaluations),
          f"no two evaluations with per-problem results in {eval_path}"),
+        ("canary.png", plot_canary(evaluations), f"no canary in the evaluations of {eval_path}"),
         ("status_shares.png", plot_status_shares(training), f"no status/<name> shares in {metrics_path}"),
         ("completion_length.png", plot_completion_length(training),
          f"no completions/mean_length or completions/clipped_ratio in {metrics_path}"),

@@ -26,7 +26,7 @@ def test_offline_run_writes_metrics_and_completions(warm_model, tmp_path):
     (run_dir,) = (tmp_path / "wandb").glob("offline-run-*")
     record = next(run_dir.glob("run-*.wandb")).read_bytes()
     for key in (b"train/reward", b"train/rewards/test_cases/mean", b"train/status/syntax_error", b"eval/pass@1",
-                b"tiny-offline", b"q-tests"):
+                b"eval/canary/pass_rate", b"eval/canary/status/passed", b"tiny-offline", b"q-tests"):
         assert key in record, key
     tables = list((run_dir / "files/media/table").glob("completions_*.table.json"))
     table = tables[0].read_text()

@@ -188,12 +188,32 @@ class EvalArguments:
     )
     eval_timeout: float = field(default=2.0, metadata={"help": "Seconds per test in evaluation."})
     eval_only: bool = field(default=False, metadata={"help": "Evaluate --model on the held-out problems; no training."})
+    canary_problems: int = field(
+        default=8,
+        metadata={"help": "Canaries: copies of held-out problems made impossible (one test's expected output changed "
+                  "or contradicted; each checked against the problem's solution), sampled and judged at every "
+                  "evaluation; a pass means the judge or the tests can be gamed. 0: off."},
+    )
+    canary_share: float = field(
+        default=0.25,
+        metadata={"help": "The canaries' generations per evaluation, at most this share of the evaluation's own "
+                  "(problems x samples); the canaries take turns."},
+    )
+    canary_action: str = field(
+        default="stop",
+        metadata={"help": "When a completion passes a canary: stop (save a checkpoint, print one line, exit code 3) "
+                  "or warn (log it and go on).", "choices": ["stop", "warn"]},
+    )
 
     def __post_init__(self):
         if self.eval_problems is not None:
             self.simple_eval_problems = self.eval_problems
         if self.repeat_eval_problems < 1:
             raise UsageError("--repeat_eval_problems must be at least 1")
+        if self.canary_problems < 0:
+            raise UsageError(f"--canary_problems {self.canary_problems}: must be 0 (off) or more")
+        if not 0 < self.canary_share <= 1:
+            raise UsageError(f"--canary_share {self.canary_share}: must be a share of the evaluation, in (0, 1]")
         if self.eval_k is None:
             # The default k values above the sample count give way to n itself: pass@n is the most n samples tell.
             self.eval_k = sorted({min(k, self.repeat_eval_problems) for k in DEFAULT_EVAL_K})

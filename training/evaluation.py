@@ -6,11 +6,15 @@ estimator (`rewards.mean_pass_at_k`), the mean reward and the share of each judg
 across processes (each evaluated exactly once), results gathered, and only the main process writes
 `logs/eval_results.json` and `logs/eval_samples/step-N.jsonl`. An `--eval_only` evaluation is marked
 `"eval_only": true` and writes its samples beside training's, to `step-N-eval_only.jsonl` (training/run_folder.py).
+With canaries (training/canary.py), each evaluation then samples its turn of them the same way and judges them
+with the same judge, timeout and tests, within `--canary_share` of its generations.
 """
 
 import json
 import logging
 import time
+from dataclasses import replace
+from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
@@ -20,10 +24,16 @@ from trl.models import unwrap_model_for_generation
 from judging import STATUSES, Judge
 from rewards import ScoringArguments, mean_pass_at_k, score
 from training.arguments import EvalArguments
+from training.canary import Alarm, CanaryWatch, canary_budget, canary_metrics, solved_original
 from training.run_folder import RunFolder
 
 logger = logging.getLogger(__name__)
 GENERATION_BATCH = 8  # prompts sampled together by `generate` (without vLLM), each `repeat_eval_problems` times
+
+
+def judged_tests(judgement) -> list[dict]:
+    """A judged completion's tests as a samples file keeps them: status, seconds and what each printed."""
+    return [{"status": t.status, "seconds": round(t.seconds, 4), "stdout": t.stdout} for t in judgement.tests]
 
 
 class PassAtKEvaluator:
@@ -31,7 +41,8 @@ class PassAtKEvaluator:
     `training.prompts.prompt_rows`); ``describe`` is recorded with every evaluation beside its settings."""
 
     def __init__(self, problems: list[dict], tokenizer, judge: Judge, args: EvalArguments, scoring: ScoringArguments,
-                 run: RunFolder, describe: dict, generation_batch: int = GENERATION_BATCH):
+                 run: RunFolder, describe: dict, generation_batch: int = GENERATION_BATCH,
+                 canary: CanaryWatch | None = None):
         self.problems = problems[: args.simple_eval_problems]
         self.tokenizer = tokenizer
         self.judge = judge
@@ -44,6 +55,13 @@ class PassAtKEvaluator:
             "timeout": args.eval_timeout, **describe,
         }
         self.generation_batch = generation_batch
+        self.canary = canary
+        self.canaries_per_evaluation, self.canary_samples = canary_budget(
+            len(self.problems) * args.repeat_eval_problems, args.repeat_eval_problems,
+            len(canary.canaries) if canary else 0, args.canary_share)
+        if self.canaries_per_evaluation:
+            self.settings["canary"] = {"canaries": len(canary.canaries), "per_evaluation": self.canaries_per_evaluation,
+                                       "n": self.canary_samples, "share": args.canary_share, "action": canary.action}
 
     def prompt_text(self, problem: dict) -> str:
         if isinstance(problem["prompt"], list):
@@ -57,17 +75,8 @@ class PassAtKEvaluator:
         backend, ``training/trainer.py``); without it, the model samples with ``generate`` here."""
         started = time.time()
         shard = self.problems[accelerator.process_index :: accelerator.num_processes]
-        prompts = [self.prompt_text(p) for p in shard]
-        if generate is not None:
-            completions = generate(prompts, self.args.repeat_eval_problems, self.args.eval_temperature,
-                                   self.args.eval_max_tokens)
-        else:
-            completions = self._generate(model, accelerator, prompts)
-
         n = self.args.repeat_eval_problems
-        texts = [text for samples in completions for text in samples]
-        scores = score(self.judge, [p for p in shard for _ in range(n)], texts, self.scoring, all_tests=True,
-                       timeout=self.args.eval_timeout, progress=accelerator.is_main_process) if texts else []
+        completions, scores = self._sample_and_judge(model, accelerator, shard, n, generate, self.scoring)
 
         per_problem, samples_out = [], []
         for i, problem in enumerate(shard):
@@ -80,14 +89,15 @@ class PassAtKEvaluator:
                 j = s.judgement
                 samples_out.append({
                     "id": problem["id"], "sample": sample, "completion": text, "status": j.status,
-                    "passed": j.passed, "total": j.total, "reward": s.reward,
-                    "tests": [{"status": t.status, "seconds": round(t.seconds, 4), "stdout": t.stdout}
-                              for t in j.tests],
+                    "passed": j.passed, "total": j.total, "reward": s.reward, "tests": judged_tests(j),
                 })
         per_problem = sorted(gather_object(per_problem), key=lambda p: p["id"])
         samples_out = gather_object(samples_out)
 
         metrics = self.summarize(per_problem)
+        canary = self._canaries(model, accelerator, step, generate) if self.canaries_per_evaluation else None
+        if canary:
+            metrics.update(canary["metrics"])
         if accelerator.is_main_process:
             self.run.eval_samples.mkdir(parents=True, exist_ok=True)
             samples_file = self.run.eval_samples_file(step, self.args.eval_only)
@@ -98,9 +108,71 @@ class PassAtKEvaluator:
                 "eval_only": self.args.eval_only, "samples": str(samples_file.relative_to(self.run.logs)),
                 "settings": self.settings, "metrics": metrics, "problems": per_problem,
             }
+            if canary:
+                entry["canary"] = {k: v for k, v in canary.items() if k != "metrics"}
             self.run.append_eval(entry)
             logger.info("evaluation at step %d: %s", step, json.dumps(metrics))
         return metrics
+
+    def _sample_and_judge(self, model, accelerator, problems: list[dict], n: int, generate,
+                          scoring: ScoringArguments) -> tuple[list, list]:
+        """``n`` completions of each problem, sampled with the evaluation's settings, and their scores on all of
+        each problem's tests (collective: every rank calls it, with its own shard)."""
+        prompts = [self.prompt_text(p) for p in problems]
+        if generate is not None:
+            completions = generate(prompts, n, self.args.eval_temperature, self.args.eval_max_tokens)
+        else:
+            completions = self._generate(model, accelerator, prompts, n)
+        texts = [text for samples in completions for text in samples]
+        scores = score(self.judge, [p for p in problems for _ in range(n)], texts, scoring, all_tests=True,
+                       timeout=self.args.eval_timeout, progress=accelerator.is_main_process) if texts else []
+        return completions, scores
+
+    def _canaries(self, model, accelerator, step: int, generate) -> dict:
+        """This evaluation's turn of canary problems (training/canary.py), sampled and judged as the evaluation's
+        own; sets ``self.canary.alarm`` when a completion passed one, and keeps every such completion whole."""
+        started = time.time()
+        batch = self.canary.batch(self.canaries_per_evaluation)
+        mine = batch[accelerator.process_index :: accelerator.num_processes]
+        n = self.canary_samples
+        # A canary's reward is never used, and a conflicting variant's extra test has no trivial share to read.
+        scoring = replace(self.scoring, partial_credit="fraction")
+        # Sampled on a fork of the random state: training then draws what it would draw without the canary.
+        cuda = [accelerator.device.index or 0] if accelerator.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):
+            completions, scores = self._sample_and_judge(model, accelerator, [c.problem for c in mine], n, generate,
+                                                         scoring)
+        records, passing = [], []
+        for i, canary in enumerate(mine):
+            scored = scores[i * n : (i + 1) * n]
+            records.append({
+                **canary.describe(), "n": n, "c": sum(s.status == "passed" for s in scored),
+                "statuses": [s.status for s in scored],
+                "solved_original": sum(solved_original(canary, s.judgement) for s in scored),
+            })
+            passing += [{"step": step, **canary.describe(), "problem": canary.problem, "completion": text,
+                         "status": s.status, "passed": s.judgement.passed, "total": s.judgement.total,
+                         "tests": judged_tests(s.judgement)}
+                        for text, s in zip(completions[i], scored) if s.status == "passed"]
+        records = sorted(gather_object(records), key=lambda r: r["id"])
+        passing = gather_object(passing)
+        metrics = canary_metrics(records)
+        samples_file = None
+        if passing and accelerator.is_main_process:
+            path = self.run.canary_samples_file(step, self.args.eval_only)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("w") as f:
+                f.writelines(json.dumps(s) + "\n" for s in passing)
+            samples_file = str(path)
+        self.canary.alarm = None
+        if passing:
+            self.canary.alarm = Alarm(step, len(passing), metrics["canary/completions"],
+                                      sorted({s["id"] for s in passing}), samples_file)
+            if accelerator.is_main_process:
+                logger.warning("%s (--canary_action %s)", self.canary.alarm.what(), self.canary.action)
+        return {"seconds": round(time.time() - started, 2), "metrics": metrics,
+                "samples": str(Path(samples_file).relative_to(self.run.logs)) if samples_file else None,
+                "problems": records}
 
     def summarize(self, per_problem: list[dict]) -> dict:
         metrics = mean_pass_at_k([(p["n"], p["c"]) for p in per_problem], list(self.args.eval_k))
@@ -113,9 +185,10 @@ class PassAtKEvaluator:
         return metrics
 
     @torch.no_grad()
-    def _generate(self, model, accelerator, prompts: list[str]) -> list[list[str]]:
-        """Sampled completions with `generate`; under ZeRO-3 the parameters are gathered for the duration."""
-        n, tok = self.args.repeat_eval_problems, self.tokenizer
+    def _generate(self, model, accelerator, prompts: list[str], n: int) -> list[list[str]]:
+        """``n`` sampled completions per prompt with `generate`; under ZeRO-3 the parameters are gathered for the
+        duration."""
+        tok = self.tokenizer
         out = []
         padding_side = tok.padding_side
         tok.padding_side = "left"

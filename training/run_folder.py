@@ -9,6 +9,7 @@
     <run>/logs/eval_samples/step-N.jsonl   the evaluation's completions with their judgements
     <run>/logs/eval_samples/step-N-eval_only.jsonl   the same for an `--eval_only` evaluation of the step's model
     <run>/logs/problem_stats.jsonl   one line per training problem per step it was sampled (training/difficulty.py)
+    <run>/logs/canary/step-N.jsonl   completions that passed a canary, an impossible problem (training/canary.py)
     <run>/final_model/               the trained model (or LoRA adapter) and tokenizer
 """
 
@@ -64,6 +65,7 @@ class RunFolder:
         self.metrics = self.logs / "metrics.jsonl"
         self.eval_results = self.logs / "eval_results.json"
         self.eval_samples = self.logs / "eval_samples"
+        self.canary = self.logs / "canary"
         self.problem_stats = self.logs / "problem_stats.jsonl"
         self.final_model = self.root / "final_model"
 
@@ -156,16 +158,22 @@ class RunFolder:
             steps += [json.loads(line).get("step", 0) for line in self.metrics.read_text().splitlines() if line.strip()]
         return max(steps, default=0)
 
-    def eval_samples_file(self, step: int, eval_only: bool) -> Path:
-        """Where an evaluation's samples go. Training's evaluation of a step owns `step-N.jsonl`; an `--eval_only`
-        evaluation takes `step-N-eval_only.jsonl`, or the next free `-2`, `-3` ..., and never overwrites a file."""
+    def eval_samples_file(self, step: int, eval_only: bool, folder: Path | None = None) -> Path:
+        """Where an evaluation's samples go (in ``folder``, default eval_samples/). Training's evaluation of a step
+        owns `step-N.jsonl`; an `--eval_only` evaluation takes `step-N-eval_only.jsonl`, or the next free `-2`,
+        `-3` ..., and never overwrites a file."""
+        folder = folder or self.eval_samples
         if not eval_only:
-            return self.eval_samples / f"step-{step}.jsonl"
-        path, copy = self.eval_samples / f"step-{step}-eval_only.jsonl", 1
+            return folder / f"step-{step}.jsonl"
+        path, copy = folder / f"step-{step}-eval_only.jsonl", 1
         while path.exists():
             copy += 1
-            path = self.eval_samples / f"step-{step}-eval_only-{copy}.jsonl"
+            path = folder / f"step-{step}-eval_only-{copy}.jsonl"
         return path
+
+    def canary_samples_file(self, step: int, eval_only: bool) -> Path:
+        """Where the completions that passed a canary at an evaluation are kept (training/canary.py)."""
+        return self.eval_samples_file(step, eval_only, self.canary)
 
     def read_eval_results(self) -> list[dict]:
         if not self.eval_results.exists():
@@ -266,7 +274,7 @@ def readable_line(step: int, max_steps: int, logs: dict, keys: tuple[str, ...] =
     evaluation shows its pass@k and mean reward; the summary transformers logs when training ends, its run time."""
     if "train_runtime" in logs:
         return f"finished at step {step}/{max_steps} | train_runtime={_fmt(logs['train_runtime'])}s"
-    shown = [k for k in logs if k.startswith("eval_pass@") or k == "eval_mean_reward"] or [
+    shown = [k for k in logs if k.startswith("eval_pass@") or k in ("eval_mean_reward", "eval_canary/pass_rate")] or [
         k for k in keys if k in logs]
     parts = [f"{k}={_fmt(logs[k])}" for k in shown if logs[k] is not None]
     kind = "eval " if any(k.startswith("eval_") for k in logs) else ""

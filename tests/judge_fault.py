@@ -1,0 +1,43 @@
+"""rl_trainer.py with a planted judge fault, for tests/test_canary.py: from the first pass@k evaluation on, every
+test whose program printed a wrong answer is judged passed, the kind of hole a policy could find in a judge.
+
+    python tests/judge_fault.py [rl_trainer.py flags]
+
+The fault is armed at the first evaluation, not at start: the canaries are checked against their solutions before
+then, and a judge that passes everything from the start makes every variant fail that check (tested apart). It
+lives here, in the tests, so the trainer has no switch that weakens its judge.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from judging.judge import Judge  # noqa: E402
+from training.evaluation import PassAtKEvaluator  # noqa: E402
+
+armed = False
+judge_test = Judge._execute
+evaluate = PassAtKEvaluator.evaluate
+
+
+def wrong_answers_pass(self, runner, code, test, timeout):
+    result = judge_test(self, runner, code, test, timeout)
+    if armed and result.status == "failed":
+        result.status = "passed"
+    return result
+
+
+def armed_evaluate(self, *args, **kwargs):
+    global armed
+    armed = True
+    return evaluate(self, *args, **kwargs)
+
+
+Judge._execute = wrong_answers_pass
+PassAtKEvaluator.evaluate = armed_evaluate
+
+if __name__ == "__main__":
+    import rl_trainer
+
+    sys.exit(rl_trainer.main(sys.argv[1:]))
