@@ -27,7 +27,8 @@ from training.arguments import Arguments, bf16_supported, parse_args
 from training.console import use_step_lines
 from training.difficulty import DifficultyFilter, ProblemTracker
 from training.evaluation import PassAtKEvaluator
-from training.preflight import check_model, check_packages, check_vllm_server, check_wandb, load_tokenizer
+from training.preflight import (check_model, check_packages, check_vllm_server, check_vllm_server_device, check_wandb,
+                                load_tokenizer)
 from training.prompts import prompt_rows
 from training.run_folder import RunFolder, RunLogCallback, checkpoint_step, model_step
 from training.vllm_timeout import VLLMServerUnresponsive
@@ -98,6 +99,7 @@ def run_session(args: Arguments, state: PartialState) -> int:
         tokenizer = load_tokenizer(args.model.model, args.data.prompt_style)
         check_packages(args)  # vLLM installed before asking for its server
         if args.grpo.use_vllm and args.grpo.vllm_mode == "server" and not args.rewards.test_reward_function:
+            check_vllm_server_device()
             check_vllm_server(args.grpo, args.model.model)
         if args.logging.use_wandb:
             check_wandb()
