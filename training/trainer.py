@@ -13,7 +13,9 @@ checks them when it is built, and tests/test_trainer_seam.py fails naming any an
   total reward as TRL does and to find the `test_cases` function.
 - `GRPOTrainer.vllm_generation` (`VLLMGeneration`): `.mode`, `.sync_weights()`, `.llm` (colocate) and, in
   server mode on the main process, `.vllm_client` (`VLLMClient`) with `.session` (a `requests.Session`),
-  `.base_url` and `.generate()`.
+  `.base_url` and `.generate()`. With vLLM's CPU engine in colocate mode, also `._iter_named_params()` (the
+  weights as TRL sends them) and the engine's model runner at `.llm.llm_engine.model_executor.driver_worker
+  .model_runner` (TRL's own path to it), whose `reload_weights` the CPU sync uses (`sync_weights_into_cpu_engine`).
 - `Trainer.log` called past `GRPOTrainer.log` (which would flush the step's training metrics), and
   `Trainer.callback_handler.on_evaluate`, called as `Trainer.evaluate` would.
 """
@@ -80,6 +82,27 @@ def missing_trl_internals(trainer=None) -> list[str]:
     return missing
 
 
+def sync_weights_into_cpu_engine(generation) -> None:
+    """TRL's colocate weight sync, for vLLM's CPU engine.
+
+    TRL loads each tensor through the engine model's `load_weights`, but vLLM's CPU build repacks every linear
+    layer's weight for its GEMM kernels once loaded and drops the original parameter
+    (vllm/model_executor/layers/utils.py, `dispatch_cpu_unquantized_gemm`), so TRL's first sync fails with
+    `'Parameter' object has no attribute 'weight_loader'`. vLLM's in-place reload (the model runner's
+    `reload_weights(weights_iterator=...)`) restores each layer, loads it and repacks it; it gets the weights TRL
+    would send, named and gathered (ZeRO-3, merged LoRA) by TRL, each copied out of the gather that yields it."""
+    runner = generation.llm.llm_engine.model_executor.driver_worker.model_runner
+    weights = ((name, tensor.clone()) for name, tensor in generation._iter_named_params())
+    runner.reload_weights(weights_iterator=weights)
+    generation.llm.reset_prefix_cache()
+
+
+def vllm_runs_on_cpu() -> bool:
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu()
+
+
 def bound_vllm_client(client, timeout_s: float):
     """Bound every request of TRL's ``VLLMClient`` to ``timeout_s`` (training/vllm_timeout.py); returns it."""
     bound_session(client.session, client.base_url, timeout_s)
@@ -118,6 +141,11 @@ class QGRPOTrainer(GRPOTrainer):
                 raise TrlInternalsChanged(["VLLMGeneration.vllm_client"])
             if vllm_request_timeout:
                 bound_vllm_client(client, vllm_request_timeout)
+        if self.use_vllm and self.vllm_generation.mode == "colocate" and vllm_runs_on_cpu():
+            generation = self.vllm_generation
+            if not hasattr(generation, "_iter_named_params"):
+                raise TrlInternalsChanged(["VLLMGeneration._iter_named_params"])
+            generation.sync_weights = lambda: sync_weights_into_cpu_engine(generation)
         self.evaluator = evaluator
         if evaluator is not None:
             self.add_callback(PassAtKSchedule(int(self.args.eval_steps or 0)))
