@@ -23,7 +23,8 @@ Each ratio comes with its spread over the run pairs (one run per side, launched 
 
 `--use_vllm`: both sides generate with colocate vLLM (TRL's `use_vllm`, `vllm_mode="colocate"`; vLLM's CPU build
 here, with VLLM_CPU_KVCACHE_SPACE=1 and its OpenMP threads unbound unless the environment sets them); the
-per-step figures then include TRL's weight sync into the engine.
+per-step figures then include the weight sync into the engine. On vLLM's CPU engine TRL's own sync fails, so the
+bare side syncs as rl_trainer.py does there (training/trainer.py, `sync_weights_into_cpu_engine`).
 
 Targets (issue 13): at most 1.05x bare TRL per step and for generation; start-up at most bare TRL + 1 s.
 """
@@ -124,6 +125,12 @@ def bare_trl(spec: dict) -> int:
     rows = json.loads(Path(spec["rows"]).read_text())
     trainer = GRPOTrainer(model=spec["model"], reward_funcs=make_reward_funcs([spec["reward"]], judge, ScoringArguments()),
                           args=config, train_dataset=Dataset.from_list(rows))
+    if config.use_vllm:
+        from training.trainer import sync_weights_into_cpu_engine, vllm_runs_on_cpu
+
+        if vllm_runs_on_cpu():  # TRL's own sync fails on vLLM's CPU engine; both sides sync as rl_trainer.py does
+            generation = trainer.vllm_generation
+            generation.sync_weights = lambda: sync_weights_into_cpu_engine(generation)
     trainer.train()
     if judge is not None:
         judge.close()
