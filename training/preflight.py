@@ -114,6 +114,17 @@ def vllm_server_url(config) -> str:
     return config.vllm_server_base_url or f"http://{config.vllm_server_host}:{config.vllm_server_port}"
 
 
+def check_vllm_server_device() -> None:
+    """Server mode sends the trainer's weights to the server over NCCL, which TRL 1.16 and vLLM 0.30 run only on
+    CUDA: without a GPU, say so now rather than in a traceback after the model has loaded."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UsageError("--vllm_mode server needs a CUDA GPU: TRL 1.16 sends the weights to the vLLM server over "
+                         "NCCL (vLLM 0.30's weight transfer), which runs only on CUDA; on a CPU use "
+                         "--vllm_mode colocate")
+
+
 def check_vllm_server(config, model: str) -> None:
     """In server mode the trainer needs a running vLLM server; say how to start it if none answers."""
     url = vllm_server_url(config)

@@ -3,9 +3,14 @@
 This is the one file that touches TRL's private internals. Written against trl==1.16.0 (requirements.txt). Every
 name of TRL's (and of transformers' `Trainer`, reached past TRL's overrides) that this project relies on and TRL
 does not promise to keep is listed once, in `TRL_INTERNALS` below, with what relies on it: this file, and the two
-that patch TRL outside it (benchmarks/step_overhead.py times TRL's profiling spans; tests/vllm_stand_in/
-run_trainer.py leaves out the NCCL group, which needs CUDA). `missing_trl_internals()` checks every name listed,
-the trainer checks them when it is built, and tests/test_trainer_seam.py fails naming any an upgrade removed.
+that patch TRL outside it (benchmarks/step_overhead.py times TRL's profiling spans; tests/run_with_vllm.py reads a
+colocated engine's weights back, and leaves out the NCCL weight transfer to a server, which needs CUDA).
+`missing_trl_internals()` checks every name listed, the trainer checks them when it is built, and
+tests/test_trainer_seam.py fails naming any an upgrade removed.
+
+With vLLM's CPU engine in colocate mode, the weight sync also reaches into vLLM (not TRL): the engine's model runner
+at `.llm.llm_engine.model_executor.driver_worker.model_runner` (TRL's own path to it) and its `reload_weights`
+(`sync_weights_into_cpu_engine`); tests/test_vllm.py runs it against the real engine.
 """
 
 import functools
@@ -91,7 +96,10 @@ TRL_INTERNALS = (
     TrlInternal(GRPOTrainer, "vllm_generation", "TRL's vLLM backend, which evaluation generates with",
                 set_by="__init__", held="vllm"),
     TrlInternal(VLLMGeneration, "mode", "server or colocate", set_by="__init__", held="vllm"),
-    TrlInternal(VLLMGeneration, "sync_weights", "called before evaluation generates, so it samples current weights"),
+    TrlInternal(VLLMGeneration, "sync_weights", "called before evaluation generates, so it samples current weights; "
+                "replaced on vLLM's CPU engine (sync_weights_into_cpu_engine)"),
+    TrlInternal(VLLMGeneration, "_iter_named_params", "the weights as TRL sends them (gathered under ZeRO-3, LoRA "
+                "merged), which sync_weights_into_cpu_engine loads"),
     TrlInternal(VLLMGeneration, "llm", "the colocated vLLM engine evaluation generates with", set_by="_init_vllm",
                 held="colocate"),
     TrlInternal(VLLMGeneration, "vllm_client", "the client of the vLLM server", set_by="_init_vllm", held="server"),
@@ -100,8 +108,10 @@ TRL_INTERNALS = (
     TrlInternal(VLLMClient, "base_url", "names the server in the bound's one-line error", set_by="__init__",
                 held="server"),
     TrlInternal(VLLMClient, "generate", "evaluation's generation in server mode"),
-    TrlInternal(VLLMClient, "init_communicator", "replaced by tests/vllm_stand_in/run_trainer.py (the NCCL "
-                "weight-transfer group needs CUDA)"),
+    TrlInternal(VLLMClient, "init_communicator", "replaced by tests/run_with_vllm.py (the NCCL weight-transfer "
+                "group needs CUDA)"),
+    TrlInternal(VLLMClient, "update_named_params", "replaced by tests/run_with_vllm.py (it streams through that "
+                "group)"),
     TrlInternal(VLLMClient, "communicator", "set to None by that replacement, as TRL leaves it without a group",
                 set_by="__init__", held="server"),
     TrlInternal(ProfilingContext, "__enter__", "wrapped by benchmarks/step_overhead.py to time a span's CPU"),
@@ -156,6 +166,27 @@ def missing_trl_internals(trainer=None) -> list[str]:
     return list(dict.fromkeys(missing))
 
 
+def sync_weights_into_cpu_engine(generation) -> None:
+    """TRL's colocate weight sync, for vLLM's CPU engine.
+
+    TRL loads each tensor through the engine model's `load_weights`, but vLLM's CPU build repacks every linear
+    layer's weight for its GEMM kernels once loaded and drops the original parameter
+    (vllm/model_executor/layers/utils.py, `dispatch_cpu_unquantized_gemm`), so TRL's first sync fails with
+    `'Parameter' object has no attribute 'weight_loader'`. vLLM's in-place reload (the model runner's
+    `reload_weights(weights_iterator=...)`) restores each layer, loads it and repacks it; it gets the weights TRL
+    would send, named and gathered (ZeRO-3, merged LoRA) by TRL, each copied out of the gather that yields it."""
+    runner = generation.llm.llm_engine.model_executor.driver_worker.model_runner
+    weights = ((name, tensor.clone()) for name, tensor in generation._iter_named_params())
+    runner.reload_weights(weights_iterator=weights)
+    generation.llm.reset_prefix_cache()
+
+
+def vllm_runs_on_cpu() -> bool:
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu()
+
+
 def bound_vllm_client(client, timeout_s: float):
     """Bound every request of TRL's ``VLLMClient`` to ``timeout_s`` (training/vllm_timeout.py); returns it."""
     bound_session(client.session, client.base_url, timeout_s)
@@ -192,6 +223,9 @@ class QGRPOTrainer(GRPOTrainer):
         server = self.use_vllm and self.vllm_generation.mode == "server" and self.accelerator.is_main_process
         if server and vllm_request_timeout:
             bound_vllm_client(self.vllm_generation.vllm_client, vllm_request_timeout)
+        if self.use_vllm and self.vllm_generation.mode == "colocate" and vllm_runs_on_cpu():
+            generation = self.vllm_generation
+            generation.sync_weights = lambda: sync_weights_into_cpu_engine(generation)
         self.evaluator = evaluator
         if evaluator is not None:
             self.add_callback(PassAtKSchedule(int(self.args.eval_steps or 0)))

@@ -1,1 +1,0 @@
-"""STAND-IN (not vLLM)."""
