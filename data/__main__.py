@@ -19,12 +19,14 @@ from data.loaders import bundled_path, load_problems
 from data.validate import DataError
 from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE
 from data.verify import verify_problems
-from cli import CommandParser, UsageError
+from cli import CommandParser, UsageError, positive
+from rewards import ScoringArguments
 from judging import JudgeArguments
 from judging.languages import LANGUAGES
 
 SHOWN_CHARS = 200
 SHOWN_IDS = 10
+SHOWN_SURVIVORS = 3
 
 
 def _parser():
@@ -35,8 +37,12 @@ def _parser():
                                                 "through the judge", dataclass_types=[JudgeArguments])
     verify.set_defaults(judge_timeout=2.0)  # verification is not training: the evaluation timeout
     verify.add_argument("--max_trivial_share", type=_share, default=DEFAULT_MAX_TRIVIAL_SHARE,
-                        help="list a problem when a trivial program (a constant, echoing the input, printing "
-                             "nothing) passes more than this fraction of its tests (default %(default)s)")
+                        help="list a problem when a cheap program (a constant, echoing the input, printing "
+                             "nothing, the first element, the length, True then False ...) passes more than this "
+                             "fraction of its tests (default %(default)s)")
+    verify.add_argument("--max_tests_per_problem", type=int, default=ScoringArguments().max_tests_per_problem,
+                        help="the tests the training reward judges, which must reject every wrong program "
+                             "(default %(default)s, the trainer's default)")
     for command in (check, verify):
         command.add_argument("source", nargs="?", help="problem file, folder or dataset name "
                                                        "(default: the bundled set for --language)")
@@ -76,6 +82,8 @@ def main(argv=None):
     source = args.source or str(bundled_path(args.language))
     try:
         judge_args = args.parser.dataclasses_from(args)
+        if args.command == "verify":
+            positive("--max_tests_per_problem", args.max_tests_per_problem)
         problems = load_problems(source, args.language)
         if args.command == "check":
             splits = Counter(problem["split"] or "unsplit" for problem in problems)
@@ -83,7 +91,8 @@ def main(argv=None):
                   + ", ".join(f"{count} {split}" for split, count in sorted(splits.items())) + ")")
             return 0
         with judge_args[0].make_judge() as judge:
-            report = verify_problems(problems, judge, max_trivial_share=args.max_trivial_share)
+            report = verify_problems(problems, judge, max_trivial_share=args.max_trivial_share,
+                                     max_tests=args.max_tests_per_problem)
     except UsageError as error:
         print(error if isinstance(error, DataError) else f"{source}: {error}", file=sys.stderr)
         return 2
@@ -92,10 +101,28 @@ def main(argv=None):
     for guessable in report.guessable:
         print(f"{guessable['location'] or source}: {guessable['id']}: {guessable['probe']} passes "
               f"{guessable['passed']}/{guessable['total']} tests")
+    for weak in report.weak:
+        for survivor in weak["adequacy"].survivors[:SHOWN_SURVIVORS]:
+            print(f"{weak['location'] or source}: {weak['id']}: weak tests: {survivor}")
+        more = len(weak["adequacy"].survivors) - SHOWN_SURVIVORS
+        if more > 0:
+            print(f"{weak['location'] or source}: {weak['id']}: weak tests: {more} more wrong programs pass")
     if report.trivial:
         shares = [share.share for share in report.trivial.values()]
-        print(f"trivial share (the most of a problem's tests a constant, an echo or printing nothing passes): "
-              f"mean {sum(shares) / len(shares):.2f}, max {max(shares):.2f}")
+        print(f"trivial share (the most of a problem's tests a constant, an echo, printing nothing or a cheap "
+              f"program passes): mean {sum(shares) / len(shares):.2f}, max {max(shares):.2f}")
+    checked = {i: a for i, a in report.adequacy.items() if a.skipped is None}
+    if checked:
+        worst = min(checked, key=lambda i: checked[i].score)
+        print(f"mutation score (the share of wrong programs the first {args.max_tests_per_problem} tests reject): "
+              f"mean {sum(a.score for a in checked.values()) / len(checked):.3f}, min {checked[worst].score:.2f} "
+              f"({worst} {checked[worst].killed}/{checked[worst].wrong}); "
+              + (", ".join(f"{i} {a.killed}/{a.wrong}" for i, a in checked.items() if a.survivors) + "; " if
+                 any(a.survivors for a in checked.values()) else "")
+              + "every other problem's 1")
+    skipped = Counter(a.skipped for a in report.adequacy.values() if a.skipped and a.skipped != "no solution")
+    for reason, count in skipped.items():
+        print(f"wrong programs not tried on {count} problems: {reason}")
     if report.unverifiable:
         print(f"unverifiable (no solution): {', '.join(report.unverifiable[:SHOWN_IDS])}"
               + (" ..." if len(report.unverifiable) > SHOWN_IDS else ""))

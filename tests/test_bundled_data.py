@@ -101,7 +101,8 @@ def test_verify_data_stops_training_on_a_guessable_problem(tiny_model, tmp_path)
                          "--verify_data", "--eval_pass_at_k", "false", "--output_dir", tmp_path / "run")
     assert result.returncode == 2
     assert "--verify_data: verified 1 problems: 0 broken, 1 guessable (trivial share above 0.34)" in result.stderr
-    assert f"python -m data verify {data} --language python --max_trivial_share 0.34` lists each problem" \
+    assert f"python -m data verify {data} --language python --max_trivial_share 0.34 --max_tests_per_problem 5` " \
+           "lists each problem" \
         in result.stderr
     assert not (tmp_path / "run" / "config.yaml").exists()
 
