@@ -129,13 +129,16 @@ def _nearby_values(value) -> list:
     if isinstance(value, (list, tuple)):
         kind = type(value)
         items = list(value)
-        nearby = [items[::-1], items[1:], items[:-1], items + items[-1:], [], items[:1], items[1:2] + items[:1] + items[2:]]
+        shuffled = random.Random(repr(items)).sample(items, len(items))
+        nearby = [items[::-1], items[1:], items[:-1], items + items[-1:], [], items[:1], items[1:2] + items[:1] + items[2:],
+                  items[1:] + items[:1], items[-1:] + items[:-1], shuffled]
         if items and all(isinstance(row, list) and all(isinstance(x, int) for x in row) for row in items):
             nearby += [[[x + 1 for x in row] for row in items], [row[::-1] for row in items],
                        [[-x for x in row] for row in items]]
         if items and all(isinstance(x, int) and not isinstance(x, bool) for x in items):
             nearby += [[-x for x in items], [x + 1 for x in items], items[:-1] + [items[-1] + 1],
-                       sorted(items), [items[0] - 1] + items[1:], items + [max(items) + 1], [0] + items]
+                       sorted(items), [items[0] - 1] + items[1:], items + [max(items) + 1], [0] + items,
+                       random.Random(repr(items)).sample(items + [max(items) + 1, min(items) - 1], len(items) + 2)]
         return [kind(x) for x in nearby]
     if isinstance(value, dict):
         keys = list(value)
