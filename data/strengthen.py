@@ -12,7 +12,7 @@ per wrong program (``outputs_on``: each test executed afresh, as the judge would
 the tests are chosen greedily: the first ``max_tests`` (the ones the training reward judges) so that every wrong
 program fails one of them while no cheap program passes more than ``max_share`` of them; then the problem's other
 tests, then more candidates until no cheap program passes more than ``max_share`` of all of them. The problem's old
-tests are all kept (their order may change); a problem that is already adequate is left as it is.
+tests are all kept, once each (their order may change); a problem that is already adequate is left as it is.
 """
 
 from __future__ import annotations
@@ -106,13 +106,16 @@ def _solution_outputs(judge, problem: dict, codes: list[str]) -> list[str | None
     should not expect."""
     if not codes:
         return []
-    tests = [{"test_code": code, "expected_output": UNMATCHABLE} for code in codes]
-    (s,) = score(judge, [{**problem, "tests": tests}], [problem["solution"]], ScoringArguments(), all_tests=True,
-                 extract=False)
-    if s.status == "sandbox_error":
-        raise JudgeUnavailable(f"{problem['id']}: the judge could not run the solution")
+    # One judged item per test, so that they run in parallel.
+    problems = [{**problem, "tests": [{"test_code": code, "expected_output": UNMATCHABLE}]} for code in codes]
+    results = []
+    for s in score(judge, problems, [problem["solution"]] * len(codes), ScoringArguments(), all_tests=True,
+                   extract=False):
+        if s.status == "sandbox_error":
+            raise JudgeUnavailable(f"{problem['id']}: the judge could not run the solution")
+        results.append(s.judgement.tests[0])
     return [result.stdout.strip() if result.status == "failed" and len(result.stdout) < min(KEEP_CHARS,
-            MAX_OUTPUT_CHARS) and not UNSTABLE_OUTPUT.search(result.stdout) else None for result in s.judgement.tests]
+            MAX_OUTPUT_CHARS) and not UNSTABLE_OUTPUT.search(result.stdout) else None for result in results]
 
 
 def _candidates(judge, problem: dict) -> tuple[list[dict], list[int]]:
@@ -120,11 +123,12 @@ def _candidates(judge, problem: dict) -> tuple[list[dict], list[int]]:
     None) and, for each own test, the indexes of its variants."""
     rng = random.Random(problem["id"])
     candidates, variants = [], []
-    for index, test in enumerate(problem["tests"]):
+    own = list({(t["test_code"], str(t["expected_output"])): t for t in problem["tests"]}.values())  # once each
+    for index, test in enumerate(own):
         variants.append([len(candidates)])
         candidates.append({**test, "old": index})
     reversed_codes = []
-    for index, test in enumerate(problem["tests"]):
+    for index, test in enumerate(own):
         calls = solve_calls(test["test_code"])
         if calls and len(calls) > 1 and calls != calls[::-1]:
             reversed_codes.append((index, printing_test(calls[::-1])))

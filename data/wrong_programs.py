@@ -37,7 +37,7 @@ def _battery_probe(name: str, body: str, reads: str) -> Probe:
 
 def _call_order_probe(name: str, first: bool, switch_every: int | None) -> Probe:
     """``first`` on the first call, then the other answer: every call (alternating) or for good after the first."""
-    flip = "solve.calls % 2 == 0" if switch_every else "solve.calls > 0"
+    flip = "solve.calls % 2 == 1" if switch_every else "solve.calls > 0"
     return Probe(name, "def solve(*args, **kwargs):\n    solve.calls = getattr(solve, 'calls', -1) + 1\n"
                        f"    return {first} != ({flip})\n")
 
@@ -159,6 +159,8 @@ _INVARIANTS = {
     ("distinct", "unique", "no duplicate"): lambda v: isinstance(v, (list, tuple)) and len(set(map(repr, v))) == len(v),
     ("non-negative", "nonnegative", "natural", "positive", "heights", "digit"): lambda v: isinstance(v, (list, tuple))
         and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v),
+    ("positive",): lambda v: isinstance(v, (list, tuple)) and all(
+        isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v),
     ("letter", "alphabetic", "word"): lambda v: isinstance(v, str) and v.isalpha(),
     ("lowercase", "lower-case", "lower case"): lambda v: isinstance(v, str) and v == v.lower(),
     ("digit",): lambda v: isinstance(v, str) and v.isdigit(),
