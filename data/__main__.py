@@ -22,7 +22,6 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from data.adequacy import check_adequacy
 from data.loaders import bundled_path, load_problems
 from data.strengthen import strengthen
 from data.validate import DataError
@@ -164,10 +163,8 @@ def _mutation_scores(adequacy: dict, max_tests) -> str:
 
 def _strengthen(problems, judge, args):
     judge.preflight(*{problem["language"] for problem in problems})
-    before = check_adequacy(problems, judge, args.max_tests_per_problem, show_progress=True)
-    strengthened, records = strengthen(problems, judge, args.max_tests_per_problem, args.max_trivial_share,
-                                       show_progress=True)
-    after = check_adequacy(strengthened, judge, args.max_tests_per_problem, show_progress=True)
+    strengthened, records, before, after = strengthen(problems, judge, args.max_tests_per_problem,
+                                                      args.max_trivial_share, show_progress=True)
     out = Path(args.out)
     out.write_text("".join(json.dumps(dict(problem), ensure_ascii=False) + "\n" for problem in strengthened),
                    encoding="utf-8")

@@ -25,14 +25,15 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from data.adequacy import UNMATCHABLE, skip_reason
+from data.adequacy import UNMATCHABLE, check_adequacy, skip_reason
 from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE, PROBES, described_example
 from data.wrong_programs import battery, mutants, nearby_calls, printing_test, solve_calls
 from judging import JudgeUnavailable
 from judging.judge import KEEP_CHARS
 from rewards import ScoringArguments, score
 
-NEARBY_CALLS = 48
+NEARBY_CALLS = 64
+ROUNDS = 3
 COMBINED_PER_PATTERN = 2
 FEW_ANSWERS = 3  # at most this many different answers: tests print several calls
 MAX_OUTPUT_CHARS = 200
@@ -167,19 +168,32 @@ def _patterns(answers: list[str], size: int) -> list[tuple]:
 
 
 def strengthen(problems: list[dict], judge, max_tests: int = ScoringArguments().max_tests_per_problem,
-               max_share: float = DEFAULT_MAX_TRIVIAL_SHARE, show_progress: bool = False):
-    """The problems with strengthened tests (new dicts; the others as they are) and a ``Strengthened`` per problem."""
-    out, done = [], []
-    for problem in tqdm(problems, desc="strengthening", unit="problem", disable=not show_progress):
-        reason = skip_reason(problem)
-        if reason is not None:
-            out.append(problem)
-            done.append(Strengthened(skipped=reason))
-            continue
-        tests, record = _strengthen_one(judge, problem, max_tests, max_share)
-        out.append({**problem, "tests": tests} if record.skipped is None else problem)
-        done.append(record)
-    return out, done
+               max_share: float = DEFAULT_MAX_TRIVIAL_SHARE, show_progress: bool = False, rounds: int = ROUNDS):
+    """The problems with strengthened tests (new dicts; the others as they are), a ``Strengthened`` per problem, and
+    each problem's ``Adequacy`` before and after.
+
+    New tests bring new nearby inputs, where a wrong program may show it is wrong again: a problem that is still weak
+    after a round is strengthened again, up to ``rounds`` rounds."""
+    before = check_adequacy(problems, judge, max_tests, show_progress)
+    out, after = list(problems), list(before)
+    done = [Strengthened(skipped=skip_reason(problem)) for problem in problems]
+    todo = [index for index, record in enumerate(done) if record.skipped is None]
+    for round_ in range(rounds):
+        for index in tqdm(todo, desc=f"strengthening (round {round_ + 1})", unit="problem", disable=not show_progress):
+            tests, record = _strengthen_one(judge, out[index], max_tests, max_share)
+            if record.skipped is None:
+                out[index] = {**out[index], "tests": tests}
+                record.added += done[index].added
+                done[index] = record
+            elif round_ == 0:
+                done[index] = record
+        for index, adequacy in zip(todo, check_adequacy([out[index] for index in todo], judge, max_tests,
+                                                        show_progress)):
+            after[index] = adequacy
+        todo = [index for index in todo if after[index].survivors]
+        if not todo:
+            break
+    return out, done, before, after
 
 
 def _strengthen_one(judge, problem: dict, max_tests: int, max_share: float):

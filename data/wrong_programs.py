@@ -125,13 +125,13 @@ def _nearby_values(value) -> list:
     if isinstance(value, str):
         swapped = value[1] + value[0] + value[2:] if len(value) > 1 else value
         return [value[::-1], value[1:], value[:-1], value + value[:1], swapped, "", value[:1],
-                value.replace(value[:1], "z", 1)]
+                value.replace(value[:1], "z", 1), "".join(random.Random(value).sample(value, len(value)))]
     if isinstance(value, (list, tuple)):
         kind = type(value)
         items = list(value)
-        shuffled = random.Random(repr(items)).sample(items, len(items))
+        rng = random.Random(repr(items))
         nearby = [items[::-1], items[1:], items[:-1], items + items[-1:], [], items[:1], items[1:2] + items[:1] + items[2:],
-                  items[1:] + items[:1], items[-1:] + items[:-1], shuffled]
+                  items[1:] + items[:1], items[-1:] + items[:-1], *(rng.sample(items, len(items)) for _ in range(3))]
         if items and all(isinstance(row, list) and all(isinstance(x, int) for x in row) for row in items):
             nearby += [[[x + 1 for x in row] for row in items], [row[::-1] for row in items],
                        [[-x for x in row] for row in items]]

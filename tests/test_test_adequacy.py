@@ -163,10 +163,11 @@ def test_check_adequacy_counts_killed_and_surviving_programs(judge):
 
 
 def test_strengthen_adds_tests_that_reject_the_surviving_programs(judge):
-    (strong,), (record,) = strengthen([DOUBLE], judge)
+    (strong,), (record,), (before,), (after,) = strengthen([DOUBLE], judge)
     assert record.added >= 2 and not record.left and len(strong["tests"]) >= 5
+    assert before.survivors and not after.survivors and after.score == 1
     (adequacy,) = check_adequacy([strong], judge)
-    assert not adequacy.survivors and adequacy.score == 1
+    assert not adequacy.survivors
     (canonical, mutant) = score(judge, [strong, strong], [DOUBLE["solution"], "def solve(n):\n    return 2 + n\n"],
                                 ScoringArguments(), extract=False)
     assert canonical.judgement.passed == 5 and mutant.judgement.passed < 5
