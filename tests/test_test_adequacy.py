@@ -14,8 +14,8 @@ import pytest
 from data import bundled_path, load_problems, measure_trivial_shares
 from data.adequacy import check_adequacy
 from data.strengthen import strengthen
-from data.trivial import cheap_programs, described_example
-from data.wrong_programs import BATTERY, mutants, nearby_calls
+from data.trivial import described_example
+from data.wrong_programs import mutants, nearby_calls
 from judging import Judge
 from rewards import ScoringArguments, score
 
@@ -85,26 +85,6 @@ def test_a_test_shown_in_the_description_counts_as_trivial(judge):
     assert [described_example(problem, test) for test in problem["tests"]] == [True, False, False]
     (share,) = measure_trivial_shares([problem], judge)
     assert (share.probe, share.passed) == ("copying the description's examples", 1)
-
-
-def test_battery_programs_left_out_change_no_share(judge):
-    """A battery program is left out when it certainly passes no test; running all of them gives the same shares."""
-    problems = load_problems(bundled_path("python"), "python")[:30]
-    measured = measure_trivial_shares(problems, judge)
-    everything = [p for p in problems for _ in BATTERY]
-    scores = score(judge, everything, [b.program for _ in problems for b in BATTERY], ScoringArguments(),
-                   all_tests=True, extract=False)
-    left_out = 0
-    for index, (problem, share) in enumerate(zip(problems, measured)):
-        run = {b.program for b in cheap_programs(problem)}
-        for battery_program, s in zip(BATTERY, scores[index * len(BATTERY):(index + 1) * len(BATTERY)]):
-            passes = [t.status == "passed" for t in s.judgement.tests]
-            if battery_program.program not in run:
-                left_out += 1
-                assert not any(passes), (problem["id"], battery_program.name)
-            elif not all(passes):
-                assert max(sum(passes[:n]) / n for n in [len(passes)]) <= share.share
-    assert left_out > len(problems) * len(BATTERY) // 2
 
 
 def test_mutants_change_one_thing_and_compile():
