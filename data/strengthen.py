@@ -224,6 +224,9 @@ def _strengthen_one(judge, problem: dict, max_tests: int, max_share: float):
     def counts(tests):
         return [sum(row[i] for i in tests) for row in cheap_passes]
 
+    def excess(tests):
+        return sum(max(0.0, count - max_share * len(tests)) for count in counts(tests))
+
     def adequate(tests):
         return (len(tests) >= judged and not any(all(row[i] for i in tests[:judged]) for row in wrong_passes)
                 and all(count <= max_share * len(tests) for count in counts(tests))
@@ -263,6 +266,17 @@ def _strengthen_one(judge, problem: dict, max_tests: int, max_share: float):
         if all(cheap_passes[k][best] for k in over):
             break  # no candidate left helps
         tests.append(best)
+    # Tests added to lower one cheap program's share may raise another's: drop added ones it passes, while that helps.
+    while True:
+        over = [k for k, count in enumerate(counts(tests)) if count > max_share * len(tests)]
+        added = [i for i in tests[judged:] if candidates[i]["old"] is None and any(cheap_passes[k][i] for k in over)]
+        if not over or not added:
+            break
+        drop = max(added, key=lambda i: sum(cheap_passes[k][i] for k in over))
+        kept = [i for i in tests if i != drop]
+        if excess(kept) >= excess(tests):
+            break
+        tests = kept
     record = Strengthened()
     survivors = [row for row in wrong_passes if all(row[i] for i in tests[:judged])]
     record.left += [f"{len(survivors)} wrong programs pass the first {judged} tests"] if survivors else []
