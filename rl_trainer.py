@@ -123,11 +123,15 @@ def run_session(args: Arguments, state: PartialState) -> int:
                 trivial = attach_trivial_shares(train_problems + eval_problems, judge, state, run.trivial_shares)
             if args.data.verify_data:
                 report = verify_problems(train_problems + eval_problems, judge, show_progress=state.is_main_process,
-                                         max_trivial_share=args.data.max_trivial_share, trivial=trivial)
+                                         max_trivial_share=args.data.max_trivial_share, trivial=trivial,
+                                         max_tests=args.scoring.max_tests_per_problem)
                 if not report.clean:
+                    tests = args.scoring.max_tests_per_problem
                     raise UsageError(f"--verify_data: {report.summary()}; `python -m data verify {source} "
                                      f"--language {args.data.language} --max_trivial_share "
-                                     f"{args.data.max_trivial_share:g}` lists each problem")
+                                     f"{args.data.max_trivial_share:g}"
+                                     + (f" --max_tests_per_problem {tests}" if tests else "")
+                                     + "` lists each problem")
         except UsageError as e:
             fail(str(e))
         state.wait_for_everyone()  # every rank has checked the run folder before the main one writes into it

@@ -2,29 +2,39 @@
 
     python -m data check  [SOURCE] [--language q|python] [--allow_in_sandbox_comparisons]
     python -m data verify [SOURCE] [--language q|python] [--allow_in_sandbox_comparisons] [--max_trivial_share X]
-                          [--timeout S] [--q_binary PATH] [every judge setting]
+                          [--max_tests_per_problem N] [--timeout S] [--q_binary PATH] [every judge setting]
+    python -m data strengthen IN OUT [--language q|python] [--allow_in_sandbox_comparisons] [--max_trivial_share X]
+                          [--max_tests_per_problem N] [every judge setting]
 
 SOURCE is anything ``load_problems`` accepts; without it, the bundled set for ``--language``.
-``check`` validates and counts. ``verify`` also runs each problem's solution, a no-op and the trivial
-programs (data/trivial.py) through the judge, and exits 1 when a problem is broken or a trivial program passes
-more than ``--max_trivial_share`` of its tests. Bad input (data or a missing interpreter) exits 2.
+``check`` validates and counts. ``verify`` also runs each problem's solution, a no-op, the trivial programs
+(data/trivial.py) and the wrong programs (data/adequacy.py) through the judge, and exits 1 when a problem is
+broken, a trivial program passes more than ``--max_trivial_share`` of its tests, or a wrong program passes its
+first ``--max_tests_per_problem``. ``strengthen`` writes IN's problems to OUT with tests that reject the wrong
+programs (data/strengthen.py) and prints the mutation scores before and after. Bad input (data or a missing
+interpreter) exits 2.
 """
 
 import argparse
+import json
 import logging
 import sys
 from collections import Counter
+from pathlib import Path
 
 from data.loaders import bundled_path, load_problems
+from data.strengthen import strengthen
 from data.validate import ALLOW_COMPARISONS_HELP, DataError
 from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE
 from data.verify import verify_problems
-from cli import CommandParser, UsageError
+from cli import CommandParser, UsageError, positive
+from rewards import ScoringArguments
 from judging import JudgeArguments
 from judging.languages import LANGUAGES
 
 SHOWN_CHARS = 200
 SHOWN_IDS = 10
+SHOWN_SURVIVORS = 3
 
 
 def _parser():
@@ -33,13 +43,23 @@ def _parser():
     check = commands.add_parser("check", help="load and validate a problem source, print its counts")
     verify = commands.add_parser("verify", help="run each problem's solution, a no-op and the trivial programs "
                                                 "through the judge", dataclass_types=[JudgeArguments])
-    verify.set_defaults(judge_timeout=2.0)  # verification is not training: the evaluation timeout
-    verify.add_argument("--max_trivial_share", type=_share, default=DEFAULT_MAX_TRIVIAL_SHARE,
-                        help="list a problem when a trivial program (a constant, echoing the input, printing "
-                             "nothing) passes more than this fraction of its tests (default %(default)s)")
+    strengthen = commands.add_parser("strengthen", help="write the problems with tests that reject wrong programs",
+                                     dataclass_types=[JudgeArguments])
+    strengthen.add_argument("source", help="problem file, folder or dataset name")
+    strengthen.add_argument("out", help="the JSONL file to write (never the source)")
+    for command in (verify, strengthen):
+        command.set_defaults(judge_timeout=2.0)  # not training: the evaluation timeout
+        command.add_argument("--max_trivial_share", type=_share, default=DEFAULT_MAX_TRIVIAL_SHARE,
+                             help="list a problem when a cheap program (a constant, echoing the input, printing "
+                                  "nothing, the first element, the length, True then False ...) passes more than "
+                                  "this fraction of its tests (default %(default)s)")
+        command.add_argument("--max_tests_per_problem", type=int, default=ScoringArguments().max_tests_per_problem,
+                             help="the tests the training reward judges, which must reject every wrong program "
+                                  "(default %(default)s, the trainer's default)")
     for command in (check, verify):
         command.add_argument("source", nargs="?", help="problem file, folder or dataset name "
                                                        "(default: the bundled set for --language)")
+    for command in (check, verify, strengthen):
         command.add_argument("--language", choices=list(LANGUAGES), default="q",
                              help="language of records that do not name one, and of the fields to pick")
         command.add_argument("--allow_in_sandbox_comparisons", action="store_true", help=ALLOW_COMPARISONS_HELP)
@@ -77,6 +97,10 @@ def main(argv=None):
     source = args.source or str(bundled_path(args.language))
     try:
         judge_args = args.parser.dataclasses_from(args)
+        if args.command != "check":
+            positive("--max_tests_per_problem", args.max_tests_per_problem)
+        if args.command == "strengthen" and _same_file(args.source, args.out):
+            raise UsageError("OUT is the source itself; write the strengthened set to another file")
         problems = load_problems(source, args.language, args.allow_in_sandbox_comparisons)
         if args.command == "check":
             splits = Counter(problem["split"] or "unsplit" for problem in problems)
@@ -84,24 +108,80 @@ def main(argv=None):
                   + ", ".join(f"{count} {split}" for split, count in sorted(splits.items())) + ")")
             return 0
         with judge_args[0].make_judge() as judge:
-            report = verify_problems(problems, judge, max_trivial_share=args.max_trivial_share)
+            if args.command == "strengthen":
+                return _strengthen(problems, judge, args)
+            report = verify_problems(problems, judge, max_trivial_share=args.max_trivial_share,
+                                     max_tests=args.max_tests_per_problem)
     except UsageError as error:
         print(error if isinstance(error, DataError) else f"{source}: {error}", file=sys.stderr)
         return 2
+    _print_report(report, source, args.max_tests_per_problem)
+    return 0 if report.clean else 1
+
+
+def _same_file(source, out):
+    source, out = Path(source), Path(out)
+    return source.resolve() == out.resolve() or (out.exists() and source.exists() and source.samefile(out))
+
+
+def _print_report(report, source, max_tests):
     for broken in report.broken:
         _print_broken(broken)
     for guessable in report.guessable:
         print(f"{guessable['location'] or source}: {guessable['id']}: {guessable['probe']} passes "
               f"{guessable['passed']}/{guessable['total']} tests")
+    for weak in report.weak:
+        for survivor in weak["adequacy"].survivors[:SHOWN_SURVIVORS]:
+            print(f"{weak['location'] or source}: {weak['id']}: weak tests: {survivor}")
+        more = len(weak["adequacy"].survivors) - SHOWN_SURVIVORS
+        if more > 0:
+            print(f"{weak['location'] or source}: {weak['id']}: weak tests: {more} more wrong programs pass")
     if report.trivial:
         shares = [share.share for share in report.trivial.values()]
-        print(f"trivial share (the most of a problem's tests a constant, an echo or printing nothing passes): "
-              f"mean {sum(shares) / len(shares):.2f}, max {max(shares):.2f}")
+        print(f"trivial share (the most of a problem's tests a constant, an echo, printing nothing or a cheap "
+              f"program passes): mean {sum(shares) / len(shares):.2f}, max {max(shares):.2f}")
+    print(_mutation_scores(report.adequacy, max_tests))
+    skipped = Counter(a.skipped for a in report.adequacy.values() if a.skipped and a.skipped != "no solution")
+    for reason, count in skipped.items():
+        print(f"wrong programs not tried on {count} problems: {reason}")
     if report.unverifiable:
         print(f"unverifiable (no solution): {', '.join(report.unverifiable[:SHOWN_IDS])}"
               + (" ..." if len(report.unverifiable) > SHOWN_IDS else ""))
     print(report.summary())
-    return 0 if report.clean else 1
+
+
+def _mutation_scores(adequacy: dict, max_tests) -> str:
+    """One line: the mean and lowest mutation score, and every problem's below 1."""
+    checked = {i: a for i, a in adequacy.items() if a.skipped is None}
+    if not checked:
+        return "mutation score: no problem checked"
+    worst = min(checked, key=lambda i: checked[i].score)
+    below = [f"{i} {a.killed}/{a.wrong}" for i, a in checked.items() if a.survivors]
+    return (f"mutation score (the share of wrong programs the first {max_tests} tests reject) of {len(checked)} "
+            f"problems: mean {sum(a.score for a in checked.values()) / len(checked):.3f}, min "
+            f"{checked[worst].score:.2f}" + (f"; below 1: {', '.join(below)}" if below else ""))
+
+
+def _strengthen(problems, judge, args):
+    judge.preflight(*{problem["language"] for problem in problems})
+    strengthened, records, before, after = strengthen(problems, judge, args.max_tests_per_problem,
+                                                      args.max_trivial_share, show_progress=True)
+    out = Path(args.out)
+    out.write_text("".join(json.dumps(dict(problem), ensure_ascii=False) + "\n" for problem in strengthened),
+                   encoding="utf-8")
+    for problem, record, old, new in zip(problems, records, before, after):
+        if record.skipped is None:
+            print(f"{getattr(problem, 'location', None) or args.source}: {problem['id']}: {record.added} tests added, "
+                  f"mutation score {old.killed}/{old.wrong} -> {new.killed}/{new.wrong}"
+                  + "".join(f"; {left}" for left in record.left))
+    skipped = Counter(record.skipped for record in records if record.skipped)
+    print("left as they are: " + ", ".join(f"{count} ({reason})" for reason, count in skipped.items()))
+    print("before: " + _mutation_scores({p["id"]: a for p, a in zip(problems, before)}, args.max_tests_per_problem))
+    print("after:  " + _mutation_scores({p["id"]: a for p, a in zip(problems, after)}, args.max_tests_per_problem))
+    print(f"wrote {out}: {len(strengthened)} problems, {sum(len(p['tests']) for p in strengthened)} tests (was "
+          f"{sum(len(p['tests']) for p in problems)}); check it with `python -m data verify {out} --language "
+          f"{args.language}`")
+    return 0
 
 
 if __name__ == "__main__":

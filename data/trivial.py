@@ -1,15 +1,20 @@
-"""The trivial share of a problem: the largest fraction of its tests a program that ignores its input passes.
+"""The trivial share of a problem: the largest fraction of its tests a cheap program that does not solve it passes.
 
 The test-case reward pays the fraction of tests passed. When a problem's tests share an answer, a `solve` that
 always returns it (``True``, ``0``, ``[]``, ...) earns part of the reward with no algorithm at all, and under GRPO
-such a constant is a cheap local optimum. The probes are the programs a model can reach without reading the
-input, run through the real judge exactly as completions are:
+such a constant is a cheap local optimum; so does a program that reads its input cheaply (the first element, the
+length) or answers by call order ("True, then False"). The cheap programs, run through the real judge exactly as
+completions are, are the probes, which ignore the input:
 
 - a constant of each type the tests print: booleans, 0, 1, -1, the empty string, the empty list, None (q: ``1b``,
   ``0b``, ``0``, ``1``, ``-1``, ``""``, ``()``);
 - echoing its first argument (q: the identity ``{x}``);
 - printing nothing: ``solve`` ends the program, so nothing at all is printed after the judge's marker. (Returning
   ``None`` prints ``None``, and returning ``""`` prints an empty line; both are probes of their own.)
+
+then, for Python, the battery of data/wrong_programs.py (element picks, min/max/len/sum, parity, sortedness, the
+call-order answers), less any battery program that passes every test (``max(x)`` is the answer to the maximum of a
+list); and a test whose input and output the description shows counts as passed by copying them.
 
 Each probe's ``solve`` takes any arguments (Python ``*args, **kwargs``; q a function composed with ``enlist``,
 which accepts one to eight arguments), so a single probe fits every problem.
@@ -25,11 +30,13 @@ import ast
 import hashlib
 import json
 import os
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tqdm import tqdm
 
+from data.wrong_programs import BATTERY, Probe, battery, call_text, solve_calls
 from judging import JudgeUnavailable
 from rewards import ScoringArguments, score
 
@@ -37,13 +44,6 @@ PROBLEMS_PER_BATCH = 16
 # Above it a problem is listed by `python -m data verify` (and stops `--verify_data`): just above 1/3, so one test
 # in three sharing a constant answer passes, two in four do not.
 DEFAULT_MAX_TRIVIAL_SHARE = 0.34
-
-
-@dataclass(frozen=True)
-class Probe:
-    name: str  # how a report names it: "returning True passes 3/4 tests"
-    program: str
-    prints: str | None = None  # what it makes `print(solve(<literals>))` print, stripped, when that is certain
 
 
 def _python_probe(name: str, body: str, prints: str | None = None) -> Probe:
@@ -122,8 +122,50 @@ def _call_of(node: ast.AST, name: str, arguments: int | None = None) -> bool:
             and (arguments is None or (len(node.args) == arguments and not node.keywords)))
 
 
+def cheap_programs(problem: dict) -> tuple[Probe, ...]:
+    """The programs whose best share is the problem's trivial share: the probes worth running, then the battery
+    of cheap input-reading and call-order programs (data/wrong_programs.py) worth running.
+
+    A battery program is left out, like a constant, when it certainly fails every test: every test prints
+    ``solve`` of literals, and what the program would print, worked out here (it is this module's own code, run on
+    the tests' literals), is no test's expected output. What is run is judged."""
+    family = battery(problem)
+    calls = [solve_calls(test["test_code"]) for test in problem["tests"]]
+    if not family or not all(calls):
+        return probes(problem) + family
+    expected = [str(test["expected_output"]).strip() for test in problem["tests"]]
+    return probes(problem) + tuple(probe for probe in family if any(
+        _would_print(probe, test_calls) == wanted for test_calls, wanted in zip(calls, expected)))
+
+
+def _would_print(probe: Probe, calls: list[tuple]) -> str | None:
+    """What ``print(solve(a), solve(b), ...)`` prints, stripped, with ``probe``'s solve; None when it raises."""
+    namespace: dict = {}
+    exec(probe.program, namespace)  # a battery program: this module's own code
+    try:
+        return " ".join(str(namespace["solve"](*arguments)) for arguments in calls).strip()
+    except Exception:  # the program fails on these arguments (x[0] of an empty list): it prints nothing there
+        return None
+
+
+_DESCRIBED = "copying the description's examples"
+
+
+def described_example(problem: dict, test: dict) -> bool:
+    """Whether a test's input and output both appear in the description, so a program can hard-code it: every
+    argument of each ``solve`` call it prints, and its expected output, each as a whole word of the text."""
+    calls = solve_calls(test["test_code"])
+    if not calls:
+        return False
+    texts = [repr(argument) for arguments in calls for argument in arguments]
+    texts += [call_text(arguments)[len("solve("):-1] for arguments in calls if len(arguments) > 1]
+    words = texts + [str(test["expected_output"]).strip()]
+    return all(re.search(rf"(?<![\w.]){re.escape(word)}(?![\w.])", problem["description"]) for word in words)
+
+
 def measure_trivial_shares(problems: list[dict], judge, show_progress: bool = False) -> list[TrivialShare]:
-    """Run every probe of each problem's language on all its tests through ``judge``; one result per problem.
+    """Run every cheap program of each problem (``cheap_programs``) on all its tests through ``judge``; one result
+    per problem.
 
     Raises ``JudgeUnavailable`` when the judge cannot run a probe (``sandbox_error``): that says nothing about
     the data, and a share measured through a broken sandbox would be wrong."""
@@ -138,7 +180,7 @@ def measure_trivial_shares(problems: list[dict], judge, show_progress: bool = Fa
 
 def _measure_batch(batch: list[dict], judge) -> list[TrivialShare]:
     judged, programs = [], []
-    family = [probes(problem) for problem in batch]
+    family = [cheap_programs(problem) for problem in batch]
     for problem, run in zip(batch, family):
         for probe in run:
             judged.append(problem)
@@ -154,7 +196,14 @@ def _measure_batch(batch: list[dict], judge) -> list[TrivialShare]:
                 detail = next((t.stderr.strip().splitlines()[-1] for t in judgement.tests if t.stderr.strip()), "")
                 raise JudgeUnavailable(f"{problem['id']}: the judge could not run the probe {probe.name!r} "
                                        f"({detail or 'sandbox error'}); fix the judge (q licence, sandbox) and retry")
-            passes.append((probe, [t.status == "passed" for t in judgement.tests]))
+            tests = [t.status == "passed" for t in judgement.tests]
+            # A battery program that passes every test is the problem's answer (`max(x)` for the maximum), not a
+            # guess; one that is wrong all the same is for data/adequacy.py to find.
+            if probe not in BATTERY or not all(tests):
+                passes.append((probe, tests))
+        examples = [described_example(problem, test) for test in problem["tests"]]
+        if any(examples):
+            passes.append((Probe(_DESCRIBED, ""), examples))
         results.append(_share(passes))
     return results
 
@@ -167,9 +216,9 @@ def _share(passes: list[tuple[Probe, list[bool]]]) -> TrivialShare:
 
 
 def _key(problem: dict) -> str:
-    """What a cached share depends on: the language, the tests and the probes of that language."""
-    text = json.dumps([problem["language"], problem["tests"], [p.program for p in PROBES[problem["language"]]]],
-                      sort_keys=True)
+    """What a cached share depends on: the language, the description, the tests and the programs run on them."""
+    text = json.dumps([problem["language"], problem["description"], problem["tests"],
+                       [p.program for p in PROBES[problem["language"]] + BATTERY]], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

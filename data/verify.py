@@ -4,13 +4,16 @@ Wrong tests teach wrong code: a problem whose canonical solution fails its own t
 correct completions forever, and a test that an empty program passes rewards doing nothing. Each
 problem's ``solution`` must pass every test and a no-op solution must fail at least one. Tests that
 share an answer pay for guessing: a problem whose trivial share (data/trivial.py) is above
-``max_trivial_share`` is listed too, with the trivial program that scores.
+``max_trivial_share`` is listed too, with the trivial program that scores. Tests that a wrong program passes pay
+it in full: a problem whose judged tests let one through (data/adequacy.py) is listed as weak, with the program
+and an input where it is wrong.
 """
 
 from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
+from data.adequacy import check_adequacy
 from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE, TrivialShare, measure_trivial_shares
 from judging import JudgeUnavailable
 from rewards import ScoringArguments, score
@@ -28,6 +31,8 @@ class VerifyReport:
     output and what the program printed after the judge's marker, and on stderr). ``guessable`` holds one
     dict per problem above ``max_trivial_share``: ``id``, ``location`` (``file:line``, None when the problem
     was not loaded from a source), and the best trivial program: ``probe``, ``passed`` of ``total`` tests.
+    ``adequacy`` holds every checked problem's ``Adequacy`` (its mutation score, the wrong programs that survive its
+    judged tests); ``weak`` one dict per problem with a survivor: ``id``, ``location``, ``adequacy``.
     """
 
     checked: int = 0
@@ -36,21 +41,28 @@ class VerifyReport:
     max_trivial_share: float = DEFAULT_MAX_TRIVIAL_SHARE
     trivial: dict = field(default_factory=dict)  # id -> TrivialShare of every problem checked
     guessable: list = field(default_factory=list)
+    adequacy: dict = field(default_factory=dict)  # id -> Adequacy of every problem checked
+    weak: list = field(default_factory=list)
 
     @property
     def clean(self):
-        return not self.broken and not self.guessable
+        return not self.broken and not self.guessable and not self.weak
 
     def summary(self):
-        listed = {p["id"] for p in self.broken} | {p["id"] for p in self.guessable} | set(self.unverifiable)
+        listed = ({p["id"] for p in self.broken} | {p["id"] for p in self.guessable} | {p["id"] for p in self.weak}
+                  | set(self.unverifiable))
         return (f"verified {self.checked} problems: {len(self.broken)} broken, "
                 f"{len(self.guessable)} guessable (trivial share above {self.max_trivial_share:g}), "
+                f"{len(self.weak)} weak (a wrong program passes the judged tests), "
                 f"{len(self.unverifiable)} unverifiable (no solution), {self.checked - len(listed)} clean")
 
 
 def verify_problems(problems, judge, show_progress=True, max_trivial_share=DEFAULT_MAX_TRIVIAL_SHARE,
-                    trivial: list[TrivialShare] | None = None):
-    """Judge every problem's solution and a no-op solution on all its tests, then the trivial programs.
+                    trivial: list[TrivialShare] | None = None,
+                    max_tests: int | None = ScoringArguments().max_tests_per_problem):
+    """Judge every problem's solution and a no-op solution on all its tests, then the trivial programs, then the
+    wrong programs on the first ``max_tests`` tests (the training reward's; None: all) of every problem whose
+    solution passes.
 
     Problems without a ``solution`` are listed as unverifiable; their tests are still run against the
     no-op, which marks them broken if it passes. ``trivial`` gives the problems' trivial shares when they are
@@ -72,6 +84,13 @@ def verify_problems(problems, judge, show_progress=True, max_trivial_share=DEFAU
         if share.share > max_trivial_share:
             report.guessable.append({"id": problem["id"], "location": getattr(problem, "location", None),
                                      "probe": share.probe, "passed": share.passed, "total": share.total})
+    broken = {p["id"] for p in report.broken}
+    sound = [problem for problem in problems if problem["id"] not in broken]
+    for problem, adequacy in zip(sound, check_adequacy(sound, judge, max_tests, show_progress)):
+        report.adequacy[problem["id"]] = adequacy
+        if adequacy.survivors:
+            report.weak.append({"id": problem["id"], "location": getattr(problem, "location", None),
+                                "adequacy": adequacy})
     return report
 
 

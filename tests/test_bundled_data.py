@@ -23,10 +23,13 @@ def test_bundled_python_set_verifies_clean():
         report = verify_problems(problems, judge, show_progress=False)
     finally:
         judge.close()
-    assert report.clean, (report.broken[:3], report.guessable[:3])
+    assert report.clean, (report.broken[:3], report.guessable[:3], [(w["id"], w["adequacy"].survivors[:1])
+                                                                     for w in report.weak[:3]])
+    # The first five tests reject every wrong program tried: mutants of the solution, the cheap battery.
+    assert all(a.score == 1 and a.wrong > 0 for a in report.adequacy.values())
     assert report.checked == len(problems) >= 80 and not report.unverifiable
-    # Over all tests (evaluation, `data verify`) and over the first five (the training reward's), no constant, echo
-    # or silence passes more than a third of a problem's tests.
+    # Over all tests (evaluation, `data verify`) and over the first five (the training reward's), no constant, echo,
+    # silence or cheap battery program (first element, length, True then False ...) passes more than a third.
     shares = report.trivial.values()
     assert max(s.share for s in shares) <= 1 / 3 < DEFAULT_MAX_TRIVIAL_SHARE
     assert max(s.by_tests[min(TRAINING_TESTS, s.total) - 1] for s in shares) <= 1 / 3
@@ -67,12 +70,13 @@ def test_bundled_q_set_trivial_shares_through_real_q():
     assert not above
 
 
-def test_bundled_sets_have_splits_solutions_and_three_tests():
-    for language, at_least in (("python", 80), ("q", 30)):
+def test_bundled_sets_have_splits_solutions_and_enough_tests():
+    """Python: at least the five tests the training reward judges (strengthened); q: three (not run here)."""
+    for language, at_least, tests in (("python", 80, TRAINING_TESTS), ("q", 30, 3)):
         problems = load_problems(bundled_path(language), language)
         train, test = split_problems(problems)
         assert len(problems) >= at_least and train and test
-        assert all(p["solution"] and len(p["tests"]) >= 3 and p["language"] == language for p in problems)
+        assert all(p["solution"] and len(p["tests"]) >= tests and p["language"] == language for p in problems)
     q = load_problems(bundled_path("q"), "q")
     assert all("solve:" in p["solution"] for p in q)
 
@@ -101,7 +105,8 @@ def test_verify_data_stops_training_on_a_guessable_problem(tiny_model, tmp_path)
                          "--verify_data", "--eval_pass_at_k", "false", "--output_dir", tmp_path / "run")
     assert result.returncode == 2
     assert "--verify_data: verified 1 problems: 0 broken, 1 guessable (trivial share above 0.34)" in result.stderr
-    assert f"python -m data verify {data} --language python --max_trivial_share 0.34` lists each problem" \
+    assert f"python -m data verify {data} --language python --max_trivial_share 0.34 --max_tests_per_problem 5` " \
+           "lists each problem" \
         in result.stderr
     assert not (tmp_path / "run" / "config.yaml").exists()
 

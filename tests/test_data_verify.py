@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from data import bundled_path, cached_trivial_shares, load_problems, measure_trivial_shares, verify_problems
-from data.trivial import PROBES, probes
+from data.trivial import PROBES, cheap_programs, described_example
+from data.wrong_programs import BATTERY
 from judging import Judge
 from judging.executors import find_q
 from rewards import ScoringArguments, score
@@ -72,7 +73,8 @@ def test_a_test_that_a_no_op_passes_is_broken_even_without_a_solution(report):
 def test_problems_without_solution_are_unverifiable_not_broken(report):
     assert report.unverifiable == ["no-solution"]
     assert report.summary() == ("verified 6 problems: 4 broken, 2 guessable (trivial share above 0.34), "
-                                "1 unverifiable (no solution), 1 clean")
+                                "0 weak (a wrong program passes the judged tests), 1 unverifiable (no solution), "
+                                "1 clean")
 
 
 def test_a_test_that_prints_without_the_solution_is_guessable_too(report):
@@ -88,10 +90,11 @@ def run_cli(*args):
 def test_cli_exits_0_on_a_clean_file_and_counts_unverifiable():
     result = run_cli(str(FIXTURES / "problems.jsonl"), "--language", "python")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[-2:] == [
+    assert result.stdout.splitlines()[-3:] == [
+        "mutation score (the share of wrong programs the first 5 tests reject) of 2 problems: mean 1.000, min 1.00",
         "unverifiable (no solution): greet",
-        "verified 3 problems: 0 broken, 0 guessable (trivial share above 0.34), 1 unverifiable (no solution), "
-        "2 clean",
+        "verified 3 problems: 0 broken, 0 guessable (trivial share above 0.34), 0 weak (a wrong program passes the "
+        "judged tests), 1 unverifiable (no solution), 2 clean",
     ]
 
 
@@ -104,10 +107,11 @@ def test_cli_exits_1_and_prints_each_broken_problem(tmp_path):
         "BROKEN wrong-expected: solution fails test 1 (failed)",
         "  test 1 expected: '7'",
         "  test 1 got:      '6'",
-        "trivial share (the most of a problem's tests a constant, an echo or printing nothing passes): "
-        "mean 0.00, max 0.00",
-        "verified 2 problems: 1 broken, 0 guessable (trivial share above 0.34), 0 unverifiable (no solution), "
-        "1 clean",
+        "trivial share (the most of a problem's tests a constant, an echo, printing nothing or a cheap program "
+        "passes): mean 0.00, max 0.00",
+        "mutation score (the share of wrong programs the first 5 tests reject) of 1 problems: mean 1.000, min 1.00",
+        "verified 2 problems: 1 broken, 0 guessable (trivial share above 0.34), 0 weak (a wrong program passes the "
+        "judged tests), 0 unverifiable (no solution), 1 clean",
     ]
 
 
@@ -167,16 +171,19 @@ def test_cli_lists_each_guessable_problem_at_file_and_line_with_the_program_that
     result = run_cli(str(path), "--language", "python")
     assert result.returncode == 1, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[:2] == [f"{path}:4: all-true: returning True passes 3/3 tests",
-                         f"{path}:5: is-palindrome: returning True passes 3/4 tests"]
-    assert lines[-1] == ("verified 4 problems: 0 broken, 2 guessable (trivial share above 0.34), "
-                         "0 unverifiable (no solution), 2 clean")
+    # one-in-three: its yes/no tests answer in call order; all-true's tests are weak too (n % 2 == 1 passes them).
+    assert lines[:4] == [f"{path}:3: one-in-three: returning True, then False, alternating passes 2/3 tests",
+                         f"{path}:4: all-true: returning True passes 3/3 tests",
+                         f"{path}:5: is-palindrome: returning True passes 3/4 tests",
+                         f"{path}:4: all-true: weak tests: mutant line 2: `2` -> `1` passes 3/3; differs on solve(3)"]
+    assert lines[-1] == ("verified 4 problems: 0 broken, 3 guessable (trivial share above 0.34), 1 weak (a wrong "
+                         "program passes the judged tests), 0 unverifiable (no solution), 1 clean")
     result = run_cli(str(path), "--language", "python", "--max_trivial_share", "0.8")
     assert result.returncode == 1 and result.stdout.splitlines()[0] == f"{path}:4: all-true: returning True passes " \
                                                                        "3/3 tests"
     assert "is-palindrome" not in result.stdout
     result = run_cli(str(path), "--language", "python", "--max_trivial_share", "1")
-    assert result.returncode == 0 and "0 guessable (trivial share above 1)" in result.stdout
+    assert result.returncode == 1 and "0 guessable (trivial share above 1), 1 weak" in result.stdout
 
 
 KINDS = [  # (tests as (code, expected), the probe that passes most, how many)
@@ -203,7 +210,7 @@ def test_each_kind_of_trivial_program_is_found_through_the_judge():
 
 
 def test_trivial_shares_by_number_of_tests_read_the_first_n_tests():
-    problem = solve_problem("late-trues", [("print(solve(1))", "1"), ("print(solve(2))", "4"),
+    problem = solve_problem("late-trues", [("print(solve(1))", "1"), ("print(solve(2))", "5"),
                                            ("print(solve(3))", "True"), ("print(solve(4))", "True")], None)
     with Judge(timeout=5.0) as judge:
         (share,) = measure_trivial_shares([problem], judge)
@@ -211,20 +218,23 @@ def test_trivial_shares_by_number_of_tests_read_the_first_n_tests():
     assert share.by_tests == [1.0, 0.5, 1 / 3, 0.5] and (share.probe, share.passed) == ("returning True", 2)
 
 
-def test_skipping_probes_that_cannot_pass_changes_no_share():
-    """Left-out probes are those whose output no test expects; running the whole family gives the same shares."""
-    problems = load_problems(bundled_path("python"), "python")[:24] + [OLD_PALINDROME, ALL_TRUE, ONE_IN_THREE]
-    family = PROBES["python"]
+def test_skipping_programs_that_cannot_pass_changes_no_share():
+    """Left-out probes and battery programs are those whose output no test expects; running them all gives the same
+    shares (a battery program passing every test is the answer and counts for none)."""
+    problems = load_problems(bundled_path("python"), "python")[:12] + [OLD_PALINDROME, ALL_TRUE, ONE_IN_THREE]
+    family = PROBES["python"] + BATTERY
     with Judge(timeout=5.0) as judge:
         measured = measure_trivial_shares(problems, judge)
         scores = score(judge, [p for p in problems for _ in family], [probe.program for _ in problems
                                                                       for probe in family],
                        ScoringArguments(), all_tests=True, extract=False)
-    skipped = sum(len(family) - len(probes(p)) for p in problems)
-    assert skipped > len(problems) * 5  # most constants are never run on the bundled set
+    skipped = [len(family) - len(cheap_programs(p)) for p in problems]
+    assert sum(skipped) > len(problems) * len(family) / 2  # most are never run on the bundled set
     for index, (problem, share) in enumerate(zip(problems, measured)):
         passes = [[t.status == "passed" for t in s.judgement.tests]
                   for s in scores[index * len(family):(index + 1) * len(family)]]
+        passes = [p for p, program in zip(passes, family) if program not in BATTERY or not all(p)]
+        passes += [[described_example(problem, test) for test in problem["tests"]]]
         full = [max(sum(p[:n]) for p in passes) / n for n in range(1, len(problem["tests"]) + 1)]
         assert share.by_tests == full, problem["id"]
 

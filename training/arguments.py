@@ -93,15 +93,17 @@ class DataArguments:
     max_test_problems: int = field(default=40, metadata={"help": "At most this many held-out problems."})
     verify_data: bool = field(
         default=False,
-        metadata={"help": "Run every problem's canonical solution, a no-op and the trivial programs through the judge "
-                  "before training; stop if a solution fails, the no-op passes, or a problem is guessable "
-                  "(--max_trivial_share)."},
+        metadata={"help": "Run every problem's canonical solution, a no-op, the trivial programs and the wrong "
+                  "programs (mutants of the solution, cheap guesses) through the judge before training; stop if a "
+                  "solution fails, the no-op passes, a problem is guessable (--max_trivial_share), or a wrong program "
+                  "passes the first --max_tests_per_problem tests."},
     )
     allow_in_sandbox_comparisons: bool = field(default=False, metadata={"help": ALLOW_COMPARISONS_HELP})
     max_trivial_share: float = field(
         default=DEFAULT_MAX_TRIVIAL_SHARE,
         metadata={"help": "With --verify_data: a problem is guessable when a trivial program (a constant, echoing the "
-                  "input, printing nothing) passes more than this fraction of its tests."},
+                  "input, printing nothing, a cheap guess such as the first element or True then False) passes more "
+                  "than this fraction of its tests."},
     )
     prompt_style: str = field(
         default="plain",

@@ -1,0 +1,152 @@
+"""Test adequacy: whether a problem's judged tests reject the wrong programs a policy can reach cheaply.
+
+A test set that a wrong program passes pays it the full reward, and GRPO climbs toward whatever pays. For each
+Python problem with a ``solution``, the wrong programs of data/wrong_programs.py (mutants of the solution, the
+battery of cheap input-reading and call-order programs, the constants) are judged on the tests the training reward
+judges (the first ``--max_tests_per_problem``), one test at a time so that most stop at their first failure. A
+program that passes them all is then judged with the solution on inputs near the tests'
+(``wrong_programs.nearby_calls``, the expected output being what the solution printed there): if it prints
+something else on one of them it is wrong and survives, and the tests are weak; if it agrees everywhere it is
+counted as equivalent. A problem's mutation score is the share of the wrong programs (equivalent ones left out)
+that its judged tests reject.
+
+Everything runs through the judge's parallel path, every problem's programs in one batch per round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tqdm import tqdm
+
+from data.trivial import cheap_programs
+from data.wrong_programs import call_text, mutants, nearby_calls, printing_test
+from judging import JudgeUnavailable
+from judging.grading import KEEP_CHARS
+from rewards import ScoringArguments, score
+
+# What no program prints: a test with it as expected output shows what the program printed, and how it ended.
+UNMATCHABLE = "\0unmatchable expected output\0"
+PROBLEMS_PER_BATCH = 32
+
+
+@dataclass
+class Survivor:
+    program: str  # its name: "returning x[0]", "mutant line 3: `a + b` -> `a - b`"
+    passed: int
+    total: int
+    differs_on: str  # the first nearby call where it prints something else than the solution: "solve([0, 1, 3])"
+    source: str = ""
+
+    def __str__(self):
+        return f"{self.program} passes {self.passed}/{self.total}; differs on {self.differs_on}"
+
+
+@dataclass
+class Adequacy:
+    """One problem's wrong programs: ``killed`` fail a judged test, ``equivalent`` pass them and agree with the
+    solution on every nearby input, ``survivors`` pass them and differ somewhere. ``skipped`` says why a problem was
+    not checked (then every count is 0)."""
+
+    killed: int = 0
+    equivalent: int = 0
+    survivors: list[Survivor] = field(default_factory=list)
+    skipped: str | None = None
+
+    @property
+    def wrong(self) -> int:
+        return self.killed + len(self.survivors)
+
+    @property
+    def score(self) -> float:
+        """The mutation score: the share of the wrong programs the judged tests reject (1 when there are none)."""
+        return self.killed / self.wrong if self.wrong else 1.0
+
+
+def skip_reason(problem: dict) -> str | None:
+    if problem.get("solution") is None:
+        return "no solution"
+    if problem["language"] != "python":
+        return f"wrong programs are made for Python only, not {problem['language']}"
+    return None
+
+
+def wrong_programs(problem: dict) -> list:
+    """The wrong programs tried on ``problem``: the mutants of its solution, then the constants and the battery that
+    can pass one of its tests (data/trivial.py's ``cheap_programs``), less any with the solution's own text."""
+    found, seen = [], {problem["solution"].strip()}
+    for program in (*mutants(problem["solution"]), *cheap_programs(problem)):
+        if program.program.strip() not in seen:
+            seen.add(program.program.strip())
+            found.append(program)
+    return found
+
+
+def check_adequacy(problems: list[dict], judge, max_tests: int | None = ScoringArguments().max_tests_per_problem,
+                   show_progress: bool = False) -> list[Adequacy]:
+    """The adequacy of each problem's first ``max_tests`` tests (None: all), one result per problem, in order."""
+    results = []
+    with tqdm(total=len(problems), desc="wrong programs", unit="problem", disable=not show_progress) as progress:
+        for start in range(0, len(problems), PROBLEMS_PER_BATCH):
+            batch = problems[start:start + PROBLEMS_PER_BATCH]
+            results += _check_batch(batch, judge, max_tests)
+            progress.update(len(batch))
+    return results
+
+
+def _run(judge, runs: list[tuple[dict, str, list[dict]]]) -> list:
+    """Judge each ``(problem, program, tests)``; the judgements, in order."""
+    problems = [{**problem, "tests": tests} for problem, _, tests in runs]
+    judgements = [s.judgement for s in score(judge, problems, [program for _, program, _ in runs],
+                                             ScoringArguments(), all_tests=True, extract=False)]
+    for (problem, _, _), judgement in zip(runs, judgements):
+        if judgement.status == "sandbox_error":
+            detail = next((t.stderr.strip().splitlines()[-1] for t in judgement.tests if t.stderr.strip()), "")
+            raise JudgeUnavailable(f"{problem['id']}: the judge could not run a wrong program "
+                                   f"({detail or 'sandbox error'}); fix the judge (q licence, sandbox) and retry")
+    return judgements
+
+
+def _check_batch(batch: list[dict], judge, max_tests: int | None) -> list[Adequacy]:
+    results = [Adequacy(skipped=skip_reason(problem)) for problem in batch]
+    checked = [(index, problem) for index, problem in enumerate(batch) if results[index].skipped is None]
+    # Round n: the programs still alive on the n-th judged test.
+    alive = {index: wrong_programs(problem) for index, problem in checked}
+    judged = {index: problem["tests"][:max_tests] for index, problem in checked}
+    for round_ in range(max((len(tests) for tests in judged.values()), default=0)):
+        runs = [(index, program) for index, programs in alive.items() for program in programs
+                if round_ < len(judged[index])]
+        judgements = _run(judge, [(batch[index], program.program, [judged[index][round_]]) for index, program in runs])
+        for (index, program), judgement in zip(runs, judgements):
+            if judgement.status != "passed":
+                alive[index].remove(program)
+                results[index].killed += 1
+    # What passed every judged test: wrong where it prints something else than the solution near the tests.
+    suspects = [index for index, programs in alive.items() if programs]
+    inputs = {index: nearby_calls(batch[index]) for index in suspects}
+    solved = _run(judge, [(batch[index], batch[index]["solution"], _tests(inputs[index])) for index in suspects])
+    runs = []
+    for index, judgement in zip(suspects, solved):
+        # Inputs where the solution fails say nothing (outside what the problem allows): left out.
+        inputs[index] = [(arguments, result.stdout) for arguments, result in zip(inputs[index], judgement.tests)
+                         if result.status == "failed" and len(result.stdout) < KEEP_CHARS]
+        runs += [(index, program) for program in alive[index]]
+    judgements = _run(judge, [(batch[index], program.program, _tests(*zip(*inputs[index])) if inputs[index] else [])
+                              for index, program in runs if inputs[index]])
+    judgements = iter(judgements)
+    for index, program in runs:
+        judgement = next(judgements) if inputs[index] else None
+        failing = [] if judgement is None else [i for i, t in enumerate(judgement.tests) if t.status != "passed"]
+        if not failing:
+            results[index].equivalent += 1
+            continue
+        total = len(judged[index])
+        results[index].survivors.append(Survivor(program.name, total, total, call_text(inputs[index][failing[0]][0]),
+                                                 program.program))
+    return results
+
+
+def _tests(calls: list[tuple], expected: list[str] | None = None) -> list[dict]:
+    return [{"test_code": printing_test([arguments]),
+             "expected_output": UNMATCHABLE if expected is None else expected[i]} for i, arguments in enumerate(calls)]
+

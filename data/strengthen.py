@@ -1,0 +1,292 @@
+"""Strengthening a problem set's tests: tests that reject the wrong programs data/adequacy.py finds, and that no
+cheap program passes more than a third of.
+
+For each Python problem with a solution, candidate tests are the problem's own tests (a test printing several calls
+also in the reverse order) and tests of the inputs near them (``wrong_programs.nearby_calls``: perturbed literals,
+empty, one element, zero, negatives), one call per test; when the answers are few (yes/no problems), also tests
+printing two or three calls, so that no constant and no call-order answer ("True, then False") passes many. Every
+expected output is what the solution prints there, judged.
+
+Each wrong program (the mutants, the constants, the battery) is run on every candidate test in one judged program
+per wrong program (``outputs_on``: each test executed afresh, as the judge would, its output's digest printed), and
+the tests are chosen greedily: the first ``max_tests`` (the ones the training reward judges) so that every wrong
+program fails one of them while no cheap program passes more than ``max_share`` of them; then the problem's other
+tests, then more candidates until no cheap program passes more than ``max_share`` of all of them. The problem's old
+tests are all kept, once each (their order may change); a problem that is already adequate is left as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import re
+from dataclasses import dataclass, field
+
+from tqdm import tqdm
+
+from data.adequacy import UNMATCHABLE, check_adequacy, skip_reason
+from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE, PROBES, described_example
+from data.wrong_programs import battery, mutants, nearby_calls, printing_test, solve_calls
+from judging import JudgeUnavailable
+from judging.grading import KEEP_CHARS
+from rewards import ScoringArguments, score
+
+NEARBY_CALLS = 64
+ROUNDS = 3
+COMBINED_PER_PATTERN = 2
+FEW_ANSWERS = 3  # at most this many different answers: tests print several calls
+MAX_OUTPUT_CHARS = 200
+PER_TEST_SECONDS = 0.5
+# Outputs that may print differently elsewhere (data/README.md, "Python tests"): floats, sets, dictionaries, objects.
+UNSTABLE_OUTPUT = re.compile(r"\d\.\d|\binf\b|\bnan\b|[{}]|object at 0x")
+
+# Runs each test's code after the wrong program, each in a fresh namespace as the judge runs each test in a fresh
+# program, and prints a digest of what it printed (stripped, as the judge compares), or "-" where it failed.
+HARNESS = '''import contextlib, hashlib, io, signal, sys
+def _expired(*_):
+    raise TimeoutError
+signal.signal(signal.SIGALRM, _expired)
+for _code in {tests!r}:
+    _out = io.StringIO()
+    _text = None
+    try:
+        signal.setitimer(signal.ITIMER_REAL, {seconds})
+        with contextlib.redirect_stdout(_out):
+            try:
+                exec(compile({program!r} + "\\n" + _code, "<test>", "exec"), {{"__name__": "__main__"}})
+            except SystemExit as _exit:
+                if _exit.code not in (None, 0):
+                    raise
+        _text = _out.getvalue().strip()
+    except BaseException:
+        pass
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    sys.__stdout__.write(("-" if _text is None else hashlib.sha256(_text.encode()).hexdigest()[:16]) + "\\n")
+    sys.__stdout__.flush()
+'''
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.strip().encode()).hexdigest()[:16]
+
+
+@dataclass
+class Strengthened:
+    """What ``strengthen`` did to one problem: tests ``added``, whether it ``reordered`` them, and what it could not
+    reach (``left``: a line per wrong program still passing the judged tests or cheap program above the share)."""
+
+    added: int = 0
+    reordered: bool = False
+    skipped: str | None = None
+    left: list[str] = field(default_factory=list)
+
+
+def outputs_on(judge, programs: list[str], tests: list[str], timeout: float) -> list[list[str | None]]:
+    """For each program, the digest of what each test's code prints after it, None where it fails; one judged
+    program per program."""
+    problems = [{"id": "outputs", "language": "python",
+                 "tests": [{"test_code": HARNESS.format(tests=tests, program=program, seconds=PER_TEST_SECONDS),
+                            "expected_output": UNMATCHABLE}]} for program in programs]
+    scores = score(judge, problems, [""] * len(programs), ScoringArguments(), all_tests=True, extract=False,
+                   timeout=timeout)
+    found = []
+    for s in scores:
+        result = s.judgement.tests[0]
+        if s.status == "sandbox_error":
+            raise JudgeUnavailable(f"the judge could not run a wrong program ({result.stderr.strip()[-200:]})")
+        lines = result.stdout.split()
+        lines += ["-"] * (len(tests) - len(lines))  # cut short (its time ran out): it failed the rest
+        found.append([None if line == "-" else line for line in lines[:len(tests)]])
+    return found
+
+
+def _solution_outputs(judge, problem: dict, codes: list[str]) -> list[str | None]:
+    """What the solution prints on each test code, through the judge; None where it fails or prints what a test
+    should not expect."""
+    if not codes:
+        return []
+    # One judged item per test, so that they run in parallel.
+    problems = [{**problem, "tests": [{"test_code": code, "expected_output": UNMATCHABLE}]} for code in codes]
+    results = []
+    for s in score(judge, problems, [problem["solution"]] * len(codes), ScoringArguments(), all_tests=True,
+                   extract=False):
+        if s.status == "sandbox_error":
+            raise JudgeUnavailable(f"{problem['id']}: the judge could not run the solution")
+        results.append(s.judgement.tests[0])
+    return [result.stdout.strip() if result.status == "failed" and len(result.stdout) < min(KEEP_CHARS,
+            MAX_OUTPUT_CHARS) and not UNSTABLE_OUTPUT.search(result.stdout) else None for result in results]
+
+
+def _candidates(judge, problem: dict) -> tuple[list[dict], list[int]]:
+    """Candidate tests (``test_code``, ``expected_output``, ``old``: the index of the problem's own test it is, or
+    None) and, for each own test, the indexes of its variants."""
+    rng = random.Random(problem["id"])
+    candidates, variants = [], []
+    own = list({(t["test_code"], str(t["expected_output"])): t for t in problem["tests"]}.values())  # once each
+    for index, test in enumerate(own):
+        variants.append([len(candidates)])
+        candidates.append({**test, "old": index})
+    reversed_codes = []
+    for index, test in enumerate(own):
+        calls = solve_calls(test["test_code"])
+        if calls and len(calls) > 1 and calls != calls[::-1]:
+            reversed_codes.append((index, printing_test(calls[::-1])))
+    calls = nearby_calls(problem, NEARBY_CALLS)
+    singles = [printing_test([arguments]) for arguments in calls]
+    outputs = _solution_outputs(judge, problem, [code for _, code in reversed_codes] + singles)
+    for (index, code), output in zip(reversed_codes, outputs):
+        if output is not None:
+            variants[index].append(len(candidates))
+            candidates.append({"test_code": code, "expected_output": output, "old": index})
+    single_outputs = outputs[len(reversed_codes):]
+    answered = [(arguments, output) for arguments, output in zip(calls, single_outputs) if output is not None]
+    candidates += [{"test_code": printing_test([arguments]), "expected_output": output, "old": None}
+                   for arguments, output in answered]
+    answers = sorted({output for _, output in answered} | {str(t["expected_output"]).strip() for t in problem["tests"]
+                                                            if len(solve_calls(t["test_code"]) or []) == 1})
+    if len(answers) <= FEW_ANSWERS:
+        by_answer = {answer: [arguments for arguments, output in answered if output == answer] for answer in answers}
+        combined = []
+        for size in (2, 3):
+            for pattern in _patterns(answers, size):
+                if all(by_answer.get(answer) for answer in pattern):
+                    for _ in range(COMBINED_PER_PATTERN):
+                        combined.append(printing_test([rng.choice(by_answer[answer]) for answer in pattern]))
+        combined = list(dict.fromkeys(combined))
+        candidates += [{"test_code": code, "expected_output": output, "old": None}
+                       for code, output in zip(combined, _solution_outputs(judge, problem, combined))
+                       if output is not None]
+    return candidates, variants
+
+
+def _patterns(answers: list[str], size: int) -> list[tuple]:
+    if size == 0:
+        return [()]
+    return [(answer, *rest) for answer in answers for rest in _patterns(answers, size - 1)]
+
+
+def strengthen(problems: list[dict], judge, max_tests: int = ScoringArguments().max_tests_per_problem,
+               max_share: float = DEFAULT_MAX_TRIVIAL_SHARE, show_progress: bool = False, rounds: int = ROUNDS):
+    """The problems with strengthened tests (new dicts; the others as they are), a ``Strengthened`` per problem, and
+    each problem's ``Adequacy`` before and after.
+
+    New tests bring new nearby inputs, where a wrong program may show it is wrong again: a problem that is still weak
+    after a round is strengthened again, up to ``rounds`` rounds."""
+    before = check_adequacy(problems, judge, max_tests, show_progress)
+    out, after = list(problems), list(before)
+    done = [Strengthened(skipped=skip_reason(problem)) for problem in problems]
+    todo = [index for index, record in enumerate(done) if record.skipped is None]
+    for round_ in range(rounds):
+        for index in tqdm(todo, desc=f"strengthening (round {round_ + 1})", unit="problem", disable=not show_progress):
+            tests, record = _strengthen_one(judge, out[index], max_tests, max_share)
+            if record.skipped is None:
+                out[index] = {**out[index], "tests": tests}
+                record.added += done[index].added
+                done[index] = record
+            elif round_ == 0:
+                done[index] = record
+        for index, adequacy in zip(todo, check_adequacy([out[index] for index in todo], judge, max_tests,
+                                                        show_progress)):
+            after[index] = adequacy
+        todo = [index for index in todo if after[index].survivors]
+        if not todo:
+            break
+    return out, done, before, after
+
+
+def _strengthen_one(judge, problem: dict, max_tests: int, max_share: float):
+    candidates, variants = _candidates(judge, problem)
+    codes = [c["test_code"] for c in candidates]
+    cheap = [*PROBES["python"], *battery(problem)]
+    wrong = [*mutants(problem["solution"]), *cheap]
+    outputs = outputs_on(judge, [program.program for program in wrong], codes,
+                         timeout=PER_TEST_SECONDS * len(codes) + judge.timeout)
+    expected = [digest(str(c["expected_output"])) for c in candidates]
+    passes = [[o == e for o, e in zip(row, expected)] for row in outputs]
+    described = [described_example(problem, {"test_code": c["test_code"], "expected_output": c["expected_output"]})
+                 for c in candidates]
+    # Cheap programs: the constants, the battery (less any that is right everywhere), copying the description.
+    cheap_passes = [row for row in passes[len(wrong) - len(cheap):] if not all(row)] + [described]
+    wrong_passes = [row for row in passes if not all(row)]  # a program right on every candidate: equivalent here
+    judged = max_tests
+    limit = math.floor(max_share * judged)
+    rng = random.Random(problem["id"])
+    order = list(range(len(candidates)))
+    rng.shuffle(order)
+    used_old = set()
+    chosen: list[int] = []
+
+    def allowed(index):
+        return candidates[index]["old"] not in used_old and index not in chosen
+
+    def counts(tests):
+        return [sum(row[i] for i in tests) for row in cheap_passes]
+
+    def excess(tests):
+        return sum(max(0.0, count - max_share * len(tests)) for count in counts(tests))
+
+    def adequate(tests):
+        return (len(tests) >= judged and not any(all(row[i] for i in tests[:judged]) for row in wrong_passes)
+                and all(count <= max_share * len(tests) for count in counts(tests))
+                and all(count <= max_share * judged for count in counts(tests[:judged])))
+
+    if adequate([options[0] for options in variants]):
+        return problem["tests"], Strengthened(skipped="already adequate")
+
+    while len(chosen) < judged:
+        current = counts(chosen)
+        options = [i for i in order if allowed(i)]
+        if not options:
+            break
+        alive = [row for row in wrong_passes if all(row[i] for i in chosen)]
+
+        def value(i):
+            over = sum(max(0, current[k] + row[i] - limit) for k, row in enumerate(cheap_passes))
+            killed = sum(not row[i] for row in alive)
+            return (over, -killed, candidates[i]["old"] is None, sum(row[i] for row in cheap_passes))
+
+        best = min(options, key=value)
+        chosen.append(best)
+        if candidates[best]["old"] is not None:
+            used_old.add(candidates[best]["old"])
+    # The problem's other tests, each in one of its orders (a call-order answer must not find them all alike).
+    rest = []
+    for index, options in enumerate(variants):
+        if index not in used_old:
+            rest.append(rng.choice(options))
+    tests = chosen + rest
+    while True:
+        over = [k for k, count in enumerate(counts(tests)) if count > max_share * len(tests)]
+        options = [i for i in order if candidates[i]["old"] is None and i not in tests]
+        if not over or not options:
+            break
+        best = min(options, key=lambda i: (sum(cheap_passes[k][i] for k in over), sum(row[i] for row in cheap_passes)))
+        if all(cheap_passes[k][best] for k in over):
+            break  # no candidate left helps
+        tests.append(best)
+    # Tests added to lower one cheap program's share may raise another's: drop added ones it passes, while that helps.
+    while True:
+        over = [k for k, count in enumerate(counts(tests)) if count > max_share * len(tests)]
+        added = [i for i in tests[judged:] if candidates[i]["old"] is None and any(cheap_passes[k][i] for k in over)]
+        if not over or not added:
+            break
+        drop = max(added, key=lambda i: sum(cheap_passes[k][i] for k in over))
+        kept = [i for i in tests if i != drop]
+        if excess(kept) >= excess(tests):
+            break
+        tests = kept
+    record = Strengthened()
+    survivors = [row for row in wrong_passes if all(row[i] for i in tests[:judged])]
+    record.left += [f"{len(survivors)} wrong programs pass the first {judged} tests"] if survivors else []
+    shares = counts(tests)
+    first = counts(tests[:judged])
+    for k, row in enumerate(cheap_passes):
+        if shares[k] > max_share * len(tests) or first[k] > max_share * judged:
+            record.left.append(f"a cheap program passes {first[k]}/{judged} judged, {shares[k]}/{len(tests)} in all")
+    new_tests = [{"test_code": candidates[i]["test_code"], "expected_output": str(candidates[i]["expected_output"])}
+                 for i in tests]
+    record.added = sum(candidates[i]["old"] is None for i in tests)
+    record.reordered = True
+    return new_tests, record
