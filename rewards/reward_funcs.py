@@ -39,6 +39,7 @@ class TestVerdicts:
     scored one): the judge's fact, for the trainer's per-problem records, since a reward alone cannot say it under
     every weighting. Give the same object to `make_reward_funcs` and to the trainer."""
 
+    __test__ = False  # a name pytest would otherwise collect as a test class
     passed_all: list[bool] | None = None
 
 

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, WARM_PYTHON_DATA, finished_run, run_trainer
-from run_checks import assert_trained, lines
+from conftest import ROOT
+from trained_run_checks import assert_trained, lines
+from trainer_runs import finished_run, run_trainer
+from warm_model import PYTHON_PROBLEMS as WARM_PYTHON_DATA
 
 from data import load_problems
 from judging import Judge

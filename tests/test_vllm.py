@@ -20,8 +20,9 @@ import pytest
 import requests
 from transformers import AutoModelForCausalLM
 
-from conftest import ROOT, WARM_PYTHON_DATA
-from run_checks import assert_evaluations_add_up, assert_moved, assert_trained, train_steps
+from conftest import ROOT
+from trained_run_checks import assert_evaluations_add_up, assert_moved, assert_trained, train_steps
+from warm_model import PYTHON_PROBLEMS as WARM_PYTHON_DATA
 
 VLLM_MISSING = importlib.util.find_spec("vllm") is None
 pytestmark = [
