@@ -33,7 +33,7 @@ from training.evaluation import PassAtKEvaluator
 from training.preflight import (check_memory, check_model, check_packages, check_vllm_server, check_vllm_server_device,
                                 check_wandb, load_tokenizer)
 from training.prompts import prompt_rows
-from training.run_folder import RunFolder, RunLogCallback, model_step
+from training.run_folder import RunFolder, RunLogCallback, checkpoint_step, model_step
 from training.vllm_timeout import VLLMServerUnresponsive
 
 logger = logging.getLogger("rl_trainer")

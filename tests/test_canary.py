@@ -18,6 +18,7 @@ from trainer_runs import finished_run, run_trainer
 from warm_model import PYTHON_PROBLEMS as WARM_PYTHON_DATA
 
 from data import load_problems
+import judging.execution
 from judging import Judge
 from training import canary as canary_module
 from training.canary import CANARY_EXIT_CODE, build_canaries, canary_budget, make_variant
@@ -74,14 +75,14 @@ def test_a_variant_whose_solution_passes_is_never_used(judge, monkeypatch, caplo
 
 def test_a_judge_that_passes_wrong_answers_gets_no_canary(judge, monkeypatch):
     """The same check catches a judge fault present from the start: its canaries would all be passable."""
-    execute = Judge._execute
+    grade = judging.execution.grade
 
-    def wrong_answers_pass(self, *args):
-        result = execute(self, *args)
+    def wrong_answers_pass(*args, **kwargs):
+        result = grade(*args, **kwargs)
         result.status = "passed" if result.status == "failed" else result.status
         return result
 
-    monkeypatch.setattr(Judge, "_execute", wrong_answers_pass)
+    monkeypatch.setattr(judging.execution, "grade", wrong_answers_pass)
     assert build_canaries(HELD_OUT, judge, 4, seed=0, timeout=2.0) == []
 
 
