@@ -31,7 +31,7 @@ import subprocess
 from pathlib import Path
 
 from judging.cgroups import SlotCgroup
-from judging.policy import PROGRAM_MODE, SCRATCH, TMPFS, Limits, environment, proc_emptied
+from judging.policy import EMPTY_TMPFS, PROGRAM_MODE, SCRATCH, TMPFS, Limits, environment, proc_emptied
 from judging.seccomp import SECCOMP_FILTER
 from judging.slots import slot_uid_base
 
@@ -121,7 +121,7 @@ class Sandbox:
         args = [arg for name in sorted(os.listdir(self.proc_view))
                 for arg in ("--ro-bind", f"{self.proc_view}/{name}", f"/proc/{name}")]
         for name in proc_emptied():
-            args += ["--perms", "0555", "--size", "4096", "--tmpfs", f"/proc/{name}", "--remount-ro", f"/proc/{name}"]
+            args += [*EMPTY_TMPFS, f"/proc/{name}", "--remount-ro", f"/proc/{name}"]
         return args
 
     def _build_prefix(self, read_only: list[str], read_write: list[str], hidden: list[str]) -> list[str]:

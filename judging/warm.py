@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from judging.cgroups import SlotCgroup
-from judging.policy import PROC_VIEW, SCRATCH, SLOTS, worker_rules
+from judging.policy import EMPTY_TMPFS, PROC_EMPTY, PROC_VIEW, SCRATCH, SLOTS, worker_rules
 from judging.running import OUTPUT_CAP, RunResult, read_capped
 from judging.sandbox import Sandbox
 
@@ -66,8 +66,10 @@ class WarmWorker:
         capabilities = [arg for cap in CAPABILITIES for arg in ("--cap-add", cap)]
         # The worker joins the slot's cgroup: it and every child it forks count against its memory and tasks.
         binds, join = cgroup.join_inside() if cgroup else ([], [])
-        # Each child binds the fixed /proc files from PROC_VIEW over its fresh /proc (judging/policy.py).
-        view = ["--ro-bind", sandbox.proc_view, PROC_VIEW] if sandbox.proc_view else []
+        # Each child binds the fixed /proc files from PROC_VIEW over its fresh /proc, and PROC_EMPTY over the folders
+        # it empties (judging/policy.py).
+        view = ["--ro-bind", sandbox.proc_view, PROC_VIEW, *EMPTY_TMPFS, PROC_EMPTY, "--remount-ro", PROC_EMPTY] \
+            if sandbox.proc_view else []
         command = [*sandbox.prefix, "--bind", folder, SLOTS, "--dir", SCRATCH, *view,
                    "--ro-bind", WORKER, WORKER_INSIDE, *binds, "--chdir", SCRATCH, "--cap-drop", "ALL", *capabilities, *join, interpreter, "-I", "-S", "-B",
                    WORKER_INSIDE, str(theirs.fileno()), str(uid), json.dumps(rules)]

@@ -107,8 +107,9 @@ def _loopback_up():
         fcntl.ioctl(probe, SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", IFF_UP | IFF_LOOPBACK | IFF_RUNNING))
 
 
-def _set_up_namespaces(folder):
-    """As the init of the execution's own PID namespace: its own mount, IPC and network namespaces."""
+def _set_up_namespaces():
+    """As the init of the execution's own PID namespace, before its request comes: its own mount, IPC and network
+    namespaces, /proc, and fresh tmpfs folders."""
     _check(UNSHARE(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET), "unshare")
     _loopback_up()
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
@@ -118,20 +119,24 @@ def _set_up_namespaces(folder):
         if os.path.exists(path):
             _mount(path, path, None, MS_BIND | MS_REC)
             _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    for name in RULES["proc_frozen"]:  # machine-wide counters: fixed content, as bwrap binds it cold
-        path = f"/proc/{name}"
-        _mount(f"{RULES['proc_view']}/{name}", path, None, MS_BIND)
-        _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    # A bind keeps its source's read-only, nosuid and nodev flags: the fixed files (read-only in the worker's view)
+    # and the empty read-only tmpfs each take one mount call, as bwrap binds and makes them cold.
+    for name in RULES["proc_frozen"]:  # machine-wide counters: fixed content
+        _mount(f"{RULES['proc_view']}/{name}", f"/proc/{name}", None, MS_BIND)
     for name in RULES["proc_emptied"]:
-        path = f"/proc/{name}"
-        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=4096,mode=555")
-        _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    _check(UMOUNT2(RULES["proc_view"].encode(), MNT_DETACH), f"umount {RULES['proc_view']}")
-    slots, scratch, name = RULES["slots"], RULES["scratch"], RULES["program"]
-    with open(f"{slots}/{folder}/{name}", "rb") as source:  # into a tmpfs as on the cold path: no host disk
-        program = source.read()
+        _mount(RULES["proc_empty"], f"/proc/{name}", None, MS_BIND)
+    for source in (RULES["proc_view"], RULES["proc_empty"]):
+        _check(UMOUNT2(source.encode(), MNT_DETACH), f"umount {source}")
     for path, mode in RULES["tmpfs"].items():
         _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={RULES['tmpfs_bytes']},mode={mode:o}")
+
+
+def _place_program(folder):
+    """Copy the execution's program from the slot's folder into /scratch (a tmpfs as on the cold path: no host
+    disk), then unmount the folder of the slot's programs."""
+    slots, scratch, name = RULES["slots"], RULES["scratch"], RULES["program"]
+    with open(f"{slots}/{folder}/{name}", "rb") as source:
+        program = source.read()
     target = os.open(f"{scratch}/{name}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, RULES["program_mode"])
     os.fchmod(target, RULES["program_mode"])  # whatever the umask: the slot uid reads it, as bwrap's --perms cold
     with os.fdopen(target, "wb") as file:
@@ -168,16 +173,34 @@ def _set_up_program(rlimits, uid, report_fd):
     os.close(report_fd)
 
 
-def _init(request, uid, out_fd, err_fd, report_fd):
-    """Pid 1 of the execution's PID namespace: set up, fork the program (pid 2), reap orphans, and exit with the
-    program's exit code when it exits, as bubblewrap's init does (the kernel then kills what is left)."""
+def _init(channel_fd, report_fd, uid):
+    """Pid 1 of an execution's PID namespace, forked before its request comes: set up its namespaces, wait for the
+    request (from the worker, on ``channel_fd``, with the test's stdout and stderr), fork the program (pid 2), reap
+    orphans, and exit with the program's exit code when it exits, as bubblewrap's init does (the kernel then kills
+    what is left). A set-up failure before the request is written to the worker's log (its fd 2)."""
     try:
         os.setsid()  # the init leads the session and process group, as bubblewrap's pid 1 does cold
-        _set_up_namespaces(request["folder"])
-        _set_up_descriptors(out_fd, err_fd, report_fd)
-        program = os.fork()
+        low, high = sorted((channel_fd, report_fd))  # all else goes: the control socket, the worker's descriptors
+        for start, end in ((3, low), (low + 1, high), (high + 1, 1 << 16)):
+            os.closerange(start, end)
+        _set_up_namespaces()
     except BaseException as error:
         os.write(2, f"warm worker: init set-up failed: {error!r}\n".encode())
+        os._exit(SETUP_FAILED)
+    try:
+        message, fds, _, _ = socket.recv_fds(socket.socket(fileno=channel_fd), 4096, 2)
+    except BaseException:
+        os._exit(SETUP_FAILED)
+    if not message or len(fds) != 2:  # the worker is gone: no execution
+        os._exit(SETUP_FAILED)
+    out_fd, err_fd = fds
+    try:
+        request = json.loads(message)
+        _place_program(request["folder"])
+        _set_up_descriptors(out_fd, err_fd, report_fd)  # the channel closes here
+        program = os.fork()
+    except BaseException as error:
+        os.write(err_fd, f"warm worker: init set-up failed: {error!r}\n".encode())
         os._exit(SETUP_FAILED)
     if program == 0:
         try:
@@ -314,22 +337,36 @@ def _fork_in_own_pid_namespace():
     return pid
 
 
-def _execute(control, request, fds, uid):
-    out_fd, err_fd = fds
+def _prepare(uid):
+    """Fork the next execution's init (pid 1 of a new PID namespace), which sets up its namespaces while the worker
+    waits for the request: the init's pid, a pidfd, the channel the request goes down, the report pipe's read end."""
+    channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     report_read, report_write = os.pipe()
-    started = time.monotonic()
     init = _fork_in_own_pid_namespace()
     if init == 0:
-        control.detach()
-        _init(request, uid, out_fd, err_fd, report_write)
-    for fd in (out_fd, err_fd, report_write):
+        _init(theirs.detach(), report_write, uid)
+    theirs.close()
+    os.close(report_write)
+    return init, os.pidfd_open(init), channel, report_read
+
+
+def _execute(control, prepared, message, fds):
+    """Run one execution on the ``prepared`` init: hand it the request ``message`` with the test's stdout and
+    stderr (``fds``), wait for its end, the timeout or the judge's stop, kill it, and say what happened."""
+    init, pidfd, channel, report_read = prepared
+    started = time.monotonic()
+    try:
+        socket.send_fds(channel, [message], fds)
+    except OSError:
+        pass  # the init is gone (its set-up failed, in the worker's log): the reply says setup false
+    for fd in fds:
         os.close(fd)
-    pidfd = os.pidfd_open(init)
+    channel.close()
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
     poller.register(control, select.POLLIN)
     timed_out = stopped = host_gone = False
-    deadline = started + request["timeout"]
+    deadline = started + json.loads(message)["timeout"]
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
@@ -375,6 +412,7 @@ def main():
     compile("pass", "<warm-up>", "exec", dont_inherit=True)
     WORKER_MODULES = frozenset(sys.modules)
     gc.freeze()  # a collection in a child then never walks (and so copies) the worker's own objects
+    prepared = _prepare(uid)
     control.send(b'{"ready": true}')
     while True:
         message, fds, _, _ = socket.recv_fds(control, 4096, 2)
@@ -384,7 +422,9 @@ def main():
             continue
         if len(fds) != 2:
             raise SystemExit(f"warm worker: expected 2 descriptors, got {len(fds)}")
-        control.send(json.dumps(_execute(control, json.loads(message), fds, uid)).encode())
+        reply = _execute(control, prepared, message, fds)
+        control.send(json.dumps(reply).encode())
+        prepared = _prepare(uid)  # the next execution's namespaces are made while the judge grades this one
 
 
 if __name__ == "__main__":
