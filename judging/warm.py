@@ -86,15 +86,15 @@ class WarmWorker:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def run(self, folder: str, timeout: float) -> RunResult:
-        """Run the program in the slot's ``folder`` under the policy's limits for ``timeout``; raise WorkerFailed if
-        the worker fails."""
+    def run(self, timeout: float) -> RunResult:
+        """Run the program in the slot's folder under the policy's limits for ``timeout``; raise WorkerFailed if the
+        worker fails."""
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         start = time.monotonic()
         try:
             try:
-                request = {"folder": folder, "timeout": timeout, "rlimits": self.sandbox.limits.rlimits(timeout)}
+                request = {"timeout": timeout, "rlimits": self.sandbox.limits.rlimits(timeout)}
                 socket.send_fds(self.control, [json.dumps(request).encode()], [out_write, err_write])
             except OSError as error:
                 raise WorkerFailed(f"the worker is gone ({error})") from None
@@ -175,12 +175,28 @@ class WarmWorkers:
         self.program = program
         self.folders = {uid: os.path.join(base, f"warm-{uid}") for uid in uids}
         for folder in self.folders.values():
-            os.mkdir(folder, 0o711)  # the slot uid may cross it to its scratch folders, not list or write it
+            os.mkdir(folder, 0o700)  # the worker (root, without CAP_DAC_OVERRIDE) reads it as its owner
         self.workers: dict[int, WarmWorker] = {}  # those started and not dropped
         self.failure: str | None = None
         self.failures = 0
 
-    def run(self, uid: int, scratch: str, timeout: float) -> RunResult | None:
+    def place(self, uid: int, program: bytes) -> str:
+        """Write ``program`` where the slot's worker reads its next one (its folder, seen at SLOTS); the path, for
+        ``remove``. The slot runs one test at a time, and the worker's child unmounts the folder before the program
+        runs: judged code never sees it."""
+        path = os.path.join(self.folders[uid], self.program)
+        with open(path, "wb") as file:
+            file.write(program)
+        return path
+
+    @staticmethod
+    def remove(path: str) -> None:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+    def run(self, uid: int, timeout: float) -> RunResult | None:
         worker = self.workers.get(uid)
         try:
             if worker is None or not worker.alive():
@@ -188,7 +204,7 @@ class WarmWorkers:
                     self._drop(uid, "the warm worker died between executions")
                 worker = self.workers[uid] = WarmWorker(self.sandbox, self.interpreter, self.program, uid,
                                                          self.folders[uid], self.cgroups.get(uid))
-            return worker.run(os.path.basename(scratch), timeout)
+            return worker.run(timeout)
         except (WorkerFailed, OSError) as error:
             self._drop(uid, str(error))
             return None

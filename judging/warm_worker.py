@@ -3,13 +3,14 @@ judge; ``judging/warm.py`` binds it read-only at /warm_worker.py and starts ``py
 
 The worker runs as root inside the sandbox's namespaces with six capabilities (SETUID, SETGID, SYS_ADMIN,
 NET_ADMIN, KILL, SETPCAP) and never runs judged code itself. Per execution it forks an init, pid 1 of a PID
-namespace of its own, which
+namespace of its own, ahead: as soon as it has replied for one execution, the next one's init is forked and sets
+up its namespaces while the judge grades, so the request finds them made. The init
 
 - enters a mount, IPC and network namespace of its own: a fresh /proc (its own PID namespace only), a
-  fresh /tmp and /dev/shm, a fresh /scratch holding a copy of the execution's program (all tmpfs of the
-  judge's disk size; the folder holding the slot's programs is unmounted), no SysV IPC or POSIX queue from
+  fresh /tmp, /dev/shm and /scratch (all tmpfs of the judge's disk size), no SysV IPC or POSIX queue from
   before, and only a loopback interface, up, with no socket from before (a TIME_WAIT entry outlives its
-  processes by 60 s);
+  processes by 60 s); then waits for the request (a socket of its own from the worker, closed before the
+  program runs), copies the execution's program into /scratch and unmounts the slot's folder;
 - forks the program's process, pid 2 as on the cold path, which gets its own pipes as stdout and stderr,
   /dev/null as stdin and no other descriptor (the control channel is closed); the limits, an empty
   bounding, inheritable and ambient capability set, the slot uid, no_new_privs and the judge's seccomp
@@ -29,7 +30,7 @@ The rules a child gets are the judge's (judging/policy.py), which this program c
 worker keeps; the stop message) and with every request (the resource limits).
 
 Protocol (SOCK_SEQPACKET, one message each way per execution): the judge sends
-``{"folder": NAME, "timeout": SECONDS, "rlimits": {NAME: [SOFT, HARD], ...}}`` with the write ends of the
+``{"timeout": SECONDS, "rlimits": {NAME: [SOFT, HARD], ...}}`` (the program waits in the slot's folder) with the write ends of the
 execution's stdout and stderr pipes attached; the worker replies
 ``{"status": WAIT_STATUS, "timed_out": BOOL, "stopped": BOOL, "setup": BOOL}``. The rules' ``stop`` from the
 judge while a child runs means stop it now (output over the cap); one that arrives after the reply is ignored.
@@ -135,11 +136,11 @@ def _set_up_namespaces():
         _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={RULES['tmpfs_bytes']},mode={mode:o}")
 
 
-def _place_program(folder):
+def _place_program():
     """Copy the execution's program from the slot's folder into /scratch (a tmpfs as on the cold path: no host
-    disk), then unmount the folder of the slot's programs."""
+    disk), then unmount the slot's folder."""
     slots, scratch, name = RULES["slots"], RULES["scratch"], RULES["program"]
-    with open(f"{slots}/{folder}/{name}", "rb") as source:
+    with open(f"{slots}/{name}", "rb") as source:
         program = source.read()
     target = os.open(f"{scratch}/{name}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, RULES["program_mode"])
     os.fchmod(target, RULES["program_mode"])  # whatever the umask: the slot uid reads it, as bwrap's --perms cold
@@ -200,7 +201,7 @@ def _init(channel_fd, report_fd, uid):
     out_fd, err_fd = fds
     try:
         request = json.loads(message)
-        _place_program(request["folder"])
+        _place_program()
         _set_up_descriptors(out_fd, err_fd, report_fd)  # the channel closes here
         program = os.fork()
     except BaseException as error:
