@@ -157,10 +157,15 @@ def _set_up_descriptors(out_fd, err_fd, report_fd):
     os.closerange(report_fd + 1, 1 << 16)
 
 
-def _set_up_program(rlimits, uid, report_fd):
-    """The program's process: limits, no capabilities, the slot uid, seccomp; then tell the worker it is set up."""
-    for name, value in rlimits.items():
-        resource.setrlimit(getattr(resource, name), tuple(value))
+def _keep_only(*fds):
+    """Close every descriptor from 3 up but ``fds``."""
+    edges = sorted(fds)
+    for start, end in zip([3] + [fd + 1 for fd in edges], [*edges, 1 << 16]):
+        os.closerange(start, end)
+
+
+def _drop_privileges(uid):
+    """The program's process, before its request: no capabilities, the slot uid, no_new_privs, seccomp."""
     _drop_capabilities()
     os.setgroups([])
     os.setresgid(uid, uid, uid)
@@ -171,24 +176,50 @@ def _set_up_program(rlimits, uid, report_fd):
     _check(PRCTL(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     if SECCOMP_PROGRAM is not None:
         _check(PRCTL(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(SECCOMP_PROGRAM), 0, 0), "seccomp")
-    # Signal dispositions stay the worker's: like a cold interpreter's, those the judge's process had at exec
-    # (a signal the judge ignores, under nohup say, stays ignored on both paths).
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    os.write(report_fd, b"1")
-    os.close(report_fd)
+
+
+def _program(go_fd, report_fd, uid):
+    """Pid 2, forked by the init ahead: drop every privilege, wait for the request (on ``go_fd``, from the init once
+    the program is in /scratch, with the test's stdout and stderr), take the test's descriptors and limits, tell the
+    worker it is set up, and run the program."""
+    try:
+        _keep_only(go_fd, report_fd)
+        _drop_privileges(uid)
+        message, fds, _, _ = socket.recv_fds(socket.socket(fileno=go_fd), 4096, 2)
+        if not message or len(fds) != 2:  # the init or the worker is gone: no execution
+            os._exit(SETUP_FAILED)
+        request = json.loads(message)
+        _set_up_descriptors(*fds, report_fd)  # the go socket closes here
+        for name, value in request["rlimits"].items():
+            resource.setrlimit(getattr(resource, name), tuple(value))
+        # Signal dispositions stay the worker's: like a cold interpreter's, those the judge's process had at exec
+        # (a signal the judge ignores, under nohup say, stays ignored on both paths).
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        os.write(report_fd, b"1")
+        os.close(report_fd)
+    except BaseException as error:
+        os.write(2, f"warm worker: child set-up failed: {error!r}\n".encode())
+        os._exit(SETUP_FAILED)
+    _run_program(f"{RULES['scratch']}/{RULES['program']}")
 
 
 def _init(channel_fd, report_fd, uid):
-    """Pid 1 of an execution's PID namespace, forked before its request comes: set up its namespaces, wait for the
-    request (from the worker, on ``channel_fd``, with the test's stdout and stderr), fork the program (pid 2), reap
+    """Pid 1 of an execution's PID namespace, forked before its request comes: set up its namespaces and fork the
+    program's process (pid 2, which drops its privileges and waits); then wait for the request (from the worker, on
+    ``channel_fd``, with the test's stdout and stderr), put the program in /scratch and hand the request on; reap
     orphans, and exit with the program's exit code when it exits, as bubblewrap's init does (the kernel then kills
     what is left). A set-up failure before the request is written to the worker's log (its fd 2)."""
     try:
         os.setsid()  # the init leads the session and process group, as bubblewrap's pid 1 does cold
-        low, high = sorted((channel_fd, report_fd))  # all else goes: the control socket, the worker's descriptors
-        for start, end in ((3, low), (low + 1, high), (high + 1, 1 << 16)):
-            os.closerange(start, end)
+        _keep_only(channel_fd, report_fd)  # the control socket and the worker's own descriptors go
         _set_up_namespaces()
+        go, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        program = os.fork()
+        if program == 0:
+            go.detach()  # the init's end: closed below, never by this object
+            _program(theirs.detach(), report_fd, uid)
+        theirs.close()
+        os.close(report_fd)
     except BaseException as error:
         os.write(2, f"warm worker: init set-up failed: {error!r}\n".encode())
         os._exit(SETUP_FAILED)
@@ -198,23 +229,14 @@ def _init(channel_fd, report_fd, uid):
         os._exit(SETUP_FAILED)
     if not message or len(fds) != 2:  # the worker is gone: no execution
         os._exit(SETUP_FAILED)
-    out_fd, err_fd = fds
     try:
-        request = json.loads(message)
         _place_program()
-        _set_up_descriptors(out_fd, err_fd, report_fd)  # the channel closes here
-        program = os.fork()
+        socket.send_fds(go, [message], fds)
     except BaseException as error:
-        os.write(err_fd, f"warm worker: init set-up failed: {error!r}\n".encode())
+        os.write(fds[1], f"warm worker: init set-up failed: {error!r}\n".encode())
         os._exit(SETUP_FAILED)
-    if program == 0:
-        try:
-            _set_up_program(request["rlimits"], uid, report_fd)
-        except BaseException as error:
-            os.write(2, f"warm worker: child set-up failed: {error!r}\n".encode())
-            os._exit(SETUP_FAILED)
-        _run_program(f"{RULES['scratch']}/{RULES['program']}")
-    os.close(report_fd)
+    go.close()
+    _keep_only()  # the test's descriptors and the channel: the program holds what it needs
     while True:  # orphans come here too
         pid, status = os.wait()
         if pid == program:
@@ -342,13 +364,15 @@ def _fork_in_own_pid_namespace():
     return pid
 
 
-def _prepare(uid):
+def _prepare(control, uid):
     """Fork the next execution's init (pid 1 of a new PID namespace), which sets up its namespaces while the worker
     waits for the request: the init's pid, a pidfd, the channel the request goes down, the report pipe's read end."""
     channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     report_read, report_write = os.pipe()
     init = _fork_in_own_pid_namespace()
     if init == 0:
+        control.detach()  # the init closes these descriptors; the objects never will
+        channel.detach()
         _init(theirs.detach(), report_write, uid)
     theirs.close()
     os.close(report_write)
@@ -419,7 +443,7 @@ def main():
         __import__(name)
     WORKER_MODULES = frozenset(sys.modules)
     gc.freeze()  # a collection in a child then never walks (and so copies) the worker's own objects
-    prepared = _prepare(uid)
+    prepared = _prepare(control, uid)
     control.send(b'{"ready": true}')
     while True:
         message, fds, _, _ = socket.recv_fds(control, 4096, 2)
@@ -431,7 +455,7 @@ def main():
             raise SystemExit(f"warm worker: expected 2 descriptors, got {len(fds)}")
         reply = _execute(control, prepared, message, fds)
         control.send(json.dumps(reply).encode())
-        prepared = _prepare(uid)  # the next execution's namespaces are made while the judge grades this one
+        prepared = _prepare(control, uid)  # the next execution's namespaces are made while the judge grades this one
 
 
 if __name__ == "__main__":
