@@ -70,7 +70,7 @@ class WarmWorker:
         # it empties (judging/policy.py).
         view = ["--ro-bind", sandbox.proc_view, PROC_VIEW, *EMPTY_TMPFS, PROC_EMPTY, "--remount-ro", PROC_EMPTY] \
             if sandbox.proc_view else []
-        command = [*sandbox.prefix, "--bind", folder, SLOTS, "--dir", SCRATCH, *view,
+        command = [*sandbox.warm_prefix, "--bind", folder, SLOTS, "--dir", SCRATCH, *view,
                    "--ro-bind", WORKER, WORKER_INSIDE, *binds, "--chdir", SCRATCH, "--cap-drop", "ALL", *capabilities, *join, interpreter, "-I", "-S", "-B",
                    WORKER_INSIDE, str(theirs.fileno()), str(uid), json.dumps(rules)]
         with theirs, open(self.log, "wb") as log:
