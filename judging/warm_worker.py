@@ -165,7 +165,7 @@ def _keep_only(*fds):
 
 
 def _drop_privileges(uid):
-    """The program's process, before its request: no capabilities, the slot uid, no_new_privs, seccomp."""
+    """The program's process, once its request came: no capabilities, the slot uid, no_new_privs, seccomp."""
     _drop_capabilities()
     os.setgroups([])
     os.setresgid(uid, uid, uid)
@@ -179,12 +179,12 @@ def _drop_privileges(uid):
 
 
 def _program(go_fd, report_fd, uid):
-    """Pid 2, forked by the init ahead: drop every privilege, wait for the request (on ``go_fd``, from the init once
-    the program is in /scratch, with the test's stdout and stderr), take the test's descriptors and limits, tell the
-    worker it is set up, and run the program."""
+    """Pid 2, forked by the init ahead: wait for the request (on ``go_fd``, from the init once the program is in
+    /scratch, with the test's stdout and stderr), take the test's descriptors and limits, drop every privilege, tell
+    the worker it is set up, and run the program. It stays root until its request comes: no process of the slot's
+    uid is ever left between tests."""
     try:
         _keep_only(go_fd, report_fd)
-        _drop_privileges(uid)
         message, fds, _, _ = socket.recv_fds(socket.socket(fileno=go_fd), 4096, 2)
         if not message or len(fds) != 2:  # the init or the worker is gone: no execution
             os._exit(SETUP_FAILED)
@@ -192,6 +192,7 @@ def _program(go_fd, report_fd, uid):
         _set_up_descriptors(*fds, report_fd)  # the go socket closes here
         for name, value in request["rlimits"].items():
             resource.setrlimit(getattr(resource, name), tuple(value))
+        _drop_privileges(uid)
         # Signal dispositions stay the worker's: like a cold interpreter's, those the judge's process had at exec
         # (a signal the judge ignores, under nohup say, stays ignored on both paths).
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
@@ -205,7 +206,7 @@ def _program(go_fd, report_fd, uid):
 
 def _init(channel_fd, report_fd, uid):
     """Pid 1 of an execution's PID namespace, forked before its request comes: set up its namespaces and fork the
-    program's process (pid 2, which drops its privileges and waits); then wait for the request (from the worker, on
+    program's process (pid 2, which waits); then wait for the request (from the worker, on
     ``channel_fd``, with the test's stdout and stderr), put the program in /scratch and hand the request on; reap
     orphans, and exit with the program's exit code when it exits, as bubblewrap's init does (the kernel then kills
     what is left). A set-up failure before the request is written to the worker's log (its fd 2)."""
