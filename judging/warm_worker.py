@@ -11,7 +11,8 @@ up its namespaces while the judge grades, so the request finds them made. The in
   before, and only a loopback interface, up, with no socket from before (a TIME_WAIT entry outlives its
   processes by 60 s); then waits for the request (a socket of its own from the worker, closed before the
   program runs), copies the execution's program into /scratch and unmounts the slot's folder;
-- forks the program's process, pid 2 as on the cold path, which gets its own pipes as stdout and stderr,
+- forks the program's process ahead too, pid 2 as on the cold path, which waits (still root) for the request,
+  then gets its own pipes as stdout and stderr,
   /dev/null as stdin and no other descriptor (the control channel is closed); the limits, an empty
   bounding, inheritable and ambient capability set, the slot uid, no_new_privs and the judge's seccomp
   program (``judging/seccomp.py``); from then on it cannot signal, ptrace or open the root-owned worker or init;
@@ -30,8 +31,8 @@ The rules a child gets are the judge's (judging/policy.py), which this program c
 worker keeps; the stop message) and with every request (the resource limits).
 
 Protocol (SOCK_SEQPACKET, one message each way per execution): the judge sends
-``{"timeout": SECONDS, "rlimits": {NAME: [SOFT, HARD], ...}}`` (the program waits in the slot's folder) with the write ends of the
-execution's stdout and stderr pipes attached; the worker replies
+``{"timeout": SECONDS, "rlimits": {NAME: [SOFT, HARD], ...}}`` (the program waits in the slot's folder) with the
+write ends of the execution's stdout and stderr pipes attached, which the worker hands on to the init; it replies
 ``{"status": WAIT_STATUS, "timed_out": BOOL, "stopped": BOOL, "setup": BOOL}``. The rules' ``stop`` from the
 judge while a child runs means stop it now (output over the cap); one that arrives after the reply is ignored.
 The worker's first message is ``{"ready": true}``.
