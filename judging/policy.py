@@ -118,8 +118,7 @@ def proc_emptied() -> list[str]:
 def worker_rules(limits: Limits, program: str, seccomp: bytes | None) -> dict:
     """What a warm worker must do for each child, as JSON: the tmpfs folders and their size, /proc (what it covers
     read-only, freezes from ``PROC_VIEW`` and empties with ``PROC_EMPTY``), where the program comes from
-    (``SLOTS``/``program``)
-    and goes (``SCRATCH``), and the seccomp program (hex)."""
+    (``SLOTS``/``program``) and goes (``SCRATCH``), and the seccomp program (hex)."""
     return {"tmpfs": dict(TMPFS), "tmpfs_bytes": limits.disk_bytes, "proc_read_only": list(PROC_READ_ONLY),
             "proc_view": PROC_VIEW, "proc_empty": PROC_EMPTY, "proc_frozen": sorted(frozen_proc(limits)),
             "proc_emptied": proc_emptied(),
