@@ -76,6 +76,7 @@ RULES = None  # the judge's rules for every child (judging/policy.py: worker_rul
 SECCOMP_PROGRAM = None  # RULES' seccomp program, ready for prctl, set by main
 OWN_PID_NAMESPACE = None  # the worker's PID namespace (a descriptor), set by main
 WORKER_MODULES = frozenset()  # the modules the worker has imported, set by main
+MOUNT_PLAN = []  # an init's mounts after its unshare (_mount_plan), set by main
 
 
 def _check(result, what):
@@ -84,9 +85,15 @@ def _check(result, what):
         raise OSError(error, f"{what}: {os.strerror(error)}")
 
 
+def _mount_call(source, target, kind, flags, data=None):
+    """A mount as (function, arguments, what it does), its arguments ready for ctypes."""
+    return MOUNT, (source and source.encode(), target.encode(), kind and kind.encode(), ctypes.c_ulong(flags),
+                   data and data.encode()), f"mount {target}"
+
+
 def _mount(source, target, kind, flags, data=None):
-    _check(MOUNT(source and source.encode(), target.encode(), kind and kind.encode(), ctypes.c_ulong(flags),
-                 data and data.encode()), f"mount {target}")
+    call, args, what = _mount_call(source, target, kind, flags, data)
+    _check(call(*args), what)
 
 
 def _drop_bounding(capabilities):
@@ -118,23 +125,30 @@ def _set_up_namespaces():
     namespaces, /proc, and fresh tmpfs folders."""
     _check(UNSHARE(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET), "unshare")
     _loopback_up()
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for call, args, what in MOUNT_PLAN:
+        _check(call(*args), what)
+
+
+def _mount_plan():
+    """The init's mounts and unmounts after its unshare, made once by the worker, arguments and all: an init then
+    formats and encodes nothing itself (each page a forked interpreter writes is copied)."""
+    plan = [_mount_call(None, "/", None, MS_REC | MS_PRIVATE),
+            _mount_call("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)]
     for name in RULES["proc_read_only"]:
         path = f"/proc/{name}"
-        if os.path.exists(path):
-            _mount(path, path, None, MS_BIND | MS_REC)
-            _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        if os.path.exists(path):  # the worker's /proc: the same kernel as the fresh one
+            plan += [_mount_call(path, path, None, MS_BIND | MS_REC),
+                     _mount_call(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)]
     # A bind keeps its source's read-only, nosuid and nodev flags: the fixed files (read-only in the worker's view)
     # and the empty read-only tmpfs each take one mount call, as bwrap binds and makes them cold.
-    for name in RULES["proc_frozen"]:  # machine-wide counters: fixed content
-        _mount(f"{RULES['proc_view']}/{name}", f"/proc/{name}", None, MS_BIND)
-    for name in RULES["proc_emptied"]:
-        _mount(RULES["proc_empty"], f"/proc/{name}", None, MS_BIND)
-    for source in (RULES["proc_view"], RULES["proc_empty"]):
-        _check(UMOUNT2(source.encode(), MNT_DETACH), f"umount {source}")
-    for path, mode in RULES["tmpfs"].items():
-        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={RULES['tmpfs_bytes']},mode={mode:o}")
+    plan += [_mount_call(f"{RULES['proc_view']}/{name}", f"/proc/{name}", None, MS_BIND)
+             for name in RULES["proc_frozen"]]  # machine-wide counters: fixed content
+    plan += [_mount_call(RULES["proc_empty"], f"/proc/{name}", None, MS_BIND) for name in RULES["proc_emptied"]]
+    plan += [(UMOUNT2, (source.encode(), MNT_DETACH), f"umount {source}")
+             for source in (RULES["proc_view"], RULES["proc_empty"])]
+    plan += [_mount_call("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={RULES['tmpfs_bytes']},mode={mode:o}")
+             for path, mode in RULES["tmpfs"].items()]
+    return plan
 
 
 def _place_program():
@@ -425,9 +439,10 @@ class _SockFprog(ctypes.Structure):
 
 
 def main():
-    global RULES, SECCOMP_PROGRAM, OWN_PID_NAMESPACE, WORKER_MODULES
+    global RULES, SECCOMP_PROGRAM, OWN_PID_NAMESPACE, WORKER_MODULES, MOUNT_PLAN
     control_fd, uid = int(sys.argv[1]), int(sys.argv[2])
     RULES = json.loads(sys.argv[3])
+    MOUNT_PLAN = _mount_plan()
     stop = RULES["stop"].encode()
     if RULES["seccomp"]:
         program = bytes.fromhex(RULES["seccomp"])
