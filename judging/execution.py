@@ -78,21 +78,29 @@ def _run(runner: Runner, program: bytes, marker: str, uid: int | None, timeout: 
     # bwrap copies the program into the sandbox's own /scratch (a tmpfs): no host folder; the warm worker reads it
     # from its slot's folder; the weaker levels run in a host folder.
     in_tmpfs = runner.sandbox.level == "bwrap"
-    scratch = None
+    scratch = placed = None
     try:
-        if warm:  # the worker (root without CAP_DAC_OVERRIDE) reads it: a folder of the judge's own
-            scratch = new_scratch(warm.folders[uid], None, filename, program)
+        if warm:  # the worker (root without CAP_DAC_OVERRIDE) reads it from its slot's folder, the judge's own
+            placed = warm.place(uid, program)
         elif not in_tmpfs:
             scratch = new_scratch(slots.base, uid, filename, program)
         argv = runner.executor.argv(f"{SCRATCH if in_tmpfs else scratch}/{filename}")
         cgroup = slots.cgroups.slots.get(uid)
-        # The slot's cgroups this test may run in: the warm worker's, and the slot's own for a cold (re)run.
-        counted = [each for each in (cgroup, slots.warm_cgroups.slots.get(uid) if warm else None) if each]
-        oom_kills = [each.oom_kills() for each in counted]
+        # The OOM kills counted in each cgroup the test ran in (the warm worker's; the slot's own for a cold (re)run),
+        # before it first ran there.
+        oom_kills: dict = {}
+
+        def run_in(where) -> None:
+            if where is not None and where not in oom_kills:
+                oom_kills[where] = where.oom_kills()
 
         def run_once() -> RunResult:
-            result = warm.run(uid, scratch, timeout) if warm else None
+            result = None
+            if warm:
+                run_in(slots.warm_cgroups.slots.get(uid))
+                result = warm.run(uid, timeout)
             if result is None:  # no warm worker, or it failed (maybe mid-test): run cold
+                run_in(cgroup)
                 result = run_cold(runner.sandbox, argv, None if in_tmpfs else scratch, uid, timeout,
                                   (filename, program), cgroup)
             return result
@@ -107,10 +115,12 @@ def _run(runner: Runner, program: bytes, marker: str, uid: int | None, timeout: 
 
         result, outcome = _retrying_licence_failures(run_once, language_starts, runner.executor, marker,
                                                      licence_retries)
-        return result, outcome, any(each.oom_kills() > before for each, before in zip(counted, oom_kills))
+        return result, outcome, any(each.oom_kills() > before for each, before in oom_kills.items())
     finally:
         if scratch:
             remove_tree(scratch)  # never raises: what judged code left is logged, not the test's verdict
+        if placed:
+            warm.remove(placed)
 
 
 def _run_cold_once(runner: Runner, program: bytes, uid: int | None, timeout: float, slots: Slots,

@@ -33,6 +33,12 @@ PROC_EMPTIED = ("fs", "irq", "pressure", "sys/fs")
 # Where a warm worker sees the frozen files: unmounted before a test runs, under SCRATCH, which the test's own tmpfs
 # then covers (the test never sees even the empty mount point).
 PROC_VIEW = f"{SCRATCH}/.proc-view"
+# Where a warm worker keeps one empty read-only tmpfs (mode 0555, 4 KiB), made as bwrap makes each of PROC_EMPTIED
+# cold: each child binds it over each of PROC_EMPTIED (a bind keeps its source's read-only, nosuid and nodev flags,
+# so one mount call instead of a tmpfs and a remount each), then unmounts it, as PROC_VIEW.
+PROC_EMPTY = f"{SCRATCH}/.proc-empty"
+# bwrap's arguments for a read-only, empty 4 KiB tmpfs of mode 0555 at a path (the cold path's PROC_EMPTIED).
+EMPTY_TMPFS = ("--perms", "0555", "--size", "4096", "--tmpfs")
 # prlimit's flag for each resource limit.
 PRLIMIT_FLAGS = {"RLIMIT_AS": "as", "RLIMIT_CPU": "cpu", "RLIMIT_FSIZE": "fsize", "RLIMIT_NOFILE": "nofile",
                  "RLIMIT_CORE": "core", "RLIMIT_NPROC": "nproc"}
@@ -111,9 +117,10 @@ def proc_emptied() -> list[str]:
 
 def worker_rules(limits: Limits, program: str, seccomp: bytes | None) -> dict:
     """What a warm worker must do for each child, as JSON: the tmpfs folders and their size, /proc (what it covers
-    read-only, freezes from ``PROC_VIEW`` and empties), where the program comes from (``SLOTS``/folder/``program``)
-    and goes (``SCRATCH``), and the seccomp program (hex)."""
+    read-only, freezes from ``PROC_VIEW`` and empties with ``PROC_EMPTY``), where the program comes from
+    (``SLOTS``/``program``) and goes (``SCRATCH``), and the seccomp program (hex)."""
     return {"tmpfs": dict(TMPFS), "tmpfs_bytes": limits.disk_bytes, "proc_read_only": list(PROC_READ_ONLY),
-            "proc_view": PROC_VIEW, "proc_frozen": sorted(frozen_proc(limits)), "proc_emptied": proc_emptied(),
+            "proc_view": PROC_VIEW, "proc_empty": PROC_EMPTY, "proc_frozen": sorted(frozen_proc(limits)),
+            "proc_emptied": proc_emptied(),
             "slots": SLOTS, "scratch": SCRATCH, "program": program, "program_mode": PROGRAM_MODE,
             "seccomp": seccomp.hex() if seccomp else None}

@@ -9,7 +9,7 @@ it and the kernel kills every descendant, double-forked daemons included.
 from __future__ import annotations
 
 import os
-import selectors
+import select
 import signal
 import subprocess
 import time
@@ -98,21 +98,23 @@ def read_capped(out_fd: int, err_fd: int, deadline: float, cap: int) -> tuple[by
     """Read both pipes until EOF, the deadline, or either stream passing ``cap`` bytes:
     (stdout, stderr, timed out, over the cap)."""
     buffers = {out_fd: bytearray(), err_fd: bytearray()}
-    with selectors.DefaultSelector() as selector:
-        for fd in buffers:
-            selector.register(fd, selectors.EVENT_READ)
-        while selector.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return bytes(buffers[out_fd]), bytes(buffers[err_fd]), True, False
-            for key, _ in selector.select(left):
-                chunk = os.read(key.fd, 1 << 16)
-                if not chunk:
-                    selector.unregister(key.fd)
-                    continue
-                buffers[key.fd] += chunk
-                if len(buffers[key.fd]) > cap:
-                    return bytes(buffers[out_fd][:cap]), bytes(buffers[err_fd][:cap]), False, True
+    poller = select.poll()
+    for fd in buffers:
+        poller.register(fd, select.POLLIN)
+    open_fds = len(buffers)
+    while open_fds:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return bytes(buffers[out_fd]), bytes(buffers[err_fd]), True, False
+        for fd, _ in poller.poll(left * 1000):
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:  # EOF (POLLHUP with nothing left to read)
+                poller.unregister(fd)
+                open_fds -= 1
+                continue
+            buffers[fd] += chunk
+            if len(buffers[fd]) > cap:
+                return bytes(buffers[out_fd][:cap]), bytes(buffers[err_fd][:cap]), False, True
     return bytes(buffers[out_fd]), bytes(buffers[err_fd]), False, False
 
 

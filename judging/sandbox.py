@@ -31,7 +31,7 @@ import subprocess
 from pathlib import Path
 
 from judging.cgroups import SlotCgroup
-from judging.policy import PROGRAM_MODE, SCRATCH, TMPFS, Limits, environment, proc_emptied
+from judging.policy import EMPTY_TMPFS, PROGRAM_MODE, SCRATCH, TMPFS, Limits, environment, proc_emptied
 from judging.seccomp import SECCOMP_FILTER
 from judging.slots import slot_uid_base
 
@@ -113,6 +113,9 @@ class Sandbox:
         self.proc_view = proc_view
         self.seccomp = seccomp
         self.prefix = self._build_prefix(read_only, list(read_write), list(hidden))
+        # A warm worker's sandbox (judging/warm.py): its children mount /proc afresh and mask it themselves, so its
+        # own /proc needs no masks, which every child's mount namespace would otherwise copy and tear down again.
+        self.warm_prefix = self._build_prefix(read_only, list(read_write), list(hidden), proc_masks=False)
 
     def _proc_masks(self) -> list[str]:
         """bwrap arguments freezing and emptying the machine-wide parts of /proc (judging/policy.py)."""
@@ -121,10 +124,11 @@ class Sandbox:
         args = [arg for name in sorted(os.listdir(self.proc_view))
                 for arg in ("--ro-bind", f"{self.proc_view}/{name}", f"/proc/{name}")]
         for name in proc_emptied():
-            args += ["--perms", "0555", "--size", "4096", "--tmpfs", f"/proc/{name}", "--remount-ro", f"/proc/{name}"]
+            args += [*EMPTY_TMPFS, f"/proc/{name}", "--remount-ro", f"/proc/{name}"]
         return args
 
-    def _build_prefix(self, read_only: list[str], read_write: list[str], hidden: list[str]) -> list[str]:
+    def _build_prefix(self, read_only: list[str], read_write: list[str], hidden: list[str],
+                      proc_masks: bool = True) -> list[str]:
         if self.level == "bwrap":
             namespaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
             if self.netns is not None:
@@ -133,7 +137,7 @@ class Sandbox:
                 namespaces += ["--unshare-user", *_disable_userns()]
             args = ["bwrap", *namespaces, "--die-with-parent", "--new-session", "--clearenv",
                     "--hostname", self.hostname, "--ro-bind", "/usr", "/usr", *_usr_merged_links(),
-                    "--proc", "/proc", *self._proc_masks(), "--dev", "/dev",
+                    "--proc", "/proc", *(self._proc_masks() if proc_masks else []), "--dev", "/dev",
                     *(arg for path in TMPFS if path != SCRATCH for arg in tmpfs(path, self.limits)),
                     *_bind_with_parents(read_only, read_write)]
             for path in hidden:  # an empty, unwritable folder over it (0555: the root warm worker cannot write it)

