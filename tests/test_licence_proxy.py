@@ -381,7 +381,9 @@ def test_data_verify(setting, verify_file, q_env, licence_server):
         assert result.returncode == 2 and "--q_licence_hosts none" in result.stderr, result.stderr
         return
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[-1] == "verified 1 problems: 0 broken, 0 guessable (trivial share above 0.34), 0 unverifiable (no solution), 1 clean"
+    assert result.stdout.splitlines()[-1] == ("verified 1 problems: 0 broken, 0 guessable (trivial share above 0.34), "
+                                              "0 weak (a wrong program passes the judged tests), 0 unverifiable (no "
+                                              "solution), 1 clean")
 
 
 @pytest.mark.slow
