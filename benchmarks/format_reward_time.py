@@ -11,10 +11,14 @@ growing (its remaining sizes print as skipped), so a quadratic build still finis
 """
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
-from rewards.extract import extract_code
-from rewards.reward_funcs import format_score
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # run from a checkout (PYTHONPATH still wins)
+
+from rewards.extract import extract_code  # noqa: E402
+from rewards.reward_funcs import format_score  # noqa: E402
 
 FAMILIES = {
     # the input the issue found: each `</reasoning>` restarted a search to the end
