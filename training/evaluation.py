@@ -139,9 +139,12 @@ class PassAtKEvaluator:
         scoring = replace(self.scoring, partial_credit="fraction")
         # Sampled on a fork of the random state: training then draws what it would draw without the canary.
         cuda = [accelerator.device.index or 0] if accelerator.device.type == "cuda" else []
+        # Sampling is collective under ZeRO-3 (each forward gathers parameters): a rank with no canary of its own
+        # this turn samples the turn's first one too, and drops what it got.
+        sampled = mine or batch[:1]
         with torch.random.fork_rng(devices=cuda):
-            completions, scores = self._sample_and_judge(model, accelerator, [c.problem for c in mine], n, generate,
-                                                         scoring)
+            completions, scores = self._sample_and_judge(model, accelerator, [c.problem for c in sampled], n,
+                                                         generate, scoring)
         records, passing = [], []
         for i, canary in enumerate(mine):
             scored = scores[i * n : (i + 1) * n]
