@@ -19,6 +19,7 @@ Two changes, each asked for by an environment variable:
   loaded.
 """
 
+import functools
 import json
 import os
 import runpy
@@ -86,6 +87,7 @@ def record_weights_at_generation(path: str) -> None:
     generations = []
     init, generate = VLLMGeneration.__init__, LLM.generate
 
+    @functools.wraps(init)  # training/trainer.py reads the wrapped __init__'s source to check what TRL sets
     def __init__(self, *args, **kwargs):
         init(self, *args, **kwargs)
         generations.append(self)

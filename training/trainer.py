@@ -75,7 +75,7 @@ class TrlInternal:
 def source_of(function) -> str:
     """A function's source ('' for none); read once, since several listed names are set by one long __init__."""
     try:
-        return inspect.getsource(function)
+        return inspect.getsource(inspect.unwrap(function))
     except (TypeError, OSError):
         return ""
 
