@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from judging.running import RunResult
-from judging.seccomp import SECCOMP_FILTER, SECCOMP_FILTER_WITHOUT_SYSINFO
+from judging.seccomp import SECCOMP_FILTER, SECCOMP_FILTER_PYTHON
 
 RAN = "ran"
 LICENCE_FAILURE = "licence_failure"
@@ -72,7 +72,7 @@ class PythonExecutor:
     language = "python"
     licensed = False
     filename = "main.py"
-    seccomp = SECCOMP_FILTER_WITHOUT_SYSINFO  # no machine-wide counters (judging/seccomp.py)
+    seccomp = SECCOMP_FILTER_PYTHON  # no machine-wide counters, Unix sockets only (judging/seccomp.py)
 
     def __init__(self):
         self.interpreter = os.path.realpath(sys.executable)

@@ -16,6 +16,10 @@ import tempfile
 from dataclasses import dataclass
 
 
+# A test's program is pid 1 of a PID namespace of its own, with no init above it (bwrap --as-pid-1 cold; the warm
+# worker forks it so, judging/warm_worker.py): when it exits, the kernel kills every process it left. As pid 1 it
+# ignores a signal it sends itself while that signal's action is the default (os.kill(os.getpid(), SIGTERM) does not
+# end it; a handler still runs), and it inherits its orphans (unreaped, they wait as zombies until the test ends).
 SCRATCH = "/scratch"  # the test's working folder and HOME, holding its program (mode PROGRAM_MODE)
 PROGRAM_MODE = 0o644
 # The folders of each test's own, each a fresh tmpfs of ``Limits.disk_mb`` (memory, counted in the slot's cgroup;

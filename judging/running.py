@@ -2,12 +2,15 @@
 deadline, then kill everything it started. ``run_cold`` runs a test in a fresh sandbox (judging/sandbox.py builds
 the command line); judging/warm.py reads a warm child's output with the same ``read_capped``.
 
-Every execution ends by SIGKILL to the sandbox's process group. With a PID namespace the namespace's init dies with
-it and the kernel kills every descendant, double-forked daemons included.
+Every execution ends by SIGKILL to the sandbox's process group. With a PID namespace the kernel then kills every
+descendant, double-forked daemons included, when the namespace's pid 1 dies: at the bwrap level that is the program
+itself (judging/policy.py), which lost bwrap's parent-death signal when it took the slot uid, so it is killed first,
+through a pidfd taken from bwrap's ``--info-fd``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
@@ -43,7 +46,12 @@ def run_cold(sandbox: Sandbox, argv: list[str], scratch: str | None, uid: int | 
         env = environment(sandbox.env, scratch)
         cwd = scratch
     passed: list[int] = []
+    info = None
     try:
+        info_write = None
+        if sandbox.level == "bwrap":
+            info, info_write = os.pipe()
+            passed.append(info_write)
         seccomp = None
         if sandbox.level == "bwrap" and sandbox.seccomp:
             seccomp = _pipe_holding(sandbox.seccomp)
@@ -52,7 +60,7 @@ def run_cold(sandbox: Sandbox, argv: list[str], scratch: str | None, uid: int | 
         if sandbox.level == "bwrap" and program:
             held = (program[0], _memfd_holding(program[1]))
             passed.append(held[1])
-        command = sandbox.command(argv, uid, timeout, seccomp, held, cgroup)
+        command = sandbox.command(argv, uid, timeout, seccomp, held, cgroup, info_write)
         start = time.monotonic()
         proc = subprocess.Popen(
             command, stdin=subprocess.DEVNULL,
@@ -62,9 +70,16 @@ def run_cold(sandbox: Sandbox, argv: list[str], scratch: str | None, uid: int | 
     finally:
         for fd in passed:
             os.close(fd)
+    pid_1 = None
     try:
+        if info is not None:
+            pid_1 = _namespace_pid_1(info, start + timeout)
         out, err, timed_out, overflow = _read_capped(proc, start + timeout, OUTPUT_CAP)
     finally:
+        if pid_1 is not None:
+            _kill_pidfd(pid_1)
+        if info is not None:
+            os.close(info)
         _kill_group(proc)
         if uid is not None and sandbox.level == "rlimits":
             _kill_uid(uid)
@@ -76,6 +91,31 @@ def run_cold(sandbox: Sandbox, argv: list[str], scratch: str | None, uid: int | 
         stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"),
         seconds=seconds, timed_out=timed_out, output_overflow=overflow,
     )
+
+
+def _namespace_pid_1(info: int, deadline: float) -> int | None:
+    """A pidfd of the process bwrap forked as pid 1 of the sandbox's PID namespace, from what bwrap writes to its
+    ``--info-fd`` as soon as it has forked it (``{"child-pid": N}``, then it closes the descriptor); None if bwrap
+    wrote nothing by ``deadline`` (it failed before)."""
+    text = b""
+    while select.select([info], [], [], max(0.0, deadline - time.monotonic()))[0]:
+        chunk = os.read(info, 4096)
+        if not chunk:
+            break
+        text += chunk
+    try:
+        return os.pidfd_open(int(json.loads(text)["child-pid"]))
+    except (ValueError, KeyError, TypeError, OSError):
+        return None
+
+
+def _kill_pidfd(pidfd: int) -> None:
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    finally:
+        os.close(pidfd)
 
 
 def _pipe_holding(data: bytes) -> int:

@@ -169,10 +169,11 @@ class Sandbox:
         return f"rlimits (weak): no namespaces, network and host fs reachable, {disk}, {uid}, {limits}"
 
     def command(self, argv: list[str], uid: int | None, timeout: float, seccomp_fd: int | None = None,
-                program: tuple[str, int] | None = None, cgroup: SlotCgroup | None = None) -> list[str]:
+                program: tuple[str, int] | None = None, cgroup: SlotCgroup | None = None,
+                info_fd: int | None = None) -> list[str]:
         """The command line; at the bwrap level /scratch is a fresh tmpfs and ``program`` (a file name and a
         descriptor holding it) is copied into it, else the caller runs it in a host folder. The program joins the
-        slot's ``cgroup`` before anything else runs."""
+        slot's ``cgroup`` before anything else runs. bwrap writes the pid of the program's process to ``info_fd``."""
         drop = []
         if uid is not None:
             drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
@@ -184,10 +185,12 @@ class Sandbox:
             outer = ["nsenter", f"--net=/proc/{os.getpid()}/fd/{self.netns[uid]}", "--"]
         if self.level == "bwrap":
             seccomp = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
+            info = ["--info-fd", str(info_fd)] if info_fd is not None else []
             files = ["--perms", f"{PROGRAM_MODE:04o}", "--file", str(program[1]), f"{SCRATCH}/{program[0]}"] \
                 if program else []
             binds, join = cgroup.join_inside() if cgroup else ([], [])
-            return [*outer, *self.prefix, *seccomp, *binds, *tmpfs(SCRATCH, self.limits), *files, "--chdir", SCRATCH,
-                    *join, *drop, *limits, *argv]
+            # --as-pid-1: no init; the program is pid 1 of its PID namespace, as a warm one is (judging/policy.py).
+            return [*outer, *self.prefix, "--as-pid-1", *info, *seccomp, *binds, *tmpfs(SCRATCH, self.limits), *files,
+                    "--chdir", SCRATCH, *join, *drop, *limits, *argv]
         command = [*outer, *self.prefix, *drop, *limits, *argv]
         return cgroup.enter_command(command) if cgroup else command

@@ -2,10 +2,11 @@
 
 A cold execution pays bubblewrap, setpriv, prlimit and the interpreter's start-up (~30 ms) for every
 test. A warm worker pays them once: it is ``python -I -S -B`` inside the slot's own bubblewrap sandbox (the
-same namespaces and read-only view as a cold execution), and per execution it forks an init (pid 1 of a PID
-namespace of its own) whose child gets a mount, IPC and network namespace of its own, a fresh tmpfs at
-/scratch holding the program and at /tmp and /dev/shm (each ``--judge_disk_mb``), its own pipes, the limits
-and the slot uid, then runs the program (``judging/warm_worker.py`` says how). What the child gets is the cold
+same namespaces and read-only view as a cold execution), and per execution it forks a child, pid 1 of a PID
+namespace of its own as a cold program is, which gets a mount and IPC namespace of its own (and the slot's network
+namespace, only loopback, fresh whenever an earlier test left a socket in it), a fresh tmpfs at /scratch holding
+the program and at /tmp and /dev/shm (each ``--judge_disk_mb``), its own pipes, the limits and the slot uid, then
+runs the program (``judging/warm_worker.py`` says how). What the child gets is the cold
 path's policy (judging/policy.py), handed to the worker as JSON: it cannot import this package.
 
 Why the worker is root inside the sandbox and the child the slot uid: a child cannot signal, ptrace or
@@ -45,7 +46,7 @@ START_TIMEOUT = 10.0
 # Past the test's timeout, how long a worker may take to kill, reap and reply before it counts as failed.
 REPLY_GRACE = 2.0
 STOP = "stop"  # the judge's one other message: stop the running child now (sent as bytes)
-REPLY_KEYS = {"status", "timed_out", "stopped", "setup"}
+REPLY_KEYS = {"exit_code", "timed_out", "stopped", "setup"}
 
 
 class WorkerFailed(RuntimeError):
@@ -112,11 +113,8 @@ class WarmWorker:
             except OSError as error:
                 raise WorkerFailed(f"the worker is gone ({error})") from None
         reply = self._receive(max(time.monotonic(), start + timeout) + REPLY_GRACE)
-        try:
-            exit_code = os.waitstatus_to_exitcode(reply["status"]) if REPLY_KEYS <= reply.keys() else None
-        except (TypeError, ValueError):
-            exit_code = None
-        if exit_code is None:
+        exit_code = reply.get("exit_code") if REPLY_KEYS <= reply.keys() else None
+        if not isinstance(exit_code, int) or isinstance(exit_code, bool):
             raise WorkerFailed(f"the warm worker answered nonsense: {reply!r:.200}")
         if not reply["setup"]:
             why = err.decode("utf-8", "replace").strip()[-500:] or self._log_tail()

@@ -2,28 +2,29 @@
 judge; ``judging/warm.py`` binds it read-only at /warm_worker.py and starts ``python -I -S -B /warm_worker.py``).
 
 The worker runs as root inside the sandbox's namespaces with six capabilities (SETUID, SETGID, SYS_ADMIN,
-NET_ADMIN, KILL, SETPCAP) and never runs judged code itself. Per execution it forks an init, pid 1 of a PID
-namespace of its own, ahead: as soon as it has replied for one execution, the next one's init is forked and sets
-up its namespaces while the judge grades, so the request finds them made. The init
+NET_ADMIN, KILL, SETPCAP) and never runs judged code itself. Per execution it forks the program's process ahead, as
+pid 1 of a PID namespace of its own (no init: as bwrap's ``--as-pid-1`` runs a cold one): as soon as it has replied
+for one execution, the next one's process is forked and, still root, sets up its namespaces while the judge grades,
+so the request finds them made. The program's process
 
-- enters a mount, IPC and network namespace of its own: a fresh /proc (its own PID namespace only), a
-  fresh /tmp, /dev/shm and /scratch (all tmpfs of the judge's disk size), no SysV IPC or POSIX queue from
-  before, and only a loopback interface, up, with no socket from before (a TIME_WAIT entry outlives its
-  processes by 60 s); then waits for the request (a socket of its own from the worker, closed before the
-  program runs), copies the execution's program into /scratch and unmounts the slot's folder;
-- forks the program's process ahead too, pid 2 as on the cold path, which waits (still root) for the request,
-  then gets its own pipes as stdout and stderr,
-  /dev/null as stdin and no other descriptor (the control channel is closed); the limits, an empty
-  bounding, inheritable and ambient capability set, the slot uid, no_new_privs and the judge's seccomp
-  program (``judging/seccomp.py``); from then on it cannot signal, ptrace or open the root-owned worker or init;
-- runs the program as ``__main__`` in a fresh module, as ``python -I -S -B /scratch/main.py`` would;
-- like bubblewrap's own init on the cold path, leads the session, reaps orphans, and exits with the
-  program's exit code (128 + the signal's number if a signal ended it) as soon as the program's process exits.
+- leads its session, and enters a mount and IPC namespace of its own: a fresh /proc (its own PID namespace only),
+  a fresh /tmp, /dev/shm and /scratch (all tmpfs of the judge's disk size), no SysV IPC or POSIX queue from before;
+- shares the slot's network namespace (only a loopback interface) with the slot's earlier tests when they left no
+  socket in it, else enters a fresh one: judged Python may open Unix sockets only (judging/seccomp.py), which die
+  with their processes, and the worker looks in /proc/net/unix after each test for any that did not (a socket
+  only in flight in a message that nothing can read waits for the kernel's garbage collector);
+- waits for the request (a socket of its own from the worker, closed before the program runs), copies the
+  execution's program into /scratch and unmounts the slot's folder; gets its own pipes as stdout and stderr,
+  /dev/null as stdin and no other descriptor; the limits, an empty bounding, inheritable and ambient capability
+  set, the slot uid, no_new_privs and the judge's seccomp program (``judging/seccomp.py``); from then on it cannot
+  signal, ptrace or open the root-owned worker;
+- runs the program as ``__main__`` in a fresh module, as ``python -I -S -B /scratch/main.py`` would.
 
-Process ids restart at 1 for every execution, so neither they nor the network carry anything from one test to
-the next. When the init exits, the execution times out or the judge asks, the worker kills the init; the
-kernel then kills every process of its PID namespace. A fresh fork of a worker that never ran judged code is
-all an execution can ever start from, so nothing one does to ``sys.modules``, builtins or files reaches the next.
+Process ids restart at 1 for every execution, so they carry nothing from one test to the next. When the program's
+process exits (the kernel then kills every other process of its PID namespace), the execution times out or the
+judge asks, the worker kills it and reaps it; its exit code is the program's, or 128 + the signal's number if a
+signal ended it, as bwrap reports a cold one. A fresh fork of a worker that never ran judged code is all an
+execution can ever start from, so nothing one does to ``sys.modules``, builtins or files reaches the next.
 
 The rules a child gets are the judge's (judging/policy.py), which this program cannot import (it runs
 ``-I -S`` in a view without the judging package): the judge passes them as JSON, as the third argument
@@ -32,9 +33,9 @@ worker keeps; the stop message) and with every request (the resource limits).
 
 Protocol (SOCK_SEQPACKET, one message each way per execution): the judge sends
 ``{"timeout": SECONDS, "rlimits": {NAME: [SOFT, HARD], ...}}`` (the program waits in the slot's folder) with the
-write ends of the execution's stdout and stderr pipes attached, which the worker hands on to the init; it replies
-``{"status": WAIT_STATUS, "timed_out": BOOL, "stopped": BOOL, "setup": BOOL}``. The rules' ``stop`` from the
-judge while a child runs means stop it now (output over the cap); one that arrives after the reply is ignored.
+write ends of the execution's stdout and stderr pipes attached, which the worker hands on to the program's process;
+it replies ``{"exit_code": CODE, "timed_out": BOOL, "stopped": BOOL, "setup": BOOL}``. The rules' ``stop`` from the
+judge while a program runs means stop it now (output over the cap); one that arrives after the reply is ignored.
 The worker's first message is ``{"ready": true}``.
 """
 
@@ -76,7 +77,7 @@ RULES = None  # the judge's rules for every child (judging/policy.py: worker_rul
 SECCOMP_PROGRAM = None  # RULES' seccomp program, ready for prctl, set by main
 OWN_PID_NAMESPACE = None  # the worker's PID namespace (a descriptor), set by main
 WORKER_MODULES = frozenset()  # the modules the worker has imported, set by main
-MOUNT_PLAN = []  # an init's mounts after its unshare (_mount_plan), set by main
+MOUNT_PLAN = []  # a child's mounts after its unshare (_mount_plan), set by main
 
 
 def _check(result, what):
@@ -120,18 +121,19 @@ def _loopback_up():
         fcntl.ioctl(probe, SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", IFF_UP | IFF_LOOPBACK | IFF_RUNNING))
 
 
-def _set_up_namespaces():
-    """As the init of the execution's own PID namespace, before its request comes: its own mount, IPC and network
-    namespaces, /proc, and fresh tmpfs folders."""
-    _check(UNSHARE(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET), "unshare")
-    _loopback_up()
+def _set_up_namespaces(fresh_network):
+    """As pid 1 of the execution's own PID namespace, before its request comes: its own mount and IPC namespaces (and
+    network namespace if ``fresh_network``), /proc, and fresh tmpfs folders."""
+    _check(UNSHARE(CLONE_NEWNS | CLONE_NEWIPC | (CLONE_NEWNET if fresh_network else 0)), "unshare")
+    if fresh_network:
+        _loopback_up()
     for call, args, what in MOUNT_PLAN:
         _check(call(*args), what)
 
 
 def _mount_plan():
-    """The init's mounts and unmounts after its unshare, made once by the worker, arguments and all: an init then
-    formats and encodes nothing itself (each page a forked interpreter writes is copied)."""
+    """The program's process's mounts and unmounts after its unshare, made once by the worker, arguments and all: a
+    child then formats and encodes nothing itself (each page a forked interpreter writes is copied)."""
     plan = [_mount_call(None, "/", None, MS_REC | MS_PRIVATE),
             _mount_call("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)]
     for name in RULES["proc_read_only"]:
@@ -193,18 +195,27 @@ def _drop_privileges(uid):
         _check(PRCTL(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(SECCOMP_PROGRAM), 0, 0), "seccomp")
 
 
-def _program(go_fd, report_fd, uid):
-    """Pid 2, forked by the init ahead: wait for the request (on ``go_fd``, from the init once the program is in
-    /scratch, with the test's stdout and stderr), take the test's descriptors and limits, drop every privilege, tell
-    the worker it is set up, and run the program. It stays root until its request comes: no process of the slot's
-    uid is ever left between tests."""
+def _program(channel_fd, report_fd, uid, fresh_network):
+    """The program's process, pid 1 of its own PID namespace, forked by the worker ahead: lead the session, set up the
+    execution's namespaces, wait for the request (on ``channel_fd``, with the test's stdout and stderr), put the
+    program in /scratch, take the test's descriptors and limits, drop every privilege, tell the worker it is set up
+    (``report_fd``), and run the program. It stays root until its request comes: no process of the slot's uid is ever
+    left between tests. A set-up failure is written to the worker's log (its fd 2) before the request, to the test's
+    stderr after it."""
     try:
-        _keep_only(go_fd, report_fd)
-        message, fds, _, _ = socket.recv_fds(socket.socket(fileno=go_fd), 4096, 2)
-        if not message or len(fds) != 2:  # the init or the worker is gone: no execution
-            os._exit(SETUP_FAILED)
+        os.setsid()  # it leads its session and process group, as a cold one under bwrap's --new-session
+        _keep_only(channel_fd, report_fd)  # the control socket and the worker's own descriptors go
+        _set_up_namespaces(fresh_network)
+        message, fds, _, _ = socket.recv_fds(socket.socket(fileno=channel_fd), 4096, 2)
+    except BaseException as error:
+        os.write(2, f"warm worker: child set-up failed: {error!r}\n".encode())
+        os._exit(SETUP_FAILED)
+    if not message or len(fds) != 2:  # the worker is gone: no execution
+        os._exit(SETUP_FAILED)
+    try:
+        _place_program()
         request = json.loads(message)
-        _set_up_descriptors(*fds, report_fd)  # the go socket closes here
+        _set_up_descriptors(*fds, report_fd)  # the channel closes here
         for name, value in request["rlimits"].items():
             resource.setrlimit(getattr(resource, name), tuple(value))
         _drop_privileges(uid)
@@ -217,46 +228,6 @@ def _program(go_fd, report_fd, uid):
         os.write(2, f"warm worker: child set-up failed: {error!r}\n".encode())
         os._exit(SETUP_FAILED)
     _run_program(f"{RULES['scratch']}/{RULES['program']}")
-
-
-def _init(channel_fd, report_fd, uid):
-    """Pid 1 of an execution's PID namespace, forked before its request comes: set up its namespaces and fork the
-    program's process (pid 2, which waits); then wait for the request (from the worker, on
-    ``channel_fd``, with the test's stdout and stderr), put the program in /scratch and hand the request on; reap
-    orphans, and exit with the program's exit code when it exits, as bubblewrap's init does (the kernel then kills
-    what is left). A set-up failure before the request is written to the worker's log (its fd 2)."""
-    try:
-        os.setsid()  # the init leads the session and process group, as bubblewrap's pid 1 does cold
-        _keep_only(channel_fd, report_fd)  # the control socket and the worker's own descriptors go
-        _set_up_namespaces()
-        go, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        program = os.fork()
-        if program == 0:
-            go.detach()  # the init's end: closed below, never by this object
-            _program(theirs.detach(), report_fd, uid)
-        theirs.close()
-        os.close(report_fd)
-    except BaseException as error:
-        os.write(2, f"warm worker: init set-up failed: {error!r}\n".encode())
-        os._exit(SETUP_FAILED)
-    try:
-        message, fds, _, _ = socket.recv_fds(socket.socket(fileno=channel_fd), 4096, 2)
-    except BaseException:
-        os._exit(SETUP_FAILED)
-    if not message or len(fds) != 2:  # the worker is gone: no execution
-        os._exit(SETUP_FAILED)
-    try:
-        _place_program()
-        socket.send_fds(go, [message], fds)
-    except BaseException as error:
-        os.write(fds[1], f"warm worker: init set-up failed: {error!r}\n".encode())
-        os._exit(SETUP_FAILED)
-    go.close()
-    _keep_only()  # the test's descriptors and the channel: the program holds what it needs
-    while True:  # orphans come here too
-        pid, status = os.wait()
-        if pid == program:
-            os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
 
 
 def _exit_code(exit):
@@ -362,9 +333,10 @@ def _run_program(path):
     except BaseException:
         pass
     flushed = _flush_std_files() and flushed
-    if interrupted:  # the interpreter ends by SIGINT to itself
+    if interrupted:  # the interpreter ends by SIGINT to itself, which pid 1 ignores; then it exits 128 + SIGINT
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
+        exit_now(128 + signal.SIGINT)
     exit_now(code if flushed else 120)
 
 
@@ -380,30 +352,37 @@ def _fork_in_own_pid_namespace():
     return pid
 
 
-def _prepare(control, uid):
-    """Fork the next execution's init (pid 1 of a new PID namespace), which sets up its namespaces while the worker
-    waits for the request: the init's pid, a pidfd, the channel the request goes down, the report pipe's read end."""
+def _network_is_clean():
+    """Whether the slot's network namespace holds no socket: none of the worker's own is in it between tests, so any
+    listed is one a test left (a Unix socket only in flight, waiting for the kernel's garbage collector)."""
+    with open("/proc/net/unix", "rb") as sockets:
+        return sockets.read().count(b"\n") <= 1  # the header line only
+
+
+def _prepare(control, uid, fresh_network):
+    """Fork the next execution's process (pid 1 of a new PID namespace), which sets up its namespaces while the
+    worker waits for the request: its pid, a pidfd, the channel the request goes down, the report pipe's read end."""
     channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     report_read, report_write = os.pipe()
-    init = _fork_in_own_pid_namespace()
-    if init == 0:
-        control.detach()  # the init closes these descriptors; the objects never will
+    pid = _fork_in_own_pid_namespace()
+    if pid == 0:
+        control.detach()  # the child closes these descriptors; the objects never will
         channel.detach()
-        _init(theirs.detach(), report_write, uid)
+        _program(theirs.detach(), report_write, uid, fresh_network)
     theirs.close()
     os.close(report_write)
-    return init, os.pidfd_open(init), channel, report_read
+    return pid, os.pidfd_open(pid), channel, report_read
 
 
 def _execute(control, prepared, message, fds):
-    """Run one execution on the ``prepared`` init: hand it the request ``message`` with the test's stdout and
+    """Run one execution on the ``prepared`` process: hand it the request ``message`` with the test's stdout and
     stderr (``fds``), wait for its end, the timeout or the judge's stop, kill it, and say what happened."""
-    init, pidfd, channel, report_read = prepared
+    pid, pidfd, channel, report_read = prepared
     started = time.monotonic()
     try:
         socket.send_fds(channel, [message], fds)
     except OSError:
-        pass  # the init is gone (its set-up failed, in the worker's log): the reply says setup false
+        pass  # the process is gone (its set-up failed, in the worker's log): the reply says setup false
     for fd in fds:
         os.close(fd)
     channel.close()
@@ -425,13 +404,15 @@ def _execute(control, prepared, message, fds):
             host_gone = control.recv(64) == b""
             break
     os.close(pidfd)
-    os.kill(init, signal.SIGKILL)  # its PID namespace dies with it, every process in it
-    _, status = os.waitpid(init, 0)
+    os.kill(pid, signal.SIGKILL)  # pid 1: its PID namespace dies with it, every process in it
+    _, status = os.waitpid(pid, 0)
     setup = os.read(report_read, 1) == b"1"
     os.close(report_read)
     if host_gone:
         raise SystemExit(0)
-    return {"status": status, "timed_out": timed_out, "stopped": stopped, "setup": setup}
+    # As bwrap reports a cold program's end: its exit code, or 128 + the number of the signal that ended it.
+    exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+    return {"exit_code": exit_code, "timed_out": timed_out, "stopped": stopped, "setup": setup}
 
 
 class _SockFprog(ctypes.Structure):
@@ -460,7 +441,7 @@ def main():
         __import__(name)
     WORKER_MODULES = frozenset(sys.modules)
     gc.freeze()  # a collection in a child then never walks (and so copies) the worker's own objects
-    prepared = _prepare(control, uid)
+    prepared = _prepare(control, uid, fresh_network=False)  # bwrap made the worker's network namespace: it is clean
     control.send(b'{"ready": true}')
     while True:
         message, fds, _, _ = socket.recv_fds(control, 4096, 2)
@@ -471,8 +452,10 @@ def main():
         if len(fds) != 2:
             raise SystemExit(f"warm worker: expected 2 descriptors, got {len(fds)}")
         reply = _execute(control, prepared, message, fds)
+        fresh_network = not _network_is_clean()
         control.send(json.dumps(reply).encode())
-        prepared = _prepare(control, uid)  # the next execution's namespaces are made while the judge grades this one
+        # The next execution's namespaces are made while the judge grades this one.
+        prepared = _prepare(control, uid, fresh_network)
 
 
 if __name__ == "__main__":
