@@ -75,14 +75,12 @@ def _run(runner: Runner, program: bytes, marker: str, uid: int | None, timeout: 
     """Place ``program``, run it (again after a licence failure) and remove what it left: the run's result, its
     outcome (``RAN`` or a failure status) and whether the kernel killed one of its processes for memory."""
     filename = runner.executor.filename
-    # bwrap copies the program into the sandbox's own /scratch (a tmpfs): no host folder; the warm worker reads it
-    # from its slot's folder; the weaker levels run in a host folder.
+    # bwrap copies the program into the sandbox's own /scratch (a tmpfs): no host folder, as a warm worker does (it
+    # gets the program in a memory file); the weaker levels run in a host folder.
     in_tmpfs = runner.sandbox.level == "bwrap"
-    scratch = placed = None
+    scratch = None
     try:
-        if warm:  # the worker (root without CAP_DAC_OVERRIDE) reads it from its slot's folder, the judge's own
-            placed = warm.place(uid, program)
-        elif not in_tmpfs:
+        if not in_tmpfs:
             scratch = new_scratch(slots.base, uid, filename, program)
         argv = runner.executor.argv(f"{SCRATCH if in_tmpfs else scratch}/{filename}")
         cgroup = slots.cgroups.slots.get(uid)
@@ -98,7 +96,7 @@ def _run(runner: Runner, program: bytes, marker: str, uid: int | None, timeout: 
             result = None
             if warm:
                 run_in(slots.warm_cgroups.slots.get(uid))
-                result = warm.run(uid, timeout)
+                result = warm.run(uid, program, timeout)
             if result is None:  # no warm worker, or it failed (maybe mid-test): run cold
                 run_in(cgroup)
                 result = run_cold(runner.sandbox, argv, None if in_tmpfs else scratch, uid, timeout,
@@ -119,8 +117,6 @@ def _run(runner: Runner, program: bytes, marker: str, uid: int | None, timeout: 
     finally:
         if scratch:
             remove_tree(scratch)  # never raises: what judged code left is logged, not the test's verdict
-        if placed:
-            warm.remove(placed)
 
 
 def _run_cold_once(runner: Runner, program: bytes, uid: int | None, timeout: float, slots: Slots,

@@ -27,7 +27,6 @@ PROGRAM_MODE = 0o644
 TMPFS = {SCRATCH: 0o777, "/tmp": 0o1777, "/dev/shm": 0o1777}
 # A fresh /proc of the test's own PID namespace, with these covered read-only (what bwrap's --proc does).
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
-SLOTS = "/slots"  # where a warm worker sees its slot's folder of programs (never a test: unmounted before it runs)
 # Machine-wide counters under /proc that one test reads and another, judged at the same time, moves (load, threads,
 # memory, interrupts, disk, pressure, open files): a channel between concurrent tests, measured at 22 of 32 bits a
 # round through /proc/loadavg alone (benchmarks/proc_channel.py). A test sees fixed content in each of these files
@@ -121,10 +120,10 @@ def proc_emptied() -> list[str]:
 
 def worker_rules(limits: Limits, program: str, seccomp: bytes | None) -> dict:
     """What a warm worker must do for each child, as JSON: the tmpfs folders and their size, /proc (what it covers
-    read-only, freezes from ``PROC_VIEW`` and empties with ``PROC_EMPTY``), where the program comes from
-    (``SLOTS``/``program``) and goes (``SCRATCH``), and the seccomp program (hex)."""
+    read-only, freezes from ``PROC_VIEW`` and empties with ``PROC_EMPTY``), where the program goes (``SCRATCH``/
+    ``program``), and the seccomp program (hex)."""
     return {"tmpfs": dict(TMPFS), "tmpfs_bytes": limits.disk_bytes, "proc_read_only": list(PROC_READ_ONLY),
             "proc_view": PROC_VIEW, "proc_empty": PROC_EMPTY, "proc_frozen": sorted(frozen_proc(limits)),
             "proc_emptied": proc_emptied(),
-            "slots": SLOTS, "scratch": SCRATCH, "program": program, "program_mode": PROGRAM_MODE,
+            "scratch": SCRATCH, "program": program, "program_mode": PROGRAM_MODE,
             "seccomp": seccomp.hex() if seccomp else None}

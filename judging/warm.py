@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from judging.cgroups import SlotCgroup
-from judging.policy import EMPTY_TMPFS, PROC_EMPTY, PROC_VIEW, SCRATCH, SLOTS, worker_rules
+from judging.policy import EMPTY_TMPFS, PROC_EMPTY, PROC_VIEW, SCRATCH, worker_rules
 from judging.running import OUTPUT_CAP, RunResult, read_capped
 from judging.sandbox import Sandbox
 
@@ -54,15 +54,15 @@ class WorkerFailed(RuntimeError):
 
 
 class WarmWorker:
-    """One slot's worker: ``run`` one execution at a time, ``close`` at the end. ``program`` is the name of the
-    program's file in a slot's folder (the executor's ``filename``)."""
+    """One slot's worker: ``run`` one execution at a time, ``close`` at the end. ``program`` is the name its
+    program's file gets in /scratch (the executor's ``filename``); ``log`` is where the worker's stderr goes."""
 
-    def __init__(self, sandbox: Sandbox, interpreter: str, program: str, uid: int, folder: str,
+    def __init__(self, sandbox: Sandbox, interpreter: str, program: str, uid: int, log: str,
                  cgroup: SlotCgroup | None = None):
         self.sandbox = sandbox
         rules = {**worker_rules(sandbox.limits, program, sandbox.seccomp), "stop": STOP,
                  "capabilities": [CAPABILITY_NUMBERS[name] for name in CAPABILITIES]}
-        self.log = f"{folder}.log"
+        self.log = log
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         capabilities = [arg for cap in CAPABILITIES for arg in ("--cap-add", cap)]
         # The worker joins the slot's cgroup: it and every child it forks count against its memory and tasks.
@@ -71,7 +71,7 @@ class WarmWorker:
         # it empties (judging/policy.py).
         view = ["--ro-bind", sandbox.proc_view, PROC_VIEW, *EMPTY_TMPFS, PROC_EMPTY, "--remount-ro", PROC_EMPTY] \
             if sandbox.proc_view else []
-        command = [*sandbox.warm_prefix, "--bind", folder, SLOTS, "--dir", SCRATCH, *view,
+        command = [*sandbox.warm_prefix, "--dir", SCRATCH, *view,
                    "--ro-bind", WORKER, WORKER_INSIDE, *binds, "--chdir", SCRATCH, "--cap-drop", "ALL", *capabilities, *join, interpreter, "-I", "-S", "-B",
                    WORKER_INSIDE, str(theirs.fileno()), str(uid), json.dumps(rules)]
         with theirs, open(self.log, "wb") as log:
@@ -87,19 +87,21 @@ class WarmWorker:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def run(self, timeout: float) -> RunResult:
-        """Run the program in the slot's folder under the policy's limits for ``timeout``; raise WorkerFailed if the
-        worker fails."""
+    def run(self, program: bytes, timeout: float) -> RunResult:
+        """Run ``program`` under the policy's limits for ``timeout``; raise WorkerFailed if the worker fails."""
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         start = time.monotonic()
         try:
+            held = os.memfd_create("program", os.MFD_CLOEXEC)
             try:
+                os.write(held, program)
                 request = {"timeout": timeout, "rlimits": self.sandbox.limits.rlimits(timeout)}
-                socket.send_fds(self.control, [json.dumps(request).encode()], [out_write, err_write])
+                socket.send_fds(self.control, [json.dumps(request).encode()], [out_write, err_write, held])
             except OSError as error:
                 raise WorkerFailed(f"the worker is gone ({error})") from None
             finally:
+                os.close(held)
                 os.close(out_write)
                 os.close(err_write)
             deadline = start + timeout + REPLY_GRACE
@@ -159,7 +161,8 @@ class WarmWorker:
 
 
 class WarmWorkers:
-    """The warm workers of a judge's slots, keyed by slot uid; a slot's worker starts on its first execution.
+    """The warm workers of a judge's slots, keyed by slot uid; a slot's worker starts on its first execution, its
+    stderr going to ``base/warm-UID.log``.
 
     ``run`` returns None when the slot's worker could not run the execution (it is dropped and ``failure``
     says why); the caller then runs it cold.
@@ -171,38 +174,20 @@ class WarmWorkers:
         self.cgroups = cgroups or {}
         self.interpreter = interpreter
         self.program = program
-        self.folders = {uid: os.path.join(base, f"warm-{uid}") for uid in uids}
-        for folder in self.folders.values():
-            os.mkdir(folder, 0o700)  # the worker (root, without CAP_DAC_OVERRIDE) reads it as its owner
+        self.logs = {uid: os.path.join(base, f"warm-{uid}.log") for uid in uids}
         self.workers: dict[int, WarmWorker] = {}  # those started and not dropped
         self.failure: str | None = None
         self.failures = 0
 
-    def place(self, uid: int, program: bytes) -> str:
-        """Write ``program`` where the slot's worker reads its next one (its folder, seen at SLOTS); the path, for
-        ``remove``. The slot runs one test at a time, and the worker's child unmounts the folder before the program
-        runs: judged code never sees it."""
-        path = os.path.join(self.folders[uid], self.program)
-        with open(path, "wb") as file:
-            file.write(program)
-        return path
-
-    @staticmethod
-    def remove(path: str) -> None:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-
-    def run(self, uid: int, timeout: float) -> RunResult | None:
+    def run(self, uid: int, program: bytes, timeout: float) -> RunResult | None:
         worker = self.workers.get(uid)
         try:
             if worker is None or not worker.alive():
                 if worker is not None:
                     self._drop(uid, "the warm worker died between executions")
                 worker = self.workers[uid] = WarmWorker(self.sandbox, self.interpreter, self.program, uid,
-                                                         self.folders[uid], self.cgroups.get(uid))
-            return worker.run(timeout)
+                                                         self.logs[uid], self.cgroups.get(uid))
+            return worker.run(program, timeout)
         except (WorkerFailed, OSError) as error:
             self._drop(uid, str(error))
             return None

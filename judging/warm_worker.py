@@ -153,17 +153,17 @@ def _mount_plan():
     return plan
 
 
-def _place_program():
-    """Copy the execution's program from the slot's folder into /scratch (a tmpfs as on the cold path: no host
-    disk), then unmount the slot's folder."""
-    slots, scratch, name = RULES["slots"], RULES["scratch"], RULES["program"]
-    with open(f"{slots}/{name}", "rb") as source:
-        program = source.read()
-    target = os.open(f"{scratch}/{name}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, RULES["program_mode"])
+def _place_program(held):
+    """Copy the execution's program from the memory file ``held`` (the judge's) into /scratch: a tmpfs, as on the cold
+    path, so nothing reaches the host disk."""
+    size = os.fstat(held).st_size
+    program = os.pread(held, size, 0)
+    os.close(held)
+    target = os.open(f"{RULES['scratch']}/{RULES['program']}", os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                     RULES["program_mode"])
     os.fchmod(target, RULES["program_mode"])  # whatever the umask: the slot uid reads it, as bwrap's --perms cold
     with os.fdopen(target, "wb") as file:
         file.write(program)
-    _check(UMOUNT2(slots.encode(), MNT_DETACH), f"umount {slots}")
 
 
 def _set_up_descriptors(out_fd, err_fd, report_fd):
@@ -206,16 +206,17 @@ def _program(channel_fd, report_fd, uid, fresh_network):
         os.setsid()  # it leads its session and process group, as a cold one under bwrap's --new-session
         _keep_only(channel_fd, report_fd)  # the control socket and the worker's own descriptors go
         _set_up_namespaces(fresh_network)
-        message, fds, _, _ = socket.recv_fds(socket.socket(fileno=channel_fd), 4096, 2)
+        message, fds, _, _ = socket.recv_fds(socket.socket(fileno=channel_fd), 4096, 3)
     except BaseException as error:
         os.write(2, f"warm worker: child set-up failed: {error!r}\n".encode())
         os._exit(SETUP_FAILED)
-    if not message or len(fds) != 2:  # the worker is gone: no execution
+    if not message or len(fds) != 3:  # the worker is gone: no execution
         os._exit(SETUP_FAILED)
     try:
-        _place_program()
+        out_fd, err_fd, held = fds
+        _place_program(held)
         request = json.loads(message)
-        _set_up_descriptors(*fds, report_fd)  # the channel closes here
+        _set_up_descriptors(out_fd, err_fd, report_fd)  # the channel closes here
         for name, value in request["rlimits"].items():
             resource.setrlimit(getattr(resource, name), tuple(value))
         _drop_privileges(uid)
@@ -444,13 +445,13 @@ def main():
     prepared = _prepare(control, uid, fresh_network=False)  # bwrap made the worker's network namespace: it is clean
     control.send(b'{"ready": true}')
     while True:
-        message, fds, _, _ = socket.recv_fds(control, 4096, 2)
+        message, fds, _, _ = socket.recv_fds(control, 4096, 3)
         if not message:
             return
         if message == stop:  # a stop request that crossed the reply of the execution it meant: nothing runs
             continue
-        if len(fds) != 2:
-            raise SystemExit(f"warm worker: expected 2 descriptors, got {len(fds)}")
+        if len(fds) != 3:
+            raise SystemExit(f"warm worker: expected 3 descriptors, got {len(fds)}")
         reply = _execute(control, prepared, message, fds)
         fresh_network = not _network_is_clean()
         control.send(json.dumps(reply).encode())

@@ -309,11 +309,10 @@ POLICY_SEEN = (
     "                  'mounts': mounts, 'environment': dict(os.environ), 'root': sorted(os.listdir('/'))}))\n"
 )
 # What a warm child sees that a cold program does not, and why it may: the worker's own source (public,
-# read-only), the empty mount point of its slot's folder (unmounted before the program runs), and /proc/sys
-# covered read-only (policy.PROC_READ_ONLY; bwrap's --proc leaves it uncovered here, where the slot uid cannot
+# read-only), and /proc/sys covered read-only (policy.PROC_READ_ONLY; bwrap's --proc leaves it uncovered here, where the slot uid cannot
 # write it either).
 WARM_ONLY_MOUNTS = {"/warm_worker.py", "/proc/sys"}
-WARM_ONLY_NAMES = {"warm_worker.py", "slots"}
+WARM_ONLY_NAMES = {"warm_worker.py"}
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or SYSCALLS is None, reason="warm workers need root; seccomp an architecture")

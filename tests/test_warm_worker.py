@@ -188,8 +188,8 @@ def test_memory_exhaustion_costs_only_its_own_execution(judge, unharmed):
 def test_the_program_runs_as_a_fresh_interpreter_would_run_it(judge, unharmed):
     code = ("import os, sys\n"
             "print(__name__, sys.argv, os.getcwd(), os.environ['HOME'], sys.flags.isolated, sys.flags.no_site,\n"
-            "      sys.dont_write_bytecode, sys.stdin.read() == '', os.listdir('/slots'))\n")
-    assert out(judge, code) == "__main__ ['/scratch/main.py'] /scratch /scratch 1 1 True True []\n"
+            "      sys.dont_write_bytecode, sys.stdin.read() == '', os.path.exists('/slots'))\n")
+    assert out(judge, code) == "__main__ ['/scratch/main.py'] /scratch /scratch 1 1 True True False\n"
     ending = ("import atexit, threading, time\n"
               "atexit.register(print, 'at exit')\n"
               "threading.Thread(target=lambda: (time.sleep(0.1), print('thread done'))).start()\n")
