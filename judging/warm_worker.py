@@ -77,6 +77,7 @@ RULES = None  # the judge's rules for every child (judging/policy.py: worker_rul
 SECCOMP_PROGRAM = None  # RULES' seccomp program, ready for prctl, set by main
 OWN_PID_NAMESPACE = None  # the worker's PID namespace (a descriptor), set by main
 WORKER_MODULES = frozenset()  # the modules the worker has imported, set by main
+PROGRAM_PATH = None  # where the program goes: RULES' scratch and program, set by main
 MOUNT_PLAN = []  # a child's mounts after its unshare (_mount_plan), set by main
 
 
@@ -154,16 +155,17 @@ def _mount_plan():
 
 
 def _place_program(held):
-    """Copy the execution's program from the memory file ``held`` (the judge's) into /scratch: a tmpfs, as on the cold
-    path, so nothing reaches the host disk."""
-    size = os.fstat(held).st_size
-    program = os.pread(held, size, 0)
+    """Copy the execution's program from the memory file ``held`` (the judge's) into /scratch (a tmpfs, as on the cold
+    path: nothing reaches the host disk) and return it."""
+    program = os.pread(held, os.fstat(held).st_size, 0)
     os.close(held)
-    target = os.open(f"{RULES['scratch']}/{RULES['program']}", os.O_WRONLY | os.O_CREAT | os.O_EXCL,
-                     RULES["program_mode"])
+    target = os.open(PROGRAM_PATH, os.O_WRONLY | os.O_CREAT | os.O_EXCL, RULES["program_mode"])
     os.fchmod(target, RULES["program_mode"])  # whatever the umask: the slot uid reads it, as bwrap's --perms cold
-    with os.fdopen(target, "wb") as file:
-        file.write(program)
+    view = memoryview(program)
+    while view:
+        view = view[os.write(target, view):]
+    os.close(target)
+    return program
 
 
 def _set_up_descriptors(out_fd, err_fd, report_fd):
@@ -214,7 +216,7 @@ def _program(channel_fd, report_fd, uid, fresh_network):
         os._exit(SETUP_FAILED)
     try:
         out_fd, err_fd, held = fds
-        _place_program(held)
+        program = _place_program(held)
         request = json.loads(message)
         _set_up_descriptors(out_fd, err_fd, report_fd)  # the channel closes here
         for name, value in request["rlimits"].items():
@@ -228,7 +230,7 @@ def _program(channel_fd, report_fd, uid, fresh_network):
     except BaseException as error:
         os.write(2, f"warm worker: child set-up failed: {error!r}\n".encode())
         os._exit(SETUP_FAILED)
-    _run_program(f"{RULES['scratch']}/{RULES['program']}")
+    _run_program(PROGRAM_PATH, program)
 
 
 def _exit_code(exit):
@@ -293,8 +295,8 @@ def _tear_down_modules():
     gc.collect()
 
 
-def _run_program(path):
-    """Run ``path`` as ``__main__`` in a fresh module and exit as ``python -I -S -B path`` would
+def _run_program(path, source):
+    """Run ``source``, the program at ``path``, as ``__main__`` in a fresh module and exit as ``python -I -S -B path`` would
     (``Py_RunMain``): the exit code, threads, atexit, the final flushes, module teardown, KeyboardInterrupt."""
     import builtins
 
@@ -306,8 +308,6 @@ def _run_program(path):
     code = 0
     interrupted = False
     try:
-        with open(path, "rb") as file:
-            source = file.read()
         exec(compile(source, path, "exec", dont_inherit=True), main.__dict__)
     except SystemExit as exit:
         code = _exit_code(exit)
@@ -421,9 +421,10 @@ class _SockFprog(ctypes.Structure):
 
 
 def main():
-    global RULES, SECCOMP_PROGRAM, OWN_PID_NAMESPACE, WORKER_MODULES, MOUNT_PLAN
+    global RULES, SECCOMP_PROGRAM, OWN_PID_NAMESPACE, WORKER_MODULES, MOUNT_PLAN, PROGRAM_PATH
     control_fd, uid = int(sys.argv[1]), int(sys.argv[2])
     RULES = json.loads(sys.argv[3])
+    PROGRAM_PATH = f"{RULES['scratch']}/{RULES['program']}"
     MOUNT_PLAN = _mount_plan()
     stop = RULES["stop"].encode()
     if RULES["seccomp"]:
