@@ -23,6 +23,7 @@ from judging.policy import environment
 from judging.sandbox import Sandbox
 
 OUTPUT_CAP = 1 << 20
+REAP_GRACE = 2.0  # how long bwrap may take to reap the killed program and exit
 
 
 @dataclass
@@ -78,6 +79,10 @@ def run_cold(sandbox: Sandbox, argv: list[str], scratch: str | None, uid: int | 
     finally:
         if pid_1 is not None:
             _kill_pidfd(pid_1)
+            try:  # bwrap reaps it and exits; killed first, it would leave it a zombie of the slot uid for the host's init
+                proc.wait(REAP_GRACE)
+            except subprocess.TimeoutExpired:
+                pass
         if info is not None:
             os.close(info)
         _kill_group(proc)

@@ -172,3 +172,12 @@ def test_trainer_survives_the_program_attacking_it(judge):
             "print('still here')\n")
     run(judge, code)
     assert run(judge, "print(6)", "6").status == "passed"
+
+
+def test_killed_programs_leave_no_zombie_of_the_slot_uid(judge):
+    """A cold program is pid 1 of its namespace with no init above it: killed at its timeout, it must be reaped by
+    bwrap, its parent. With bwrap killed first it became a zombie of the slot uid until the host's init got to it,
+    counted against the uid's process limit (judge_fuzz found one in 913 cold tests)."""
+    for _ in range(40):
+        assert run(judge, "import time\ntime.sleep(5)", timeout=0.3).status == "timeout"
+    assert wait_until_gone(judge, seconds=1.0) == []
