@@ -223,9 +223,13 @@ class JudgeSetup:
         base = Sandbox(self.level, self.limits, [], {}).describe(slot_uids=self.slots.uids is not None)
         if self.warm is not None:
             python = ("Python: warm workers (one per slot, root in its sandbox with 6 capabilities; each test "
-                      "a forked child with its own PID+mount+IPC+net namespace, /tmp, pipes, limits and the slot uid)")
+                      "a forked child, pid 1 of its own PID namespace, with its own mount and IPC namespace, /tmp, "
+                      "pipes, limits and the slot uid, in the slot's network namespace while no test left a socket "
+                      "there)")
         else:
             python = "Python: a fresh interpreter per test" + (f" ({self.warm_missing})" if self.warm_missing else "")
+        if self.level == "bwrap" and PythonExecutor.seccomp is not None:
+            python += ", Unix sockets only"
         return "; ".join(part for part in (base, self.memory_bound(), python, self.egress) if part)
 
     def memory_bound(self) -> str:
