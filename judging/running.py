@@ -59,7 +59,7 @@ def run_cold(sandbox: Sandbox, argv: list[str], scratch: str | None, uid: int | 
             passed.append(seccomp)
         held = None
         if sandbox.level == "bwrap" and program:
-            held = (program[0], _memfd_holding(program[1]))
+            held = (program[0], memfd_holding(program[1]))
             passed.append(held[1])
         command = sandbox.command(argv, uid, timeout, seccomp, held, cgroup, info_write)
         start = time.monotonic()
@@ -131,8 +131,9 @@ def _pipe_holding(data: bytes) -> int:
     return read
 
 
-def _memfd_holding(data: bytes) -> int:
-    """A memory file holding ``data``, read from its start (bwrap's ``--file`` copies it into the sandbox)."""
+def memfd_holding(data: bytes) -> int:
+    """A memory file holding ``data``, read from its start (bwrap's ``--file`` copies it into the sandbox; a warm
+    worker's child reads it)."""
     fd = os.memfd_create("program", os.MFD_CLOEXEC)
     os.write(fd, data)
     os.lseek(fd, 0, os.SEEK_SET)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from judging.cgroups import SlotCgroup
 from judging.policy import EMPTY_TMPFS, PROC_EMPTY, PROC_VIEW, SCRATCH, worker_rules
-from judging.running import OUTPUT_CAP, RunResult, read_capped
+from judging.running import OUTPUT_CAP, RunResult, memfd_holding, read_capped
 from judging.sandbox import Sandbox
 
 WORKER = str(Path(__file__).with_name("warm_worker.py"))
@@ -93,9 +93,13 @@ class WarmWorker:
         err_read, err_write = os.pipe()
         start = time.monotonic()
         try:
-            held = os.memfd_create("program", os.MFD_CLOEXEC)
             try:
-                os.write(held, program)
+                held = memfd_holding(program)
+            except OSError:
+                os.close(out_write)
+                os.close(err_write)
+                raise
+            try:
                 request = {"timeout": timeout, "rlimits": self.sandbox.limits.rlimits(timeout)}
                 socket.send_fds(self.control, [json.dumps(request).encode()], [out_write, err_write, held])
             except OSError as error:

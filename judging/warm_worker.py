@@ -287,13 +287,12 @@ def _program_module_names():
     added = []
     for each in reversed(sys.modules):
         if each == name and sys.modules.get(each) is module:
+            names = ([] if "__main__" in added else ["__main__"]) + added[::-1]
             break
         added.append(each)
     else:
-        return [each for each in sys.modules if each not in WORKER_MODULES or each == "__main__"]
-    added.reverse()
-    return ([] if "__main__" in added else ["__main__"]) + [each for each in added if each not in WORKER_MODULES
-                                                             or each == "__main__"]
+        names = list(sys.modules)
+    return [each for each in names if each not in WORKER_MODULES or each == "__main__"]
 
 
 def _tear_down_modules():
