@@ -30,6 +30,7 @@ refusing:
 from __future__ import annotations
 
 import ast
+import functools
 import re
 
 COMPARISON_NAMES = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__contains__", "__cmp__",
@@ -46,7 +47,7 @@ Q_COMPARISON = re.compile(r"[=~<>]|\b(?:in|within|like)\b")
 def printing_form(test_code: str, expected_output: str) -> tuple[str, str] | None:
     """``(test_code, expected_output)`` of the printing test equal to a simple assert test, or None."""
     try:
-        statements = ast.parse(test_code).body
+        statements = _parsed(test_code).body
     except PARSE_ERRORS:
         return None
     marker = _printed_constant(statements[-1]) if statements else None
@@ -69,7 +70,7 @@ def sandbox_comparison(test_code: str, expected_output: str, language: str) -> s
     if language == "q":
         return _q_comparison(test_code)
     try:
-        tree = ast.parse(test_code)
+        tree = _parsed(test_code)
     except PARSE_ERRORS:
         return None
     for node in ast.walk(tree):
@@ -77,6 +78,13 @@ def sandbox_comparison(test_code: str, expected_output: str, language: str) -> s
         if found:
             return f"line {node.lineno}: {found}"
     return _expected_literal(tree, expected_output.strip())
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed(test_code: str) -> ast.Module:
+    """``test_code``'s tree, parsed once for ``printing_form`` and ``sandbox_comparison`` in turn (neither changes
+    it): a problem's tests are checked by both, and parsing is most of what loading a large dataset costs."""
+    return ast.parse(test_code)
 
 
 def _printed_constant(statement: ast.stmt) -> str | None:
