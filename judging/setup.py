@@ -14,6 +14,7 @@ import os
 import shutil
 import threading
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from cli import UsageError
@@ -75,9 +76,42 @@ class JudgeSetup:
 
     def _choose(self, sandbox: str) -> None:
         self.warm_missing = COLD_BWRAP if sandbox == COLD_BWRAP else None
-        self.level = self._pick_level("bwrap" if sandbox == COLD_BWRAP else sandbox)
+        wanted = "bwrap" if sandbox == COLD_BWRAP else sandbox
+        started = None
+        if sandbox in ("auto", "strict", "bwrap") and self.slots.uids is not None and shutil.which("bwrap"):
+            # bwrap is the level tried first and workers can run (root): they start here, in this thread (they die
+            # with the thread that starts them), while another probes the level. Both mostly wait for interpreters
+            # to start, so side by side they take the time of one. The workers are used only if bwrap passes its
+            # probe and they pass theirs.
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                probe = pool.submit(self._pick_level, wanted)
+                try:
+                    started = self._started_workers()
+                finally:
+                    try:
+                        self.level = probe.result()
+                    except BaseException:
+                        if started:
+                            started.close()
+                        raise
+        else:
+            self.level = self._pick_level(wanted)
         if self.level == "bwrap" and sandbox != COLD_BWRAP:
-            self._start_warm()
+            self._start_warm(started)
+        elif started:
+            started.close()
+
+    def _started_workers(self) -> WarmWorkers:
+        """Warm workers for the slots, started, with bwrap's runner for Python (what ``get`` builds at that level)."""
+        python = self._runner("python", "bwrap")
+        warm = WarmWorkers(python.sandbox, python.executor.interpreter, python.executor.filename, self.slots.base,
+                           self.slots.uids.uids, self.slots.warm_cgroups.slots)
+        try:
+            warm.start()
+        except BaseException:
+            warm.close()
+            raise
+        return warm
 
     def _pick_level(self, wanted: str) -> str:
         """The level to use; ``auto`` as root never picks rlimits, which would run judged code as root
@@ -141,19 +175,15 @@ class JudgeSetup:
             failures.append(f"{level}: {reason}")
         return "", failures
 
-    def _start_warm(self) -> None:
-        """Use warm workers for Python if one starts and passes the probe; else say why Python stays cold."""
+    def _start_warm(self, started: WarmWorkers | None) -> None:
+        """Use the warm workers (``started``, else started now) for Python if every one started and one passes the
+        probe; else say why Python stays cold."""
         if self.slots.uids is None:
             self.warm_missing = "warm workers need root"
             return
-        python = self.get("python")
-        try:
-            self.warm = WarmWorkers(python.sandbox, python.executor.interpreter, python.executor.filename,
-                                    self.slots.base, self.slots.uids.uids, self.slots.warm_cgroups.slots)
-        except OSError as error:
-            self.warm_missing = f"warm workers did not start: {error}"
-            return
+        self.warm = started or self._started_workers()
         self._warm_cleanup = weakref.finalize(self, self.warm.close)
+        python = self.get("python")
         result = self.execute(python, "", PROBE_TEST, PROBE_TIMEOUT)
         if result.status != "passed" or self.warm.failures:
             self.warm_missing = f"warm workers did not start: {self.warm.failure or result.status}"
@@ -163,14 +193,18 @@ class JudgeSetup:
     def get(self, language: str) -> Runner:
         with self._lock:
             if language not in self._runners:
-                executor = languages.language(language).make_executor(self.q_binary)
-                runner = Runner(executor, Sandbox(self.level, self.limits, executor.read_only, executor.env,
-                                                  executor.read_write, executor.hostname, hidden=executor.hidden,
-                                                  proc_view=self.proc_view, seccomp=executor.seccomp))
-                if executor.licensed and not executor.missing:
+                runner = self._runner(language, self.level)
+                if runner.executor.licensed and not runner.executor.missing:
                     runner = self._licence_egress(runner)
                 self._runners[language] = runner
             return self._runners[language]
+
+    def _runner(self, language: str, level: str) -> Runner:
+        """``language``'s executor in a sandbox of ``level`` (no licence egress)."""
+        executor = languages.language(language).make_executor(self.q_binary)
+        return Runner(executor, Sandbox(level, self.limits, executor.read_only, executor.env, executor.read_write,
+                                        executor.hostname, hidden=executor.hidden, proc_view=self.proc_view,
+                                        seccomp=executor.seccomp))
 
     def _licence_egress(self, runner: Runner) -> Runner:
         """A licensed language's runner with egress only through the licence proxy, when ``licence_hosts`` asks

@@ -55,10 +55,13 @@ class WorkerFailed(RuntimeError):
 
 class WarmWorker:
     """One slot's worker: ``run`` one execution at a time, ``close`` at the end. ``program`` is the name its
-    program's file gets in /scratch (the executor's ``filename``); ``log`` is where the worker's stderr goes."""
+    program's file gets in /scratch (the executor's ``filename``); ``log`` is where the worker's stderr goes.
+
+    It starts in the calling thread (bwrap dies with the thread that started it: ``--die-with-parent``) and is
+    waited for unless ``wait`` is false; then ``wait_ready`` must come before ``run``."""
 
     def __init__(self, sandbox: Sandbox, interpreter: str, program: str, uid: int, log: str,
-                 cgroup: SlotCgroup | None = None):
+                 cgroup: SlotCgroup | None = None, wait: bool = True):
         self.sandbox = sandbox
         rules = {**worker_rules(sandbox.limits, program, sandbox.seccomp), "stop": STOP,
                  "capabilities": [CAPABILITY_NUMBERS[name] for name in CAPABILITIES]}
@@ -77,8 +80,14 @@ class WarmWorker:
         with theirs, open(self.log, "wb") as log:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
                                             pass_fds=(theirs.fileno(),), start_new_session=True)
+        self._deadline = time.monotonic() + START_TIMEOUT
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Wait for the worker's first message (ready); close it and raise WorkerFailed if another comes or none."""
         try:
-            if self._receive(time.monotonic() + START_TIMEOUT) != {"ready": True}:
+            if self._receive(self._deadline) != {"ready": True}:
                 raise WorkerFailed("the worker's first message was not ready")
         except WorkerFailed:
             self.close()
@@ -154,9 +163,13 @@ class WarmWorker:
             return ""
         return lines[-1] if lines else ""
 
+    def hang_up(self) -> None:
+        """Close the control socket: the worker, waiting for its next request, exits."""
+        self.control.close()
+
     def close(self) -> None:
         """Hang up (the worker exits), then kill bubblewrap's process group to be sure, and wait."""
-        self.control.close()
+        self.hang_up()
         try:
             os.killpg(self.process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -165,8 +178,9 @@ class WarmWorker:
 
 
 class WarmWorkers:
-    """The warm workers of a judge's slots, keyed by slot uid; a slot's worker starts on its first execution, its
-    stderr going to ``base/warm-UID.log``.
+    """The warm workers of a judge's slots, keyed by slot uid, each one's stderr going to ``base/warm-UID.log``.
+    ``start`` starts them all at once; a slot whose worker is not running (never started, dropped) starts one on
+    its next execution.
 
     ``run`` returns None when the slot's worker could not run the execution (it is dropped and ``failure``
     says why); the caller then runs it cold.
@@ -182,6 +196,25 @@ class WarmWorkers:
         self.workers: dict[int, WarmWorker] = {}  # those started and not dropped
         self.failure: str | None = None
         self.failures = 0
+
+    def start(self) -> None:
+        """Start every slot's worker side by side (each takes ~40 ms for its interpreter to start), from the calling
+        thread; one that fails is dropped, as in ``run``, and its slot tries again on its next execution."""
+        started = {}
+        for uid in self.logs:
+            if uid not in self.workers:
+                try:
+                    started[uid] = WarmWorker(self.sandbox, self.interpreter, self.program, uid, self.logs[uid],
+                                              self.cgroups.get(uid), wait=False)
+                except (WorkerFailed, OSError) as error:
+                    self._drop(uid, str(error))
+        for uid, worker in started.items():
+            try:
+                worker.wait_ready()
+            except WorkerFailed as error:
+                self._drop(uid, str(error))
+                continue
+            self.workers[uid] = worker
 
     def run(self, uid: int, program: bytes, timeout: float) -> RunResult | None:
         worker = self.workers.get(uid)
@@ -204,5 +237,8 @@ class WarmWorkers:
             worker.close()
 
     def close(self) -> None:
-        for uid in list(self.workers):
-            self.workers.pop(uid).close()
+        workers = [self.workers.pop(uid) for uid in list(self.workers)]
+        for worker in workers:  # every worker told first, then each waited for: they exit side by side
+            worker.hang_up()
+        for worker in workers:
+            worker.close()

@@ -115,3 +115,40 @@ def test_a_private_tmpdir_is_named_as_the_cause(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(private))
     with pytest.raises(JudgeUnavailable, match="set TMPDIR to a folder others can cross.*is mode 0700"):
         Judge(sandbox="unshare", workers=1)
+
+
+def warm_worker_processes() -> set[int]:
+    """The pids of the warm workers running on this machine (their command line names the worker's program)."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and b"/warm_worker.py" in Path(f"/proc/{entry}/cmdline").read_bytes():
+                found.add(int(entry))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
+@pytest.mark.skipif(not unshare_works(), reason="unshare cannot create namespaces here")
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_warm_workers_started_beside_a_failing_bwrap_probe_are_closed(tmp_path, monkeypatch):
+    """Warm workers start while bwrap's level is probed; when the probe fails and the judge takes the next level,
+    none of them is left running. The stand-in bwrap refuses cold runs (``--as-pid-1``) and starts the rest."""
+    started = tmp_path / "started"
+    stand_in = tmp_path / "bwrap"
+    stand_in.write_text("#!/bin/sh\n"
+                        'for arg; do [ "$arg" = --as-pid-1 ] && { echo "stand-in bwrap: cold runs refused" >&2; '
+                        "exit 1; }; done\n"
+                        f'echo warm >> "{started}"\n'
+                        f'exec {shutil.which("bwrap")} "$@"\n')
+    stand_in.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(sys, "executable", "/usr/bin/python3")  # the system Python, which unshare's slot uid can run
+    before = warm_worker_processes()
+    with Judge(sandbox="auto", workers=2) as judge:
+        assert started.read_text().split() == ["warm", "warm"]  # both slots' workers started beside the probe
+        assert (judge.level, judge.warm) == ("unshare", False)
+        assert warm_worker_processes() == before
+        judgement = run(judge, "print(6 * 7)", "42")
+        assert judgement.status == "passed", judgement.tests[0].stderr
