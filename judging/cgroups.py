@@ -42,6 +42,7 @@ class SlotCgroup:
     def __init__(self, folders: list[Path], events: Path):
         self.folders = folders
         self._events = events
+        self._events_fd: int | None = None  # opened on the first read, read again from its start each time
 
     def enter_command(self, command: list[str]) -> list[str]:
         """``command`` run from inside this cgroup (and every process it starts)."""
@@ -61,12 +62,21 @@ class SlotCgroup:
         return binds, _joining(inside) + inside
 
     def oom_kills(self) -> int:
-        """How many processes the kernel's OOM killer has killed in this cgroup since it was made."""
+        """How many processes the kernel's OOM killer has killed in this cgroup since it was made. Read twice a
+        test (before and after): the file stays open, and each read from its start is made afresh by the kernel, so
+        a read is one system call, not an open, a read and a close."""
         try:
-            found = _OOM_KILL.search(self._events.read_bytes())
+            if self._events_fd is None:
+                self._events_fd = os.open(self._events, os.O_RDONLY | os.O_CLOEXEC)
+            found = _OOM_KILL.search(os.pread(self._events_fd, 4096, 0))
         except OSError:
             return 0
         return int(found.group(1)) if found else 0
+
+    def close(self) -> None:
+        if self._events_fd is not None:
+            os.close(self._events_fd)
+            self._events_fd = None
 
     def wait_settled(self, seconds: float = 2.0) -> None:
         """Wait, at most ``seconds``, until no live process is left in this cgroup. A killed PID namespace's
@@ -179,6 +189,7 @@ class Cgroups:
         """Kill what is left in the slots and remove the folders; never raises."""
         for slot in self.slots.values():
             slot.kill_all()
+            slot.close()
         for parent in self._parents:
             _remove_cgroup(parent)
         self._parents = []
