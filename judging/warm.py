@@ -66,6 +66,7 @@ class WarmWorker:
         rules = {**worker_rules(sandbox.limits, program, sandbox.seccomp), "stop": STOP,
                  "capabilities": [CAPABILITY_NUMBERS[name] for name in CAPABILITIES]}
         self.log = log
+        self.cgroup = cgroup
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         capabilities = [arg for cap in CAPABILITIES for arg in ("--cap-add", cap)]
         # The worker joins the slot's cgroup: it and every child it forks count against its memory and tasks.
@@ -168,13 +169,17 @@ class WarmWorker:
         self.control.close()
 
     def close(self) -> None:
-        """Hang up (the worker exits), then kill bubblewrap's process group to be sure, and wait."""
+        """Hang up (the worker exits), then kill bubblewrap's process group to be sure, and wait for bubblewrap and
+        (where there is one) for the worker's cgroup to empty: the worker, in a session and PID namespace of its own,
+        dies with bubblewrap's but not at once."""
         self.hang_up()
         try:
             os.killpg(self.process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         self.process.wait()
+        if self.cgroup:
+            self.cgroup.wait_settled()
 
 
 class WarmWorkers:
