@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tqdm import tqdm
-
 from data.trivial import cheap_programs
 from data.wrong_programs import call_text, mutants, nearby_calls, printing_test
 from judging import JudgeUnavailable
@@ -86,6 +84,8 @@ def check_adequacy(problems: list[dict], judge, max_tests: int | None = ScoringA
                    show_progress: bool = False) -> list[Adequacy]:
     """The adequacy of each problem's first ``max_tests`` tests (None: all), one result per problem, in order."""
     results = []
+    from tqdm import tqdm  # here, not at the top: its import costs every command that loads data ~25 ms
+
     with tqdm(total=len(problems), desc="wrong programs", unit="problem", disable=not show_progress) as progress:
         for start in range(0, len(problems), PROBLEMS_PER_BATCH):
             batch = problems[start:start + PROBLEMS_PER_BATCH]

@@ -23,8 +23,6 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from tqdm import tqdm
-
 from data.adequacy import UNMATCHABLE, check_adequacy, skip_reason
 from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE, PROBES, described_example
 from data.wrong_programs import battery, mutants, nearby_calls, printing_test, solve_calls
@@ -178,6 +176,8 @@ def strengthen(problems: list[dict], judge, max_tests: int = ScoringArguments().
     out, after = list(problems), list(before)
     done = [Strengthened(skipped=skip_reason(problem)) for problem in problems]
     todo = [index for index, record in enumerate(done) if record.skipped is None]
+    from tqdm import tqdm  # here, not at the top: its import costs every command that loads data ~25 ms
+
     for round_ in range(rounds):
         for index in tqdm(todo, desc=f"strengthening (round {round_ + 1})", unit="problem", disable=not show_progress):
             tests, record = _strengthen_one(judge, out[index], max_tests, max_share)

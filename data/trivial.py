@@ -34,8 +34,6 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tqdm import tqdm
-
 from data.wrong_programs import BATTERY, Probe, battery, call_text, solve_calls
 from judging import JudgeUnavailable
 from rewards import ScoringArguments, score
@@ -170,6 +168,8 @@ def measure_trivial_shares(problems: list[dict], judge, show_progress: bool = Fa
     Raises ``JudgeUnavailable`` when the judge cannot run a probe (``sandbox_error``): that says nothing about
     the data, and a share measured through a broken sandbox would be wrong."""
     shares: list[TrivialShare] = []
+    from tqdm import tqdm  # here, not at the top: its import costs every command that loads data ~25 ms
+
     with tqdm(total=len(problems), desc="trivial programs", unit="problem", disable=not show_progress) as progress:
         for start in range(0, len(problems), PROBLEMS_PER_BATCH):
             batch = problems[start:start + PROBLEMS_PER_BATCH]

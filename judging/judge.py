@@ -13,8 +13,6 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
-from tqdm import tqdm
-
 from judging import languages
 from judging.grading import STATUSES, Judgement, TestResult, completion_status
 from judging.licence_proxy import FLAG, parse_licence_hosts
@@ -141,6 +139,8 @@ class Judge:
 
     def run_many(self, items: list[tuple[str | None, list[dict], str]], progress: bool = False,
                  timeout: float | None = None) -> list[Judgement]:
+        from tqdm import tqdm  # here, not at the top: its import reads every installed package's metadata (~25 ms)
+
         futures = {self._pool.submit(self.run, *item, timeout): index for index, item in enumerate(items)}
         judgements: list[Judgement | None] = [None] * len(items)
         with tqdm(total=len(items), desc="judging", unit="completion", disable=not progress, leave=False) as bar:
