@@ -1,6 +1,7 @@
 """`python -m rewards score|passk` run as a user runs them."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -75,6 +76,27 @@ def test_bad_completions_name_file_and_line(files, bad_line, message):
                          "--language", "python")
     assert result.returncode == 2
     assert f"{completions}{message}" in result.stderr
+    assert not scores.exists()
+
+
+def test_bad_input_is_the_error_reported_when_the_judge_cannot_start_either(files, tmp_path):
+    """The judge starts while the input is read: when both fail, the input's line is what the user sees."""
+    problems, completions, scores = files
+    completions.write_text(json.dumps(COMPLETIONS[0]) + "\n" + '{"id": "nope", "completion": "x"}' + "\n")
+    tools = tmp_path / "bin"  # a PATH with Python but without bubblewrap: an explicit bwrap sandbox cannot start
+    tools.mkdir()
+    (tools / "python3").symlink_to(sys.executable)
+    result = subprocess.run([sys.executable, "-m", "rewards", "score", "--problems", problems, "--completions",
+                             completions, "--out", scores, "--language", "python", "--sandbox", "bwrap"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120, env={**os.environ, "PATH": str(tools)})
+    assert result.returncode == 2
+    assert f"{completions}:2: unknown problem id 'nope'" in result.stderr, result.stderr
+    assert "bubblewrap" not in result.stderr
+    write_jsonl(completions, COMPLETIONS)
+    result = subprocess.run([sys.executable, "-m", "rewards", "score", "--problems", problems, "--completions",
+                             completions, "--out", scores, "--language", "python", "--sandbox", "bwrap"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120, env={**os.environ, "PATH": str(tools)})
+    assert result.returncode == 2 and "bubblewrap" in result.stderr, result.stderr  # good input: the judge's error
     assert not scores.exists()
 
 
