@@ -16,6 +16,7 @@ import socket
 import stat
 import sys
 import sysconfig
+import warnings
 from pathlib import Path
 from typing import Protocol
 
@@ -30,6 +31,11 @@ _Q_LICENCE = re.compile(r"k4\.lic|kc\.lic|licen[cs]e error|couldn't connect to l
 _Q_TRAILING_EXIT = re.compile(r"(?:^|\n)[ \t]*(?:exit|\\\\)[ \t]*0?[ \t]*;?[ \t]*\s*\Z")
 _PYTHON_MEMORY = re.compile(r"^MemoryError\b", re.MULTILINE)
 _CPU_LIMIT_EXITS = (-signal.SIGXCPU, 128 + signal.SIGXCPU)
+# The name the syntax check compiles judged Python under, in the judge's own process. What the compiler warns about
+# that code (``"is" with a literal``) is the test's: its sandboxed run prints it to the test's stderr. In the judge's
+# process it would reach the trainer's log once for every completion that has it, so it is ignored there.
+SOLUTION_NAME = "<solution>"
+warnings.filterwarnings("ignore", module=re.escape(SOLUTION_NAME) + r"\Z")
 KDB_PLATFORM_FOLDERS = ("l32", "l64", "l64arm", "m32", "m64", "m64arm", "w32", "w64")
 
 
@@ -90,7 +96,7 @@ class PythonExecutor:
     def syntax_error(self, code: str) -> str | None:
         """The solution's syntax error, found once per completion without running it."""
         try:
-            compile(code, "<solution>", "exec", dont_inherit=True)
+            compile(code, SOLUTION_NAME, "exec", dont_inherit=True)
         except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as error:
             return f"{type(error).__name__}: {error}"
         return None

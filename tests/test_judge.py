@@ -2,6 +2,7 @@
 stand-in executable (tests/fake_q/q, which is NOT q)."""
 
 import asyncio
+import json
 import shutil
 import subprocess
 import sys
@@ -284,3 +285,28 @@ def test_qhome_is_inferred_only_from_a_kdb_platform_folder(tmp_path, monkeypatch
     shutil.copy(FAKE_Q, platform / "q")
     installed = QExecutor(str(platform / "q"))
     assert installed.env["QHOME"] == str(tmp_path / "kdb")
+
+
+JUDGE_ONE = """
+import json, sys
+from judging import Judge
+with Judge(timeout=2.0, workers=1, sandbox=sys.argv[1]) as judge:
+    judgement = judge.run("def solve(x):\\n    return 1 if x is 1 else 0\\n",
+                          [{"test_code": "print(solve(1))", "expected_output": "1"}] * 2, "python")
+print(json.dumps([judgement.status, [test.stderr for test in judgement.tests]]))
+"""
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+@pytest.mark.parametrize("sandbox", ["bwrap", "bwrap-cold"])
+def test_compiler_warnings_about_judged_code_stay_in_its_test(sandbox):
+    """The syntax check compiles judged code in the judge's own process: what the compiler warns about it is the
+    test's (its sandboxed run prints it), not a line in the trainer's log for every completion that has it. In a
+    process of its own: pytest records warnings itself."""
+    done = subprocess.run([sys.executable, "-c", JUDGE_ONE, sandbox], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr
+    status, stderrs = json.loads(done.stdout)
+    assert status == "passed"
+    assert all('SyntaxWarning: "is" with a literal' in stderr for stderr in stderrs), stderrs
+    assert "SyntaxWarning" not in done.stderr
