@@ -29,9 +29,11 @@ def test_lora_run_then_eval_only_on_its_adapter_checkpoint(warm_model, tmp_path)
     out = tmp_path / "eval"
     evaluated = run_trainer("--model", checkpoint, "--eval_only", "--data", WARM_PYTHON_DATA, "--language",
                             "python", "--output_dir", out, "--simple_eval_problems", "2", "--repeat_eval_problems",
-                            "4", "--eval_k", "1", "--eval_max_tokens", "16")
+                            "8", "--eval_k", "1", "--eval_max_tokens", "16")
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     (entry,) = json.loads((out / "logs/eval_results.json").read_text())
     assert entry["step"] == 2 and entry["settings"]["model"] == str(checkpoint)
-    assert sum(p["n"] for p in entry["problems"]) == 8
-    assert_evaluations_add_up(out)  # the adapter on its base model still passes some held-out samples
+    assert sum(p["n"] for p in entry["problems"]) == 16
+    # The adapter on its base model still passes some held-out samples. Each sample is one of the warm model's two
+    # programs, right about half the time: with 8 samples, none passed in 1 run of ~1 in 250 (a CI run did); 16.
+    assert_evaluations_add_up(out)
