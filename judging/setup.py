@@ -85,15 +85,12 @@ class JudgeSetup:
             # probe and they pass theirs.
             with ThreadPoolExecutor(max_workers=1) as pool:
                 probe = pool.submit(self._pick_level, wanted)
+                started = self._started_workers()
                 try:
-                    started = self._started_workers()
-                finally:
-                    try:
-                        self.level = probe.result()
-                    except BaseException:
-                        if started:
-                            started.close()
-                        raise
+                    self.level = probe.result()
+                except BaseException:
+                    started.close()
+                    raise
         else:
             self.level = self._pick_level(wanted)
         if self.level == "bwrap" and sandbox != COLD_BWRAP:
@@ -176,12 +173,12 @@ class JudgeSetup:
         return "", failures
 
     def _start_warm(self, started: WarmWorkers | None) -> None:
-        """Use the warm workers (``started``, else started now) for Python if every one started and one passes the
-        probe; else say why Python stays cold."""
-        if self.slots.uids is None:
+        """Use the warm workers ``started`` beside the level probe (None only where they cannot run: not root) for
+        Python if every one started and one passes the probe; else say why Python stays cold."""
+        if started is None:
             self.warm_missing = "warm workers need root"
             return
-        self.warm = started or self._started_workers()
+        self.warm = started
         self._warm_cleanup = weakref.finalize(self, self.warm.close)
         python = self.get("python")
         result = self.execute(python, "", PROBE_TEST, PROBE_TIMEOUT)

@@ -209,8 +209,7 @@ class WarmWorkers:
         for uid in self.logs:
             if uid not in self.workers:
                 try:
-                    started[uid] = WarmWorker(self.sandbox, self.interpreter, self.program, uid, self.logs[uid],
-                                              self.cgroups.get(uid), wait=False)
+                    started[uid] = self._new_worker(uid, wait=False)
                 except (WorkerFailed, OSError) as error:
                     self._drop(uid, str(error))
         for uid, worker in started.items():
@@ -227,12 +226,15 @@ class WarmWorkers:
             if worker is None or not worker.alive():
                 if worker is not None:
                     self._drop(uid, "the warm worker died between executions")
-                worker = self.workers[uid] = WarmWorker(self.sandbox, self.interpreter, self.program, uid,
-                                                         self.logs[uid], self.cgroups.get(uid))
+                worker = self.workers[uid] = self._new_worker(uid)
             return worker.run(program, timeout)
         except (WorkerFailed, OSError) as error:
             self._drop(uid, str(error))
             return None
+
+    def _new_worker(self, uid: int, wait: bool = True) -> WarmWorker:
+        return WarmWorker(self.sandbox, self.interpreter, self.program, uid, self.logs[uid], self.cgroups.get(uid),
+                          wait)
 
     def _drop(self, uid: int, why: str) -> None:
         self.failure = why
