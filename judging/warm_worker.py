@@ -82,6 +82,11 @@ WORKER_MODULES = frozenset()  # the modules the worker has imported, set by main
 LAST_WORKER_MODULE = (None, None)  # the last of them in sys.modules, name and module, set by main
 PROGRAM_PATH = None  # where the program goes: RULES' scratch and program, set by main
 MOUNT_PLAN = []  # a child's mounts after its unshare (_mount_plan), set by main
+# The loader the interpreter gives the __main__ of a file it runs (``set_main_loader``), and its own display of an
+# exception (what sys.__excepthook__ starts as: a program may replace that name, not this).
+SOURCE_FILE_LOADER = sys.modules["_frozen_importlib_external"].SourceFileLoader
+DISPLAY = sys.__excepthook__
+BUILTINS_AT_START = (None, {})  # builtins' namespace and the interpreter's copy of it from its start, set by main
 
 
 def _check(result, what):
@@ -253,8 +258,9 @@ def _exit_code(exit):
 
 
 def _flush_std_files():
-    """``Py_FinalizeEx``'s flush of sys.stdout and sys.stderr: a closed or unreadable stream is skipped, a failed
-    flush of stdout is reported as unraisable; False if either failed (the interpreter then exits 120)."""
+    """``Py_FinalizeEx``'s flush of sys.stdout and sys.stderr: a closed one is skipped (one whose ``closed`` cannot be
+    read or tested counts as open, ``file_is_closed``), a failed flush of stdout is reported as unraisable; False if
+    either failed (the interpreter then exits 120)."""
     flushed = True
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name, None)
@@ -262,7 +268,7 @@ def _flush_std_files():
             if stream is None or stream.closed:
                 continue
         except BaseException:
-            continue
+            pass
         try:
             stream.flush()
         except BaseException as error:
@@ -308,6 +314,15 @@ def _tear_down_modules():
         if name in sys.modules:
             sys.modules[name] = None
         del module
+    # finalize_restore_builtins: builtins' namespace as the interpreter started. A full restore writes to (so copies)
+    # the page of every builtin, ~45 pages a test: it is made only where the program added or removed a name.
+    builtins, at_start = BUILTINS_AT_START
+    for name in ("open", "_"):  # set after the interpreter's copy, and by _clear_special_names
+        builtins.pop(name, None)
+    if len(builtins) != len(at_start):
+        builtins.clear()
+        builtins.update(at_start)
+    del builtins, at_start
     gc.collect()
     for reference in reversed(alive):
         module = reference()
@@ -325,29 +340,105 @@ def _tear_down_modules():
     gc.collect()
 
 
+def _flush_io():
+    """What the interpreter does as the program's code ends, whichever way (``flush_io``): flush sys.stderr, then
+    sys.stdout, every error ignored."""
+    for name in ("stderr", "stdout"):
+        try:
+            getattr(sys, name).flush()
+        except BaseException:
+            pass
+
+
+def _write_stderr(text):
+    """``PySys_WriteStderr``: to sys.stderr, or to fd 2 when that fails."""
+    try:
+        sys.stderr.write(text)
+    except BaseException:
+        os.write(2, text.encode())
+
+
+def _print_exception(error):
+    """What the interpreter does with the exception that ended the program (``_PyErr_PrintEx``): sys.last_*, the
+    ``sys.excepthook`` audit event, then the hook, outside any handler (an exception in the hook has no context);
+    a hook that fails is reported with the original exception, a missing one said missing. Returns the exit code
+    of a SystemExit the hook raised (the interpreter exits at once), else None."""
+    kind, trace = type(error), error.__traceback__
+    sys.last_type, sys.last_value, sys.last_traceback = kind, error, trace
+    hook = sys.__dict__.get("excepthook", _print_exception)  # this function: no hook (None is one, and fails)
+    try:
+        sys.audit("sys.excepthook", None if hook is _print_exception else hook, kind, error, trace)
+    except RuntimeError:
+        return None
+    except BaseException:
+        pass
+    if hook is _print_exception:
+        _write_stderr("sys.excepthook is missing\n")
+        DISPLAY(kind, error, trace)
+        return None
+    failure = None
+    try:
+        hook(kind, error, trace)
+    except SystemExit as exit:
+        return _exit_code(exit)
+    except BaseException as raised:
+        failure = raised
+    if failure is not None:
+        failure.__traceback__ = failure.__traceback__.tb_next  # the hook's frames only, as the C call shows them
+        _write_stderr("Error in sys.excepthook:\n")
+        DISPLAY(type(failure), failure, failure.__traceback__)
+        _write_stderr("\nOriginal exception was:\n")
+        DISPLAY(kind, error, trace)
+    return None
+
+
+def _clear_special_names():
+    """``finalize_modules_delete_special``, before the modules' teardown: builtins._ and sys's names that hold user
+    values set to None, sys.stdin, stdout and stderr restored to the ones the interpreter started with."""
+    import builtins
+
+    builtins._ = None
+    for name in ("path", "argv", "ps1", "ps2", "last_type", "last_value", "last_traceback", "path_hooks",
+                 "path_importer_cache", "meta_path", "__interactivehook__"):
+        sys.__dict__[name] = None
+    for name in ("stdin", "stdout", "stderr"):
+        sys.__dict__[name] = sys.__dict__.get(f"__{name}__")
+
+
 def _run_program(path, source):
     """Run ``source``, the program at ``path``, as ``__main__`` in a fresh module and exit as ``python -I -S -B path`` would
-    (``Py_RunMain``): the exit code, threads, atexit, the final flushes, module teardown, KeyboardInterrupt."""
+    (``Py_RunMain``): __main__ as the interpreter makes it, the exception's printing, the exit code, threads, atexit,
+    the flushes, the special names' clearing, module teardown, KeyboardInterrupt."""
     import builtins
 
     main = type(sys)("__main__")
-    main.__dict__.update(__file__=path, __builtins__=builtins, __cached__=None)
+    main.__dict__.update(__annotations__={}, __builtins__=builtins, __file__=path, __cached__=None)
+    main.__loader__ = SOURCE_FILE_LOADER("__main__", path)
     sys.modules["__main__"] = main
     sys.argv[:] = [path]
     sys.orig_argv[:] = [sys.orig_argv[0], "-I", "-S", "-B", path]
-    code = 0
-    interrupted = False
+    code = exit_code = failure = None
     try:
         exec(compile(source, path, "exec", dont_inherit=True), main.__dict__)
     except SystemExit as exit:
-        code = _exit_code(exit)
-    except BaseException:
-        kind, value, trace = sys.exc_info()
-        value.__traceback__ = trace.tb_next  # the program's frames only, as a cold start shows them
-        sys.excepthook(kind, value, trace.tb_next)
+        _flush_io()
+        exit_code = _exit_code(exit)
+    except BaseException as error:
+        failure = error
+    else:
+        _flush_io()
+    interrupted = type(failure) is KeyboardInterrupt  # the interpreter's test: that class, no subclass
+    if failure is not None:
+        failure.__traceback__ = failure.__traceback__.tb_next  # the program's frames only, as a cold start shows
+        _flush_io()
+        exit_code = _print_exception(failure)
         code = 1
-        interrupted = issubclass(kind, KeyboardInterrupt)
-        del kind, value, trace  # the printed traceback holds the program's frames: a cold interpreter drops it too
+        del failure  # sys.last_traceback holds the program's frames from here, as a cold interpreter's does
+    if exit_code is None:  # __file__ and __cached__ go once the program ended, unless by SystemExit
+        main.__dict__.pop("__file__", None)
+        main.__dict__.pop("__cached__", None)
+    else:
+        code, interrupted = exit_code, False
     del main  # sys.modules holds it alone, as the interpreter's own does
     try:
         if "threading" in sys.modules:
@@ -362,6 +453,9 @@ def _run_program(path, source):
         pass
     exit_now, flushed = os._exit, _flush_std_files()
     try:
+        if gc.isenabled():  # PyGC_Collect, before the modules go: a collection only where the program left it on
+            gc.collect()
+        _clear_special_names()
         _tear_down_modules()
     except BaseException:
         pass
@@ -370,7 +464,7 @@ def _run_program(path, source):
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
         exit_now(128 + signal.SIGINT)
-    exit_now(code if flushed else 120)
+    exit_now((code or 0) if flushed else 120)
 
 
 def _fork_in_own_pid_namespace():
@@ -457,6 +551,10 @@ class _SockFprog(ctypes.Structure):
 
 def main():
     global RULES, SECCOMP_PROGRAM, OWN_PID_NAMESPACE, WORKER_MODULES, LAST_WORKER_MODULE, MOUNT_PLAN, PROGRAM_PATH
+    global BUILTINS_AT_START
+    # The interpreter copies builtins' namespace before it sets ``open`` there (init_set_builtins_open).
+    builtins = vars(sys.modules["builtins"])
+    BUILTINS_AT_START = (builtins, {name: value for name, value in builtins.items() if name != "open"})
     control_fd, uid = int(sys.argv[1]), int(sys.argv[2])
     RULES = json.loads(sys.argv[3])
     PROGRAM_PATH = f"{RULES['scratch']}/{RULES['program']}"

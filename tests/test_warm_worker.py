@@ -395,6 +395,42 @@ PARITY_CORPUS = [
      "if name.startswith('RLIMIT_')])", "unused"),
     ("", "while True:\n    pass", "unused"),
     ("", "hog = bytearray(4 << 30)", "unused"),
+    # __main__ as the interpreter makes it (``__annotations__``, a SourceFileLoader), and __file__ and __cached__
+    # gone once the program ended, by return or exception, before atexit and teardown: kept only by SystemExit.
+    ("", "print(list(globals()), type(__loader__).__name__, __loader__.name, __loader__.path)", "unused"),
+    *(("import atexit\n", f"atexit.register(lambda: print(globals().get('__file__'), globals().get('__cached__', 0)))"
+                          f"{ending}", "unused") for ending in ("", "\nraise ValueError", "\nraise SystemExit(3)")),
+    ("class Late:\n    def __del__(self):\n        print(globals().get('__file__'))\nlate = Late()\n", "", "unused"),
+    # The interpreter flushes stderr and stdout as the program ends, again after atexit and once more after the
+    # teardown, by then of the restored sys.__stdout__.
+    *(("import sys\nclass Counting:\n    def __init__(self, real):\n        self.real, self.flushes = real, 0\n"
+       "    def write(self, text):\n        return self.real.write(text)\n    def flush(self):\n"
+       "        self.flushes += 1\n        self.real.write(f'flush {self.flushes}\\n')\n",
+       f"sys.{stream} = Counting(sys.{stream})\nprint(3){ending}", "unused")
+      for stream in ("stdout", "stderr") for ending in ("", "\nraise ValueError")),
+    ("import sys\n", "sys.__stdout__.write('3')\nsys.stdout = open('/dev/null', 'w')", "3"),
+    # The exception's printing: sys.last_*, the audit event, a hook that fails, exits or is missing.
+    ("import sys, atexit\n", "atexit.register(lambda: print(sys.last_type.__name__, sys.last_value))\nraise ValueError(3)",
+     "unused"),
+    ("import sys\nsys.addaudithook(lambda event, args: event == 'sys.excepthook' and print(event, args[1:3]))\n",
+     "raise ValueError(3)", "unused"),
+    ("import sys\ndef hook(*args):\n    raise RuntimeError('in the hook')\nsys.excepthook = hook\n", "raise ValueError(3)",
+     "unused"),
+    ("import sys\n", "sys.excepthook = 3\nraise ValueError(3)", "unused"),
+    ("import sys\n", "del sys.excepthook\nraise ValueError(3)", "unused"),
+    ("import sys, atexit\ndef hook(*args):\n    sys.exit(7)\nsys.excepthook = hook\n",
+     "atexit.register(lambda: print(globals().get('__file__')))\nraise ValueError(3)", "unused"),
+    # What the teardown's __del__ sees: sys's special names cleared, its files restored.
+    ("import sys\nclass Late:\n    def __del__(self):\n        print(sys.argv, sys.path, sys.meta_path,"
+     " sys.stdout is sys.__stdout__, sys.stdin is sys.__stdin__)\nlate = Late()\n",
+     "sys.stdout = open(1, 'w', closefd=False)\nsys.stdin = None", "unused"),
+    # Builtins as the interpreter started (without what the program added, or open), for a __del__ the last
+    # collection runs (a cycle holds it).
+    ("import builtins\nbuiltins.extra = 3\nclass Late:\n    def __del__(self):\n"
+     "        print('extra' in vars(__builtins__), len(vars(__builtins__)))\nlate = Late()\nlate.cycle = late\n",
+     "", "unused"),
+    # Only KeyboardInterrupt itself ends the interpreter by SIGINT, not a subclass.
+    ("class Interrupt(KeyboardInterrupt):\n    pass\n", "raise Interrupt", "unused"),
 ]
 
 
