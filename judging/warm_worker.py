@@ -62,6 +62,7 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 SIOCSIFFLAGS, IFF_UP, IFF_LOOPBACK, IFF_RUNNING = 0x8914, 0x1, 0x8, 0x40
 MNT_DETACH = 2
+REQUEST_FDS_SPACE = socket.CMSG_SPACE(3 * 4)  # room for the request's three descriptors
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 4, 24, 38, 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
@@ -204,18 +205,30 @@ def _drop_privileges(uid):
         _check(PRCTL(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(SECCOMP_PROGRAM), 0, 0), "seccomp")
 
 
-def _program(channel_fd, report_fd, uid, fresh_network):
+def _receive_request(channel):
+    """The request's limits and its descriptors from ``channel`` (what ``socket.recv_fds`` does, on the socket object
+    the worker made: a new one and the module's helper would write to more of the worker's pages)."""
+    message, ancillary, _, _ = channel.recvmsg(4096, REQUEST_FDS_SPACE)
+    channel.detach()  # its descriptor closes with the others; the object never will
+    fds = []
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds += memoryview(data)[:len(data) - len(data) % 4].cast("i").tolist()
+    return message, fds
+
+
+def _program(channel, report_fd, uid, fresh_network):
     """The program's process, pid 1 of its own PID namespace, forked by the worker ahead: lead the session, set up the
-    execution's namespaces, wait for the request (on ``channel_fd``, with the test's stdout and stderr), put the
+    execution's namespaces, wait for the request (on ``channel``: its limits, the test's stdout and stderr), put the
     program in /scratch, take the test's descriptors and limits, drop every privilege, tell the worker it is set up
     (``report_fd``), and run the program. It stays root until its request comes: no process of the slot's uid is ever
     left between tests. A set-up failure is written to the worker's log (its fd 2) before the request, to the test's
     stderr after it."""
     try:
         os.setsid()  # it leads its session and process group, as a cold one under bwrap's --new-session
-        _keep_only(channel_fd, report_fd)  # the control socket and the worker's own descriptors go
+        _keep_only(channel.fileno(), report_fd)  # the control socket and the worker's own descriptors go
         _set_up_namespaces(fresh_network)
-        message, fds, _, _ = socket.recv_fds(socket.socket(fileno=channel_fd), 4096, 3)
+        message, fds = _receive_request(channel)
     except BaseException as error:
         os.write(2, f"warm worker: child set-up failed: {error!r}\n".encode())
         os._exit(SETUP_FAILED)
@@ -224,10 +237,10 @@ def _program(channel_fd, report_fd, uid, fresh_network):
     try:
         out_fd, err_fd, held = fds
         program = _place_program(held)
-        request = json.loads(message)
+        limits = memoryview(message).cast("q")  # (resource, soft, hard) triples: _packed_limits
         _set_up_descriptors(out_fd, err_fd, report_fd)  # the channel closes here
-        for name, value in request["rlimits"].items():
-            resource.setrlimit(getattr(resource, name), tuple(value))
+        for index in range(0, len(limits), 3):
+            resource.setrlimit(limits[index], (limits[index + 1], limits[index + 2]))
         _drop_privileges(uid)
         # Signal dispositions stay the worker's: like a cold interpreter's, those the judge's process had at exec
         # (a signal the judge ignores, under nohup say, stays ignored on both paths).
@@ -498,10 +511,17 @@ def _prepare(control, uid, fresh_network):
     if pid == 0:
         control.detach()  # the child closes these descriptors; the objects never will
         channel.detach()
-        _program(theirs.detach(), report_write, uid, fresh_network)
+        _program(theirs, report_write, uid, fresh_network)
     theirs.close()
     os.close(report_write)
     return pid, os.pidfd_open(pid), channel, report_read
+
+
+def _packed_limits(rlimits):
+    """The request's resource limits for the program's process, as (resource, soft, hard) triples of native 64-bit
+    integers: it reads them with a memoryview, not json (which would touch, and so copy, more of the worker's pages)."""
+    return struct.pack(f"{3 * len(rlimits)}q", *(value for name, (soft, hard) in rlimits.items()
+                                                  for value in (getattr(resource, name), soft, hard)))
 
 
 def _execute(control, prepared, message, fds):
@@ -509,8 +529,9 @@ def _execute(control, prepared, message, fds):
     stderr (``fds``), wait for its end, the timeout or the judge's stop, kill it, and say what happened."""
     pid, pidfd, channel, report_read = prepared
     started = time.monotonic()
+    request = json.loads(message)
     try:
-        socket.send_fds(channel, [message], fds)
+        socket.send_fds(channel, [_packed_limits(request["rlimits"])], fds)
     except OSError:
         pass  # the process is gone (its set-up failed, in the worker's log): the reply says setup false
     for fd in fds:
@@ -520,7 +541,7 @@ def _execute(control, prepared, message, fds):
     poller.register(pidfd, select.POLLIN)
     poller.register(control, select.POLLIN)
     timed_out = stopped = host_gone = False
-    deadline = started + json.loads(message)["timeout"]
+    deadline = started + request["timeout"]
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
