@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import select
 import signal
 import socket
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -47,6 +49,13 @@ START_TIMEOUT = 10.0
 REPLY_GRACE = 2.0
 STOP = "stop"  # the judge's one other message: stop the running child now (sent as bytes)
 REPLY_KEYS = {"exit_code", "timed_out", "stopped", "setup"}
+
+
+def packed_request(timeout: float, rlimits: dict[str, tuple[int, int]]) -> bytes:
+    """A request as the worker reads it: the timeout (a native double), then each resource limit as (resource, soft,
+    hard), native 64-bit integers."""
+    values = [number for name, (soft, hard) in rlimits.items() for number in (getattr(resource, name), soft, hard)]
+    return struct.pack(f"d{len(values)}q", timeout, *values)
 
 
 class WorkerFailed(RuntimeError):
@@ -110,8 +119,8 @@ class WarmWorker:
                 os.close(err_write)
                 raise
             try:
-                request = {"timeout": timeout, "rlimits": self.sandbox.limits.rlimits(timeout)}
-                socket.send_fds(self.control, [json.dumps(request).encode()], [out_write, err_write, held])
+                request = packed_request(timeout, self.sandbox.limits.rlimits(timeout))
+                socket.send_fds(self.control, [request], [out_write, err_write, held])
             except OSError as error:
                 raise WorkerFailed(f"the worker is gone ({error})") from None
             finally:

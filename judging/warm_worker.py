@@ -31,10 +31,12 @@ The rules a child gets are the judge's (judging/policy.py), which this program c
 (``worker_rules``: tmpfs folders and size, /proc, where the program is, the seccomp program; the capabilities the
 worker keeps; the stop message) and with every request (the resource limits).
 
-Protocol (SOCK_SEQPACKET, one message each way per execution): the judge sends
-``{"timeout": SECONDS, "rlimits": {NAME: [SOFT, HARD], ...}}`` (the program waits in the slot's folder) with the
-write ends of the execution's stdout and stderr pipes attached, which the worker hands on to the program's process;
-it replies ``{"exit_code": CODE, "timed_out": BOOL, "stopped": BOOL, "setup": BOOL}``. The rules' ``stop`` from the
+Protocol (SOCK_SEQPACKET, one message each way per execution): the judge sends the timeout in seconds (a native
+double) and then each resource limit as (resource, soft, hard), native 64-bit integers (``judging/warm.py:
+packed_request``; packed, so neither the worker nor the program's process parses anything: every object they touch
+is a page of the worker's copied), with the write ends of the execution's stdout and stderr pipes and a memory file
+holding the program attached, which the worker hands on to the program's process with the limits; it replies
+``{"exit_code": CODE, "timed_out": BOOL, "stopped": BOOL, "setup": BOOL}``. The rules' ``stop`` from the
 judge while a program runs means stop it now (output over the cap); one that arrives after the reply is ignored.
 The worker's first message is ``{"ready": true}``.
 """
@@ -63,6 +65,9 @@ MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 SIOCSIFFLAGS, IFF_UP, IFF_LOOPBACK, IFF_RUNNING = 0x8914, 0x1, 0x8, 0x40
 MNT_DETACH = 2
 REQUEST_FDS_SPACE = socket.CMSG_SPACE(3 * 4)  # room for the request's three descriptors
+TIMEOUT_BYTES = 8  # a request's timeout, a native double, before its limits
+REPLY = b'{"exit_code": %d, "timed_out": %s, "stopped": %s, "setup": %s}'  # JSON, made without the json module
+BOOLEANS = (b"false", b"true")
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 4, 24, 38, 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
@@ -79,6 +84,7 @@ with open("/proc/sys/kernel/cap_last_cap") as last:
 RULES = None  # the judge's rules for every child (judging/policy.py: worker_rules), set by main
 SECCOMP_PROGRAM = None  # RULES' seccomp program, ready for prctl, set by main
 OWN_PID_NAMESPACE = None  # the worker's PID namespace (a descriptor), set by main
+UNIX_SOCKETS = None  # /proc/net/unix of the slot's network namespace (a descriptor, read afresh from 0), set by main
 WORKER_MODULES = frozenset()  # the modules the worker has imported, set by main
 LAST_WORKER_MODULE = (None, None)  # the last of them in sys.modules, name and module, set by main
 PROGRAM_PATH = None  # where the program goes: RULES' scratch and program, set by main
@@ -205,11 +211,10 @@ def _drop_privileges(uid):
         _check(PRCTL(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(SECCOMP_PROGRAM), 0, 0), "seccomp")
 
 
-def _receive_request(channel):
-    """The request's limits and its descriptors from ``channel`` (what ``socket.recv_fds`` does, on the socket object
-    the worker made: a new one and the module's helper would write to more of the worker's pages)."""
-    message, ancillary, _, _ = channel.recvmsg(4096, REQUEST_FDS_SPACE)
-    channel.detach()  # its descriptor closes with the others; the object never will
+def _receive_request(sock):
+    """A request and its descriptors from ``sock`` (what ``socket.recv_fds`` does, without its array and its
+    new objects: each would write to a page of the worker's)."""
+    message, ancillary, _, _ = sock.recvmsg(4096, REQUEST_FDS_SPACE)
     fds = []
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
@@ -229,6 +234,7 @@ def _program(channel, report_fd, uid, fresh_network):
         _keep_only(channel.fileno(), report_fd)  # the control socket and the worker's own descriptors go
         _set_up_namespaces(fresh_network)
         message, fds = _receive_request(channel)
+        channel.detach()  # its descriptor closes with the others below; the object never will
     except BaseException as error:
         os.write(2, f"warm worker: child set-up failed: {error!r}\n".encode())
         os._exit(SETUP_FAILED)
@@ -237,7 +243,7 @@ def _program(channel, report_fd, uid, fresh_network):
     try:
         out_fd, err_fd, held = fds
         program = _place_program(held)
-        limits = memoryview(message).cast("q")  # (resource, soft, hard) triples: _packed_limits
+        limits = memoryview(message).cast("q")  # (resource, soft, hard) triples, as the judge packed them
         _set_up_descriptors(out_fd, err_fd, report_fd)  # the channel closes here
         for index in range(0, len(limits), 3):
             resource.setrlimit(limits[index], (limits[index + 1], limits[index + 2]))
@@ -495,11 +501,7 @@ def _fork_in_own_pid_namespace():
 def _network_is_clean():
     """Whether the slot's network namespace holds no socket: none of the worker's own is in it between tests, so any
     listed is one a test left (a Unix socket only in flight, waiting for the kernel's garbage collector)."""
-    fd = os.open("/proc/net/unix", os.O_RDONLY)  # os calls, not open(): fewer objects, fewer pages copied
-    try:
-        return os.read(fd, 1 << 16).count(b"\n") <= 1  # the header line only
-    finally:
-        os.close(fd)
+    return os.pread(UNIX_SOCKETS, 1 << 16, 0).count(b"\n") <= 1  # the header line only
 
 
 def _prepare(control, uid, fresh_network):
@@ -517,21 +519,13 @@ def _prepare(control, uid, fresh_network):
     return pid, os.pidfd_open(pid), channel, report_read
 
 
-def _packed_limits(rlimits):
-    """The request's resource limits for the program's process, as (resource, soft, hard) triples of native 64-bit
-    integers: it reads them with a memoryview, not json (which would touch, and so copy, more of the worker's pages)."""
-    return struct.pack(f"{3 * len(rlimits)}q", *(value for name, (soft, hard) in rlimits.items()
-                                                  for value in (getattr(resource, name), soft, hard)))
-
-
 def _execute(control, prepared, message, fds):
     """Run one execution on the ``prepared`` process: hand it the request ``message`` with the test's stdout and
     stderr (``fds``), wait for its end, the timeout or the judge's stop, kill it, and say what happened."""
     pid, pidfd, channel, report_read = prepared
     started = time.monotonic()
-    request = json.loads(message)
     try:
-        socket.send_fds(channel, [_packed_limits(request["rlimits"])], fds)
+        socket.send_fds(channel, [message[TIMEOUT_BYTES:]], fds)  # the limits
     except OSError:
         pass  # the process is gone (its set-up failed, in the worker's log): the reply says setup false
     for fd in fds:
@@ -541,7 +535,7 @@ def _execute(control, prepared, message, fds):
     poller.register(pidfd, select.POLLIN)
     poller.register(control, select.POLLIN)
     timed_out = stopped = host_gone = False
-    deadline = started + request["timeout"]
+    deadline = started + memoryview(message)[:TIMEOUT_BYTES].cast("d")[0]
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
@@ -563,7 +557,7 @@ def _execute(control, prepared, message, fds):
         raise SystemExit(0)
     # As bwrap reports a cold program's end: its exit code, or 128 + the number of the signal that ended it.
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
-    return {"exit_code": exit_code, "timed_out": timed_out, "stopped": stopped, "setup": setup}
+    return REPLY % (exit_code, BOOLEANS[timed_out], BOOLEANS[stopped], BOOLEANS[setup])
 
 
 class _SockFprog(ctypes.Structure):
@@ -572,7 +566,7 @@ class _SockFprog(ctypes.Structure):
 
 def main():
     global RULES, SECCOMP_PROGRAM, OWN_PID_NAMESPACE, WORKER_MODULES, LAST_WORKER_MODULE, MOUNT_PLAN, PROGRAM_PATH
-    global BUILTINS_AT_START
+    global BUILTINS_AT_START, UNIX_SOCKETS
     # The interpreter copies builtins' namespace before it sets ``open`` there (init_set_builtins_open).
     builtins = vars(sys.modules["builtins"])
     BUILTINS_AT_START = (builtins, {name: value for name, value in builtins.items() if name != "open"})
@@ -588,6 +582,7 @@ def main():
         SECCOMP_PROGRAM.code = code  # kept alive with the program
     _check(PRCTL(PR_SET_DUMPABLE, 0, 0, 0, 0), "not dumpable")
     OWN_PID_NAMESPACE = os.open("/proc/self/ns/pid", os.O_RDONLY)
+    UNIX_SOCKETS = os.open("/proc/net/unix", os.O_RDONLY)
     _drop_bounding(cap for cap in range(LAST_CAPABILITY + 1) if cap not in RULES["capabilities"])
     control = socket.socket(fileno=control_fd)
     # The first compile() of a process builds the compiler's and AST's lazily made state (~1 ms of CPU): made
@@ -601,16 +596,16 @@ def main():
     prepared = _prepare(control, uid, fresh_network=False)  # bwrap made the worker's network namespace: it is clean
     control.send(b'{"ready": true}')
     while True:
-        message, fds, _, _ = socket.recv_fds(control, 4096, 3)
+        message, fds = _receive_request(control)
         if not message:
             return
         if message == stop:  # a stop request that crossed the reply of the execution it meant: nothing runs
             continue
-        if len(fds) != 3:
-            raise SystemExit(f"warm worker: expected 3 descriptors, got {len(fds)}")
+        if len(fds) != 3 or len(message) < TIMEOUT_BYTES or (len(message) - TIMEOUT_BYTES) % 24:
+            raise SystemExit(f"warm worker: a request of {len(message)} bytes with {len(fds)} descriptors")
         reply = _execute(control, prepared, message, fds)
         fresh_network = not _network_is_clean()
-        control.send(json.dumps(reply).encode())
+        control.send(reply)
         # The next execution's namespaces are made while the judge grades this one.
         prepared = _prepare(control, uid, fresh_network)
 
