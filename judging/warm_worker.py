@@ -50,6 +50,7 @@ import resource
 import select
 import signal
 import socket
+import _socket
 import struct
 import sys
 import time
@@ -65,6 +66,10 @@ MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 SIOCSIFFLAGS, IFF_UP, IFF_LOOPBACK, IFF_RUNNING = 0x8914, 0x1, 0x8, 0x40
 MNT_DETACH = 2
 REQUEST_FDS_SPACE = socket.CMSG_SPACE(3 * 4)  # room for the request's three descriptors
+THREE_FDS = struct.Struct("3i")
+# Plain ints, not the socket module's enums: each object the worker's loop touches is a page copied after a fork.
+AF_UNIX, SOCK_SEQPACKET, SOL_SOCKET, SCM_RIGHTS = (int(socket.AF_UNIX), int(socket.SOCK_SEQPACKET),
+                                                   int(socket.SOL_SOCKET), int(socket.SCM_RIGHTS))
 TIMEOUT_BYTES = 8  # a request's timeout, a native double, before its limits
 REPLY = b'{"exit_code": %d, "timed_out": %s, "stopped": %s, "setup": %s}'  # JSON, made without the json module
 BOOLEANS = (b"false", b"true")
@@ -84,6 +89,7 @@ with open("/proc/sys/kernel/cap_last_cap") as last:
 RULES = None  # the judge's rules for every child (judging/policy.py: worker_rules), set by main
 SECCOMP_PROGRAM = None  # RULES' seccomp program, ready for prctl, set by main
 OWN_PID_NAMESPACE = None  # the worker's PID namespace (a descriptor), set by main
+POLLER = None  # the worker's poll object, watching the control socket (and each execution's process), set by main
 UNIX_SOCKETS = None  # /proc/net/unix of the slot's network namespace (a descriptor, read afresh from 0), set by main
 WORKER_MODULES = frozenset()  # the modules the worker has imported, set by main
 LAST_WORKER_MODULE = (None, None)  # the last of them in sys.modules, name and module, set by main
@@ -217,7 +223,7 @@ def _receive_request(sock):
     message, ancillary, _, _ = sock.recvmsg(4096, REQUEST_FDS_SPACE)
     fds = []
     for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+        if level == SOL_SOCKET and kind == SCM_RIGHTS:
             fds += memoryview(data)[:len(data) - len(data) % 4].cast("i").tolist()
     return message, fds
 
@@ -507,7 +513,7 @@ def _network_is_clean():
 def _prepare(control, uid, fresh_network):
     """Fork the next execution's process (pid 1 of a new PID namespace), which sets up its namespaces while the
     worker waits for the request: its pid, a pidfd, the channel the request goes down, the report pipe's read end."""
-    channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    channel, theirs = _socket.socketpair(AF_UNIX, SOCK_SEQPACKET)  # socket.socketpair would wrap each in Python
     report_read, report_write = os.pipe()
     pid = _fork_in_own_pid_namespace()
     if pid == 0:
@@ -525,15 +531,13 @@ def _execute(control, prepared, message, fds):
     pid, pidfd, channel, report_read = prepared
     started = time.monotonic()
     try:
-        socket.send_fds(channel, [message[TIMEOUT_BYTES:]], fds)  # the limits
+        channel.sendmsg([message[TIMEOUT_BYTES:]], [(SOL_SOCKET, SCM_RIGHTS, THREE_FDS.pack(*fds))])  # the limits
     except OSError:
         pass  # the process is gone (its set-up failed, in the worker's log): the reply says setup false
     for fd in fds:
         os.close(fd)
     channel.close()
-    poller = select.poll()
-    poller.register(pidfd, select.POLLIN)
-    poller.register(control, select.POLLIN)
+    POLLER.register(pidfd, select.POLLIN)
     timed_out = stopped = host_gone = False
     deadline = started + memoryview(message)[:TIMEOUT_BYTES].cast("d")[0]
     while True:
@@ -541,13 +545,14 @@ def _execute(control, prepared, message, fds):
         if left <= 0:
             timed_out = True
             break
-        events = dict(poller.poll(left * 1000))
+        events = dict(POLLER.poll(left * 1000))
         if pidfd in events:
             break
         if events:
             stopped = True  # the judge's stop request (output over the cap), or the judge is gone
             host_gone = control.recv(64) == b""
             break
+    POLLER.unregister(pidfd)
     os.close(pidfd)
     os.kill(pid, signal.SIGKILL)  # pid 1: its PID namespace dies with it, every process in it
     _, status = os.waitpid(pid, 0)
@@ -566,7 +571,7 @@ class _SockFprog(ctypes.Structure):
 
 def main():
     global RULES, SECCOMP_PROGRAM, OWN_PID_NAMESPACE, WORKER_MODULES, LAST_WORKER_MODULE, MOUNT_PLAN, PROGRAM_PATH
-    global BUILTINS_AT_START, UNIX_SOCKETS
+    global BUILTINS_AT_START, UNIX_SOCKETS, POLLER
     # The interpreter copies builtins' namespace before it sets ``open`` there (init_set_builtins_open).
     builtins = vars(sys.modules["builtins"])
     BUILTINS_AT_START = (builtins, {name: value for name, value in builtins.items() if name != "open"})
@@ -585,6 +590,8 @@ def main():
     UNIX_SOCKETS = os.open("/proc/net/unix", os.O_RDONLY)
     _drop_bounding(cap for cap in range(LAST_CAPABILITY + 1) if cap not in RULES["capabilities"])
     control = socket.socket(fileno=control_fd)
+    POLLER = select.poll()
+    POLLER.register(control, select.POLLIN)
     # The first compile() of a process builds the compiler's and AST's lazily made state (~1 ms of CPU): made
     # once here, on a constant, every child inherits it.
     compile("pass", "<warm-up>", "exec", dont_inherit=True)
