@@ -102,6 +102,7 @@ MOUNT_PLAN = []  # a child's mounts after its unshare (_mount_plan), set by main
 # exception (what sys.__excepthook__ starts as: a program may replace that name, not this).
 SOURCE_FILE_LOADER = sys.modules["_frozen_importlib_external"].SourceFileLoader
 DISPLAY = sys.__excepthook__
+MISSING = object()
 BUILTINS_AT_START = (None, {})  # builtins' namespace and the interpreter's copy of it from its start, set by main
 
 
@@ -393,14 +394,14 @@ def _print_exception(error):
     of a SystemExit the hook raised (the interpreter exits at once), else None."""
     kind, trace = type(error), error.__traceback__
     sys.last_type, sys.last_value, sys.last_traceback = kind, error, trace
-    hook = sys.__dict__.get("excepthook", _print_exception)  # this function: no hook (None is one, and fails)
+    hook = sys.__dict__.get("excepthook", MISSING)  # None is a hook (calling it fails), a deleted one is missing
     try:
-        sys.audit("sys.excepthook", None if hook is _print_exception else hook, kind, error, trace)
+        sys.audit("sys.excepthook", None if hook is MISSING else hook, kind, error, trace)
     except RuntimeError:
         return None
     except BaseException:
         pass
-    if hook is _print_exception:
+    if hook is MISSING:
         _write_stderr("sys.excepthook is missing\n")
         DISPLAY(kind, error, trace)
         return None
