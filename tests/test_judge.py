@@ -5,6 +5,7 @@ import asyncio
 import json
 import shutil
 import subprocess
+import time
 import sys
 from pathlib import Path
 
@@ -122,6 +123,16 @@ def test_run_many_keeps_order_and_arun_many_matches(judge):
     statuses = [j.status for j in judge.run_many(items)]
     assert statuses == ["passed", "no_code", "failed"] * 3
     assert [j.status for j in asyncio.run(judge.arun_many(items))] == statuses
+
+
+def test_run_many_raises_a_fault_as_it_happens(judge):
+    """A fault of the caller's (a problem with no tests) raises from run_many as soon as its item runs, not after the
+    slow ones: run_many wakes only every PROGRESS_INTERVAL to move its bar, and on the first exception."""
+    slow = ("import time\ntime.sleep(2)\n", [{"test_code": "", "expected_output": ""}], "python")
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="at least one test"):
+        judge.run_many([("x = 1", [], "python"), *[slow] * 4])
+    assert time.monotonic() - started < 1.5
 
 
 def test_bad_arguments(judge):
