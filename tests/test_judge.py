@@ -5,8 +5,8 @@ import asyncio
 import json
 import shutil
 import subprocess
-import time
 import sys
+import time
 from pathlib import Path
 
 import pytest
