@@ -103,6 +103,12 @@ MOUNT_PLAN = []  # a child's mounts after its unshare (_mount_plan), set by main
 SOURCE_FILE_LOADER = sys.modules["_frozen_importlib_external"].SourceFileLoader
 DISPLAY = sys.__excepthook__
 MISSING = object()
+# What the program's ending calls, bound as the worker starts: a program may replace these names in their modules
+# (``atexit._run_exitfuncs = ...``, ``os._exit = ...``), which the interpreter's own ending, in C, never looks up.
+# Builtins it replaces are the one way left to reach this code (see _tear_down_modules).
+EXIT, WRITE, KILL, GETPID, SET_SIGNAL, AUDIT = os._exit, os.write, os.kill, os.getpid, signal.signal, sys.audit
+RUN_EXITFUNCS, COLLECT, COLLECTING, WEAK_REFERENCE = atexit._run_exitfuncs, gc.collect, gc.isenabled, _weakref.ref
+SIGINT, SIG_DFL = int(signal.SIGINT), signal.SIG_DFL
 BUILTINS_AT_START = (None, {})  # builtins' namespace and the interpreter's copy of it from its start, set by main
 
 
@@ -339,7 +345,7 @@ def _tear_down_modules():
     for name in _program_module_names():
         module = sys.modules.get(name)
         if isinstance(module, type(sys)):
-            alive.append(_weakref.ref(module))
+            alive.append(WEAK_REFERENCE(module))
         if name in sys.modules:
             sys.modules[name] = None
         del module
@@ -352,7 +358,7 @@ def _tear_down_modules():
         builtins.clear()
         builtins.update(at_start)
     del builtins, at_start
-    gc.collect()
+    COLLECT()
     for reference in reversed(alive):
         module = reference()
         if module is None:
@@ -366,7 +372,7 @@ def _tear_down_modules():
         except BaseException:
             pass
         del module
-    gc.collect()
+    COLLECT()
 
 
 def _flush_io():
@@ -384,7 +390,7 @@ def _write_stderr(text):
     try:
         sys.stderr.write(text)
     except BaseException:
-        os.write(2, text.encode())
+        WRITE(2, text.encode())
 
 
 def _print_exception(error):
@@ -396,7 +402,7 @@ def _print_exception(error):
     sys.last_type, sys.last_value, sys.last_traceback = kind, error, trace
     hook = sys.__dict__.get("excepthook", MISSING)  # None is a hook (calling it fails), a deleted one is missing
     try:
-        sys.audit("sys.excepthook", None if hook is MISSING else hook, kind, error, trace)
+        AUDIT("sys.excepthook", None if hook is MISSING else hook, kind, error, trace)
     except RuntimeError:
         return None
     except BaseException:
@@ -475,23 +481,23 @@ def _run_program(path, source):
     except BaseException:
         pass
     try:
-        atexit._run_exitfuncs()
+        RUN_EXITFUNCS()
     except BaseException:
         pass
-    exit_now, flushed = os._exit, _flush_std_files()
+    flushed = _flush_std_files()
     try:
-        if gc.isenabled():  # PyGC_Collect, before the modules go: a collection only where the program left it on
-            gc.collect()
+        if COLLECTING():  # PyGC_Collect, before the modules go: a collection only where the program left it on
+            COLLECT()
         _clear_special_names()
         _tear_down_modules()
     except BaseException:
         pass
     flushed = _flush_std_files() and flushed
     if interrupted:  # the interpreter ends by SIGINT to itself, which pid 1 ignores; then it exits 128 + SIGINT
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-        exit_now(128 + signal.SIGINT)
-    exit_now((code or 0) if flushed else 120)
+        SET_SIGNAL(SIGINT, SIG_DFL)
+        KILL(GETPID(), SIGINT)
+        EXIT(128 + SIGINT)
+    EXIT((code or 0) if flushed else 120)
 
 
 def _fork_in_own_pid_namespace():

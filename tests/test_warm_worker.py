@@ -429,6 +429,12 @@ PARITY_CORPUS = [
     ("import builtins\nbuiltins.extra = 3\nclass Late:\n    def __del__(self):\n"
      "        print('extra' in vars(__builtins__), len(vars(__builtins__)))\nlate = Late()\nlate.cycle = late\n",
      "", "unused"),
+    # The interpreter's own ending code is C: a program that replaces the Python names it could be reached by
+    # changes nothing of it.
+    ("import sys\n", "sys.audit = lambda *args: print('replaced')\nraise ValueError(3)", "unused"),
+    ("import atexit\n", "atexit.register(print, 3)\natexit._run_exitfuncs = lambda: None", "3"),
+    ("import gc\nclass Late:\n    def __del__(self):\n        print(3)\nlate = Late()\nlate.cycle = late\n",
+     "gc.collect = gc.isenabled = int", "3"),
     # Only KeyboardInterrupt itself ends the interpreter by SIGINT, not a subclass.
     ("class Interrupt(KeyboardInterrupt):\n    pass\n", "raise Interrupt", "unused"),
 ]
