@@ -1,4 +1,4 @@
-"""Loaders that turn every supported problem source into the problem record (data/README.md, "Record format").
+"""Loaders that turn every supported problem source into the problem record (docs/data.md, "Record format").
 
 Sources, picked by what ``source`` is on disk:
 

@@ -36,7 +36,7 @@ COMBINED_PER_PATTERN = 2
 FEW_ANSWERS = 3  # at most this many different answers: tests print several calls
 MAX_OUTPUT_CHARS = 200
 PER_TEST_SECONDS = 0.5
-# Outputs that may print differently elsewhere (data/README.md, "Python tests"): floats, sets, dictionaries, objects.
+# Outputs that may print differently elsewhere (docs/data.md, "Python tests"): floats, sets, dictionaries, objects.
 UNSTABLE_OUTPUT = re.compile(r"\d\.\d|\binf\b|\bnan\b|[{}]|object at 0x")
 
 # Runs each test's code after the wrong program, each in a fresh namespace as the judge runs each test in a fresh

@@ -1,4 +1,4 @@
-"""Validation of problem records (data/README.md, "Record format").
+"""Validation of problem records (docs/data.md, "Record format").
 
 Every loader hands raw records here together with a location string (``file:line`` for text files,
 ``path/to/file`` for folders, ``file:row N`` for datasets), so a bad source fails before any model

@@ -47,7 +47,7 @@ phase() { echo; echo "== $1 ($((SECONDS - started)) s elapsed, $(cpu_seconds) CP
 phase "0/5 install (bubblewrap, pinned requirements)"
 # PIP_COMPILE=0: pip skips byte-compiling every module it installs (torch, transformers, deepspeed: most never
 # imported here), 41 of 64 CPU s in a new venv. Python compiles what the demo imports on first use instead, once,
-# or in every process where PYTHONDONTWRITEBYTECODE is set: still a net saving (README, "The CPU demo").
+# or in every process where PYTHONDONTWRITEBYTECODE is set: still a net saving (docs/performance.md, "The CPU demo").
 PIP_COMPILE=0 bash scripts/install.sh
 
 phase "1/5 problems: generated families, held-out instances apart (DEMO_SEED=$SEED)"

@@ -118,7 +118,7 @@ def arguments(solution: str) -> list[str]:
 
 
 def test_held_out_text_is_unseen_and_training_solutions_solve_a_held_out_problem_only_by_renaming():
-    """What the README claims: held-out descriptions and solutions never occur in training; a training solution
+    """What docs/demo.md claims: held-out descriptions and solutions never occur in training; a training solution
     that passes a held-out test is the held-out solution with other argument names, never another program."""
     problems = generate(seed=3, held_out=0.2)
     train = [p for p in problems if p["split"] == "train"]
@@ -262,13 +262,12 @@ def test_evaluations_on_different_problems_exit_2(tmp_path):
     assert result.returncode == 2 and "are on different problems" in result.stderr
 
 
-def test_readme_quotes_the_demos_grpo_steps_and_evaluation_samples():
-    """The README's demo section and its example output state the step and sample counts cpu_demo.sh passes."""
+def test_the_demo_page_quotes_the_demos_grpo_steps_and_evaluation_samples():
+    """The demo's page and its example output state the step and sample counts cpu_demo.sh passes."""
     script = (ROOT / "scripts" / "cpu_demo.sh").read_text()
     steps = re.search(r"--max_steps (\d+)", script).group(1)
     samples = re.search(r"--repeat_eval_problems (\d+)", script).group(1)
-    readme = (ROOT / "README.md").read_text()
-    section = " ".join(readme[readme.index("## The CPU demo"):readme.index("## Training on GPUs")].split())
+    section = " ".join((ROOT / "docs" / "demo.md").read_text().split())
     assert f"runs GRPO on the 249 training problems for {steps} steps" in section
     assert f"(`--eval_split test`, {samples} samples each" in section
     assert f"n={samples} samples each, temperature 0.8: step 0 -> step {steps}" in section

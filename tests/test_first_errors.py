@@ -85,7 +85,7 @@ def test_missing_vllm_is_named_first_in_both_modes(tmp_path, tiny_model, mode):
                                         "`pip install -r requirements-gpu.txt` or drop --use_vllm")
 
 
-def test_absent_server_message_names_the_address_the_readme_gives():
+def test_absent_server_message_names_the_address_the_docs_give():
     with socket.socket() as s:  # a loopback port with nothing listening
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -93,7 +93,7 @@ def test_absent_server_message_names_the_address_the_readme_gives():
     with pytest.raises(ValueError, match=f"no vLLM server answers at http://0.0.0.0:{port}; start one first with "
                                          "`scripts/serve_vllm.sh m`"):
         check_vllm_server(args.grpo, "m")
-    assert "(default `http://0.0.0.0:8000`" in (ROOT / "README.md").read_text()
+    assert "(default `http://0.0.0.0:8000`" in (ROOT / "docs" / "clusters.md").read_text()
 
 
 def serve_vllm(*args):

@@ -1,4 +1,4 @@
-"""The judge's contract (README.md, "Judging") with real sandboxed runs, and the q executor against a
+"""The judge's contract (docs/judge.md) with real sandboxed runs, and the q executor against a
 stand-in executable (tests/fake_q/q, which is NOT q)."""
 
 import asyncio

@@ -1,6 +1,6 @@
 """The memory plan (training/memory_plan.py) on the five presets' Qwen2.5-Coder shapes (config/shapes/, no weights):
 its figures against hand-worked values and DeepSpeed's own estimator, what it picks on 80 GB and 141 GB GPUs, and
-the one line it stops with. Everything here is arithmetic; what a GPU node must still confirm is in README.md
+the one line it stops with. Everything here is arithmetic; what a GPU node must still confirm is in docs/clusters.md
 ("First run on a real cluster")."""
 
 import json

@@ -328,7 +328,7 @@ def test_exps_run_that_does_not_fit_stops_with_one_line_before_anything_starts()
 
 
 def test_exps_two_server_gpus_leave_both_out_of_training():
-    """README's two-GPU server recipe: VLLM_GPU=0,1 serves in two tensor-parallel shards, and GPU 1 does not train."""
+    """The two-GPU server recipe (docs/clusters.md): VLLM_GPU=0,1 serves in two shards, and GPU 1 does not train."""
     servers, launches = dry_run_all({"VLLM_GPU": "0,1"})
     for server, launch in zip(servers, launches):
         assert "VLLM_GPU=0,1" in server and server[-2:] == ["--tensor_parallel_size", "2"]
@@ -444,10 +444,10 @@ def test_exps_sweep_name_goes_into_the_run_folder_and_the_wandb_name():
         assert args.grpo.run_name == f"q-grpo-lr-low-{size}-{fmt}"
 
 
-def test_exps_commands_in_the_readme_run_as_dry_runs():
-    """Every ./exps.sh line of README's sweeps section is accepted as written (checked with --dry-run added)."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### The sweeps: exps.sh") : readme.index("### Several nodes: Slurm")]
+def test_exps_commands_in_the_docs_run_as_dry_runs():
+    """Every ./exps.sh line of docs/clusters.md's sweeps section is accepted as written (checked with --dry-run)."""
+    docs = (ROOT / "docs" / "clusters.md").read_text()
+    section = docs[docs.index("## The sweeps: exps.sh") : docs.index("## Several nodes: Slurm")]
     lines = [line.split("  #")[0].strip() for line in section.splitlines() if line.startswith("./exps.sh ")]
     assert len(lines) >= 7
     for line in lines:

@@ -1,7 +1,7 @@
 """scripts/slurm/train.sbatch on a real Slurm cluster: two slurmd daemons on this host (local_cluster.sh).
 
 The CPU mode of the script goes through the same node roles, rendezvous and run folder as a GPU job; the GPU
-layout itself is checked by its dry run against the commands README.md documents.
+layout itself is checked by its dry run against the commands docs/clusters.md documents.
 """
 
 import json
@@ -227,9 +227,9 @@ def test_two_judges_on_two_nodes_of_one_host_never_share_slot_uids_or_folders(sl
     assert reports[0]["folder"] != reports[1]["folder"]
 
 
-def readme_block(heading: str) -> list[str]:
-    """The lines of the first ```text block after a README heading."""
-    text = (ROOT / "README.md").read_text()
+def docs_block(heading: str) -> list[str]:
+    """The lines of the first ```text block after a heading of docs/clusters.md."""
+    text = (ROOT / "docs" / "clusters.md").read_text()
     section = text[text.index(heading):]
     block = section[section.index("```text\n") + len("```text\n"):]
     return block[: block.index("```")].splitlines()
@@ -239,12 +239,12 @@ GPU_LAYOUT = ["--dry-run", "--nodes", "gpu0,gpu1,gpu2", "--model", "/ckpts/q-32b
               "--run-name", "q-grpo-32b", "--", "--use_wandb"]
 
 
-def test_gpu_layout_dry_run_is_what_the_readme_documents():
+def test_gpu_layout_dry_run_is_what_the_docs_show():
     env = {key: value for key, value in os.environ.items() if not key.startswith("SLURM_")}
     result = subprocess.run([str(SBATCH), *GPU_LAYOUT], cwd=ROOT, env=env, capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == readme_block("### Several nodes: Slurm")
+    assert result.stdout.splitlines() == docs_block("## Several nodes: Slurm")
 
     commands = [shlex.split(line[2:]) for line in result.stdout.splitlines() if line.startswith("+ ")]
     server, *trainers = commands

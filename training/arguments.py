@@ -1,7 +1,7 @@
 """The run's settings, one dataclass per consumer, parsed together by TRL's `TrlParser` as TRL's grpo.py does.
 
 Every field is a flag; `--preset 7b` and `--config FILE.yaml` give defaults that flags override. Flag names and
-defaults follow README.md, "Settings"; the alias names (`--generation_temp`, `--max_model_len`, `--eval_problems`)
+defaults follow docs/training.md, "Settings"; the alias names (`--generation_temp`, `--max_model_len`, `--eval_problems`)
 are mapped onto the settings they stand for in `__post_init__`, as TRL maps its deprecated names. Settings that
 depend on several dataclasses are resolved once, in `parse_args`, so the `config.yaml` a run writes is exactly what
 the trainer uses.
@@ -270,7 +270,7 @@ class LoggingArguments:
 
 @dataclass
 class QGRPOConfig(GRPOConfig):
-    """`GRPOConfig` with this trainer's defaults (README.md, "Settings") and its alias flags."""
+    """`GRPOConfig` with this trainer's defaults (docs/training.md, "Settings") and its alias flags."""
 
     output_dir: str | None = field(
         default=None,

@@ -17,7 +17,7 @@ which train) and the run's settings, it estimates per GPU:
 `plan_launch` picks what the caller leaves open: the smallest server tensor-parallel size whose KV cache holds a
 step in one wave, then config/zero3.yaml where it fits and config/zero3_offload.yaml where only that fits. A
 layout that does not fit raises `DoesNotFit` with one line naming the fix. The figures are estimates with stated
-constants (below); the first run on a node is what confirms them (README, "First run on a real cluster").
+constants (below); the first run on a node is what confirms them (docs/clusters.md, "First run on a real cluster").
 
 `python -m training.memory_plan --preset 32b` prints the plan; exps.sh and scripts/slurm/train.sbatch call it for
 their dry runs and before they start anything, and rl_trainer.py checks its own processes (training/preflight.py).
