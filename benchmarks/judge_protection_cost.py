@@ -1,4 +1,4 @@
-"""What each protection of issue 19 costs per test: milliseconds per empty Python test, side by side in one run.
+"""What the judge's per-test protections cost: milliseconds per empty Python test, side by side in one run.
 
 Variants, each on the warm path (``--sandbox bwrap``) and the cold path (``--sandbox bwrap-cold``), one slot:
 
@@ -13,7 +13,7 @@ Each measurement runs in its own process: build a judge, 5 warm-up tests, then `
 one after another; the median is printed. Variants alternate for ``--rounds`` rounds and the median of the
 round medians is compared with ``all``. Needs root (slot uids, cgroups) and bubblewrap.
 
-    python benchmarks/judge_protection_cost.py --runs 100 [--rounds 3] [--baseline 18adfa0]
+    python benchmarks/judge_protection_cost.py --runs 100 [--rounds 3] [--baseline REV]
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--baseline", help="a git revision to time as 'before' (e.g. 18adfa0)")
+    parser.add_argument("--baseline", help="a git revision to time as 'before' (a commit, tag or branch)")
     parser.add_argument("--child", nargs=2, metavar=("VARIANT", "SANDBOX"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.runs < 1 or args.rounds < 1:

@@ -26,7 +26,7 @@ here, with VLLM_CPU_KVCACHE_SPACE=1 and its OpenMP threads unbound unless the en
 per-step figures then include the weight sync into the engine. On vLLM's CPU engine TRL's own sync fails, so the
 bare side syncs as rl_trainer.py does there (training/trainer.py, `sync_weights_into_cpu_engine`).
 
-Targets (issue 13): at most 1.05x bare TRL per step and for generation; start-up at most bare TRL + 1 s.
+Targets: at most 1.05x bare TRL per step and for generation; start-up at most bare TRL + 1 s.
 """
 
 from __future__ import annotations

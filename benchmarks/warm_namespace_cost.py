@@ -7,9 +7,8 @@ functions (judging/warm_worker.py):
 - ``+net``: that child also enters a fresh network namespace and brings its loopback interface up;
 - ``+pid``: the child is pid 1 of a fresh PID namespace, mounts a fresh /proc and forks the program's
   process, which it reaps;
-- ``+pid+net``: both (the warm path from issue 19 to issue 31; since then the program's own process is pid 1, with
-  no init and no second fork, and shares its slot's network namespace while no test left a socket there: see
-  docs/performance.md, "A warm test's cost").
+- ``+pid+net``: both. Today's warm path does less: the program's own process is pid 1, with no init and no second
+  fork, and shares its slot's network namespace while no test left a socket there (docs/judge.md).
 
 Variants alternate in rounds so load drifts hit them alike. Printed per test, each with its difference from
 ``before``: wall-clock ms; the CPU ms of the test's own processes (user + system, from their rusage); and the

@@ -246,7 +246,7 @@ def test_q_licence_failure_is_retried_then_sandbox_error(qjudge, qhome, tmp_path
                                               ('-2 "couldn\'t connect to license daemon";', "failed")])
 def test_a_wrong_q_answer_printing_licence_failure_text_gets_its_verdict_without_retries(qjudge, solution, status):
     """Once q has run the script's first line, licence text is the program's: printing it must not turn a wrong
-    answer into a retried sandbox_error, which scores None (no penalty) instead of 0 (issue 19, item 4)."""
+    answer into a retried sandbox_error, which scores None (no penalty) instead of 0."""
     before = qjudge.counters()["judge/licence_retries"]
     judgement = qjudge.run(solution, [{"test_code": '-1 "5";', "expected_output": "6"}], "q")
     assert judgement.status == status, judgement.tests[0].stderr

@@ -1,6 +1,6 @@
 """Tests judged at the same time share one machine: any machine-wide counter that judged code can read is a channel
-between them (issue 26, finding 7: a sender holding threads in time slots moved /proc/loadavg's thread count, and a
-receiver read about 9 bits a second from it, 93-100% right, on both paths).
+between them: a sender holding threads in time slots would move /proc/loadavg's thread count, and a receiver could
+read about 9 bits a second from it, 93-100% right, on both paths, if that file were the host's.
 
 The property: during a batch in which a sender busies every machine-wide counter it can move (threads, processes,
 open files, memory, disk, pipes, timers), nothing a concurrent receiver can read under /proc, nor the load, process

@@ -3,10 +3,10 @@ runs here; tests/test_real_q.py runs the real one where it exists).
 
 - q reads a script line that starts with whitespace as the continuation of the line before. A solution whose first
   line is indented would join the harness's marker line, so the marker never printed and a later ``'k4.lic`` read
-  as a licence failure: retries, then ``sandbox_error``, which TRL scores as no signal (issue 26, finding 8).
+  as a licence failure: retries, then ``sandbox_error``, which TRL scores as no signal.
   tests/fake_q/continuing_q models that rule; tests/fake_q/q does not.
 - A q test on a slot whose warm Python worker lived in the slot's cgroup waited the whole 2 s settle bound for that
-  worker to leave (issue 26, finding 9).
+  worker to leave.
 """
 
 import os

@@ -155,7 +155,7 @@ def test_duplicate_problem_ids_are_refused(files, tmp_path):
 
 @pytest.mark.parametrize("sandbox", ["bwrap", "bwrap-cold"])
 def test_a_completion_that_breaks_cleanup_is_scored_and_the_command_exits_0(files, sandbox):
-    """1,500 nested folders in the scratch folder once made `score` exit 1 with no scores (issue 19)."""
+    """1,500 nested folders in the scratch folder once made `score` exit 1 with no scores."""
     problems, completions, scores = files
     nested = ("```python\nimport os\ndef solve(n):\n    for _ in range(1500):\n        os.mkdir('d')\n"
               "        os.chdir('d')\n    return 2 * n\n```")

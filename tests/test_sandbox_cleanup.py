@@ -48,7 +48,7 @@ def test_remove_tree_without_root_opens_up_mode_000_folders():
 
 
 def cleanup_breakers(host_folder):
-    """Programs that leave a scratch tree built to break its removal on the host (issue 19, item 1)."""
+    """Programs that leave a scratch tree built to break its removal on the host ."""
     return {
         "1500_nested_folders": ("import os\n"
                                 "for _ in range(1500):\n"
@@ -129,7 +129,7 @@ def test_remove_tree_holds_against_deep_linked_and_unreadable_trees(tmp_path):
 
 
 FAKE_Q = str(ROOT / "tests" / "fake_q" / "q")  # a STAND-IN for q (see the file); it evaluates no q code
-# Each judged behaviour once known to end in sandbox_error (issue 19): (language, solution, test code, the verdict
+# Each judged behaviour once known to end in sandbox_error: (language, solution, test code, the verdict
 # it gets now). sandbox_error scores None, which spares a wrong answer its penalty: only the judge's own faults
 # may end there.
 ONCE_SANDBOX_ERRORS = {

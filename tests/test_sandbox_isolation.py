@@ -128,7 +128,7 @@ DISK_FILL = ("import os\n"
 
 
 def test_disk_is_bounded_per_test_and_nothing_reaches_the_host_disk(judge):
-    """200 MB in each of /scratch, /tmp and /dev/shm: each stops at --judge_disk_mb (64) with ENOSPC (issue 19)."""
+    """200 MB in each of /scratch, /tmp and /dev/shm: each stops at --judge_disk_mb (64) with ENOSPC."""
     with DiskWatch(judge.setup.slots.base) as disk:
         judgement = run(judge, DISK_FILL, timeout=10.0)
         unchecked = run(judge, "for n in range(20):\n    open(f'fill{n}', 'wb').write(b'x' * (10 << 20))\n",
@@ -164,8 +164,7 @@ def test_host_files_and_problem_data_are_not_readable(judge, tmp_path):
 
 def test_the_view_shows_the_standard_library_not_site_packages_nor_installed_data(judge):
     """A non-editable install puts data/*.jsonl (every bundled test and solution) into site-packages: a planted
-    copy there must be out of sight, as must the rest of site-packages; the standard library stays (issue 19,
-    item 8)."""
+    copy there must be out of sight, as must the rest of site-packages; the standard library stays."""
     from judging.executors import site_packages_in_view
 
     shown = site_packages_in_view(PythonExecutor().read_only)

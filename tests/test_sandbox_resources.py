@@ -84,7 +84,7 @@ def memory_spread(children_mb, memfd_mb):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
 def test_memory_is_bounded_per_test_for_all_its_processes_together(sandbox):
-    """--judge_memory_mb is the whole test's memory, memfd pages included, not each process's (issue 19, item 2)."""
+    """--judge_memory_mb is the whole test's memory, memfd pages included, not each process's."""
     with Judge(timeout=10.0, workers=1, sandbox=sandbox, memory_mb=64) as judge:
         assert "memory: a cgroup" in judge.isolation, judge.isolation
         within = run(judge, memory_spread(children_mb=2, memfd_mb=8), "[0, 0, 0, 0, 0, 0, 0, 0]")

@@ -21,7 +21,7 @@ from rewards import ScoringArguments, score
 
 REPO = Path(__file__).resolve().parent.parent
 ALTERNATING = "def solve(*args):\n    solve.calls = getattr(solve, 'calls', 0) + 1\n    return solve.calls % 2 == 1\n"
-# Each passed every judged test of its bundled problem and earned 2.0 in every --partial_credit mode (issue 26).
+# Each once passed every judged test of its bundled problem and earned 2.0 in every --partial_credit mode.
 WRONG_ONE_LINERS = [
     ("missing-number", "def solve(nums):\n    return len(nums) - 1\n"),
     ("majority-element", "def solve(nums):\n    return nums[0]\n"),
