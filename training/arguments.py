@@ -13,7 +13,7 @@ import os
 import re
 import sys
 import warnings
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -26,6 +26,8 @@ from data.validate import ALLOW_COMPARISONS_HELP
 from judging import JudgeArguments
 from rewards import REWARD_FUNCS, ScoringArguments
 from judging.languages import LANGUAGES
+from training.flag_checks import (check_evaluation_only, check_generation_batch, check_vllm_settings, typed_flags,
+                                  unknown_flag)
 from training.help import HelpFormatter, regroup
 from training.run_folder import run_of_model
 
@@ -327,7 +329,12 @@ class QGRPOConfig(GRPOConfig):
         self.output_dir_given = self.output_dir is not None
         if self.bf16 is None:
             self.bf16 = bf16_supported()
+        check_generation_batch(self.per_device_train_batch_size, self.gradient_accumulation_steps,
+                               self.num_generations, self.steps_per_generation, self.generation_batch_size)
         super().__post_init__()
+
+
+GRPO_DEFAULTS = {f.name: f.default for f in fields(QGRPOConfig) if f.default is not MISSING}
 
 
 @dataclass
@@ -505,6 +512,12 @@ def parse_args(argv: list[str] | None = None) -> Arguments:
     args = _parse(argv, defaults)
     if args.eval.eval_only and (run := run_of_model(args.model.model)) is not None:
         args = _parse(argv, {**run_settings(run), **defaults})
+    typed = typed_flags(argv)
+    check_evaluation_only(args.eval.eval_only, typed)
+    if args.eval.eval_only:
+        args.grpo.resume_from_checkpoint = None  # a --config's (a run's config.yaml): an evaluation resumes nothing
+    else:
+        check_vllm_settings(args.grpo, GRPO_DEFAULTS, typed)
     resolve(args)
     return args
 
@@ -526,6 +539,9 @@ def _parse(argv: list[str], defaults: dict) -> Arguments:
     unknown = parser.set_defaults_with_config(**defaults)
     if unknown:
         raise UsageError(f"unknown setting in --preset/--config: {unknown[0].lstrip('-')}; remove it or fix its name")
+    _, remaining = parser.parse_known_args(argv)  # before any dataclass checks its values: a typo comes first
+    if remaining:
+        raise UsageError(unknown_flag(list(parser._option_string_actions), remaining))
     try:
         parts = parser.parse_args_into_dataclasses(args=argv)
     except ValueError as e:

@@ -1,0 +1,95 @@
+"""Checks of the trainer's flags taken together, each a one-line UsageError that names the flags a user types.
+
+TRL and transformers check their own settings, but in their own terms (`generation_batch_size (3) must be divisible
+by num_generations (4)`), too late (a vLLM setting without `--use_vllm` is ignored for the whole run) or not at all
+(a mistyped flag gets no suggestion). These run while the flags are parsed, before anything loads.
+"""
+
+import difflib
+import math
+import os
+
+from cli import UsageError
+
+HELP = "see `python rl_trainer.py --help`"
+# Settings that only mean something when vLLM generates; vllm_max_model_length is left out: the presets set it for
+# the server that scripts/serve_vllm.sh starts.
+NOT_VLLM = ("vllm_max_model_length",)
+
+
+def typed_flags(argv: list[str]) -> set[str]:
+    """The settings named on the command line, by field name (`--vllm-mode=x` -> vllm_mode)."""
+    return {word[2:].partition("=")[0].replace("-", "_") for word in argv if word.startswith("--")}
+
+
+def unknown_flag(known: list[str], remaining: list[str]) -> str:
+    """The line for what the parser could not place: the first unknown flag with the closest known one, or a stray
+    word."""
+    flag = next((word.partition("=")[0] for word in remaining if word.startswith("-")), None)
+    if flag is None:
+        return f"unexpected argument {remaining[0]!r}: flags take the form --name value; {HELP}"
+    # transformers adds a dashed twin of every underscored flag; suggest the spelling the user's flag is closest to
+    candidates = [k for k in known if k.startswith("--") and ("-" in flag[2:] or "-" not in k[2:])]
+    close = difflib.get_close_matches(flag, candidates, n=1, cutoff=0.6)
+    if close:
+        return f"unknown flag {flag}: did you mean {close[0]}? {HELP}"
+    return f"unknown flag {flag}; {HELP}"
+
+
+def check_vllm_settings(grpo, defaults: dict, typed: set[str]) -> None:
+    """A vLLM setting (mode, tensor-parallel size, server address, ...) given without --use_vllm would be ignored
+    for the whole run: say so before it starts. Given means typed, or set by a --config/--preset to other than the
+    default."""
+    if grpo.use_vllm:
+        return
+    given = [name for name in defaults if name.startswith("vllm_") and name not in NOT_VLLM
+             and (name in typed or getattr(grpo, name) != defaults[name])]
+    if not given:
+        return
+    settings = ", ".join(f"--{name} {getattr(grpo, name)}" for name in given)
+    flags = " ".join(f"--{name}" for name in given)
+    what = "is a vLLM setting" if len(given) == 1 else "are vLLM settings"
+    raise UsageError(f"{settings} {what}, but vLLM is off: add --use_vllm to generate with vLLM, or drop {flags}")
+
+
+def check_generation_batch(per_device: int, accumulation: int, generations: int | None,
+                           steps_per_generation: int | None = None, generation_batch_size: int | None = None,
+                           processes: int | None = None) -> None:
+    """TRL's rule, in the flags a user types: the completions generated together (per-device batch x processes x
+    accumulation steps, or --steps_per_generation, or --generation_batch_size) are whole groups of
+    --num_generations. `processes` defaults to the launch's WORLD_SIZE, as transformers counts them."""
+    if not generations:
+        return
+    processes = processes or int(os.environ.get("WORLD_SIZE", "1"))
+    batch = per_device * processes
+    of = f"--num_generations {generations}"
+    if generation_batch_size is not None and steps_per_generation is None:
+        whole = math.lcm(batch, generations)
+        if generation_batch_size % whole:
+            fix = math.ceil(generation_batch_size / whole) * whole
+            raise UsageError(
+                f"--generation_batch_size {generation_batch_size} must be whole groups of {of} and whole batches of "
+                f"--per_device_train_batch_size {per_device} x {_processes(processes)}; e.g. "
+                f"--generation_batch_size {fix}")
+        return
+    flag, steps = (("--steps_per_generation", steps_per_generation) if steps_per_generation is not None
+                   else ("--gradient_accumulation_steps", accumulation))
+    completions = batch * steps
+    if completions % generations:
+        step = generations // math.gcd(batch, generations)  # the steps that make whole groups are its multiples
+        raise UsageError(
+            f"--per_device_train_batch_size {per_device} x {_processes(processes)} x {flag} {steps} = {completions} "
+            f"completions generated together, not whole groups of {of}; make the product a multiple of "
+            f"{generations}, e.g. {flag} {math.ceil(steps / step) * step}")
+
+
+def _processes(n: int) -> str:
+    return "1 process" if n == 1 else f"{n} processes"
+
+
+def check_evaluation_only(eval_only: bool, typed: set[str]) -> None:
+    """--eval_only trains nothing, so --resume_from_checkpoint has nothing to continue."""
+    if eval_only and "resume_from_checkpoint" in typed:
+        raise UsageError("--eval_only and --resume_from_checkpoint conflict: an evaluation trains nothing, so "
+                         "there is nothing to resume; drop --resume_from_checkpoint (to evaluate a checkpoint, give "
+                         "it as --model)")
