@@ -32,7 +32,7 @@ from pathlib import Path
 
 from judging.cgroups import SlotCgroup
 from judging.policy import EMPTY_TMPFS, PROGRAM_MODE, SCRATCH, TMPFS, Limits, environment, proc_emptied
-from judging.seccomp import SECCOMP_FILTER
+from judging.seccomp import SECCOMP_FILTER, UNAVAILABLE
 from judging.slots import slot_uid_base
 
 LEVELS = ("bwrap", "unshare", "rlimits")
@@ -160,7 +160,8 @@ class Sandbox:
             uid = f"judged code runs as the trainer's user (uid {os.geteuid()}) and can read its files"
         limits = f"rlimits as={self.limits.memory_mb}MB cpu nproc fsize nofile core"
         if self.level == "bwrap":
-            keyring = ", seccomp: no new namespaces, setns, io_uring or kernel keyring" if self.seccomp else ""
+            keyring = (", seccomp: no new namespaces, setns, io_uring or kernel keyring" if self.seccomp else
+                       f", NO seccomp program ({UNAVAILABLE or f'none for {os.uname().machine}'})")
             disk = f"{', '.join(TMPFS)} tmpfs of {self.limits.disk_mb} MB each (nothing reaches the host disk)"
             return f"bwrap: pid+net+ipc+uts namespaces, private read-only fs, {disk}, {uid}, {limits}{keyring}"
         disk = "disk unbounded but for fsize (scratch is a host folder)"

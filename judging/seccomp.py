@@ -1,5 +1,6 @@
-"""The system calls judged code may not make: a seccomp program (classic BPF, as bwrap's ``--seccomp`` and prctl take
-it), applied on both bwrap paths (cold: bwrap ``--seccomp``; warm: prctl in the child, judging/warm_worker.py).
+"""The system calls judged code may not make: a seccomp program built with libseccomp (rules by call name, arguments
+compared by the library) and exported as classic BPF, the bytes bwrap's ``--seccomp`` and prctl take; applied on both
+bwrap paths (cold: bwrap ``--seccomp``; warm: prctl in the child, judging/warm_worker.py).
 
 Why a block-list and not an allow-list: a judged program is a whole CPython (or q) with its standard library,
 ``subprocess``, ``multiprocessing``, threads and ``ctypes``; the calls it legitimately makes vary with the
@@ -28,76 +29,72 @@ most recent local privilege escalations start, refused here with EPERM:
   check, ``hopen``) and a fresh namespace per test;
 
 and ``clone3`` is answered with ENOSYS: its flags sit in memory, where seccomp cannot read them, and libc then falls
-back to ``clone``, whose flags it can. On an architecture not listed in ``CALLS`` there is no program (None) and
-all of these stay reachable (``Sandbox.describe`` then leaves seccomp out of the isolation line).
+back to ``clone``, whose flags it can. Where libseccomp is missing (``pyseccomp`` finds none), or on an architecture
+not listed in ``CLONE_FLAGS``, there is no program (None) and all of these stay reachable (``Sandbox.describe`` then
+leaves seccomp out of the isolation line; ``UNAVAILABLE`` says why).
+
+The comparisons are libseccomp's: a whole 64-bit argument, where the kernel reads an ``int`` family from its low
+half; a family with upper bits set, which no libc call passes, is refused even where its low half is AF_UNIX.
 """
 
 from __future__ import annotations
 
+import errno
 import os
-import struct
 
-# Per architecture: the audit arch and the call numbers.
-CALLS = {
-    "x86_64": {"arch": 0xC000003E, "clone": 56, "unshare": 272, "clone3": 435, "sockets": (41, 53),
-               "refused": {"add_key": 248, "request_key": 249, "keyctl": 250, "setns": 308, "io_uring_setup": 425,
-                           "io_uring_enter": 426, "io_uring_register": 427},
-               "machine_wide": {"sysinfo": 99}},
-    "aarch64": {"arch": 0xC00000B7, "clone": 220, "unshare": 97, "clone3": 435, "sockets": (198, 199),
-                "refused": {"add_key": 217, "request_key": 218, "keyctl": 219, "setns": 268, "io_uring_setup": 425,
-                            "io_uring_enter": 426, "io_uring_register": 427},
-                "machine_wide": {"sysinfo": 179}},
-}
+try:
+    import pyseccomp
+    UNAVAILABLE = ""
+except (ImportError, RuntimeError, OSError) as error:  # RuntimeError: pyseccomp found no libseccomp
+    pyseccomp, UNAVAILABLE = None, f"no libseccomp ({error})"
+
+# Where ``clone`` reads its flags, on each architecture that has a program (its first argument on both; s390 has
+# them second).
+CLONE_FLAGS = {"x86_64": 0, "aarch64": 0}
+# Refused with EPERM, everywhere: the kernel keyring, setns, io_uring.
+REFUSED = ("add_key", "request_key", "keyctl", "setns", "io_uring_setup", "io_uring_enter", "io_uring_register")
+# Refused with EPERM for Python only: calls that read the machine's counters.
+MACHINE_WIDE = ("sysinfo",)
 # Every CLONE_NEW* flag: NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET; unshare also takes NEWTIME.
-CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+CLONE_NAMESPACES = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
 CLONE_NEWTIME = 0x00000080
 AF_UNIX = 1
-EAFNOSUPPORT = 97
 
 
 def seccomp_filter(machine_wide: bool = False, unix_sockets_only: bool = False) -> bytes | None:
     """The program for this machine's architecture (what the module docstring lists), refusing the calls that read
     machine-wide counters too when ``machine_wide`` and sockets of every family but AF_UNIX when
-    ``unix_sockets_only``; None where this architecture has no program."""
-    calls = CALLS.get(os.uname().machine)
-    if calls is None:
+    ``unix_sockets_only``; None where there is no program (``UNAVAILABLE``, or an architecture not in
+    ``CLONE_FLAGS``)."""
+    flags = CLONE_FLAGS.get(os.uname().machine)
+    if pyseccomp is None or flags is None:
         return None
-    load, equal, at_least, has_bits, ret = 0x20, 0x15, 0x35, 0x45, 0x06
-    # ALLOW, ERRNO | EPERM, ERRNO | ENOSYS, ERRNO | EAFNOSUPPORT
-    allow, refuse, no_such_call, no_family = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38, 0x00050000 | EAFNOSUPPORT
-    number, arch, flags = 0, 4, 16  # offsets in struct seccomp_data: nr, arch, the low half of args[0] (the family)
-    # (operation, jump if true, jump if false, operand); jumps name a label, resolved below.
-    program = [(load, 0, 0, arch), (equal, "check_number", "refuse", calls["arch"]),
-               ("check_number",), (load, 0, 0, number),
-               (at_least, "refuse", 0, 0x40000000)]  # x32 numbers on x86_64
-    refused = {**calls["refused"], **(calls["machine_wide"] if machine_wide else {})}
-    program += [(equal, "refuse", 0, call) for call in refused.values()]
-    program += [(equal, "no_such_call", 0, calls["clone3"]), (equal, "unshare", 0, calls["unshare"])]
+    refuse, has_bit = pyseccomp.ERRNO(errno.EPERM), pyseccomp.MASKED_EQ
+    program = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
+    program.set_attr(pyseccomp.Attr.ACT_BADARCH, refuse)  # another ABI (i386, and x32 on x86_64)
+    for call in REFUSED + (MACHINE_WIDE if machine_wide else ()):
+        program.add_rule(refuse, call)
+    program.add_rule(pyseccomp.ERRNO(errno.ENOSYS), "clone3")
+    for flag in CLONE_NAMESPACES + (CLONE_NEWTIME,):
+        program.add_rule(refuse, "unshare", pyseccomp.Arg(0, has_bit, flag, flag))
+    for flag in CLONE_NAMESPACES:
+        program.add_rule(refuse, "clone", pyseccomp.Arg(flags, has_bit, flag, flag))
     if unix_sockets_only:
-        program += [(equal, "socket", 0, call) for call in calls["sockets"]]
-    program += [(equal, "clone", "allow", calls["clone"]),
-                ("unshare",), (load, 0, 0, flags), (has_bits, "refuse", "allow", CLONE_NAMESPACES | CLONE_NEWTIME),
-                ("clone",), (load, 0, 0, flags), (has_bits, "refuse", "allow", CLONE_NAMESPACES)]
-    if unix_sockets_only:
-        program += [("socket",), (load, 0, 0, flags), (equal, "allow", "no_family", AF_UNIX),
-                    ("no_family",), (ret, 0, 0, no_family)]
-    program += [("allow",), (ret, 0, 0, allow), ("refuse",), (ret, 0, 0, refuse),
-                ("no_such_call",), (ret, 0, 0, no_such_call)]
-    labels, index = {}, 0
-    for instruction in program:
-        if len(instruction) == 1:
-            labels[instruction[0]] = index
-        else:
-            index += 1
-    code, index = [], 0
-    for instruction in program:
-        if len(instruction) == 1:
-            continue
-        operation, true, false, operand = instruction
-        jumps = [labels[target] - index - 1 if isinstance(target, str) else target for target in (true, false)]
-        code.append(struct.pack("=HBBI", operation, *jumps, operand))
-        index += 1
-    return b"".join(code)
+        for call in ("socket", "socketpair"):
+            program.add_rule(pyseccomp.ERRNO(errno.EAFNOSUPPORT), call, pyseccomp.Arg(0, pyseccomp.NE, AF_UNIX))
+    return _exported(program)
+
+
+def _exported(program) -> bytes:
+    """The program as classic BPF (``seccomp_export_bpf``): an array of struct sock_filter."""
+    memory = os.memfd_create("seccomp", os.MFD_CLOEXEC)
+    try:
+        with os.fdopen(os.dup(memory), "rb") as file:
+            program.export_bpf(file)
+        size = os.lseek(memory, 0, os.SEEK_END)
+        return os.pread(memory, size, 0)
+    finally:
+        os.close(memory)
 
 
 SECCOMP_FILTER = seccomp_filter()

@@ -41,6 +41,14 @@ apt_install() {  # apt_install WHAT-FOR "COMMAND..." PACKAGE...
 }
 
 apt_install "full sandboxing" bwrap bubblewrap
+if ! ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2 '; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "install.sh: apt-get install libseccomp2 (for the sandbox's seccomp program)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libseccomp2 >/dev/null
+  else
+    echo "install.sh: libseccomp2 missing; install it with your package manager for the sandbox's seccomp program" >&2
+  fi
+fi
 if [ "$slurm" = 1 ]; then
   apt_install "the Slurm tests" "slurmctld slurmd sbatch munged" slurm-wlm munge
 fi

@@ -31,10 +31,19 @@ def errno_action(number: int) -> int:
 EPERM, ENOSYS, EAFNOSUPPORT = errno_action(1), errno_action(38), errno_action(97)
 
 
-def run_bpf(program: bytes, data: bytes) -> int:
-    """A classic BPF interpreter (the subset seccomp accepts): the program's return value for ``data`` (struct
-    seccomp_data)."""
-    code = [struct.unpack("=HBBI", program[offset:offset + 8]) for offset in range(0, len(program), 8)]
+ALU = {0x00: lambda a, k: a + k, 0x10: lambda a, k: a - k, 0x20: lambda a, k: a * k, 0x40: lambda a, k: a | k,
+       0x50: lambda a, k: a & k, 0x60: lambda a, k: a << (k & 31), 0x70: lambda a, k: a >> (k & 31),
+       0x80: lambda a, k: -a, 0xA0: lambda a, k: a ^ k}
+
+
+def instructions(program: bytes) -> list[tuple[int, int, int, int]]:
+    """A classic BPF program (an array of struct sock_filter) as (code, jt, jf, k) tuples."""
+    return list(struct.iter_unpack("=HBBI", program))
+
+
+def run_bpf(code: list, data: bytes) -> int:
+    """A classic BPF interpreter (the subset seccomp accepts): the return value of ``code`` (``instructions``) for
+    ``data`` (struct seccomp_data)."""
     a = x = pc = 0
     memory = [0] * 16
     while True:
@@ -52,8 +61,7 @@ def run_bpf(program: bytes, data: bytes) -> int:
             memory[k] = x
         elif kind == 0x04:  # ALU
             operand = x if op & 0x08 else k
-            a = {0x00: a + operand, 0x10: a - operand, 0x20: a * operand, 0x50: a & operand, 0x40: a | operand,
-                 0x60: a << operand, 0x70: a >> operand, 0x80: -a, 0xA0: a ^ operand}[op & 0xF0] & 0xFFFFFFFF
+            a = ALU[op & 0xF0](a, operand) & 0xFFFFFFFF
         elif kind == 0x05:  # JMP
             test = op & 0xF0
             if test == 0x00:
@@ -95,7 +103,8 @@ def expected(nr: int, arch: int, args: tuple, python: bool) -> int:
 
 
 FIRST_ARGUMENTS = ([0, SIGCHLD, CLONE_THREADS | SIGCHLD, CLONE_NEWTIME, CLONE_NEWTIME | SIGCHLD, AF_UNIX, AF_INET,
-                    AF_INET6, AF_NETLINK, 0xFFFFFFFF, 1 << 31]
+                    AF_INET6, AF_NETLINK, 0xFFFFFFFF, 1 << 31, 1 << 32 | SIGCHLD, 1 << 32 | CLONE_NEW[0],
+                    1 << 32 | AF_UNIX]  # the last: upper bits no libc call sets, compared too (judging/seccomp.py)
                    + CLONE_NEW + [flag | CLONE_THREADS | SIGCHLD for flag in CLONE_NEW])
 SECOND_ARGUMENTS = [0, 1, 2, 3, 4, 0xFFFFFFFF]
 
@@ -117,10 +126,10 @@ def calls():
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="the table above is x86-64's")
 @pytest.mark.parametrize("python", [False, True], ids=["q", "python"])
 def test_each_program_decides_every_call_as_its_rules_say(python):
-    program = SECCOMP_FILTER_PYTHON if python else SECCOMP_FILTER
+    code = instructions(SECCOMP_FILTER_PYTHON if python else SECCOMP_FILTER)
     wrong = []
     for nr, arch, args in calls():
-        got = run_bpf(program, seccomp_data(nr, arch, *args))
+        got = run_bpf(code, seccomp_data(nr, arch, *args))
         if got != expected(nr, arch, args, python):
             wrong.append((nr, hex(arch), [hex(arg) for arg in args], hex(got), hex(expected(nr, arch, args, python))))
     assert not wrong, f"{len(wrong)} calls decided otherwise, e.g. {wrong[:5]}"
