@@ -446,3 +446,79 @@ def test_the_pid_counter_carries_nothing_to_the_next_test(one_slot):
     assert run(one_slot, busy).status == "failed", "the busy test must run to its end"
     after_busy = run(one_slot, look).tests[0].stdout
     assert after_busy == after_quiet[1] != "", (after_quiet[1], after_busy)
+
+
+# A lock on a file every sandbox shares (the standard library, bound read-only) is seen by every process on the
+# machine: F_GETLK answers with the holder's range (two 63-bit numbers), flock with "busy", /proc/locks lists OFD
+# locks of every PID namespace. The sender locks a range that spells a secret; the receiver, judged at the same time
+# on the other slot, looks for it every 10 ms.
+LOCK_SENDER = (
+    "import errno, fcntl, os, struct, time\n"
+    "SECRET = {secret}\n"
+    "def lock(kind, start, length):\n"
+    "    return struct.pack('hhqqi4x', kind, 0, start, length, 0)\n"
+    "shared = os.open(os.__file__, os.O_RDONLY)\n"
+    "said = []\n"
+    "for name, call in (('F_SETLK', lambda: fcntl.fcntl(shared, fcntl.F_SETLK, lock(fcntl.F_RDLCK, SECRET, 4))),\n"
+    "                   ('F_SETLKW', lambda: fcntl.fcntl(shared, fcntl.F_SETLKW, lock(fcntl.F_RDLCK, SECRET + 100, 4))),\n"
+    "                   ('F_OFD_SETLK', lambda: fcntl.fcntl(os.open(os.__file__, os.O_RDONLY), 37,\n"
+    "                                                       lock(fcntl.F_RDLCK, SECRET + 200, 4))),\n"
+    "                   ('F_OFD_SETLKW', lambda: fcntl.fcntl(os.open(os.__file__, os.O_RDONLY), 38,\n"
+    "                                                        lock(fcntl.F_RDLCK, SECRET + 300, 4))),\n"
+    "                   ('flock', lambda: fcntl.flock(shared, fcntl.LOCK_SH)),\n"
+    "                   ('lockf', lambda: fcntl.lockf(os.open('/dev/null', os.O_WRONLY), fcntl.LOCK_EX))):\n"
+    "    try:\n"
+    "        call()\n"
+    "        said.append(f'{{name}} held')\n"
+    "    except OSError as error:\n"
+    "        said.append(f'{{name}} {{errno.errorcode[error.errno]}}')\n"
+    "time.sleep({hold})\n"
+    "print(*said, sep=', ')\n")
+LOCK_RECEIVER = (
+    "import errno, fcntl, json, os, struct, time\n"
+    "def lock(kind, start, length):\n"
+    "    return struct.pack('hhqqi4x', kind, 0, start, length, 0)\n"
+    "shared = os.open(os.__file__, os.O_RDONLY)\n"
+    "null = os.open('/dev/null', os.O_RDONLY)\n"
+    "seen, refused = set(), set()\n"
+    "end = time.time() + {hold}\n"
+    "while time.time() < end:\n"
+    "    for name, fd, command in (('F_GETLK', shared, fcntl.F_GETLK), ('F_OFD_GETLK', shared, 36),\n"
+    "                              ('F_GETLK /dev/null', null, fcntl.F_GETLK)):\n"
+    "        try:\n"
+    "            kind, _, start, length, _ = struct.unpack('hhqqi4x', fcntl.fcntl(fd, command, lock(fcntl.F_WRLCK, 0, 0)))\n"
+    "            if kind != fcntl.F_UNLCK:\n"
+    "                seen.add(f'{{name}} {{start}}+{{length}}')\n"
+    "        except OSError as error:\n"
+    "            refused.add(f'{{name}} {{errno.errorcode[error.errno]}}')\n"
+    "    try:\n"
+    "        fcntl.flock(shared, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+    "        fcntl.flock(shared, fcntl.LOCK_UN)\n"
+    "    except OSError as error:\n"
+    "        (seen if error.errno == errno.EWOULDBLOCK else refused).add(f'flock {{errno.errorcode[error.errno]}}')\n"
+    "    seen.update(f'/proc/locks {{line}}' for line in open('/proc/locks').read().splitlines())\n"
+    "    time.sleep(0.01)\n"
+    "print(json.dumps({{'seen': sorted(seen), 'refused': sorted(refused)}}))\n")
+
+
+def test_no_file_lock_reaches_a_concurrent_test(judge):
+    """Judged Python may not take or test a file lock (judging/seccomp.py: fcntl's lock commands and flock are
+    refused), and /proc/locks is empty: a lock on a shared file is a channel of ~120 bits a lock between tests
+    judged at the same time, and between judges on one host. Checked failing before the refusal: the receiver read
+    the secret through F_GETLK, F_OFD_GETLK and /proc/locks, and saw the flock."""
+    secret = secrets.randbits(60) + 16
+    hold = 1.5
+    sender = LOCK_SENDER.format(secret=secret, hold=hold)
+    receiver = LOCK_RECEIVER.format(hold=hold + 0.5)
+    heard, said = judge.run_many([("", [{"test_code": receiver, "expected_output": ""}], "python"),
+                                  ("", [{"test_code": sender, "expected_output": ""}], "python")], timeout=4.0)
+    assert said.tests[0].stderr == "" and heard.tests[0].stderr == "", said.tests[0].stderr + heard.tests[0].stderr
+    assert str(secret) not in heard.tests[0].stdout, heard.tests[0].stdout
+    heard = json.loads(heard.tests[0].stdout)
+    assert heard["seen"] == [], heard
+    assert said.tests[0].stdout.strip() == ", ".join(f"{name} ENOLCK" for name in LOCK_CALLS), said.tests[0].stdout
+    assert heard["refused"] == sorted(f"{name} ENOLCK" for name in ("F_GETLK", "F_OFD_GETLK", "F_GETLK /dev/null",
+                                                                   "flock")), heard
+
+
+LOCK_CALLS = ("F_SETLK", "F_SETLKW", "F_OFD_SETLK", "F_OFD_SETLKW", "flock", "lockf")
