@@ -27,14 +27,26 @@ most recent local privilege escalations start, refused here with EPERM:
   network namespace of its own, where a Unix socket dies with its processes and a warm worker's tests can share one
   (judging/warm_worker.py). multiprocessing and asyncio need only Unix sockets; q keeps the network (its licence
   check, ``hopen``) and a fresh namespace per test;
+- for Python only (``file_locks``), every file lock: ``flock`` and fcntl's lock commands (F_SETLK, F_SETLKW,
+  F_GETLK and their OFD forms; ``lockf`` is built on them). A lock is the inode's, and every sandbox shares the
+  inodes of its read-only view (the standard library, the interpreter, /dev/null): a lock one test takes there,
+  any other test on the machine sees (F_GETLK answers with the holder's offset and length, two 63-bit numbers;
+  flock with "busy"): a channel of ~120 bits a lock between tests judged at the same time, and between judges. A test's
+  own files are its own, but seccomp cannot tell one file from another, so a program that locks even those gets
+  EPERM: ``sqlite3`` on a database file fails at once ("access permission denied"; ENOLCK would make it wait out
+  its busy timeout), while ``:memory:`` and the ``unix-none`` VFS (``file:db?vfs=unix-none``) take no lock and
+  work. q keeps locks (untried without a licensed q: kdb+ may lock its files), so q tests can still signal to
+  each other through them;
 
 and ``clone3`` is answered with ENOSYS: its flags sit in memory, where seccomp cannot read them, and libc then falls
 back to ``clone``, whose flags it can. Where libseccomp is missing (``pyseccomp`` finds none), or on an architecture
 not listed in ``CLONE_FLAGS``, there is no program (None) and all of these stay reachable (``Sandbox.describe`` then
-leaves seccomp out of the isolation line; ``UNAVAILABLE`` says why).
+says so in the isolation line, with ``UNAVAILABLE``'s reason).
 
-The comparisons are libseccomp's: a whole 64-bit argument, where the kernel reads an ``int`` family from its low
-half; a family with upper bits set, which no libc call passes, is refused even where its low half is AF_UNIX.
+The comparisons are libseccomp's, of whole 64-bit arguments unless masked: clone's and unshare's flags and fcntl's
+command are read through a 32-bit mask, as the kernel reads them (a command with upper bits set would otherwise pass
+as another and run as itself); a socket family is compared whole, so one with upper bits set, which no libc call
+passes, is refused even where its low half, all the kernel reads, is AF_UNIX.
 """
 
 from __future__ import annotations
@@ -55,16 +67,20 @@ CLONE_FLAGS = {"x86_64": 0, "aarch64": 0}
 REFUSED = ("add_key", "request_key", "keyctl", "setns", "io_uring_setup", "io_uring_enter", "io_uring_register")
 # Refused with EPERM for Python only: calls that read the machine's counters.
 MACHINE_WIDE = ("sysinfo",)
+# fcntl's lock commands (its second argument): F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW
+# (the 64-bit architectures have no separate F_*LK64); refused with EPERM for Python only, as is flock.
+LOCK_COMMANDS = (5, 6, 7, 36, 37, 38)
 # Every CLONE_NEW* flag: NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET; unshare also takes NEWTIME.
 CLONE_NAMESPACES = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
 CLONE_NEWTIME = 0x00000080
 AF_UNIX = 1
 
 
-def seccomp_filter(machine_wide: bool = False, unix_sockets_only: bool = False) -> bytes | None:
+def seccomp_filter(machine_wide: bool = False, unix_sockets_only: bool = False,
+                   file_locks: bool = False) -> bytes | None:
     """The program for this machine's architecture (what the module docstring lists), refusing the calls that read
-    machine-wide counters too when ``machine_wide`` and sockets of every family but AF_UNIX when
-    ``unix_sockets_only``; None where there is no program (``UNAVAILABLE``, or an architecture not in
+    machine-wide counters too when ``machine_wide``, sockets of every family but AF_UNIX when
+    ``unix_sockets_only`` and every file lock when ``file_locks``; None where there is no program (``UNAVAILABLE``, or an architecture not in
     ``CLONE_FLAGS``)."""
     flags = CLONE_FLAGS.get(os.uname().machine)
     if pyseccomp is None or flags is None:
@@ -82,6 +98,12 @@ def seccomp_filter(machine_wide: bool = False, unix_sockets_only: bool = False) 
     if unix_sockets_only:
         for call in ("socket", "socketpair"):
             program.add_rule(pyseccomp.ERRNO(errno.EAFNOSUPPORT), call, pyseccomp.Arg(0, pyseccomp.NE, AF_UNIX))
+    if file_locks:
+        program.add_rule(refuse, "flock")
+        for command in LOCK_COMMANDS:
+            # The kernel reads the command as an unsigned int: its low half alone is compared, or a command with
+            # upper bits set would pass as another and run as itself.
+            program.add_rule(refuse, "fcntl", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, 0xFFFFFFFF, command))
     return _exported(program)
 
 
@@ -98,4 +120,4 @@ def _exported(program) -> bytes:
 
 
 SECCOMP_FILTER = seccomp_filter()
-SECCOMP_FILTER_PYTHON = seccomp_filter(machine_wide=True, unix_sockets_only=True)
+SECCOMP_FILTER_PYTHON = seccomp_filter(machine_wide=True, unix_sockets_only=True, file_locks=True)

@@ -260,7 +260,7 @@ class JudgeSetup:
         else:
             python = "Python: a fresh interpreter per test" + (f" ({self.warm_missing})" if self.warm_missing else "")
         if self.level == "bwrap" and PythonExecutor.seccomp is not None:
-            python += ", Unix sockets only"
+            python += ", Unix sockets only, no file locks"
         return "; ".join(part for part in (base, self.memory_bound(), python, self.egress) if part)
 
     def memory_bound(self) -> str:

@@ -349,6 +349,21 @@ def test_processes_threads_and_multiprocessing_still_work(judge):
     assert result.status == "passed", result.stdout + result.stderr
 
 
+def test_sqlite_on_a_file_fails_at_once_and_in_memory_works(judge):
+    """sqlite3 locks a database file, which judged Python may not (judging/seccomp.py): it fails at once with its
+    own message, not after its busy timeout (5 s, past the test's); in memory, or with the unix-none VFS, it works."""
+    make = ("import sqlite3\n"
+            "db = sqlite3.connect({where!r}, uri=True)\n"
+            "db.execute('create table t (x)')\n"
+            "db.execute('insert into t values (7)')\n"
+            "print(db.execute('select x from t').fetchone()[0])\n")
+    on_file = run(judge, make.format(where="/scratch/kept.db"), "7").tests[0]
+    assert on_file.status == "runtime_error" and "access permission denied" in on_file.stderr, on_file
+    for where in (":memory:", "file:/scratch/kept.db?vfs=unix-none"):
+        result = run(judge, make.format(where=where), "7").tests[0]
+        assert result.status == "passed", (where, result)
+
+
 @pytest.fixture(scope="module")
 def one_slot(sandbox):
     """A one-slot judge: consecutive tests run on the same slot (and, warm, in the same worker)."""
@@ -453,20 +468,27 @@ def test_the_pid_counter_carries_nothing_to_the_next_test(one_slot):
 # locks of every PID namespace. The sender locks a range that spells a secret; the receiver, judged at the same time
 # on the other slot, looks for it every 10 ms.
 LOCK_SENDER = (
-    "import errno, fcntl, os, struct, time\n"
+    "import ctypes, errno, fcntl, os, struct, time\n"
     "SECRET = {secret}\n"
     "def lock(kind, start, length):\n"
     "    return struct.pack('hhqqi4x', kind, 0, start, length, 0)\n"
     "shared = os.open(os.__file__, os.O_RDONLY)\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "def raw(fd, command, argument):  # the system call itself, its command with upper bits the kernel ignores\n"
+    "    if libc.syscall({fcntl}, fd, ctypes.c_ulong(command), argument) == -1:\n"
+    "        raise OSError(ctypes.get_errno(), '')\n"
     "said = []\n"
     "for name, call in (('F_SETLK', lambda: fcntl.fcntl(shared, fcntl.F_SETLK, lock(fcntl.F_RDLCK, SECRET, 4))),\n"
-    "                   ('F_SETLKW', lambda: fcntl.fcntl(shared, fcntl.F_SETLKW, lock(fcntl.F_RDLCK, SECRET + 100, 4))),\n"
+    "                   ('F_SETLKW', lambda: fcntl.fcntl(shared, fcntl.F_SETLKW,\n"
+    "                                                    lock(fcntl.F_RDLCK, SECRET + 100, 4))),\n"
     "                   ('F_OFD_SETLK', lambda: fcntl.fcntl(os.open(os.__file__, os.O_RDONLY), 37,\n"
     "                                                       lock(fcntl.F_RDLCK, SECRET + 200, 4))),\n"
     "                   ('F_OFD_SETLKW', lambda: fcntl.fcntl(os.open(os.__file__, os.O_RDONLY), 38,\n"
     "                                                        lock(fcntl.F_RDLCK, SECRET + 300, 4))),\n"
     "                   ('flock', lambda: fcntl.flock(shared, fcntl.LOCK_SH)),\n"
-    "                   ('lockf', lambda: fcntl.lockf(os.open('/dev/null', os.O_WRONLY), fcntl.LOCK_EX))):\n"
+    "                   ('lockf', lambda: fcntl.lockf(os.open('/dev/null', os.O_WRONLY), fcntl.LOCK_EX)),\n"
+    "                   ('F_SETLK upper bits', lambda: raw(shared, 1 << 32 | fcntl.F_SETLK,\n"
+    "                                                      lock(fcntl.F_RDLCK, SECRET + 400, 4)))):\n"
     "    try:\n"
     "        call()\n"
     "        said.append(f'{{name}} held')\n"
@@ -486,7 +508,8 @@ LOCK_RECEIVER = (
     "    for name, fd, command in (('F_GETLK', shared, fcntl.F_GETLK), ('F_OFD_GETLK', shared, 36),\n"
     "                              ('F_GETLK /dev/null', null, fcntl.F_GETLK)):\n"
     "        try:\n"
-    "            kind, _, start, length, _ = struct.unpack('hhqqi4x', fcntl.fcntl(fd, command, lock(fcntl.F_WRLCK, 0, 0)))\n"
+    "            asked = lock(fcntl.F_WRLCK, 0, 0)\n"
+    "            kind, _, start, length, _ = struct.unpack('hhqqi4x', fcntl.fcntl(fd, command, asked))\n"
     "            if kind != fcntl.F_UNLCK:\n"
     "                seen.add(f'{{name}} {{start}}+{{length}}')\n"
     "        except OSError as error:\n"
@@ -500,15 +523,18 @@ LOCK_RECEIVER = (
     "    time.sleep(0.01)\n"
     "print(json.dumps({{'seen': sorted(seen), 'refused': sorted(refused)}}))\n")
 
+LOCK_CALLS = ("F_SETLK", "F_SETLKW", "F_OFD_SETLK", "F_OFD_SETLKW", "flock", "lockf", "F_SETLK upper bits")
+
 
 def test_no_file_lock_reaches_a_concurrent_test(judge):
     """Judged Python may not take or test a file lock (judging/seccomp.py: fcntl's lock commands and flock are
-    refused), and /proc/locks is empty: a lock on a shared file is a channel of ~120 bits a lock between tests
-    judged at the same time, and between judges on one host. Checked failing before the refusal: the receiver read
-    the secret through F_GETLK, F_OFD_GETLK and /proc/locks, and saw the flock."""
+    refused, the command compared as the kernel reads it), and /proc/locks is empty: a lock on a shared file is a
+    channel of ~120 bits a lock between tests judged at the same time, and between judges on one host. Checked
+    failing without the refusal: the receiver read the secret through F_GETLK, F_OFD_GETLK and /proc/locks, and saw
+    the flock and the lock on /dev/null; and with the command compared whole, the upper-bits F_SETLK was held."""
     secret = secrets.randbits(60) + 16
     hold = 1.5
-    sender = LOCK_SENDER.format(secret=secret, hold=hold)
+    sender = LOCK_SENDER.format(secret=secret, hold=hold, fcntl={"x86_64": 72, "aarch64": 25}[os.uname().machine])
     receiver = LOCK_RECEIVER.format(hold=hold + 0.5)
     heard, said = judge.run_many([("", [{"test_code": receiver, "expected_output": ""}], "python"),
                                   ("", [{"test_code": sender, "expected_output": ""}], "python")], timeout=4.0)
@@ -516,9 +542,7 @@ def test_no_file_lock_reaches_a_concurrent_test(judge):
     assert str(secret) not in heard.tests[0].stdout, heard.tests[0].stdout
     heard = json.loads(heard.tests[0].stdout)
     assert heard["seen"] == [], heard
-    assert said.tests[0].stdout.strip() == ", ".join(f"{name} ENOLCK" for name in LOCK_CALLS), said.tests[0].stdout
-    assert heard["refused"] == sorted(f"{name} ENOLCK" for name in ("F_GETLK", "F_OFD_GETLK", "F_GETLK /dev/null",
+    assert said.tests[0].stdout.strip() == ", ".join(f"{name} EPERM" for name in LOCK_CALLS), said.tests[0].stdout
+    assert heard["refused"] == sorted(f"{name} EPERM" for name in ("F_GETLK", "F_OFD_GETLK", "F_GETLK /dev/null",
                                                                    "flock")), heard
 
-
-LOCK_CALLS = ("F_SETLK", "F_SETLKW", "F_OFD_SETLK", "F_OFD_SETLKW", "flock", "lockf")

@@ -13,7 +13,12 @@ from judging.seccomp import SECCOMP_FILTER, SECCOMP_FILTER_PYTHON
 # This test's own table of the rules (not judging/seccomp.py's): x86-64 numbers, the architecture CI runs on.
 X86_64, I386, AARCH64 = 0xC000003E, 0x40000003, 0xC00000B7
 X32_BIT = 0x40000000
-CLONE, UNSHARE, CLONE3, SOCKET, SOCKETPAIR, SYSINFO = 56, 272, 435, 41, 53, 99
+CLONE, UNSHARE, CLONE3, SOCKET, SOCKETPAIR, SYSINFO, FCNTL, FLOCK = 56, 272, 435, 41, 53, 99, 72, 73
+# fcntl's lock commands: F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW; and some that are not
+# (F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_SETFL, F_SETOWN, F_SETLEASE, F_GETLEASE, F_DUPFD_CLOEXEC, F_ADD_SEALS).
+LOCKS = (5, 6, 7, 36, 37, 38)
+NOT_LOCKS = (0, 1, 2, 3, 4, 8, 1024, 1025, 1030, 1033)
+UPPER_BITS = (1 << 32 | 6, 1 << 63 | 37, 1 << 32 | 1)  # the kernel reads an unsigned int: F_SETLK, F_OFD_SETLK, F_GETFD
 EPERM_CALLS = {248: "add_key", 249: "request_key", 250: "keyctl", 308: "setns", 425: "io_uring_setup",
                426: "io_uring_enter", 427: "io_uring_register"}
 CLONE_NEW = [0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000]
@@ -99,6 +104,8 @@ def expected(nr: int, arch: int, args: tuple, python: bool) -> int:
         return EPERM
     if python and nr in (SOCKET, SOCKETPAIR) and args[0] != AF_UNIX:
         return EAFNOSUPPORT
+    if python and (nr == FLOCK or (nr == FCNTL and args[1] & 0xFFFFFFFF in LOCKS)):
+        return EPERM
     return ALLOW
 
 
@@ -115,7 +122,8 @@ def calls():
     for nr in range(0, 600):
         firsts = FIRST_ARGUMENTS if nr in (CLONE, UNSHARE, SOCKET, SOCKETPAIR) else [0, SIGCHLD, AF_INET]
         for first in firsts:
-            for second in (SECOND_ARGUMENTS if nr in (SOCKET, SOCKETPAIR) else [0]):
+            seconds = SECOND_ARGUMENTS if nr in (SOCKET, SOCKETPAIR) else LOCKS + NOT_LOCKS + UPPER_BITS if nr == FCNTL else [0]
+            for second in seconds:
                 yield nr, X86_64, (first, second)
     for nr in (0, 1, CLONE, SOCKET, 59, 100, 335, 547, 0x3FFFFFFF):
         yield nr | X32_BIT, X86_64, (0, 0)
