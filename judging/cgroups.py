@@ -19,6 +19,7 @@ and then execs the rest; inside bwrap, before the uid drop (``join_inside``), el
 from __future__ import annotations
 
 import errno
+import fcntl
 import logging
 import os
 import re
@@ -31,9 +32,12 @@ logger = logging.getLogger(__name__)
 V1_ROOT = Path("/sys/fs/cgroup")
 V2_ROOT_ENV = "REWARDS_CGROUP_V2_ROOT"
 PREFIX = "rewards-judge-"
+# A judge's folder younger than this may not be locked by its judge yet (``_new_parent``): never taken for stale.
+STALE_AFTER = 60.0
 # pids.max counts the sandbox's own processes too (bwrap, its init, setpriv, the warm worker) beside the test's.
 SANDBOX_PROCESSES = 8
 _OOM_KILL = re.compile(rb"^oom_kill (\d+)$", re.MULTILINE)
+_JUDGE_FOLDER = re.compile(re.escape(PREFIX) + "[0-9a-f]{16}")  # what _new_parent makes
 
 
 class SlotCgroup:
@@ -122,6 +126,7 @@ class Cgroups:
         self.unavailable = ""
         self.slots: dict = {}
         self._parents: list[Path] = []
+        self._held: list[int] = []  # a locked descriptor of each of _parents, held while this judge lives
         if os.geteuid() != 0:
             self.unavailable = "cgroups need the judge to run as root"
             return
@@ -166,11 +171,15 @@ class Cgroups:
             self.slots[key] = SlotCgroup([folder], folder / "memory.events")
 
     def _new_parent(self, own: Path) -> Path:
-        """A fresh folder for this judge under the process's own cgroup, after removing those of dead judges."""
+        """A fresh folder for this judge under the process's own cgroup, after removing those of dead judges. A test
+        sees its name (/proc/self/cgroup, the cgroup.procs it joins through), so the name is random, with no pid: the
+        judge holds a lock on the folder while it lives, which tells a later judge it is not stale."""
         _remove_stale(own)
-        parent = own / f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+        parent = own / f"{PREFIX}{secrets.token_hex(8)}"
         parent.mkdir()
         self._parents.append(parent)
+        self._held.append(os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        fcntl.flock(self._held[-1], fcntl.LOCK_EX)
         return parent
 
     def describe(self, memory_mb: int, processes: int) -> str:
@@ -192,7 +201,9 @@ class Cgroups:
             slot.close()
         for parent in self._parents:
             _remove_cgroup(parent)
-        self._parents = []
+        for held in self._held:
+            os.close(held)
+        self._parents, self._held = [], []
 
 
 def _is_v2(root: Path) -> bool:
@@ -227,15 +238,25 @@ def _write_if_there(path: Path, value) -> None:
 
 
 def _remove_stale(own: Path) -> None:
-    """Remove the cgroups of judges whose process is gone (killed before it could close)."""
+    """Remove the cgroups of judges whose process is gone (killed before it could close): their folder's lock is
+    free."""
     try:
-        names = [entry.name for entry in os.scandir(own) if entry.is_dir() and entry.name.startswith(PREFIX)]
+        names = [entry.name for entry in os.scandir(own) if entry.is_dir() and _JUDGE_FOLDER.fullmatch(entry.name)]
     except OSError:
         return
     for name in names:
-        pid = name[len(PREFIX):].split("-")[0]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            _remove_cgroup(own / name)
+        try:
+            folder = os.open(own / name, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            if time.time() - os.fstat(folder).st_ctime > STALE_AFTER:
+                fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                _remove_cgroup(own / name)
+        except OSError:  # locked: its judge is alive
+            pass
+        finally:
+            os.close(folder)
 
 
 def _remove_cgroup(parent: Path) -> None:

@@ -3,6 +3,7 @@ it cannot do to the judge or the trainer. Each test fails if the property it nam
 bwrap paths (tests/bwrap_paths.py)."""
 
 import os
+import re
 import subprocess
 
 import pytest
@@ -127,6 +128,29 @@ def test_cgroup_v2_layout_on_a_stand_in_hierarchy(tmp_path, monkeypatch):
         (slot / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n")
         assert cgroups.slots[key].oom_kills() == 2
     cgroups.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_a_dead_judges_cgroups_are_removed_a_live_ones_kept(tmp_path, monkeypatch):
+    """A judge's cgroup folder is named at random (a test sees the name, so no pid in it); a later judge takes it
+    for stale when its lock is free (its judge is dead) and it is old enough to have been locked. On the STAND-IN
+    v2 hierarchy of the test above."""
+    import judging.cgroups
+
+    monkeypatch.setenv(V2_ROOT_ENV, str(tmp_path))
+    (tmp_path / "cgroup.subtree_control").touch()
+    monkeypatch.setattr(judging.cgroups, "STALE_AFTER", 0.0)
+    alive = Cgroups(["a"], 64 << 20, 32)
+    [kept] = [path for path in tmp_path.iterdir() if path.is_dir()]
+    assert re.fullmatch(r"rewards-judge-[0-9a-f]{16}", kept.name) and str(os.getpid()) not in kept.name
+    dead = tmp_path / "rewards-judge-0123456789abcdef"  # a killed judge's, its lock gone with it
+    dead.mkdir()
+    other = tmp_path / "rewards-judge-other"  # not a judge's name: not ours to remove
+    other.mkdir()
+    later = Cgroups(["b"], 64 << 20, 32)
+    assert kept.is_dir() and not dead.exists() and other.is_dir()
+    later.close()
+    alive.close()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
