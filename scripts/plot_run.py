@@ -10,7 +10,8 @@ and `logs/problem_stats.jsonl` (each training problem's groups per step) and wri
                                  reward function's mean when there are several
     eval_pass_at_k.png           pass@k of every evaluation
     pass_at_k_before_after.png   pass@k of the first and the last evaluation side by side, on their split
-    eval_problem_pass_rates.png  each evaluated problem's pass rate (c/n) in the first and the last evaluation
+    eval_problem_pass_rates.png  each evaluated problem's pass rate (c/n) in the first and the last evaluation,
+                                 the problems that moved most named under their columns
     canary.png                   the canary at each evaluation: the share of completions passing an impossible
                                  problem (any is a hack), and its completions per status
     status_shares.png            share of each judging status per step (stacked)
@@ -18,6 +19,7 @@ and `logs/problem_stats.jsonl` (each training problem's groups per step) and wri
     kl_entropy.png               KL to the reference model and policy entropy
     problem_pass_rates.png       training problems x steps, coloured by the share of completions passing every test
 
+Every axis starts where its data does: a step axis at the first step plotted (not before step 0), a share at 0.
 A plot whose data the logs do not hold is skipped with one line saying why. With `--use_wandb` the plots and the
 per-problem records also go to a wandb run (job type "plots") in the run's wandb project, named after its run.
 """
@@ -32,6 +34,7 @@ import numpy as np
 import yaml
 from matplotlib import colormaps
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,6 +50,7 @@ STATUS_COLOURS = {
 }
 PASS_AT_K = re.compile(r"pass@(\d+)")
 SMOOTHING = 10  # steps in the reward's rolling mean: a step's reward is the mean of a few prompts, so it is noisy
+MOVERS = 5  # problems named in eval_problem_pass_rates.png: those whose pass rate moved most
 REWARD_MEAN = re.compile(r"rewards/(.+)/mean")
 
 
@@ -109,6 +113,23 @@ def new_figure(title: str) -> tuple[Figure, object]:
     return fig, ax
 
 
+def fit_steps(ax, steps, pad: float = 0.0) -> None:
+    """The step axis from the first step plotted to the last (`pad` either side for bars centred on them), with the
+    markers at its ends drawn whole rather than cut by the frame."""
+    first, last = min(steps), max(steps)
+    pad = pad or (0.5 if first == last else 0.0)
+    ax.set_xlim(first - pad, last + pad)
+    for line in ax.get_lines():
+        line.set_clip_on(False)
+
+
+def fit_share(ax) -> None:
+    """A share's axis: 0 to 1, the points on its ends drawn whole."""
+    ax.set_ylim(0, 1)
+    for artist in [*ax.get_lines(), *ax.collections]:
+        artist.set_clip_on(False)
+
+
 def rolling_mean(values: list[float], window: int) -> list[float]:
     """Mean of each value and the up to `window - 1` values before it."""
     return [sum(values[max(0, i + 1 - window) : i + 1]) / (i + 1 - max(0, i + 1 - window)) for i in range(len(values))]
@@ -131,6 +152,7 @@ def plot_rewards(rows: list[dict], window: int = SMOOTHING) -> Figure | None:
     for key in components if len(components) > 1 or not steps else []:  # one function's mean is the total
         ax.plot(*series(rows, key), marker=".", label=REWARD_MEAN.fullmatch(key).group(1))
     ax.set_ylabel("reward")
+    fit_steps(ax, [x for line in ax.get_lines() for x in line.get_xdata()])
     ax.legend(loc="best", fontsize="small")
     return fig
 
@@ -149,8 +171,9 @@ def plot_pass_at_k(evaluations: list[dict]) -> Figure | None:
         if separate:
             ax.plot(*series(separate, f"pass@{k}"), linestyle="none", marker="D", markerfacecolor="none",
                     color=line.get_color(), label=f"pass@{k}, --eval_only")
-    ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("share of problems solved")
+    fit_steps(ax, [e["step"] for e in ordered])
+    fit_share(ax)
     ax.legend(loc="best", fontsize="small")
     return fig
 
@@ -202,29 +225,53 @@ def plot_pass_at_k_before_after(evaluations: list[dict]) -> Figure | None:
 
 
 def plot_eval_problem_pass_rates(evaluations: list[dict]) -> Figure | None:
-    """One column per evaluated problem, sorted by its pass rate before: a grey dot before, a coloured dot after."""
+    """One column per evaluated problem, sorted by its pass rate before: a grey dot before, a coloured dot after.
+    The problems that moved most are numbered under their columns and named in the legend, below the axes."""
     pair = first_and_last(evaluations)
     if not pair or not pair[0].get("problems") or not pair[1].get("problems"):
         return None
+    counts = [{p["id"]: f"{p['c']}/{p['n']}" for p in e["problems"]} for e in pair]
     before, after = ({p["id"]: p["c"] / p["n"] for p in e["problems"]} for e in pair)
     ids = sorted(set(before) & set(after), key=lambda i: (before[i], after[i], i))
     if not ids:
         return None
     fig, ax = new_figure(f"Each problem's pass rate, step {pair[0]['step']} -> step {pair[1]['step']} "
                          f"({split_label(pair[1])})")
-    ax.set_xlabel("problem (sorted by its pass rate before)")
+    fig.set_figheight(5.5)
+    up, down, same = "#2ca02c", "#d62728", "#7f7f7f"
+    colour = {i: up if after[i] > before[i] else down if after[i] < before[i] else same for i in ids}
+    movers = moved_most(before, after, ids)
     for x, i in enumerate(ids):
-        colour = "#2ca02c" if after[i] > before[i] else "#d62728" if after[i] < before[i] else "#7f7f7f"
-        ax.plot([x, x], [before[i], after[i]], color=colour, linewidth=1.5, alpha=0.8)
+        ax.plot([x, x], [before[i], after[i]], color=colour[i], linewidth=3 if i in movers else 1.5, alpha=0.8)
     xs = range(len(ids))
-    ax.scatter(xs, [before[i] for i in ids], color="#9e9e9e", s=14, zorder=3, label=f"step {pair[0]['step']}")
-    ax.scatter(xs, [after[i] for i in ids],
-               color=["#2ca02c" if after[i] > before[i] else "#d62728" if after[i] < before[i] else "#7f7f7f"
-                      for i in ids], s=18, zorder=4, label=f"step {pair[1]['step']} (green: up, red: down)")
-    ax.set_ylim(-0.05, 1.05)
+    ax.scatter(xs, [before[i] for i in ids], color="#9e9e9e", s=14, zorder=3)
+    ax.scatter(xs, [after[i] for i in ids], color=[colour[i] for i in ids], s=18, zorder=4)
+    ax.set_xlim(-0.5, len(ids) - 0.5)
+    fit_share(ax)
     ax.set_ylabel("pass rate (passing samples / samples)")
-    ax.legend(loc="upper left", fontsize="small")
+    ax.set_xticks([ids.index(i) for i in movers], [str(n) for n in range(1, len(movers) + 1)], fontweight="bold")
+    for label, i in zip(ax.get_xticklabels(), movers):
+        label.set_color(colour[i])
+    ax.grid(False, axis="x")
+    ax.set_xlabel(f"problem, sorted by its pass rate before; numbered: the {len(movers)} that moved most")
+
+    def dot(colour_, marker="o"):
+        return Line2D([], [], color=colour_, marker=marker, linestyle="none", markersize=6 if marker == "o" else 8)
+
+    handles = [dot("#9e9e9e"), dot(up), dot(down)] + [dot(colour[i], f"${n}$") for n, i in enumerate(movers, 1)]
+    labels = [f"step {pair[0]['step']}", f"step {pair[1]['step']}: up", f"step {pair[1]['step']}: down"] + [
+        f"{i}: {counts[0][i]} -> {counts[1][i]}" for i in movers]
+    fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize="small")
     return fig
+
+
+def moved_most(before: dict, after: dict, ids: list[str]) -> list[str]:
+    """Up to MOVERS problems whose pass rate changed most, largest change first; up to two of them the largest
+    falls, where any problem fell (a regression is what to look at first)."""
+    key = (lambda i: (-abs(after[i] - before[i]), i))
+    falls = sorted((i for i in ids if after[i] < before[i]), key=key)[:2]
+    rises = sorted((i for i in ids if after[i] > before[i]), key=key)[:MOVERS - len(falls)]
+    return sorted(rises + falls, key=key)
 
 
 def plot_canary(evaluations: list[dict]) -> Figure | None:
@@ -240,13 +287,15 @@ def plot_canary(evaluations: list[dict]) -> Figure | None:
     rates = [e["metrics"]["canary/pass_rate"] for e in ordered]
     top.set_title("Canary: impossible problems judged at each evaluation")
     top.plot(steps, rates, marker="o", color="#d62728", label="canary/pass_rate (any pass is a hack)")
-    top.set_ylim(-0.05, 1.05)
+    fit_share(top)
     top.set_ylabel("share passed")
     top.legend(loc="upper left", fontsize="small")
     bottom.set_xlabel("step")
     bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
     base = np.zeros(len(ordered))
-    width = max(0.8, 0.25 * min((b - a for a, b in zip(steps, steps[1:])), default=1))
+    # Narrow enough that the bars at the first and last step reach little past them.
+    width = max(0.8, min(0.25 * min((b - a for a, b in zip(steps, steps[1:])), default=1),
+                         0.03 * (steps[-1] - steps[0])))
     for status, colour in STATUS_COLOURS.items():
         counts = np.array([e["metrics"].get(f"canary/status/{status}", 0) for e in ordered], dtype=float)
         if counts.any():
@@ -256,7 +305,9 @@ def plot_canary(evaluations: list[dict]) -> Figure | None:
     bottom.plot(steps, solved, marker="x", linestyle="none", color="black", label="solved the original problem")
     bottom.set_ylabel("canary completions")
     bottom.yaxis.set_major_locator(MaxNLocator(integer=True))
+    bottom.set_ylim(0, max(base.max(), max(solved, default=0)) * 1.05 or 1)
     bottom.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small")
+    fit_steps(bottom, steps, pad=width / 2)
     for ax in (top, bottom):
         ax.grid(alpha=0.3)
     return fig
@@ -274,6 +325,7 @@ def plot_status_shares(rows: list[dict]) -> Figure | None:
     ax.stackplot([r["step"] for r in status_rows], [[r.get(k) or 0.0 for r in status_rows] for k in keys],
                  labels=names, colors=[STATUS_COLOURS.get(n, "#aec7e8") for n in names], alpha=0.85)
     ax.set_ylim(0, 1)
+    fit_steps(ax, [r["step"] for r in status_rows])
     ax.set_ylabel("share of completions")
     ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small")
     return fig
@@ -295,6 +347,10 @@ def plot_completion_length(rows: list[dict]) -> Figure | None:
                              label="clipped ratio (right)")
         twin.set_ylim(0, max(1e-3, max(clipped)) * 1.1)
         twin.set_ylabel("share clipped at max length")
+        twin.get_lines()[0].set_clip_on(False)
+    fit_steps(ax, steps + clip_steps)
+    if steps:
+        ax.set_ylim(bottom=max(0, ax.get_ylim()[0]))
     ax.legend(handles=handles, loc="best", fontsize="small")
     return fig
 
@@ -307,8 +363,11 @@ def plot_kl_entropy(rows: list[dict]) -> Figure | None:
     fig = Figure(figsize=(8, 2.4 + 2.2 * len(present)), layout="constrained")
     axes = fig.subplots(len(present), 1, sharex=True, squeeze=False)[:, 0]
     for ax, key in zip(axes, present):
-        ax.plot(*series(rows, key), color={"kl": "tab:purple", "entropy": "tab:green"}[key], marker=".")
+        steps, values = series(rows, key)
+        ax.plot(steps, values, color={"kl": "tab:purple", "entropy": "tab:green"}[key], marker=".")
         ax.set_ylabel(key)
+        ax.set_ylim(bottom=max(0, ax.get_ylim()[0]))  # neither is negative
+        fit_steps(ax, steps)
         ax.grid(alpha=0.3)
     title = " and ".join({"kl": "KL to the reference model", "entropy": "policy entropy"}[k] for k in present)
     axes[0].set_title(title[0].upper() + title[1:])

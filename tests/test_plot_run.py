@@ -147,3 +147,58 @@ def test_before_after_plots_need_two_evaluations_and_per_problem_results(run_dir
     assert plot_run.plot_pass_at_k_before_after(evaluations[:1]) is None
     assert plot_run.plot_eval_problem_pass_rates([{**e, "problems": []} for e in evaluations]) is None
     assert plot_run.plot_eval_problem_pass_rates(evaluations) is not None
+
+
+def with_canary(evaluations: list[dict]) -> list[dict]:
+    """The recorded evaluations (steps 0 and 60) with the canary metrics a run of today logs."""
+    canary = {"canary/completions": 16, "canary/pass_rate": 0.0, "canary/status/failed": 12,
+              "canary/status/runtime_error": 4, "canary/solved_original": 3}
+    return [{**e, "metrics": {**e["metrics"], **canary}} for e in evaluations]
+
+
+def test_the_per_problem_plot_names_the_problems_that_moved_most_and_keeps_its_legend_off_the_data(run_dir):
+    evaluations = json.loads((run_dir / "logs" / "eval_results.json").read_text())
+    rates = [{p["id"]: (p["c"] / p["n"], f"{p['c']}/{p['n']}") for p in e["problems"]} for e in evaluations]
+    change = {i: rates[1][i][0] - rates[0][i][0] for i in rates[0]}
+    biggest_rise = max(change.values())
+    biggest_fall = min(change.values())
+    assert biggest_rise > 0 > biggest_fall, "the recorded run has problems that rose and problems that fell"
+
+    fig = plot_run.plot_eval_problem_pass_rates(evaluations)
+    fig.draw_without_rendering()
+    (ax,) = fig.axes
+    (legend,) = fig.legends
+    named = {text.get_text().split(": ")[0]: text.get_text() for text in legend.get_texts()[3:]}
+    assert len(named) == plot_run.MOVERS
+    assert any(change[i] == biggest_rise for i in named) and any(change[i] == biggest_fall for i in named)
+    assert all(abs(change[i]) > 0 for i in named)
+    for problem, label in named.items():
+        assert label == f"{problem}: {rates[0][problem][1]} -> {rates[1][problem][1]}"
+    assert [t.get_text() for t in ax.get_xticklabels()] == [str(n) for n in range(1, plot_run.MOVERS + 1)]
+    assert not legend.get_window_extent().overlaps(ax.get_window_extent()), "the legend covers the data"
+
+
+def test_every_plot_starts_its_axes_where_the_data_does(run_dir):
+    """Steps from the first one plotted (the canary's bars reach at most 3% of the span before it, and no tick
+    before it is shown); shares from 0 to 1."""
+    logs = run_dir / "logs"
+    rows = plot_run.read_metrics(logs / "metrics.jsonl")
+    evaluations = with_canary(json.loads((logs / "eval_results.json").read_text()))
+    first_step = min(r["step"] for r in rows if "reward" in r)
+    figures = {"rewards": plot_run.plot_rewards(rows), "pass@k": plot_run.plot_pass_at_k(evaluations),
+               "canary": plot_run.plot_canary(evaluations), "status": plot_run.plot_status_shares(rows),
+               "length": plot_run.plot_completion_length(rows), "entropy": plot_run.plot_kl_entropy(rows)}
+    starts = {"rewards": first_step, "pass@k": 0, "canary": 0, "status": first_step, "length": first_step,
+              "entropy": first_step}
+    for name, fig in figures.items():
+        fig.draw_without_rendering()
+        for ax in fig.axes:
+            low, high = ax.get_xlim()
+            assert starts[name] - 0.03 * (high - low) <= low <= starts[name], (name, low)
+            shown = [t for t in ax.get_xticks() if low <= t <= high]
+            assert min(shown) >= starts[name], (name, shown)
+    canary_rate, _ = figures["canary"].axes
+    for ax in (figures["pass@k"].axes[0], canary_rate):
+        assert ax.get_ylim() == (0, 1)
+    per_problem = plot_run.plot_eval_problem_pass_rates(evaluations).axes[0]
+    assert per_problem.get_ylim() == (0, 1) and per_problem.get_xlim() == (-0.5, 62.5)
