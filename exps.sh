@@ -19,17 +19,18 @@
 # Environment:
 #   CKPT_<SIZE>         the SFT checkpoint of each size (folder or hub name; CKPT_1_5B, CKPT_7B, ...); a run needs
 #                       the ones of its sizes, a dry run shows an unset one as a placeholder ($CKPT_7B)
-#   GPU_MEMORY_GB       memory of each GPU (default: nvidia-smi's memory.total where it runs, else 80; 141 for H200)
+#   GPU_MEMORY_GIB      memory of each GPU in GiB (default: nvidia-smi's memory.total / 1024 where it runs, else
+#                       79.6, an H100 80GB's; 140.4 for an H200)
 #   GPUS_PER_NODE       GPUs of a node (default 8)
-#   VLLM_TENSOR_PARALLEL  the server's tensor-parallel size (default: the plan's pick, the smallest whose KV cache
-#                       holds a step's sequences at once)
-#   VLLM_GPU            GPUs of the vLLM server (default: the first VLLM_TENSOR_PARALLEL, 0 or 0,1 ...)
+#   VLLM_TENSOR_PARALLEL_SIZE  the server's tensor-parallel size (default: the plan's pick, the smallest whose KV
+#                       cache holds a step's sequences at once)
+#   VLLM_GPU            GPUs of the vLLM server (default: the first VLLM_TENSOR_PARALLEL_SIZE, 0 or 0,1 ...)
 #   TRAIN_GPUS          GPUs that train, comma-separated, one process each (default: every GPU the server leaves;
 #                       none of VLLM_GPU's); with --slurm, train.sbatch's GPUS_PER_NODE less VLLM_GPU instead
 #   VLLM_PORT           port of the vLLM server (default 8000)
 #   MAX_MODEL_LEN       vLLM context length (default 8192 for every size, as the reference's servers)
-#   ACCELERATE_CONFIG   accelerate config (default: the plan's pick, config/zero3.yaml where it fits, else
-#                       config/zero3_offload.yaml: 32b on 80 GB GPUs)
+#   ACCELERATE_CONFIG   accelerate config (default: the plan's pick, the first that fits of config/zero3.yaml,
+#                       config/zero3_offload_optimizer.yaml (32b on 80 GB GPUs) and config/zero3_offload.yaml)
 #   NCCL_P2P_DISABLE    unset (default) or 1 (where the weight sync hangs, huggingface/trl#2923): given to the server
 #                       and the trainers alike, as NCCL needs
 #   WANDB_PROJECT       wandb project (default q-language-training)
@@ -39,6 +40,7 @@
 # stops the sweep before anything starts, unless the trainer flags resume or overwrite it.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
+source scripts/memory_plan.sh
 
 mapfile -t known_sizes < <(ls config/models | sed -n 's/\.yaml$//p' | sort -g)
 usage="usage: ./exps.sh [--dry-run] [--name SWEEP] [--slurm [--nodes N]] $(IFS='|'; echo "${known_sizes[*]}")|all"
@@ -84,12 +86,6 @@ fi
 
 vllm_port="${VLLM_PORT:-8000}"
 max_model_len="${MAX_MODEL_LEN:-8192}"
-gpus_per_node="${GPUS_PER_NODE:-8}"
-gpu_memory="${GPU_MEMORY_GB:-}"
-if [[ -z "$gpu_memory" ]] && command -v nvidia-smi > /dev/null 2>&1; then
-    gpu_memory="$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i 0 | awk '{printf "%.0f", $1 / 1024}')"
-fi
-gpu_memory="${gpu_memory:-80}"
 for variable in VLLM_GPU TRAIN_GPUS; do
     [[ "${!variable:-0}" =~ ^[0-9]+(,[0-9]+)*$ ]] || fail "$variable takes GPU numbers such as 0 or 0,1, got '${!variable}'"
 done
@@ -147,7 +143,8 @@ stop_server() {
         server_pid=""
     fi
 }
-trap stop_server EXIT
+layouts="$(mktemp -d)"  # each size's layout, as its memory plan writes it
+trap 'stop_server; rm -rf "$layouts"' EXIT
 trap 'exit 130' INT TERM
 
 wait_for_server() {
@@ -166,20 +163,16 @@ wait_for_server() {
     done
 }
 
-# Each size's memory plan: its lines (printed above its commands) and the layout it picked, or exit 2 with the
-# plan's one line naming the fix.
-declare -A plans layouts
+# Each size's memory plan: its lines (printed above its commands) and the layout it picked, in
+# $layouts/<size>.sh, or exit 2 with the plan's one line naming the fix.
+declare -A plans
 plan_of() {
-    local size="$1" out
-    local args=(--preset "$size" --model "$(checkpoint_of "$size")" --gpus-per-node "$gpus_per_node"
-        --gpu-memory "$gpu_memory" --nodes "$nodes" --max-model-len "$max_model_len" --layout)
-    [[ -z "${VLLM_GPU:-}" ]] || args+=(--vllm-gpus "$VLLM_GPU")
+    local size="$1"
+    local args=(--preset "$size" --model "$(checkpoint_of "$size")" --nodes "$nodes" --max-model-len "$max_model_len")
     [[ -z "${TRAIN_GPUS:-}" || $slurm == 1 ]] || args+=(--train-gpus "$TRAIN_GPUS")
-    [[ -z "${VLLM_TENSOR_PARALLEL:-}" ]] || args+=(--tensor-parallel "$VLLM_TENSOR_PARALLEL")
     [[ -z "${ACCELERATE_CONFIG:-}" ]] || args+=(--accelerate-config "$ACCELERATE_CONFIG")
-    out="$(python -m training.memory_plan "${args[@]}" -- "${extra[@]}" 2>&1)" || fail "$out"
-    plans[$size]="${out%$'\n'*}"
-    layouts[$size]="${out##*$'\n'layout }"
+    memory_plan "$layouts/$size.sh" "${args[@]}" -- "${extra[@]}" || fail "$plan_lines"
+    plans[$size]="$plan_lines"
 }
 
 # Check every requested size before anything starts, so `all` does not stop at the fourth: its checkpoint, its
@@ -210,13 +203,12 @@ for size in "${sizes[@]}"; do
         echo "# $size ($format)"
     fi
     sed 's/^/#   /' <<< "${plans[$size]}"
-    for setting in ${layouts[$size]}; do
-        declare "plan_${setting%%=*}=${setting#*=}"
-    done
-    tensor_parallel=()
-    [[ $plan_tensor_parallel == 1 ]] || tensor_parallel=(--tensor_parallel_size "$plan_tensor_parallel")
+    source "$layouts/$size.sh"
+    tensor_parallel_size=()
+    [[ $plan_tensor_parallel_size == 1 ]] || tensor_parallel_size=(--tensor_parallel_size "$plan_tensor_parallel_size")
     if [[ $slurm -eq 1 ]]; then
-        submit=(env GPU_MEMORY_GB="$gpu_memory" VLLM_GPU="$plan_vllm_gpus" VLLM_TENSOR_PARALLEL="$plan_tensor_parallel"
+        submit=(env GPU_MEMORY_GIB="$plan_gpu_memory_gib" VLLM_GPU="$plan_vllm_gpus"
+            VLLM_TENSOR_PARALLEL_SIZE="$plan_tensor_parallel_size"
             VLLM_PORT="$vllm_port" MAX_MODEL_LEN="$max_model_len" VLLM_WAIT="$vllm_wait" "${nccl[@]}"
             sbatch -N "$nodes" --job-name "$run_name" scripts/slurm/train.sbatch --model "$ckpt" --preset "$size"
             --accelerate-config "$plan_accelerate_config" --run-name "$run_name" --output-dir "$folder"
@@ -228,7 +220,7 @@ for size in "${sizes[@]}"; do
         continue
     fi
     serve=(env VLLM_GPU="$plan_vllm_gpus" VLLM_PORT="$vllm_port" MAX_MODEL_LEN="$max_model_len" "${nccl[@]}"
-        scripts/serve_vllm.sh "$ckpt" --preset "$size" "${tensor_parallel[@]}")
+        scripts/serve_vllm.sh "$ckpt" --preset "$size" "${tensor_parallel_size[@]}")
     train=(env CUDA_VISIBLE_DEVICES="$plan_train_gpus" "${nccl[@]}"
         accelerate launch --num-processes "$plan_processes" --config-file "$plan_accelerate_config"
         rl_trainer.py --preset "$size" --model "$ckpt" --use_vllm --vllm_server_port "$vllm_port"

@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SIZES = ["1.5b", "3b", "7b", "14b", "32b"]
 CHECKPOINTS = {f"CKPT_{size.upper().replace('.', '_')}": f"/ckpts/q sft {size}" for size in SIZES}
 # The launchers' layout settings, cleared so a caller's own do not change what the tests see.
-NO_LAYOUT_ENV = {name: "" for name in ("GPU_MEMORY_GB", "GPUS_PER_NODE", "VLLM_GPU", "TRAIN_GPUS",
-                                       "VLLM_TENSOR_PARALLEL", "ACCELERATE_CONFIG", "NCCL_P2P_DISABLE")}
+NO_LAYOUT_ENV = {name: "" for name in ("GPU_MEMORY_GIB", "GPUS_PER_NODE", "VLLM_GPU", "TRAIN_GPUS",
+                                       "VLLM_TENSOR_PARALLEL_SIZE", "ACCELERATE_CONFIG", "NCCL_P2P_DISABLE")}
 TRAINING_GPUS = 7
 
 
@@ -73,12 +73,14 @@ def test_unknown_preset_names_the_choices():
         parse_args(["--preset", "9b", "--model", "x"])
 
 
+# distributed type, ZeRO stage, where the optimizer and the parameters live, precision, processes, CPU only
 ACCELERATE_CONFIGS = {
-    "zero3.yaml": ("DEEPSPEED", 3, "none", "bf16", 8, False),
-    "zero3_offload.yaml": ("DEEPSPEED", 3, "cpu", "bf16", 8, False),
-    "zero2.yaml": ("DEEPSPEED", 2, "none", "bf16", 8, False),
+    "zero3.yaml": ("DEEPSPEED", 3, ("none", "none"), "bf16", 8, False),
+    "zero3_offload_optimizer.yaml": ("DEEPSPEED", 3, ("cpu", "none"), "bf16", 8, False),
+    "zero3_offload.yaml": ("DEEPSPEED", 3, ("cpu", "cpu"), "bf16", 8, False),
+    "zero2.yaml": ("DEEPSPEED", 2, ("none", "none"), "bf16", 8, False),
     "ddp.yaml": ("MULTI_GPU", None, None, "bf16", 8, False),
-    "cpu/zero3.yaml": ("DEEPSPEED", 3, "none", "no", 2, True),
+    "cpu/zero3.yaml": ("DEEPSPEED", 3, ("none", "none"), "no", 2, True),
     "cpu/ddp.yaml": ("MULTI_GPU", None, None, "no", 2, True),
 }
 
@@ -99,8 +101,7 @@ def test_accelerate_reads_the_config(name):
         assert deepspeed is None
         return
     assert deepspeed["zero_stage"] == stage
-    assert deepspeed["offload_optimizer_device"] == offload
-    assert deepspeed["offload_param_device"] == offload
+    assert (deepspeed["offload_optimizer_device"], deepspeed["offload_param_device"]) == offload
     if stage == 3:
         assert deepspeed["zero3_init_flag"] is True
         assert deepspeed["zero3_save_16bit_model"] is True
@@ -244,26 +245,29 @@ def dry_run_all(env=None):
 
 
 # What each size's memory plan picks on one 8-GPU node: server GPUs, training GPUs, accelerate config.
+# What each size's memory plan picks on one 8-GPU node of 80 GB or 141 GB GPUs (79.6 or 140.4 GiB, nvidia-smi's
+# memory.total / 1024): server GPUs, training GPUs, accelerate config.
 PICKS = {
-    80: {"1.5b": ("0", "1,2,3,4,5,6,7", "config/zero3.yaml"), "3b": ("0", "1,2,3,4,5,6,7", "config/zero3.yaml"),
-         "7b": ("0", "1,2,3,4,5,6,7", "config/zero3.yaml"), "14b": ("0", "1,2,3,4,5,6,7", "config/zero3.yaml"),
-         "32b": ("0,1", "2,3,4,5,6,7", "config/zero3_offload.yaml")},
-    141: {size: ("0", "1,2,3,4,5,6,7", "config/zero3.yaml") for size in SIZES},
+    "79.6": {"1.5b": ("0", "1,2,3,4,5,6,7", "config/zero3.yaml"), "3b": ("0", "1,2,3,4,5,6,7", "config/zero3.yaml"),
+             "7b": ("0", "1,2,3,4,5,6,7", "config/zero3.yaml"), "14b": ("0", "1,2,3,4,5,6,7", "config/zero3.yaml"),
+             "32b": ("0,1", "2,3,4,5,6,7", "config/zero3_offload_optimizer.yaml")},
+    "140.4": {size: ("0", "1,2,3,4,5,6,7", "config/zero3.yaml") for size in SIZES},
 }
 
 
 @pytest.mark.parametrize("memory", sorted(PICKS))
 def test_exps_dry_run_prints_a_server_and_a_launch_per_size(memory):
-    """On 80 GB GPUs 32b gets a two-GPU server (one GPU's KV cache holds 11 of a step's 56 sequences) and the
-    offload config (its states alone are ~84 GB per GPU over 7); on 141 GB GPUs every size fits the 1 + 7 split."""
-    servers, launches = dry_run_all({"GPU_MEMORY_GB": str(memory)})
+    """On 80 GB GPUs 32b gets a two-GPU server (one GPU's KV cache holds 10 of a step's 56 sequences) and the
+    optimizer offloaded (its states alone are 81 GiB per GPU over 7); on 141 GB GPUs every size fits the 1 + 7
+    split."""
+    servers, launches = dry_run_all({"GPU_MEMORY_GIB": memory})
     assert len(servers) == 5 and len(launches) == 5
     for size, server, launch in zip(SIZES, servers, launches):
         vllm_gpus, train_gpus, config = PICKS[memory][size]
         checkpoint = CHECKPOINTS[f"CKPT_{size.upper().replace('.', '_')}"]
-        tensor_parallel = len(vllm_gpus.split(","))
-        expected = [checkpoint, "--preset", size] + (["--tensor_parallel_size", str(tensor_parallel)]
-                                                      if tensor_parallel > 1 else [])
+        tensor_parallel_size = len(vllm_gpus.split(","))
+        expected = [checkpoint, "--preset", size] + (["--tensor_parallel_size", str(tensor_parallel_size)]
+                                                      if tensor_parallel_size > 1 else [])
         assert server[server.index("scripts/serve_vllm.sh") + 1 :] == expected
         assert f"VLLM_GPU={vllm_gpus}" in server and "MAX_MODEL_LEN=8192" in server
         assert f"CUDA_VISIBLE_DEVICES={train_gpus}" in launch
@@ -323,8 +327,8 @@ def test_exps_run_that_does_not_fit_stops_with_one_line_before_anything_starts()
                             env=without_checkpoints() | CHECKPOINTS | env)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.splitlines() == [
-        "exps.sh: 32b: on 1 node of 8 x 80 GB GPUs: training needs 92.6 GiB per GPU of 72.0 (0.9 x 80 GB) under "
-        "config/zero3.yaml; fix: the offload config, ACCELERATE_CONFIG=config/zero3_offload.yaml"]
+        "exps.sh: 32b: on 1 node of 8 x 79.6 GiB GPUs: training needs 92.6 GiB per GPU of 71.6 (0.9 x 79.6) under "
+        "config/zero3.yaml; fix: the optimizer in host RAM, ACCELERATE_CONFIG=config/zero3_offload_optimizer.yaml"]
 
 
 def test_exps_two_server_gpus_leave_both_out_of_training():
@@ -337,8 +341,56 @@ def test_exps_two_server_gpus_leave_both_out_of_training():
     result = run_script(["./exps.sh", "--dry-run", "7b"],
                         env={**NO_LAYOUT_ENV, **CHECKPOINTS, "VLLM_GPU": "0,1", "TRAIN_GPUS": "1,2,3,4,5,6,7"})
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr == ("exps.sh: 7b: on 1 node of 8 x 80 GB GPUs: TRAIN_GPUS=1,2,3,4,5,6,7 includes GPU 1 of "
+    assert result.stderr == ("exps.sh: 7b: on 1 node of 8 x 79.6 GiB GPUs: TRAIN_GPUS=1,2,3,4,5,6,7 includes GPU 1 of "
                              "the vLLM server (VLLM_GPU=0,1); leave it out: TRAIN_GPUS=2,3,4,5,6,7\n")
+
+
+def test_the_tensor_parallel_size_has_one_name_from_the_environment_to_vllms_flag():
+    """VLLM_TENSOR_PARALLEL_SIZE -> the plan's tensor_parallel_size -> serve_vllm.sh's --tensor_parallel_size (TRL's
+    `vllm-serve` setting) -> vLLM's --tensor-parallel-size, and to a Slurm job under the same variable."""
+    lines = dry_run_lines("--dry-run", "7b", env={"VLLM_TENSOR_PARALLEL_SIZE": "4"})
+    assert [line for line in lines if line.startswith("#   server: ")][0].startswith(
+        "#   server: GPUs 0,1,2,3, tensor_parallel_size 4,")
+    [server] = [shlex.split(line[2:]) for line in lines if "scripts/serve_vllm.sh" in line]
+    assert server[-2:] == ["--tensor_parallel_size", "4"]
+    environment = dict(word.split("=", 1) for word in server[1 : server.index("scripts/serve_vllm.sh")])
+    words, _ = serve_vllm_dry_run(server[server.index("scripts/serve_vllm.sh") + 1 :],
+                                  {**NO_SERVER_ENV, **environment})
+    assert words[words.index("--tensor-parallel-size") + 1] == "4"
+    [submit] = [shlex.split(line[2:]) for line in dry_run_lines("--dry-run", "--slurm", "7b",
+                                                                 env={"VLLM_TENSOR_PARALLEL_SIZE": "4"})
+                if line.startswith("+ ")]
+    assert "VLLM_TENSOR_PARALLEL_SIZE=4" in submit
+
+
+def test_the_launchers_read_the_plan_through_one_function():
+    """scripts/memory_plan.sh runs the plan and sources the layout it writes; exps.sh and train.sbatch call it and
+    parse nothing of the plan themselves."""
+    for launcher in ("exps.sh", "scripts/slurm/train.sbatch"):
+        text = (ROOT / launcher).read_text()
+        assert "source scripts/memory_plan.sh" in text and "training.memory_plan" not in text, launcher
+    result = subprocess.run(["bash", "-c", 'source scripts/memory_plan.sh; file="$(mktemp)"; '
+                             'memory_plan "$file" --preset 32b --max-model-len 8192; status=$?; rm "$file"; '
+                             'echo "$status $plan_accelerate_config $plan_tensor_parallel_size $plan_vllm_gpus '
+                             '$plan_train_gpus $plan_processes $plan_max_model_len $plan_gpu_memory_gib"; '
+                             'echo "$plan_lines" | head -1'],
+                            cwd=ROOT, env={**os.environ, **NO_LAYOUT_ENV}, capture_output=True, text=True, timeout=60)
+    assert result.stdout.splitlines() == [
+        "0 config/zero3_offload_optimizer.yaml 2 0,1 2,3,4,5,6,7 6 8192 79.6",
+        "memory plan: 32.76B parameters (Qwen/Qwen2.5-Coder-32B's shape), 1 node of 8 x 79.6 GiB GPUs"]
+
+
+@pytest.mark.parametrize("name, message", [
+    ("GPU_MEMORY_GB", "GPU_MEMORY_GB is not read; set GPU_MEMORY_GIB, each GPU's memory in GiB"),
+    ("VLLM_TENSOR_PARALLEL", "VLLM_TENSOR_PARALLEL is not read; set VLLM_TENSOR_PARALLEL_SIZE"),
+])
+def test_a_layout_setting_under_a_name_the_launchers_do_not_read_is_one_line(name, message):
+    for command in (["./exps.sh", "--dry-run", "7b"], ["scripts/slurm/train.sbatch", "--dry-run", "--nodes", "1",
+                                                        "--model", "m"]):
+        result = run_script(command, env={**NO_LAYOUT_ENV, **CHECKPOINTS, name: "2"})
+        assert result.returncode == 2 and result.stdout == ""
+        [line] = result.stderr.splitlines()
+        assert line.split(": ", 1)[1].startswith(message), line
 
 
 @pytest.mark.parametrize("value", ["", "1"])
@@ -354,10 +406,10 @@ def test_exps_dry_run_shows_each_sizes_memory_plan():
     lines = dry_run_lines("--dry-run", "all")
     plans = [line for line in lines if line.startswith("#   memory plan: ")]
     assert len(plans) == 5
-    assert all("1 node of 8 x 80 GB GPUs" in line for line in plans)
+    assert all("1 node of 8 x 79.6 GiB GPUs" in line for line in plans)
     assert not [line for line in lines if line.startswith("#   warning")]
     index = lines.index("# 32b (reasoning)")
-    assert lines[index + 2].startswith("#   server: GPUs 0,1, tensor parallel 2")
+    assert lines[index + 2].startswith("#   server: GPUs 0,1, tensor_parallel_size 2")
 
 
 def test_exps_dry_run_needs_no_size_and_no_checkpoints():
@@ -462,7 +514,7 @@ def launch_checkout(tmp_path):
     checkout = tmp_path / "checkout"
     shutil.copytree(ROOT / "config", checkout / "config")
     (checkout / "training").mkdir()
-    for name in ("__init__.py", "memory_plan.py"):  # the launchers' memory plan
+    for name in ("__init__.py", "memory_plan.py", "arguments.py"):  # the launchers' memory plan, and its defaults
         shutil.copy2(ROOT / "training" / name, checkout / "training" / name)
     shutil.copytree(ROOT / "scripts", checkout / "scripts", ignore=shutil.ignore_patterns("*.py"))
     shutil.copy2(ROOT / "exps.sh", checkout / "exps.sh")
@@ -490,8 +542,8 @@ def test_exps_slurm_submits_one_train_sbatch_job_per_size():
         # Three nodes: node 0 serves (32b's step of 128 sequences needs four shards to be held at once), 16
         # GPUs train, where 32b's states fit without offloading.
         vllm_gpus, config = ("0", "config/zero3.yaml") if size == "7b" else ("0,1,2,3", "config/zero3.yaml")
-        assert submit[:start] == ["env", "GPU_MEMORY_GB=80", f"VLLM_GPU={vllm_gpus}",
-                                  f"VLLM_TENSOR_PARALLEL={len(vllm_gpus.split(','))}", "VLLM_PORT=8000",
+        assert submit[:start] == ["env", "GPU_MEMORY_GIB=79.6", f"VLLM_GPU={vllm_gpus}",
+                                  f"VLLM_TENSOR_PARALLEL_SIZE={len(vllm_gpus.split(','))}", "VLLM_PORT=8000",
                                   "MAX_MODEL_LEN=8192", "VLLM_WAIT=1800"]
         assert submit[submit.index("--accelerate-config") + 1] == config
         script = submit.index("scripts/slurm/train.sbatch")

@@ -285,47 +285,47 @@ SIZES = ["1.5b", "3b", "7b", "14b", "32b"]
 
 def sbatch_dry_run(*args, env=None):
     clean = {key: value for key, value in os.environ.items() if not key.startswith("SLURM_")}
-    layout = {name: "" for name in ("GPU_MEMORY_GB", "VLLM_GPU", "VLLM_TENSOR_PARALLEL", "ACCELERATE_CONFIG",
+    layout = {name: "" for name in ("GPU_MEMORY_GIB", "VLLM_GPU", "VLLM_TENSOR_PARALLEL_SIZE", "ACCELERATE_CONFIG",
                                     "NCCL_P2P_DISABLE", "MAX_MODEL_LEN")}
     return subprocess.run([str(SBATCH), "--dry-run", *args], cwd=ROOT, env={**clean, **layout, **(env or {})},
                           capture_output=True, text=True, timeout=60)
 
 
-@pytest.mark.parametrize("memory", ["80", "141"])
+@pytest.mark.parametrize("memory", ["79.6", "140.4"])  # GiB: GPUs of 80 GB and 141 GB
 @pytest.mark.parametrize("nodes", ["1", "3"])
 @pytest.mark.parametrize("size", SIZES)
 def test_every_size_fits_the_slurm_layouts(size, nodes, memory):
-    """One node splits as exps.sh does (32b on 80 GB: a two-GPU server, six offloading trainers); on three nodes
-    node 0 serves with as many shards as hold a step and 16 GPUs train without offloading."""
+    """One node splits as exps.sh does (32b on 80 GB: a two-GPU server, six trainers with the optimizer offloaded);
+    on three nodes node 0 serves with as many shards as hold a step and 16 GPUs train without offloading."""
     result = sbatch_dry_run("--nodes", nodes, "--model", f"/ckpts/q-{size}-sft", "--preset", size,
-                            env={"GPU_MEMORY_GB": memory, "MAX_MODEL_LEN": "8192"})
+                            env={"GPU_MEMORY_GIB": memory, "MAX_MODEL_LEN": "8192"})
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[1].startswith("#   memory plan: ") and not [line for line in lines if "warning" in line]
     server, *trainers = [shlex.split(line[2:]) for line in lines if line.startswith("+ ")]
     server_gpus = server[1].removeprefix("VLLM_GPU=").split(",")
-    tensor_parallel = int(server[-1]) if "--tensor_parallel_size" in server else 1
-    assert len(server_gpus) == tensor_parallel
+    tensor_parallel_size = int(server[-1]) if "--tensor_parallel_size" in server else 1
+    assert len(server_gpus) == tensor_parallel_size
     for trainer in trainers:
         config = trainer[trainer.index("--config-file") + 1]
         processes = int(trainer[trainer.index("--num-processes") + 1])
         if nodes == "1":
             training_gpus = trainer[1].removeprefix("CUDA_VISIBLE_DEVICES=").split(",")
-            assert not set(training_gpus) & set(server_gpus) and len(training_gpus) == 8 - tensor_parallel
+            assert not set(training_gpus) & set(server_gpus) and len(training_gpus) == 8 - tensor_parallel_size
             assert processes == len(training_gpus)
         else:
             assert processes == 16
-        offloads = size == "32b" and memory == "80" and nodes == "1"
-        assert config == ("config/zero3_offload.yaml" if offloads else "config/zero3.yaml")
+        offloads = size == "32b" and memory == "79.6" and nodes == "1"
+        assert config == ("config/zero3_offload_optimizer.yaml" if offloads else "config/zero3.yaml")
         # a server of two or more shards exactly where one GPU's KV cache cannot hold the step's sequences at once
         one_gpu = memory_plan.plan_launch(*memory_plan.model_shape(None, size)[:1],
                                           memory_plan.settings_from_flags(size, [])[0],
                                           memory_plan.Hardware(8, float(memory), int(nodes)),
-                                          memory_plan.Choice(tensor_parallel=1, max_model_len=8192,
+                                          memory_plan.Choice(tensor_parallel_size=1, max_model_len=8192,
                                                              accelerate_config="config/zero3_offload.yaml"))
-        assert (tensor_parallel >= 2) is (one_gpu.waves > 1)
-    if size == "32b" and memory == "80":
-        assert tensor_parallel >= 2
+        assert (tensor_parallel_size >= 2) is (one_gpu.waves > 1)
+    if size == "32b" and memory == "79.6":
+        assert tensor_parallel_size >= 2
 
 
 @pytest.mark.parametrize("value", ["", "1"])
@@ -342,8 +342,8 @@ def test_a_layout_that_does_not_fit_stops_the_job_with_one_line():
                             "--accelerate-config", "config/zero3.yaml")
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.splitlines() == [
-        "train.sbatch: 32b: on 1 node of 8 x 80 GB GPUs: training needs 92.6 GiB per GPU of 72.0 (0.9 x 80 GB) "
-        "under config/zero3.yaml; fix: the offload config, ACCELERATE_CONFIG=config/zero3_offload.yaml"]
+        "train.sbatch: 32b: on 1 node of 8 x 79.6 GiB GPUs: training needs 92.6 GiB per GPU of 71.6 (0.9 x 79.6) "
+        "under config/zero3.yaml; fix: the optimizer in host RAM, ACCELERATE_CONFIG=config/zero3_offload_optimizer.yaml"]
 
 
 @pytest.mark.parametrize("args, env, message", [

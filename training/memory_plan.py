@@ -1,32 +1,41 @@
 """The memory plan of a launch, on paper, before anything loads: does this size fit these GPUs?
 
-From a model's config.json (no weights), the layout (GPUs per node, GPU memory, nodes, which GPUs serve vLLM and
-which train) and the run's settings, it estimates per GPU:
+From a model's config.json (no weights), the layout (GPUs per node, each GPU's memory, nodes, which GPUs serve vLLM
+and which train) and the run's settings, it estimates per GPU, in GiB (2**30 bytes) throughout:
 
 - training under accelerate / DeepSpeed: the model states by DeepSpeed's own estimator
-  (`estimate_zero3_model_states_mem_needs`: 18 bytes per parameter sharded over the training GPUs, 4 bytes per
-  parameter of the largest layer, nothing but that layer with parameters and optimizer offloaded to CPU), the layers
-  ZeRO-3 gathers, the activations of a micro-batch of prompt + completion tokens (with or without gradient
-  checkpointing), the logits of the completion and the CUDA/NCCL runtime;
+  (`estimate_zero3_model_states_mem_needs`: 4 bytes per parameter of the largest layer, plus 18 bytes per parameter
+  sharded over the training GPUs; 2 with the optimizer offloaded to the CPU; none with the parameters offloaded
+  too), the layers ZeRO-3 gathers, the activations of a micro-batch of prompt + completion tokens (with or without
+  gradient checkpointing), the logits of the completion and the CUDA/NCCL runtime;
 - the vLLM server: the bf16 weights of one tensor-parallel shard, its runtime, and the KV cache left in
-  `gpu_memory_utilization` of the GPU; how many of a step's sequences it holds at once, so how many waves a step's
-  generation takes and roughly how long (decoding reads the weights and the KV cache once per token);
+  `gpu_memory_utilization` of each of its GPUs; how many of a step's sequences the whole server holds at once, so
+  how many waves a step's generation takes and roughly how long (decoding reads the weights and the KV cache once
+  per token);
 - the disk of a checkpoint (14 bytes per parameter: fp32 master weights and two Adam moments, and the bf16 model)
   and the host RAM offloading needs.
 
-`plan_launch` picks what the caller leaves open: the smallest server tensor-parallel size whose KV cache holds a
-step in one wave, then config/zero3.yaml where it fits and config/zero3_offload.yaml where only that fits. A
-layout that does not fit raises `DoesNotFit` with one line naming the fix. The figures are estimates with stated
-constants (below); the first run on a node is what confirms them (docs/clusters.md, "First run on a real cluster").
+`plan_launch` picks what the caller leaves open: the smallest server tensor_parallel_size whose KV cache holds a
+step in one wave, then the first accelerate config that fits of config/zero3.yaml, config/zero3_offload_optimizer.yaml
+(the optimizer in host RAM, the parameters on the GPUs) and config/zero3_offload.yaml (both in host RAM: the
+slowest), and says why it passed over the earlier ones. A layout that does not fit raises `DoesNotFit` with one
+line naming the fix. The figures are estimates with stated constants (below); the first run on a node is what
+confirms them (docs/clusters.md, "First run on a real cluster").
 
-`python -m training.memory_plan --preset 32b` prints the plan; exps.sh and scripts/slurm/train.sbatch call it for
-their dry runs and before they start anything, and rl_trainer.py checks its own processes (training/preflight.py).
-Standard library and PyYAML only: no torch, so a launcher's dry run stays fast.
+`python -m training.memory_plan --preset 32b` prints the plan. exps.sh and scripts/slurm/train.sbatch run it for
+their dry runs and before they start anything, through one shell function (scripts/memory_plan.sh) that reads
+back the layout it writes (`--layout-file`); rl_trainer.py checks its own processes (training/preflight.py).
+Standard library and PyYAML only: no torch, so a launcher's dry run stays fast; the trainer's defaults are read
+from the source that declares them (`declared_defaults`).
 """
 
 import argparse
+import ast
+import functools
+import importlib.util
 import json
 import math
+import shlex
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -37,7 +46,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PRESETS = ROOT / "config" / "models"
 SHAPES = ROOT / "config" / "shapes"
 ZERO3 = "config/zero3.yaml"
+ZERO3_OFFLOAD_OPTIMIZER = "config/zero3_offload_optimizer.yaml"
 ZERO3_OFFLOAD = "config/zero3_offload.yaml"
+# What DeepSpeed keeps in host RAM: its offload_optimizer_device, then also its offload_param_device, set to cpu.
+NO_OFFLOAD, OFFLOAD_OPTIMIZER, OFFLOAD_ALL = "none", "optimizer", "optimizer and parameters"
 
 GIB = 1024**3
 # Share of a GPU the plan lets a process fill: vLLM's own default for the server, and on the training side the
@@ -46,19 +58,66 @@ GPU_FILL = 0.9
 TRAINING_RUNTIME_GIB = 3.0  # CUDA context, NCCL buffers, cuBLAS workspaces of a training process
 SERVER_RUNTIME_GIB = 4.0  # vLLM: its profile run's activations, sampler logits, CUDA graphs, NCCL
 STATE_BYTES = 18  # per parameter under ZeRO: bf16 weight, fp32 gradient, fp32 master weight, two fp32 Adam moments
+OPTIMIZER_BYTES = 16  # of those, what offloading the optimizer moves to host RAM: all but the bf16 weight
 DDP_STATE_BYTES = 8  # without DeepSpeed: bf16 weights, gradients and AdamW's two moments, whole on every GPU
 CHECKPOINT_BYTES = 14  # per parameter: fp32 master weights and two moments (12), the gathered bf16 model (2)
 # TRL 1.16 does not cut prompts (it has no max_prompt_length): the plan assumes prompts up to this many tokens.
 PROMPT_TOKENS = 512
 MAX_NUM_SEQS = 256  # vLLM's default cap on sequences it decodes at once
 DECODE_EFFICIENCY = 0.5  # share of the GPU's memory bandwidth a decode step achieves
-TRL_DEFAULTS = {  # rl_trainer.py's defaults (training/arguments.py, TRL's GRPOConfig); a test keeps them equal
-    "per_device_train_batch_size": 1, "gradient_accumulation_steps": 8, "num_generations": 8,
-    "max_completion_length": 2048, "gradient_checkpointing": True, "beta": 0.0, "vllm_request_timeout": 900.0,
-    "save_total_limit": None, "use_lora": False, "vllm_gpu_memory_utilization": 0.9,
-}
 ALIASES = {"activation_checkpointing": "gradient_checkpointing", "max_model_len": "vllm_max_model_length",
            "use_qlora": "use_lora"}
+# Where the trainer's settings are declared, most derived first: rl_trainer.py's QGRPOConfig and the classes it
+# extends (its __mro__, which tests/test_memory_plan.py checks), then its model flags: (package, file, class).
+DECLARED_IN = (("training", "arguments.py", "QGRPOConfig"), ("trl", "trainer/grpo_config.py", "GRPOConfig"),
+               ("trl", "trainer/base_config.py", "_BaseConfig"),
+               ("transformers", "training_args.py", "TrainingArguments"),
+               ("training", "arguments.py", "ModelArguments"))
+# The server's gpu_memory_utilization: `trl vllm-serve`'s, which scripts/serve_vllm.sh keeps.
+SERVER_DECLARED_IN = ("trl", "scripts/vllm_serve.py", "ScriptArguments")
+
+
+@functools.cache
+def declared_defaults() -> dict:
+    """The trainer's settings' literal defaults, and the server's gpu_memory_utilization (under the plan's name,
+    vllm_gpu_memory_utilization), read from the source of the classes that declare them: importing those pulls in
+    torch, seconds for each launcher call, where reading them takes milliseconds."""
+    found = {}
+    for package, path, name in DECLARED_IN:
+        for key, value in _class_defaults(_source(package, path), name).items():
+            found.setdefault(key, value)
+    package, path, name = SERVER_DECLARED_IN
+    found["vllm_gpu_memory_utilization"] = _class_defaults(_source(package, path), name)["gpu_memory_utilization"]
+    return found
+
+
+def _source(package: str, path: str) -> Path:
+    spec = importlib.util.find_spec(package)  # a top-level package is found without being imported
+    if spec is None or not spec.submodule_search_locations:
+        raise DoesNotFit(f"{package} is not installed here, and the plan reads the trainer's defaults from it; "
+                         "pip install -r requirements.txt")
+    return Path(spec.submodule_search_locations[0]) / path
+
+
+def _class_defaults(path: Path, name: str) -> dict:
+    """Class `name`'s fields whose default is a literal: `x: int = 1` and `x: int = field(default=1, ...)`."""
+    tree = ast.parse(path.read_text(), str(path))
+    body = next(node.body for node in tree.body if isinstance(node, ast.ClassDef) and node.name == name)
+    found = {}
+    for node in body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            value = node.value
+            if isinstance(value, ast.Call) and getattr(value.func, "id", None) == "field":
+                value = next((k.value for k in value.keywords if k.arg == "default"), None)
+            try:
+                found[node.target.id] = ast.literal_eval(value)
+            except ValueError:
+                continue
+    return found
+
+
+def _declared(name: str):
+    return field(default_factory=lambda: declared_defaults()[name])
 
 
 class DoesNotFit(Exception):
@@ -112,10 +171,10 @@ class Shape:
         """DeepSpeed's `largest_layer_params`: the most parameters one module holds itself (the embedding here)."""
         return max(self.vocab * self.hidden, self.hidden * self.intermediate)
 
-    def kv_bytes_per_token(self, tensor_parallel: int = 1) -> int:
-        """bf16 keys and values of one token, on one GPU of a server of `tensor_parallel` shards (vLLM replicates
-        KV heads when there are fewer than shards)."""
-        return 2 * self.layers * max(1, self.kv_heads // tensor_parallel) * self.head_dim * 2
+    def kv_bytes_per_token(self, tensor_parallel_size: int = 1) -> int:
+        """bf16 keys and values of one token, on one GPU of a server of `tensor_parallel_size` shards (vLLM
+        replicates KV heads when there are fewer than shards)."""
+        return 2 * self.layers * max(1, self.kv_heads // tensor_parallel_size) * self.head_dim * 2
 
     def activation_bytes_per_token(self) -> int:
         """What one decoder layer keeps for its backward pass per token, counted from Qwen2's forward in
@@ -135,19 +194,20 @@ class Shape:
 
 @dataclass(frozen=True)
 class Settings:
-    """The run's settings the plan reads (rl_trainer.py flag names)."""
+    """The run's settings the plan reads, by rl_trainer.py's flag names (vllm_gpu_memory_utilization is the
+    server's), each defaulting to where it is declared (`declared_defaults`)."""
 
-    per_device_train_batch_size: int = 1
-    gradient_accumulation_steps: int = 8
-    num_generations: int = 8
-    max_completion_length: int = 2048
-    gradient_checkpointing: bool = True
-    beta: float = 0.0
-    vllm_request_timeout: float = 900.0
-    save_total_limit: int | None = None
-    use_lora: bool = False
-    vllm_max_model_length: int | None = None
-    vllm_gpu_memory_utilization: float = 0.9
+    per_device_train_batch_size: int = _declared("per_device_train_batch_size")
+    gradient_accumulation_steps: int = _declared("gradient_accumulation_steps")
+    num_generations: int = _declared("num_generations")
+    max_completion_length: int = _declared("max_completion_length")
+    gradient_checkpointing: bool = _declared("gradient_checkpointing")
+    beta: float = _declared("beta")
+    vllm_request_timeout: float = _declared("vllm_request_timeout")
+    save_total_limit: int | None = _declared("save_total_limit")
+    use_lora: bool = _declared("use_lora")
+    vllm_max_model_length: int | None = _declared("vllm_max_model_length")
+    vllm_gpu_memory_utilization: float = _declared("vllm_gpu_memory_utilization")
 
     @classmethod
     def from_values(cls, values: dict) -> "Settings":
@@ -157,13 +217,13 @@ class Settings:
             key = ALIASES.get(key, key)
             if key in known and value is not None:
                 picked[key] = value
-        return cls(**{**{k: v for k, v in TRL_DEFAULTS.items() if k in known}, **_typed(picked)})
+        return cls(**_typed(picked))
 
 
 def _typed(values: dict) -> dict:
     out = {}
     for key, value in values.items():
-        default = Settings.__dataclass_fields__[key].default
+        default = declared_defaults()[key]
         if isinstance(value, str):
             if key in ("gradient_checkpointing", "use_lora"):
                 value = value.lower() in ("1", "true", "yes", "t", "y")
@@ -216,7 +276,9 @@ def _yaml(path: Path) -> dict:
 @dataclass(frozen=True)
 class Hardware:
     gpus_per_node: int = 8
-    gpu_gib: float = 80.0  # what nvidia-smi reports as memory.total: 80 for an H100 80GB, 141 for an H200
+    # Each GPU's memory in GiB, as nvidia-smi's memory.total (MiB) / 1024 or torch's total_memory / 2**30: an H100
+    # 80GB's 81559 MiB are 79.6 GiB (its "80 GB" are 80 GiB of HBM, a little of it kept by the driver).
+    gpu_gib: float = 79.6
     nodes: int = 1
 
     @property
@@ -226,14 +288,14 @@ class Hardware:
 
     def describe(self) -> str:
         nodes = f"{self.nodes} nodes" if self.nodes > 1 else "1 node"
-        return f"{nodes} of {self.gpus_per_node} x {self.gpu_gib:g} GB GPUs"
+        return f"{nodes} of {self.gpus_per_node} x {self.gpu_gib:g} GiB GPUs"
 
 
 @dataclass(frozen=True)
 class Choice:
     """What the user fixed; None leaves it to the plan."""
 
-    tensor_parallel: int | None = None
+    tensor_parallel_size: int | None = None
     vllm_gpus: tuple[int, ...] | None = None
     train_gpus: tuple[int, ...] | None = None
     accelerate_config: str | None = None
@@ -245,16 +307,17 @@ class Plan:
     shape: Shape
     settings: Settings
     hardware: Hardware
-    tensor_parallel: int
+    tensor_parallel_size: int
     vllm_gpus: tuple[int, ...]
     train_gpus: tuple[int, ...]  # on each training node
     processes: int
     accelerate_config: str
     zero_stage: int | None
-    offload: bool
+    offload: str  # NO_OFFLOAD, OFFLOAD_OPTIMIZER or OFFLOAD_ALL
     max_model_len: int
     source: str = ""
     notes: list[str] = field(default_factory=list)
+    picked: list[str] = field(default_factory=list)  # why plan_launch passed over a smaller server or a config
 
     # training, bytes per GPU
     @property
@@ -262,9 +325,10 @@ class Plan:
         """DeepSpeed's estimate of the model states on one GPU (its estimator's `gpu_mem`)."""
         p, largest, n = self.shape.params, self.shape.largest_layer_params, self.processes
         if self.zero_stage == 3:
-            return 4 * largest + (0 if self.offload else STATE_BYTES * p // n)
+            sharded = {NO_OFFLOAD: STATE_BYTES, OFFLOAD_OPTIMIZER: STATE_BYTES - OPTIMIZER_BYTES, OFFLOAD_ALL: 0}
+            return 4 * largest + sharded[self.offload] * p // n
         if self.zero_stage == 2:  # whole bf16 weights and gradients, the rest sharded
-            return 4 * p + (0 if self.offload else (STATE_BYTES - 4) * p // n)
+            return 4 * p + (0 if self.offload != NO_OFFLOAD else (STATE_BYTES - 4) * p // n)
         return DDP_STATE_BYTES * p
 
     @property
@@ -310,16 +374,17 @@ class Plan:
 
     @property
     def host_ram(self) -> int:
-        """Offloaded states per node (18 bytes per parameter over the nodes), without DeepSpeed's 1.5 margin."""
-        if not self.offload:
+        """Offloaded states per training node (16 bytes per parameter for the optimizer, 18 with the parameters,
+        over the training nodes), without DeepSpeed's 1.5 margin."""
+        if self.offload == NO_OFFLOAD:
             return 0
         nodes = max(1, self.hardware.nodes - (1 if self.hardware.nodes > 1 else 0))
-        return STATE_BYTES * self.shape.params // nodes
+        return (OPTIMIZER_BYTES if self.offload == OFFLOAD_OPTIMIZER else STATE_BYTES) * self.shape.params // nodes
 
     # the vLLM server, bytes per GPU
     @property
     def weights_shard(self) -> int:
-        return 2 * self.shape.params // self.tensor_parallel
+        return 2 * self.shape.params // self.tensor_parallel_size
 
     @property
     def server_budget(self) -> float:
@@ -329,9 +394,10 @@ class Plan:
     def kv_cache(self) -> int:
         return int(self.server_budget - self.weights_shard - SERVER_RUNTIME_GIB * GIB)
 
+    # the vLLM server as a whole: each of its GPUs holds its shard of every token's keys and values
     @property
     def kv_tokens(self) -> int:
-        return max(0, self.kv_cache) // self.shape.kv_bytes_per_token(self.tensor_parallel)
+        return max(0, self.kv_cache) // self.shape.kv_bytes_per_token(self.tensor_parallel_size)
 
     @property
     def step_sequences(self) -> int:
@@ -353,7 +419,7 @@ class Plan:
         wave's KV cache (half the completion on average) once."""
         if not self.concurrent:
             return math.inf
-        per_token = self.shape.kv_bytes_per_token(self.tensor_parallel)
+        per_token = self.shape.kv_bytes_per_token(self.tensor_parallel_size)
         seconds, left = 0.0, self.step_sequences
         completion = self.settings.max_completion_length
         while left > 0:
@@ -372,15 +438,15 @@ class Plan:
     # verdicts
     def server_problem(self) -> str | None:
         if self.kv_cache <= 0 or self.kv_tokens < self.max_model_len:
-            return (f"the vLLM server's KV cache ({max(0, self.kv_cache) / GIB:.1f} GiB per GPU at tensor parallel "
-                    f"{self.tensor_parallel}) cannot hold one sequence of max_model_len {self.max_model_len}, so vLLM "
-                    "refuses to start")
+            return (f"the vLLM server's KV cache ({max(0, self.kv_cache) / GIB:.1f} GiB per GPU at "
+                    f"tensor_parallel_size {self.tensor_parallel_size}) cannot hold one sequence of max_model_len "
+                    f"{self.max_model_len}, so vLLM refuses to start")
         return None
 
     def training_problem(self) -> str | None:
         if self.training_gpu > self.gpu_budget:
             return (f"training needs {self.training_gpu / GIB:.1f} GiB per GPU of {self.gpu_budget / GIB:.1f} "
-                    f"({GPU_FILL:g} x {self.hardware.gpu_gib:g} GB) under {self.accelerate_config}")
+                    f"({GPU_FILL:g} x {self.hardware.gpu_gib:g}) under {self.accelerate_config}")
         return None
 
     def step_problem(self) -> str | None:
@@ -394,49 +460,58 @@ class Plan:
         found = []
         if self.waves > 1:
             found.append(f"the server holds {self.concurrent} of the step's {self.step_sequences} sequences at once: "
-                         f"{self.waves} waves per step; a larger tensor-parallel server holds more")
+                         f"{self.waves} waves per step; a larger tensor_parallel_size holds more")
         timeout = self.settings.vllm_request_timeout
         if self.generation_seconds > timeout / 2:
             found.append(f"a step's generation is estimated at {self.generation_seconds:.0f} s, over half of "
                          f"--vllm_request_timeout {timeout:g}; raise it to {_round_up(3 * self.generation_seconds)}")
         if self.settings.save_total_limit is None and self.checkpoint:
-            found.append(f"no save_total_limit: every checkpoint ({self.checkpoint / 1e9:.0f} GB) stays on disk")
+            found.append(f"no save_total_limit: every checkpoint ({self.checkpoint / GIB:.0f} GiB) stays on disk")
         return found
 
     def lines(self) -> list[str]:
-        s, shape = self.settings, self.shape
+        """The plan as the launchers print it, every size in GiB: per GPU for the server's and the training's
+        memory, per server for what the server's KV cache holds."""
+        s, shape, tp = self.settings, self.shape, self.tensor_parallel_size
         out = [f"memory plan: {shape.params / 1e9:.2f}B parameters ({self.source}), {self.hardware.describe()}"]
         server_gpus = ",".join(map(str, self.vllm_gpus))
         where = "node 0's GPUs" if self.hardware.nodes > 1 else "GPUs"
-        out.append(f"server: {where} {server_gpus}, tensor parallel {self.tensor_parallel}, max_model_len "
-                   f"{self.max_model_len}: per GPU {self.weights_shard / GIB:.1f} GiB of weights + "
-                   f"{SERVER_RUNTIME_GIB:g} runtime + {self.kv_cache / GIB:.1f} KV cache = "
-                   f"{s.vllm_gpu_memory_utilization:g} x {self.hardware.gpu_gib:g} GB")
-        out.append(f"  KV cache: {self.kv_tokens} tokens = {self.kv_tokens // self.sequence_tokens} sequences of "
-                   f"{self.sequence_tokens} (prompt {PROMPT_TOKENS} + completion {s.max_completion_length}); a "
-                   f"step's {self.step_sequences} in {self.waves} wave{'s' if self.waves != 1 else ''}, generation "
-                   f"~{self.generation_seconds:.0f} s (--vllm_request_timeout {s.vllm_request_timeout:g})")
+        fill = f"{s.vllm_gpu_memory_utilization:g} x {self.hardware.gpu_gib:g}"
+        out.append(f"server: {where} {server_gpus}, tensor_parallel_size {tp}, max_model_len {self.max_model_len}; "
+                   f"per GPU {self.weights_shard / GIB:.1f} GiB of weights + {SERVER_RUNTIME_GIB:.1f} runtime + "
+                   f"{self.kv_cache / GIB:.1f} KV cache = {self.server_budget / GIB:.1f} ({fill})")
+        per_server = f"{tp} x {self.kv_cache / GIB:.1f} GiB" if tp > 1 else f"{self.kv_cache / GIB:.1f} GiB"
+        out.append(f"  KV cache per server ({per_server}): {self.kv_tokens} tokens = "
+                   f"{self.kv_tokens // self.sequence_tokens} sequences of {self.sequence_tokens} (prompt "
+                   f"{PROMPT_TOKENS} + completion {s.max_completion_length}); a step's {self.step_sequences} in "
+                   f"{self.waves} wave{'s' if self.waves != 1 else ''}, generation ~{self.generation_seconds:.0f} s "
+                   f"(--vllm_request_timeout {s.vllm_request_timeout:g})")
+        out += [f"  picked {why}" for why in self.picked if why.startswith("tensor_parallel_size")]
         gpus = ",".join(map(str, self.train_gpus))
         nodes = f" on each of {self.hardware.nodes - 1} nodes" if self.hardware.nodes > 1 else ""
         checkpointing = "with" if s.gradient_checkpointing else "without"
-        out.append(f"training: {self.processes} processes (GPUs {gpus}{nodes}), {self.accelerate_config}: per GPU "
-                   f"{self.training_gpu / GIB:.1f} GiB of {self.gpu_budget / GIB:.1f} = states "
-                   f"{self.states / GIB:.1f}{' (offloaded)' if self.offload else ''}"
+        offloaded = {NO_OFFLOAD: "", OFFLOAD_OPTIMIZER: " (optimizer offloaded)",
+                     OFFLOAD_ALL: " (optimizer and parameters offloaded)"}[self.offload]
+        out.append(f"training: {self.processes} processes (GPUs {gpus}{nodes}), {self.accelerate_config}; per GPU "
+                   f"{self.training_gpu / GIB:.1f} GiB of {self.gpu_budget / GIB:.1f} ({GPU_FILL:g} x "
+                   f"{self.hardware.gpu_gib:g}) = states {self.states / GIB:.1f}{offloaded}"
                    f"{f' + reference {self.reference / GIB:.1f}' if self.reference else ''} + gathered layers "
                    f"{self.gathered / GIB:.1f} + activations {self.activations / GIB:.1f} ({s.per_device_train_batch_size}"
                    f" x {self.sequence_tokens} tokens, {checkpointing} checkpointing) + logits {self.logits / GIB:.1f} "
-                   f"+ runtime {TRAINING_RUNTIME_GIB:g}")
-        if self.offload:
-            out.append(f"  host RAM for the offloaded states: {self.host_ram / 1e9:.0f} GB per training node "
-                       f"(DeepSpeed's estimate with its 1.5 margin: {1.5 * self.host_ram / 1e9:.0f} GB)")
+                   f"+ runtime {TRAINING_RUNTIME_GIB:.1f}")
+        out += [f"  picked {why}" for why in self.picked if not why.startswith("tensor_parallel_size")]
+        if self.offload != NO_OFFLOAD:
+            what = "optimizer states" if self.offload == OFFLOAD_OPTIMIZER else "states"
+            out.append(f"  host RAM for the offloaded {what}: {self.host_ram / GIB:.0f} GiB per training node "
+                       f"(DeepSpeed's estimate with its 1.5 margin: {1.5 * self.host_ram / GIB:.0f} GiB)")
         out.append(f"step: {s.per_device_train_batch_size} x {self.processes} x {s.gradient_accumulation_steps} = "
                    f"{self.step_sequences} completions = {self.step_sequences // s.num_generations} prompts x "
                    f"{s.num_generations}")
         if self.checkpoint:
             kept = s.save_total_limit
-            total = f", {kept} kept: {(kept * self.checkpoint + 2 * shape.params) / 1e9:.0f} GB with the final model" \
-                if kept else ""
-            out.append(f"checkpoints: {self.checkpoint / 1e9:.0f} GB each{total}")
+            total = f", {kept} kept: {(kept * self.checkpoint + 2 * shape.params) / GIB:.0f} GiB with the final " \
+                "model" if kept else ""
+            out.append(f"checkpoints: {self.checkpoint / GIB:.0f} GiB each{total}")
         out += [f"note: {note}" for note in self.notes]
         out += [f"warning: {warning}" for warning in self.warnings()]
         return out
@@ -446,13 +521,23 @@ def _round_up(seconds: float) -> int:
     return int(math.ceil(seconds / 300) * 300)
 
 
-def read_accelerate_config(path: str) -> tuple[int | None, bool]:
-    """The ZeRO stage (None: no DeepSpeed) and whether parameters and optimizer go to the CPU."""
-    config = _yaml(ROOT / path if not Path(path).is_absolute() and (ROOT / path).exists() else Path(path))
+def offload_of(optimizer_device: str | None, param_device: str | None) -> str:
+    """What a DeepSpeed config keeps in host RAM, from its offload_optimizer_device and offload_param_device."""
+    if str(param_device) == "cpu":
+        return OFFLOAD_ALL
+    return OFFLOAD_OPTIMIZER if str(optimizer_device) == "cpu" else NO_OFFLOAD
+
+
+def read_accelerate_config(path: str) -> tuple[int | None, str]:
+    """The ZeRO stage (None: no DeepSpeed) and what goes to the CPU (`offload_of`)."""
+    file = ROOT / path if not Path(path).is_absolute() and (ROOT / path).exists() else Path(path)
+    if not file.is_file():
+        raise DoesNotFit(f"--accelerate-config {path}: no such file; see config/*.yaml")
+    config = _yaml(file)
     deepspeed = config.get("deepspeed_config") or {}
     if config.get("distributed_type") != "DEEPSPEED":
-        return None, False
-    offload = "cpu" in (str(deepspeed.get("offload_optimizer_device")), str(deepspeed.get("offload_param_device")))
+        return None, NO_OFFLOAD
+    offload = offload_of(deepspeed.get("offload_optimizer_device"), deepspeed.get("offload_param_device"))
     return int(deepspeed.get("zero_stage", 3)), offload
 
 
@@ -476,8 +561,9 @@ def _layout(hardware: Hardware, choice: Choice, tp: int) -> tuple[tuple[int, ...
     node = tuple(range(hardware.gpus_per_node))
     server = choice.vllm_gpus or tuple(g for g in node if g not in (choice.train_gpus or ()))[:tp]
     if len(server) != tp:
-        raise DoesNotFit(f"a tensor-parallel {tp} server needs {tp} GPUs, VLLM_GPU names "
-                         f"{','.join(map(str, server))}; give it {tp} GPUs or set VLLM_TENSOR_PARALLEL={len(server)}")
+        raise DoesNotFit(f"a server of tensor_parallel_size {tp} needs {tp} GPUs, VLLM_GPU names "
+                         f"{','.join(map(str, server))}; give it {tp} GPUs or set VLLM_TENSOR_PARALLEL_SIZE="
+                         f"{len(server)}")
     if hardware.nodes > 1:
         return server, node, hardware.gpus_per_node * (hardware.nodes - 1)
     train = choice.train_gpus or tuple(g for g in node if g not in server)
@@ -494,21 +580,19 @@ def _layout(hardware: Hardware, choice: Choice, tp: int) -> tuple[tuple[int, ...
 
 def plan_launch(shape: Shape, settings: Settings, hardware: Hardware, choice: Choice = Choice(),
                 source: str = "") -> Plan:
-    """The launch's plan, with what `choice` leaves open picked; raises DoesNotFit with the fix."""
+    """The launch's plan, with what `choice` leaves open picked and why in `Plan.picked`; raises DoesNotFit with
+    the fix."""
     max_model_len = choice.max_model_len or settings.vllm_max_model_length or shape.max_positions
     server_limit = hardware.gpus_per_node - (1 if hardware.nodes == 1 else 0)
     if server_limit < 1:
         raise DoesNotFit(f"GPUS_PER_NODE={hardware.gpus_per_node} leaves no GPU to train on beside the server")
-    if choice.tensor_parallel:
-        sizes = [choice.tensor_parallel]
+    if choice.tensor_parallel_size:
+        sizes = [choice.tensor_parallel_size]
     elif choice.vllm_gpus:
         sizes = [len(choice.vllm_gpus)]
     else:
         sizes = shape.tensor_parallel_sizes(server_limit)
-    if choice.accelerate_config:
-        configs = [choice.accelerate_config]
-    else:
-        configs = [ZERO3, ZERO3_OFFLOAD]
+    configs = [choice.accelerate_config] if choice.accelerate_config else [ZERO3, ZERO3_OFFLOAD_OPTIMIZER, ZERO3_OFFLOAD]
     candidates = []
     for tp in sizes:
         server, train, processes = _layout(hardware, choice, tp)
@@ -522,9 +606,42 @@ def plan_launch(shape: Shape, settings: Settings, hardware: Hardware, choice: Ch
 
     fitting = [p for p in candidates if fits(p)]
     one_wave = [p for p in fitting if p.waves == 1]
-    if one_wave or fitting:
-        return (one_wave or fitting)[0]
-    raise DoesNotFit(_fix(candidates, shape, settings, hardware, choice))
+    if not fitting:
+        raise DoesNotFit(_fix(candidates, shape, settings, hardware, choice))
+    picked = (one_wave or fitting)[0]
+    picked.picked = _why(picked, candidates)
+    return picked
+
+
+def _why(picked: Plan, candidates: list[Plan]) -> list[str]:
+    """Why the plan passed over the next smaller server, and over the configs before the one it picked."""
+    found = []
+    smaller = [c for c in candidates if c.tensor_parallel_size < picked.tensor_parallel_size]
+    if smaller:
+        last = smaller[-1]
+        shards = "one GPU" if last.tensor_parallel_size == 1 else f"{last.tensor_parallel_size} GPUs"
+        problem = last.server_problem()
+        found.append(f"tensor_parallel_size {picked.tensor_parallel_size}: a server on {shards} "
+                     + (f"{problem.partition(') ')[2]}" if problem else
+                        f"holds {last.concurrent} of a step's {last.step_sequences} sequences at once "
+                        f"({last.waves} waves)"))
+    passed_over = [c for c in candidates if c.tensor_parallel_size == picked.tensor_parallel_size
+                   and _comes_before(c.accelerate_config, picked.accelerate_config)]
+    if passed_over:
+        first, *rest = passed_over
+        why = (f"{picked.accelerate_config}: {first.accelerate_config} needs {first.training_gpu / GIB:.1f} GiB per "
+               f"training GPU" + "".join(f", {c.accelerate_config} {c.training_gpu / GIB:.1f}" for c in rest)
+               + f", over its {picked.gpu_budget / GIB:.1f}")
+        if picked.offload == OFFLOAD_OPTIMIZER:
+            why += (f"; with the optimizer in host RAM {picked.training_gpu / GIB:.1f} fit, so the parameters stay "
+                    f"on the GPUs ({ZERO3_OFFLOAD} would move them too, and every layer over PCIe at each pass)")
+        found.append(why)
+    return found
+
+
+def _comes_before(config: str, picked: str) -> bool:
+    order = [ZERO3, ZERO3_OFFLOAD_OPTIMIZER, ZERO3_OFFLOAD]
+    return config in order and picked in order and order.index(config) < order.index(picked)
 
 
 def _fix(candidates: list[Plan], shape, settings, hardware, choice) -> str:
@@ -533,30 +650,37 @@ def _fix(candidates: list[Plan], shape, settings, hardware, choice) -> str:
     problem = first.server_problem() or first.step_problem() or first.training_problem()
     if first.server_problem():
         for tp in shape.tensor_parallel_sizes(hardware.gpus_per_node - (hardware.nodes == 1)):
-            if tp > first.tensor_parallel:
-                return f"{problem}; fix: a larger tensor-parallel server, VLLM_TENSOR_PARALLEL={tp}, or a lower MAX_MODEL_LEN"
+            if tp > first.tensor_parallel_size:
+                return (f"{problem}; fix: a larger server, VLLM_TENSOR_PARALLEL_SIZE={tp}, or a lower "
+                        "MAX_MODEL_LEN")
         return f"{problem}; fix: a lower MAX_MODEL_LEN, or GPUs with more memory"
     if first.step_problem():
         return f"{problem}; fix: a --gradient_accumulation_steps or --per_device_train_batch_size that makes it so"
-    if first.accelerate_config == ZERO3 and choice.accelerate_config:
-        offloaded = replace(first, accelerate_config=ZERO3_OFFLOAD, offload=True)
-        if not offloaded.training_problem():
-            return f"{problem}; fix: the offload config, ACCELERATE_CONFIG={ZERO3_OFFLOAD}"
+    if first.zero_stage == 3 and first.offload != OFFLOAD_ALL and choice.accelerate_config:
+        for config, offload in ((ZERO3_OFFLOAD_OPTIMIZER, OFFLOAD_OPTIMIZER), (ZERO3_OFFLOAD, OFFLOAD_ALL)):
+            if offload != first.offload and not replace(first, accelerate_config=config, offload=offload).training_problem():
+                return f"{problem}; fix: {_offloading(config)}, ACCELERATE_CONFIG={config}"
     nodes = hardware.nodes
     for more in range(max(2, nodes + 1), 65):
         bigger = replace(first, hardware=replace(hardware, nodes=more),
                          processes=hardware.gpus_per_node * (more - 1), accelerate_config=ZERO3, zero_stage=3,
-                         offload=False)
+                         offload=NO_OFFLOAD)
         if not bigger.training_problem():
             return (f"{problem}; fix: more nodes, a Slurm job of {more} (./exps.sh --slurm --nodes {more}), or "
                     f"--per_device_train_batch_size 1 with gradient checkpointing")
     return f"{problem}; fix: GPUs with more memory"
 
 
+def _offloading(config: str) -> str:
+    return {ZERO3_OFFLOAD_OPTIMIZER: "the optimizer in host RAM", ZERO3_OFFLOAD: "the optimizer and parameters in "
+            "host RAM"}[config]
+
+
 def training_plan(shape: Shape, settings: Settings, processes: int, gpu_gib: float, zero_stage: int | None,
-                  offload: bool, accelerate_config: str = "this launch's config") -> Plan:
+                  offload: str, accelerate_config: str = "this launch's config") -> Plan:
     """The training side alone, for a launch already under way (the trainer's preflight: its processes, its GPU,
-    the DeepSpeed settings accelerate passed it); the server's fields describe a one-GPU server and go unused."""
+    the DeepSpeed settings accelerate passed it, `offload` as `offload_of` reads them); the server's fields
+    describe a one-GPU server and go unused."""
     hardware = Hardware(gpus_per_node=processes, gpu_gib=gpu_gib)
     return Plan(shape, settings, hardware, 1, (0,), tuple(range(processes)), processes, accelerate_config, zero_stage,
                 offload, settings.vllm_max_model_length or shape.max_positions)
@@ -567,9 +691,11 @@ def training_fix(plan: Plan) -> str | None:
     problem = plan.training_problem()
     if problem is None:
         return None
-    if not plan.offload and plan.zero_stage == 3:
-        if not replace(plan, offload=True).training_problem():
-            return f"{problem}; fix: the offload config, accelerate launch --config-file {ZERO3_OFFLOAD}"
+    if plan.zero_stage == 3:
+        for config, offload in ((ZERO3_OFFLOAD_OPTIMIZER, OFFLOAD_OPTIMIZER), (ZERO3_OFFLOAD, OFFLOAD_ALL)):
+            if plan.offload == NO_OFFLOAD or (plan.offload == OFFLOAD_OPTIMIZER and offload == OFFLOAD_ALL):
+                if not replace(plan, offload=offload).training_problem():
+                    return f"{problem}; fix: {_offloading(config)}, accelerate launch --config-file {config}"
     return (f"{problem}; fix: more GPUs (a Slurm job on more nodes), or a smaller --per_device_train_batch_size with "
             "--activation_checkpointing true")
 
@@ -592,26 +718,35 @@ def _gpus(text: str | None) -> tuple[int, ...] | None:
     return tuple(int(g) for g in text.split(","))
 
 
+def write_layout(path: str, values: dict) -> None:
+    """The layout the launchers use, as shell assignments (`plan_tensor_parallel_size=2`) for them to source."""
+    Path(path).write_text("".join(f"plan_{key}={shlex.quote(str(value))}\n" for key, value in values.items()))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m training.memory_plan",
-        description="Print the memory plan of a launch; exit 2 with one line naming the fix when it does not fit.")
+        description="Print the memory plan of a launch, in GiB; exit 2 with one line naming the fix when it does "
+                    "not fit.")
     parser.add_argument("--preset", help="size preset, config/models/SIZE.yaml (its shape: config/shapes/SIZE.json)")
     parser.add_argument("--model", help="model folder: its config.json gives the shape (no weights are read)")
-    parser.add_argument("--gpus-per-node", type=int, default=8)
-    parser.add_argument("--gpu-memory", type=float, default=80.0, help="GB per GPU, as nvidia-smi's memory.total")
-    parser.add_argument("--nodes", type=int, default=1, help="2 or more: node 0 serves, the others train")
-    parser.add_argument("--vllm-gpus", help="the server's GPUs, e.g. 0,1 (default: the first TP GPUs)")
+    parser.add_argument("--gpus-per-node", type=int, default=Hardware.gpus_per_node)
+    parser.add_argument("--gpu-memory", type=float, default=Hardware.gpu_gib,
+                        help="GiB per GPU: nvidia-smi's memory.total / 1024 (an H100 80GB's: 79.6)")
+    parser.add_argument("--nodes", type=int, default=Hardware.nodes, help="2 or more: node 0 serves, the others train")
+    parser.add_argument("--vllm-gpus", help="the server's GPUs, e.g. 0,1 (default: the first tensor_parallel_size)")
     parser.add_argument("--train-gpus", help="one node's training GPUs (default: every GPU the server leaves)")
-    parser.add_argument("--tensor-parallel", type=int, help="the server's tensor-parallel size (default: picked)")
-    parser.add_argument("--accelerate-config", help="accelerate config (default: picked, zero3 then zero3_offload)")
+    parser.add_argument("--tensor-parallel-size", type=int,
+                        help="the server's tensor-parallel size, vLLM's --tensor-parallel-size (default: picked)")
+    parser.add_argument("--accelerate-config",
+                        help="accelerate config (default: picked, zero3, zero3_offload_optimizer, zero3_offload)")
     parser.add_argument("--max-model-len", type=int, help="the server's context (default: preset, else model's)")
-    parser.add_argument("--layout", action="store_true",
-                        help="end with one `layout KEY=VALUE ...` line for the launchers")
+    parser.add_argument("--layout-file", metavar="PATH",
+                        help="write the layout the launchers use to PATH, as shell assignments to source")
     parser.add_argument("flags", nargs="*", help="after --: the trainer flags of the run")
     args = parser.parse_args(argv)
     hardware = Hardware(args.gpus_per_node, args.gpu_memory, args.nodes)
-    choice = Choice(args.tensor_parallel or None, _gpus(args.vllm_gpus), _gpus(args.train_gpus),
+    choice = Choice(args.tensor_parallel_size or None, _gpus(args.vllm_gpus), _gpus(args.train_gpus),
                     args.accelerate_config or None, args.max_model_len or None)
     size = f"{args.preset}: " if args.preset else ""
     try:
@@ -620,23 +755,24 @@ def main(argv: list[str] | None = None) -> int:
             shape, source = model_shape(args.model, args.preset)
         except DoesNotFit as e:  # nothing to check against: say so, and lay out what was asked or the defaults
             lines = [f"memory plan: not checked: {e}"]
-            tp = choice.tensor_parallel or len(choice.vllm_gpus or ()) or 1
+            tp = choice.tensor_parallel_size or len(choice.vllm_gpus or ()) or 1
             server, train, processes = _layout(hardware, choice, tp)
-            values = (choice.accelerate_config or ZERO3, tp, server, train, processes, choice.max_model_len or "")
+            config, length = choice.accelerate_config or ZERO3, choice.max_model_len or ""
         else:
             plan = plan_launch(shape, settings, hardware, choice, source)
             plan.notes += notes
             lines = plan.lines()
-            values = (plan.accelerate_config, plan.tensor_parallel, plan.vllm_gpus, plan.train_gpus, plan.processes,
-                      plan.max_model_len)
+            tp, server, train, processes = plan.tensor_parallel_size, plan.vllm_gpus, plan.train_gpus, plan.processes
+            config, length = plan.accelerate_config, plan.max_model_len
     except DoesNotFit as e:
         print(f"{size}on {hardware.describe()}: {e}", file=sys.stderr)
         return 2
     print("\n".join(lines))
-    if args.layout:
-        config, tp, server, train, processes, length = values
-        print(f"layout accelerate_config={config} tensor_parallel={tp} vllm_gpus={','.join(map(str, server))} "
-              f"train_gpus={','.join(map(str, train))} processes={processes} max_model_len={length}")
+    if args.layout_file:
+        write_layout(args.layout_file, {
+            "accelerate_config": config, "tensor_parallel_size": tp, "vllm_gpus": ",".join(map(str, server)),
+            "train_gpus": ",".join(map(str, train)), "processes": processes, "max_model_len": length,
+            "gpu_memory_gib": f"{hardware.gpu_gib:g}"})
     return 0
 
 

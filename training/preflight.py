@@ -50,7 +50,7 @@ def check_memory(args, config: dict, launch: dict | None = None) -> str | None:
     """On GPUs, this launch's training memory plan (training/memory_plan.py) from the model's config.json alone,
     before any weights load: UsageError naming the fix when it does not fit; else the plan's training line.
 
-    `launch` describes the launch (processes, gpu_gib, zero_stage, offload); by default it is read from this
+    `launch` describes the launch (processes, gpu_gib, zero_stage, offload as memory_plan.offload_of reads it); by default it is read from this
     process: WORLD_SIZE, the first GPU's memory and the DeepSpeed settings `accelerate launch` passes on. Without
     CUDA (a CPU run) or for a LoRA adapter folder there is nothing to check: None."""
     from training import memory_plan
@@ -87,9 +87,11 @@ def _this_launch() -> dict | None:
 
     if not torch.cuda.is_available():
         return None
+    from training.memory_plan import offload_of
+
     stage = os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE")
-    offload = "cpu" in (os.environ.get("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", ""),
-                        os.environ.get("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", ""))
+    offload = offload_of(os.environ.get("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE"),
+                         os.environ.get("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE"))
     return {"processes": int(os.environ.get("WORLD_SIZE", "1")), "zero_stage": int(stage) if stage else None,
             "gpu_gib": torch.cuda.get_device_properties(0).total_memory / 1024**3, "offload": offload}
 
