@@ -386,7 +386,7 @@ def test_exps_slurm_runs_the_gpu_layout_with_node_0s_server(slurm, tmp_path):
     shutil.copytree(ROOT / "scripts", checkout / "scripts", ignore=shutil.ignore_patterns("*.py"))
     shutil.copy2(ROOT / "exps.sh", checkout / "exps.sh")
     (checkout / "training").mkdir()
-    for name in ("__init__.py", "memory_plan.py"):  # the launchers' memory plan
+    for name in ("__init__.py", "memory_plan.py", "arguments.py"):  # the launchers' memory plan, and its defaults
         shutil.copy2(ROOT / "training" / name, checkout / "training" / name)
     (checkout / "rl_trainer.py").write_text("# never run: the accelerate stand-in takes its place\n")
     bin_dir, record = tmp_path / "bin", tmp_path / "launches.txt"

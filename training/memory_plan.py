@@ -96,7 +96,10 @@ def _source(package: str, path: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise DoesNotFit(f"{package} is not installed here, and the plan reads the trainer's defaults from it; "
                          "pip install -r requirements.txt")
-    return Path(spec.submodule_search_locations[0]) / path
+    file = Path(spec.submodule_search_locations[0]) / path
+    if not file.is_file():
+        raise DoesNotFit(f"{file}: no such file, and the plan reads the trainer's defaults from it")
+    return file
 
 
 def _class_defaults(path: Path, name: str) -> dict:
