@@ -1,7 +1,7 @@
 """What the warm path's per-test PID and network namespaces cost, side by side in one run (root only).
 
 Each variant does, per test, what a warm worker does around a program that runs nothing, with the worker's own
-functions (judging/warm_worker.py):
+functions and constants (judging/worker/isolation.py):
 
 - ``before``: fork a child that enters a mount and IPC namespace (the warm path before the new namespaces);
 - ``+net``: that child also enters a fresh network namespace and brings its loopback interface up;
@@ -25,11 +25,13 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# The worker's folder, as the worker itself imports it (judging/worker/main.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "judging" / "worker"))
 
-from judging import warm_worker  # noqa: E402  (the worker's own functions, run here as root)
+import isolation  # noqa: E402  (the worker's own functions, run here as root)
 
 VARIANTS = ("before", "+net", "+pid", "+pid+net")
+OWN_PID_NAMESPACE = os.open("/proc/self/ns/pid", os.O_RDONLY)
 
 
 def machine_busy_seconds() -> float:
@@ -46,15 +48,18 @@ def children_cpu_seconds() -> float:
 
 def child(variant: str) -> None:
     """What the forked child does before the program would run; never returns."""
-    flags = warm_worker.CLONE_NEWNS | warm_worker.CLONE_NEWIPC
+    flags = isolation.CLONE_NEWNS | isolation.CLONE_NEWIPC
     if "net" in variant:
-        flags |= warm_worker.CLONE_NEWNET
-    warm_worker._check(warm_worker.UNSHARE(flags), "unshare")
+        flags |= isolation.CLONE_NEWNET
+    isolation.check(isolation.UNSHARE(flags), "unshare")
     if "net" in variant:
-        warm_worker._loopback_up()
-    warm_worker._mount(None, "/", None, warm_worker.MS_REC | warm_worker.MS_PRIVATE)
+        isolation.loopback_up()
+    mounts = [isolation.mount_call(None, "/", None, isolation.MS_REC | isolation.MS_PRIVATE)]
     if "pid" in variant:
-        warm_worker._mount("proc", "/proc", "proc", warm_worker.MS_NOSUID | warm_worker.MS_NODEV)
+        mounts.append(isolation.mount_call("proc", "/proc", "proc", isolation.MS_NOSUID | isolation.MS_NODEV))
+    for call, args, what in mounts:
+        isolation.check(call(*args), what)
+    if "pid" in variant:
         program = os.fork()
         if program == 0:
             os._exit(0)
@@ -62,8 +67,17 @@ def child(variant: str) -> None:
     os._exit(0)
 
 
+def fork_in_own_pid_namespace() -> int:
+    """fork(), the child as pid 1 of a new PID namespace, as the worker's loop forks (judging/worker/loop.py)."""
+    isolation.check(isolation.UNSHARE(isolation.CLONE_NEWPID), "unshare pid")
+    pid = os.fork()
+    if pid != 0:
+        isolation.check(isolation.SETNS(OWN_PID_NAMESPACE, isolation.CLONE_NEWPID), "setns pid")
+    return pid
+
+
 def one_test(variant: str) -> None:
-    pid = warm_worker._fork_in_own_pid_namespace() if "pid" in variant else os.fork()
+    pid = fork_in_own_pid_namespace() if "pid" in variant else os.fork()
     if pid == 0:
         try:
             child(variant)
@@ -83,7 +97,6 @@ def main() -> None:
         raise SystemExit("warm_namespace_cost.py: namespaces need root; run it as root")
     if args.tests < 1 or args.rounds < 1:
         raise SystemExit("warm_namespace_cost.py: --tests and --rounds must be at least 1")
-    warm_worker.OWN_PID_NAMESPACE = os.open("/proc/self/ns/pid", os.O_RDONLY)
     totals = {variant: [0.0, 0.0, 0.0] for variant in VARIANTS}  # wall, own CPU, machine CPU
     for _ in range(args.rounds):
         for variant in VARIANTS:

@@ -3,9 +3,9 @@ folders, /proc, its working folder and environment) and which system calls it ma
 
 Both ways a test runs at the bwrap level read them from here: the bwrap command line of a cold execution
 (judging/sandbox.py) and the warm worker that forks a child per test (judging/warm.py starts it). The worker runs
-``python -I -S -B`` inside its sandbox, where this package is not in view, so it gets the rules as JSON:
-``worker_rules`` once when it starts, ``Limits.rlimits`` with every request. The weaker levels (unshare, rlimits)
-take the limits and the environment; they have no view of their own.
+``python -I -S -B`` inside its sandbox, where this package is not in view: it gets ``worker_rules`` as JSON once,
+when it starts, and ``Limits.rlimits`` packed with every request (judging/worker/protocol.py). The weaker levels
+(unshare, rlimits) take the limits and the environment; they have no view of their own.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 
 # A test's program is pid 1 of a PID namespace of its own, with no init above it (bwrap --as-pid-1 cold; the warm
-# worker forks it so, judging/warm_worker.py): when it exits, the kernel kills every process it left. As pid 1 it
+# worker forks it so, judging/worker/loop.py): when it exits, the kernel kills every process it left. As pid 1 it
 # ignores a signal it sends itself while that signal's action is the default (os.kill(os.getpid(), SIGTERM) does not
 # end it; a handler still runs), and it inherits its orphans (unreaped, they wait as zombies until the test ends).
 SCRATCH = "/scratch"  # the test's working folder and HOME, holding its program (mode PROGRAM_MODE)
@@ -120,9 +120,9 @@ def proc_emptied() -> list[str]:
 
 
 def worker_rules(limits: Limits, program: str, seccomp: bytes | None) -> dict:
-    """What a warm worker must do for each child, as JSON: the tmpfs folders and their size, /proc (what it covers
-    read-only, freezes from ``PROC_VIEW`` and empties with ``PROC_EMPTY``), where the program goes (``SCRATCH``/
-    ``program``), and the seccomp program (hex)."""
+    """What a warm worker must do for each child, sent as JSON when it starts: the tmpfs folders and their size,
+    /proc (what it covers read-only, freezes from ``PROC_VIEW`` and empties with ``PROC_EMPTY``), where the program
+    goes (``SCRATCH``/``program``), and the seccomp program (hex)."""
     return {"tmpfs": dict(TMPFS), "tmpfs_bytes": limits.disk_bytes, "proc_read_only": list(PROC_READ_ONLY),
             "proc_view": PROC_VIEW, "proc_empty": PROC_EMPTY, "proc_frozen": sorted(frozen_proc(limits)),
             "proc_emptied": proc_emptied(),

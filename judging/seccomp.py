@@ -1,6 +1,6 @@
 """The system calls judged code may not make: a seccomp program built with libseccomp (rules by call name, arguments
 compared by the library) and exported as classic BPF, the bytes bwrap's ``--seccomp`` and prctl take; applied on both
-bwrap paths (cold: bwrap ``--seccomp``; warm: prctl in the child, judging/warm_worker.py).
+bwrap paths (cold: bwrap ``--seccomp``; warm: prctl in the child, judging/worker/isolation.py).
 
 Why a block-list and not an allow-list: a judged program is a whole CPython (or q) with its standard library,
 ``subprocess``, ``multiprocessing``, threads and ``ctypes``; the calls it legitimately makes vary with the
@@ -25,7 +25,7 @@ most recent local privilege escalations start, refused here with EPERM:
   EAFNOSUPPORT): a TCP connection's TIME_WAIT entry, the stack's counters (/proc/net/snmp, the loopback's
   statistics) and its caches outlive the processes that made them, so a test with network sockets would need a
   network namespace of its own, where a Unix socket dies with its processes and a warm worker's tests can share one
-  (judging/warm_worker.py). multiprocessing and asyncio need only Unix sockets; q keeps the network (its licence
+  (judging/worker/loop.py). multiprocessing and asyncio need only Unix sockets; q keeps the network (its licence
   check, ``hopen``) and a fresh namespace per test;
 - for Python only (``file_locks``), every file lock: ``flock`` and fcntl's lock commands (F_SETLK, F_SETLKW,
   F_GETLK and their OFD forms; ``lockf`` is built on them). A lock is the inode's, and every sandbox shares the

@@ -6,8 +6,10 @@ same namespaces and read-only view as a cold execution), and per execution it fo
 namespace of its own as a cold program is, which gets a mount and IPC namespace of its own (and the slot's network
 namespace, only loopback, fresh whenever an earlier test left a socket in it), a fresh tmpfs at /scratch holding
 the program and at /tmp and /dev/shm (each ``--judge_disk_mb``), its own pipes, the limits and the slot uid, then
-runs the program (``judging/warm_worker.py`` says how). What the child gets is the cold
-path's policy (judging/policy.py), handed to the worker as JSON: it cannot import this package.
+runs the program (``judging/worker/`` says how: it is the worker's program). What the child gets is the cold
+path's policy (judging/policy.py): the worker cannot import this package, so it gets the rules as JSON when it
+starts and each test's limits packed with its request (``judging/worker/protocol.py``, the one contract both sides
+import).
 
 Why the worker is root inside the sandbox and the child the slot uid: a child cannot signal, ptrace or
 open the files of a process of another uid, so nothing a program does reaches the worker; and the worker
@@ -21,13 +23,10 @@ is run again on the cold path, and the slot's next execution starts a new worker
 
 from __future__ import annotations
 
-import json
 import os
-import resource
 import select
 import signal
 import socket
-import struct
 import subprocess
 import time
 from pathlib import Path
@@ -36,9 +35,10 @@ from judging.cgroups import SlotCgroup
 from judging.policy import EMPTY_TMPFS, PROC_EMPTY, PROC_VIEW, SCRATCH, worker_rules
 from judging.running import OUTPUT_CAP, RunResult, memfd_holding, read_capped
 from judging.sandbox import Sandbox
+from judging.worker import protocol
 
-WORKER = str(Path(__file__).with_name("warm_worker.py"))
-WORKER_INSIDE = "/warm_worker.py"
+WORKER = str(Path(__file__).with_name("worker"))  # the worker's folder, bound read-only at WORKER_INSIDE
+WORKER_INSIDE = "/warm_worker"
 # What the worker keeps: SETUID, SETGID for the uid drop, SYS_ADMIN and NET_ADMIN for the child's namespaces,
 # mounts and loopback, KILL, SETPCAP to empty the child's bounding set.
 CAPABILITIES = ("CAP_SETUID", "CAP_SETGID", "CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_KILL", "CAP_SETPCAP")
@@ -47,15 +47,6 @@ CAPABILITY_NUMBERS = {"CAP_KILL": 5, "CAP_SETGID": 6, "CAP_SETUID": 7, "CAP_SETP
 START_TIMEOUT = 10.0
 # Past the test's timeout, how long a worker may take to kill, reap and reply before it counts as failed.
 REPLY_GRACE = 2.0
-STOP = "stop"  # the judge's one other message: stop the running child now (sent as bytes)
-REPLY_KEYS = {"exit_code", "timed_out", "stopped", "setup"}
-
-
-def packed_request(timeout: float, rlimits: dict[str, tuple[int, int]]) -> bytes:
-    """A request as the worker reads it: the timeout (a native double), then each resource limit as (resource, soft,
-    hard), native 64-bit integers."""
-    values = [number for name, (soft, hard) in rlimits.items() for number in (getattr(resource, name), soft, hard)]
-    return struct.pack(f"d{len(values)}q", timeout, *values)
 
 
 class WorkerFailed(RuntimeError):
@@ -72,7 +63,7 @@ class WarmWorker:
     def __init__(self, sandbox: Sandbox, interpreter: str, program: str, uid: int, log: str,
                  cgroup: SlotCgroup | None = None, wait: bool = True):
         self.sandbox = sandbox
-        rules = {**worker_rules(sandbox.limits, program, sandbox.seccomp), "stop": STOP,
+        rules = {**worker_rules(sandbox.limits, program, sandbox.seccomp),
                  "capabilities": [CAPABILITY_NUMBERS[name] for name in CAPABILITIES]}
         self.log = log
         self.cgroup = cgroup
@@ -84,9 +75,9 @@ class WarmWorker:
         # it empties (judging/policy.py).
         view = ["--ro-bind", sandbox.proc_view, PROC_VIEW, *EMPTY_TMPFS, PROC_EMPTY, "--remount-ro", PROC_EMPTY] \
             if sandbox.proc_view else []
-        command = [*sandbox.warm_prefix, "--dir", SCRATCH, *view,
-                   "--ro-bind", WORKER, WORKER_INSIDE, *binds, "--chdir", SCRATCH, "--cap-drop", "ALL", *capabilities, *join, interpreter, "-I", "-S", "-B",
-                   WORKER_INSIDE, str(theirs.fileno()), str(uid), json.dumps(rules)]
+        command = [*sandbox.warm_prefix, "--dir", SCRATCH, *view, "--ro-bind", WORKER, WORKER_INSIDE, *binds,
+                   "--chdir", SCRATCH, "--cap-drop", "ALL", *capabilities, *join, interpreter, "-I", "-S", "-B",
+                   f"{WORKER_INSIDE}/main.py", *protocol.start_arguments(theirs.fileno(), uid, rules)]
         with theirs, open(self.log, "wb") as log:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
                                             pass_fds=(theirs.fileno(),), start_new_session=True)
@@ -97,7 +88,7 @@ class WarmWorker:
     def wait_ready(self) -> None:
         """Wait for the worker's first message (ready); close it and raise WorkerFailed if another comes or none."""
         try:
-            if self._receive(self._deadline) != {"ready": True}:
+            if not protocol.is_ready(self._receive(self._deadline)):
                 raise WorkerFailed("the worker's first message was not ready")
         except WorkerFailed:
             self.close()
@@ -119,7 +110,7 @@ class WarmWorker:
                 os.close(err_write)
                 raise
             try:
-                request = packed_request(timeout, self.sandbox.limits.rlimits(timeout))
+                request = protocol.pack_request(timeout, self.sandbox.limits.rlimits(timeout))
                 socket.send_fds(self.control, [request], [out_write, err_write, held])
             except OSError as error:
                 raise WorkerFailed(f"the worker is gone ({error})") from None
@@ -134,37 +125,33 @@ class WarmWorker:
             os.close(err_read)
         if stuck or overflow:
             try:
-                self.control.send(STOP.encode())
+                self.control.send(protocol.STOP)
             except OSError as error:
                 raise WorkerFailed(f"the worker is gone ({error})") from None
-        reply = self._receive(max(time.monotonic(), start + timeout) + REPLY_GRACE)
-        exit_code = reply.get("exit_code") if REPLY_KEYS <= reply.keys() else None
-        if not isinstance(exit_code, int) or isinstance(exit_code, bool):
-            raise WorkerFailed(f"the warm worker answered nonsense: {reply!r:.200}")
+        try:
+            reply = protocol.unpack_reply(self._receive(max(time.monotonic(), start + timeout) + REPLY_GRACE))
+        except protocol.ProtocolError as error:
+            raise WorkerFailed(f"the warm worker answered nonsense: {error}") from None
         if not reply["setup"]:
             why = err.decode("utf-8", "replace").strip()[-500:] or self._log_tail()
             raise WorkerFailed(f"the child's set-up failed: {why}")
-        timed_out = bool(reply["timed_out"]) or stuck
-        returncode = None if timed_out or overflow or reply["stopped"] else exit_code
+        timed_out = reply["timed_out"] or stuck
+        returncode = None if timed_out or overflow or reply["stopped"] else reply["exit_code"]
         return RunResult(returncode=returncode, stdout=out.decode("utf-8", "replace"),
                          stderr=err.decode("utf-8", "replace"), seconds=time.monotonic() - start,
                          timed_out=timed_out, output_overflow=overflow)
 
-    def _receive(self, deadline: float) -> dict:
+    def _receive(self, deadline: float) -> bytes:
         """The worker's next message, or WorkerFailed (with the end of its log) if none comes by ``deadline``."""
         ready, _, _ = select.select([self.control], [], [], max(0.0, deadline - time.monotonic()))
         try:
-            message = self.control.recv(4096) if ready else b""
+            message = self.control.recv(protocol.MESSAGE_BYTES) if ready else b""
         except OSError:
             message = b""
-        try:
-            reply = json.loads(message) if message else None
-        except ValueError:
-            reply = None
-        if not isinstance(reply, dict):
-            what = "did not answer in time" if not ready else "hung up" if not message else "answered nonsense"
+        if not message:
+            what = "did not answer in time" if not ready else "hung up"
             raise WorkerFailed(f"the warm worker {what}: {self._log_tail() or 'no message in its log'}")
-        return reply
+        return message
 
     def _log_tail(self) -> str:
         try:

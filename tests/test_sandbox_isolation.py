@@ -310,8 +310,8 @@ POLICY_SEEN = (
 # What a warm child sees that a cold program does not, and why it may: the worker's own source (public,
 # read-only), and /proc/sys covered read-only (policy.PROC_READ_ONLY; bwrap's --proc leaves it uncovered here, where the slot uid cannot
 # write it either).
-WARM_ONLY_MOUNTS = {"/warm_worker.py", "/proc/sys"}
-WARM_ONLY_NAMES = {"warm_worker.py"}
+WARM_ONLY_MOUNTS = {"/warm_worker", "/proc/sys"}
+WARM_ONLY_NAMES = {"warm_worker"}
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or SYSCALLS is None, reason="warm workers need root; seccomp an architecture")
@@ -432,7 +432,7 @@ LOOK_FOR_IT = (
 
 
 def test_no_socket_reaches_the_next_test(one_slot):
-    """A warm worker's tests share its network namespace while none leaves a socket there (judging/warm_worker.py);
+    """A warm worker's tests share its network namespace while none leaves a socket there (judging/worker/loop.py);
     one that does sends the next test to a fresh one. Checked failing with the worker's check removed: the next
     test saw the sockets and could not bind the name. (The listing is matched by name: the worker's end of a test's
     request channel, unnamed, may still be listed while the test starts.)"""

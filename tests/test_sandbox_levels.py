@@ -118,11 +118,14 @@ def test_a_private_tmpdir_is_named_as_the_cause(tmp_path, monkeypatch):
 
 
 def warm_worker_processes() -> set[int]:
-    """The pids of the warm workers running on this machine (their command line names the worker's program)."""
+    """The pids of the warm workers running on this machine (their command line runs the worker's program). Not
+    bubblewrap's own processes, whose arguments name it too: bwrap's init in a PID namespace dies after the worker,
+    reaped by the host's init whenever that gets to it (judging/cgroups.py: ``SlotCgroup.wait_settled``)."""
     found = set()
     for entry in os.listdir("/proc"):
         try:
-            if entry.isdigit() and b"/warm_worker.py" in Path(f"/proc/{entry}/cmdline").read_bytes():
+            arguments = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0") if entry.isdigit() else []
+            if b"/warm_worker/main.py" in arguments and not arguments[0].endswith(b"bwrap"):
                 found.add(int(entry))
         except OSError:
             pass

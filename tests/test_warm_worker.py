@@ -316,8 +316,8 @@ def test_the_cold_rerun_starts_from_a_fresh_folder(judge):
     assert judgement.status == "passed", judgement.tests[0].stdout
 
 
-STAND_IN_WORKER = '''"""A stand-in for judging/warm_worker.py, NOT the worker: it says ready, then answers every request with a
-reply of the right shape and a nonsense exit status, running nothing."""
+STAND_IN_WORKER = '''"""A stand-in for judging/worker/main.py, NOT the worker: it says ready, then answers every
+request with a reply of the right shape and a nonsense exit status, running nothing."""
 import os
 import socket
 import sys
@@ -335,12 +335,11 @@ while True:
 
 
 def test_a_worker_answering_nonsense_is_replaced(judge, tmp_path, monkeypatch):
-    stand_in = tmp_path / "stand_in_worker.py"
-    stand_in.write_text(STAND_IN_WORKER)
+    (tmp_path / "main.py").write_text(STAND_IN_WORKER)  # a worker's folder holding only the stand-in
     tmp_path.chmod(0o755)
     run(judge, "pass")
     the_worker(judge).close()  # the slot's next execution starts a worker from the stand-in
-    monkeypatch.setattr(judging.warm, "WORKER", str(stand_in))
+    monkeypatch.setattr(judging.warm, "WORKER", str(tmp_path))
     failures = judge.setup.warm.failures
     assert run(judge, "print(5)", "5").status == "passed", "the execution reruns cold"
     assert "answered nonsense" in judge.setup.warm.failure and judge.setup.warm.failures == failures + 2
