@@ -4,6 +4,9 @@
 
 `rewards/__main__.py` is the one exception by design: `python -m rewards score` is a command, implemented in
 `commands/score.py` (it loads problems with `data`), and the shim only forwards to it.
+
+`judging/worker/` is below them all: the warm worker runs it in an isolated interpreter inside the sandbox, where
+nothing but the standard library and that folder is in view; the judge imports only its `protocol`.
 """
 
 import ast
@@ -49,6 +52,31 @@ def test_a_package_imports_only_the_layers_below_it(package):
         if upward:
             wrong[relative] = sorted(upward)
     assert not wrong, f"imports from a layer above or beside: {wrong}"
+
+
+WORKER = ROOT / "judging" / "worker"
+
+
+def test_the_worker_imports_only_the_standard_library_and_its_own_folder():
+    own = {path.stem for path in WORKER.glob("*.py")}
+    wrong = {}
+    for path in sorted(WORKER.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        relative = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level]
+        outside = {name for name in imported(path) if name not in sys.stdlib_module_names and name not in own}
+        if outside or relative:
+            wrong[path.name] = sorted(outside) + [f".{name}" for name in relative]
+    assert not wrong, f"judging/worker/ imports from outside the standard library and its folder: {wrong}"
+    assert {"protocol", "isolation", "ending", "finalization", "loop", "main"} <= own
+
+
+def test_the_judge_and_the_worker_import_the_same_protocol():
+    """The contract is written once: judging/warm.py packs and reads what the worker's loop reads and writes."""
+    assert "judging.worker" in {node.module for node in ast.walk(ast.parse((ROOT / "judging" / "warm.py").read_text()))
+                                if isinstance(node, ast.ImportFrom) and any(a.name == "protocol" for a in node.names)}
+    assert "protocol" in imported(WORKER / "loop.py")
+    worker_outside = {path.name for path in (ROOT / "judging").glob("*.py") if "worker" in path.stem}
+    assert not worker_outside, f"worker code outside judging/worker/: {worker_outside}"
 
 
 @pytest.mark.parametrize("package", ["cli", "judging", "rewards"])
