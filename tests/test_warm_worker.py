@@ -6,6 +6,7 @@ execution it was running (rerun cold, same result) and is replaced. tests/test_s
 sandbox attacks against warm workers too.
 """
 
+import ast
 import os
 import signal
 import threading
@@ -347,109 +348,36 @@ def test_a_worker_answering_nonsense_is_replaced(judge, tmp_path, monkeypatch):
     assert run(judge, "print(5)", "5").status == "passed" and judge.warm
 
 
-# (solution, test code, expected output): programs that a cold and a warm interpreter could judge differently.
-PARITY_CORPUS = [
-    ("", "print(3)\nimport sys\nsys.exit(2 ** 64)", "3"),  # beyond a C long: the interpreter exits 255
-    ("", "print(3)\nimport sys\nsys.exit(2 ** 63)", "3"),
-    ("", "print(3)\nimport sys\nsys.exit(-2 ** 63)", "3"),  # in range: the low byte, 0
-    ("", "print(3)\nimport sys\nsys.exit(-1)", "3"),
-    ("", "print(3)\nimport sys\nsys.exit(256)", "3"),
-    ("", "print(3)\nimport sys\nsys.exit(2 ** 40 + 512)", "3"),
-    ("", "print(3)\nimport sys\nsys.exit(True)", "3"),
-    ("", "print(3)\nimport sys\nsys.exit(None)", "3"),
-    ("", "print(3)\nimport sys\nsys.exit([3])", "3"),
-    ("class Code(int):\n    def __and__(self, other):\n        return 0\n", "print(3)\nimport sys\nsys.exit(Code(7))",
-     "3"),
-    ("import os\n", "print(os.environ.get('PWD'), os.getcwd())", "/scratch /scratch"),
-    ("import os\n", "print(sorted(os.environ.items()))", "unused"),
-    ("", "print(sorted(open('/proc/self/environ', 'rb').read().split(b'\\0')))", "unused"),
-    ("import ctypes\n", "print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))", "1"),  # PR_GET_DUMPABLE
-    ("import os\n", "print(os.getpid(), os.getppid(), os.getsid(0) == os.getpid(), os.getpgrp() == os.getpid())",
-     "1 0 True True"),
-    ("import sys\n", "print(sys.orig_argv[1:], sys.argv)", "unused"),
-    ("import os, signal\n", "print(3, flush=True)\nos.kill(os.getpid(), signal.SIGKILL)", "3"),
-    ("import os, signal\n", "print(3, flush=True)\nos.kill(os.getpid(), signal.SIGTERM)", "3"),
-    ("import os\n", "print(3)\nos._exit(0)", "3"),  # block-buffered stdout never flushed: nothing printed
-    ("import sys\n", "print(3)\nsys.stdout.close()", "3"),
-    ("import os\n", "print(3)\nos.close(1)", "3"),  # the final flush fails: the interpreter exits 120
-    ("import subprocess\n", "print(3)\nsubprocess.Popen(['/usr/bin/sleep', '30'])", "3"),  # left running
-    ("class Late:\n    def __del__(self):\n        print(3)\nlate = Late()\n", "", "3"),  # printed at teardown
-    # Modules the program added, holding objects whose __del__ prints: gone in sys.modules' order as their entries
-    # are dropped, before __main__'s (kept alive by a cycle through its class) is collected; then one with the
-    # worker's last module removed from sys.modules first (the teardown walks every entry).
-    ("import sys, types\nclass Late:\n    def __del__(self):\n        print('late', self.name)\n"
-     "for name in ('first', 'second'):\n    sys.modules[name] = types.ModuleType(name)\n"
-     "    sys.modules[name].late = Late()\n    sys.modules[name].late.name = name\n"
-     "main_late = Late()\nmain_late.name = 'main'\n", "", "late first\nlate second\nlate main"),
-    ("import sys, types\ndel sys.modules[next(reversed(sys.modules))]\nclass Late:\n    def __del__(self):\n"
-     "        print('late', self.name)\nsys.modules['mine'] = types.ModuleType('mine')\n"
-     "sys.modules['mine'].late = Late()\nsys.modules['mine'].late.name = 'mine'\n", "", "late mine"),
-    ("import atexit, threading, time\n",
-     "atexit.register(print, 4)\nthreading.Thread(target=lambda: (time.sleep(0.1), print(3))).start()", "3\n4"),
-    ("", "raise KeyboardInterrupt", "unused"),
-    ("import signal\n", "signal.raise_signal(signal.SIGALRM)", "unused"),
-    ("import signal, os\n", "print(sorted((s.name, str(signal.getsignal(s))) for s in signal.valid_signals() "
-     "if s not in (signal.SIGKILL, signal.SIGSTOP, 32, 33)))", "unused"),
-    ("import resource\n", "print([resource.getrlimit(getattr(resource, name)) for name in dir(resource) "
-     "if name.startswith('RLIMIT_')])", "unused"),
-    ("", "while True:\n    pass", "unused"),
-    ("", "hog = bytearray(4 << 30)", "unused"),
-    # __main__ as the interpreter makes it (``__annotations__``, a SourceFileLoader), and __file__ and __cached__
-    # gone once the program ended, by return or exception, before atexit and teardown: kept only by SystemExit.
-    ("", "print(list(globals()), type(__loader__).__name__, __loader__.name, __loader__.path)", "unused"),
-    *(("import atexit\n", f"atexit.register(lambda: print(globals().get('__file__'), globals().get('__cached__', 0)))"
-                          f"{ending}", "unused") for ending in ("", "\nraise ValueError", "\nraise SystemExit(3)")),
-    ("class Late:\n    def __del__(self):\n        print(globals().get('__file__'))\nlate = Late()\n", "", "unused"),
-    # The interpreter flushes stderr and stdout as the program ends, again after atexit and once more after the
-    # teardown, by then of the restored sys.__stdout__.
-    *(("import sys\nclass Counting:\n    def __init__(self, real):\n        self.real, self.flushes = real, 0\n"
-       "    def write(self, text):\n        return self.real.write(text)\n    def flush(self):\n"
-       "        self.flushes += 1\n        self.real.write(f'flush {self.flushes}\\n')\n",
-       f"sys.{stream} = Counting(sys.{stream})\nprint(3){ending}", "unused")
-      for stream in ("stdout", "stderr") for ending in ("", "\nraise ValueError")),
-    ("import sys\n", "sys.__stdout__.write('3')\nsys.stdout = open('/dev/null', 'w')", "3"),
-    # The exception's printing: sys.last_*, the audit event, a hook that fails, exits or is missing.
-    ("import sys, atexit\n", "atexit.register(lambda: print(sys.last_type.__name__, sys.last_value))\nraise ValueError(3)",
-     "unused"),
-    ("import sys\nsys.addaudithook(lambda event, args: event == 'sys.excepthook' and print(event, args[1:3]))\n",
-     "raise ValueError(3)", "unused"),
-    ("import sys\ndef hook(*args):\n    raise RuntimeError('in the hook')\nsys.excepthook = hook\n", "raise ValueError(3)",
-     "unused"),
-    ("import sys\n", "sys.excepthook = 3\nraise ValueError(3)", "unused"),
-    ("import sys\n", "del sys.excepthook\nraise ValueError(3)", "unused"),
-    ("import sys, atexit\ndef hook(*args):\n    sys.exit(7)\nsys.excepthook = hook\n",
-     "atexit.register(lambda: print(globals().get('__file__')))\nraise ValueError(3)", "unused"),
-    # What the teardown's __del__ sees: sys's special names cleared, its files restored.
-    ("import sys\nclass Late:\n    def __del__(self):\n        print(sys.argv, sys.path, sys.meta_path,"
-     " sys.stdout is sys.__stdout__, sys.stdin is sys.__stdin__)\nlate = Late()\n",
-     "sys.stdout = open(1, 'w', closefd=False)\nsys.stdin = None", "unused"),
-    # Builtins as the interpreter started (without what the program added, or open), for a __del__ the last
-    # collection runs (a cycle holds it).
-    ("import builtins\nbuiltins.extra = 3\nclass Late:\n    def __del__(self):\n"
-     "        print('extra' in vars(__builtins__), len(vars(__builtins__)))\nlate = Late()\nlate.cycle = late\n",
-     "", "unused"),
-    # The interpreter's own ending code is C: a program that replaces the Python names it could be reached by
-    # changes nothing of it.
-    ("import sys\n", "sys.audit = lambda *args: print('replaced')\nraise ValueError(3)", "unused"),
-    ("import atexit\n", "atexit.register(print, 3)\natexit._run_exitfuncs = lambda: None", "3"),
-    ("import gc\nclass Late:\n    def __del__(self):\n        print(3)\nlate = Late()\nlate.cycle = late\n",
-     "gc.collect = gc.isenabled = int", "3"),
-    # Only KeyboardInterrupt itself ends the interpreter by SIGINT, not a subclass.
-    ("class Interrupt(KeyboardInterrupt):\n    pass\n", "raise Interrupt", "unused"),
-]
+# Programs a cold and a warm interpreter could judge differently, one a file: a comment saying what it probes and
+# its expected output, the solution, a ``# test`` line (where the judge prints its marker), the test code.
+PARITY_PROGRAMS = sorted((Path(__file__).parent / "parity_programs").glob("*.py"))
+
+
+def parity_program(path: Path) -> tuple[str, str, str]:
+    """(solution, test code, expected output) of one of PARITY_PROGRAMS."""
+    _, _, rest = path.read_text().partition("# expected output: ")
+    expected, _, program = rest.partition("\n")
+    if program.startswith("# test\n"):
+        solution, test_code = "", program[len("# test\n"):]
+    else:
+        solution, _, test_code = program.partition("\n# test\n")
+        solution += "\n"
+    return solution, test_code.removesuffix("\n"), ast.literal_eval(expected)
 
 
 def test_warm_and_cold_judge_every_program_alike(judge, unharmed):
     """The same program gets the same verdict, output and errors on both paths, or a cold rerun (a warm worker
     that failed) would change a reward."""
+    assert len(PARITY_PROGRAMS) >= 50, "the parity programs are missing"
     with Judge(timeout=1.0, workers=1, sandbox="bwrap-cold") as cold:
         differences = []
-        for solution, test_code, expected in PARITY_CORPUS:
+        for path in PARITY_PROGRAMS:
+            solution, test_code, expected = parity_program(path)
             test = [{"test_code": test_code, "expected_output": expected}]
             warm_result, cold_result = (one.run(solution, test, "python").tests[0] for one in (judge, cold))
             verdicts = [(result.status, result.stdout, result.stderr) for result in (warm_result, cold_result)]
             if verdicts[0] != verdicts[1]:
-                differences.append(f"{test_code!r}: warm {verdicts[0]} cold {verdicts[1]}")
+                differences.append(f"{path.name}: warm {verdicts[0]} cold {verdicts[1]}")
     assert not differences, "\n".join(differences)
 
 

@@ -1,0 +1,5 @@
+# A loop that never ends: the timeout.
+# expected output: 'unused'
+# test
+while True:
+    pass

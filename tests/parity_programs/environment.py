@@ -1,0 +1,5 @@
+# The whole environment.
+# expected output: 'unused'
+import os
+# test
+print(sorted(os.environ.items()))

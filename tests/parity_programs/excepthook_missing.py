@@ -1,0 +1,6 @@
+# sys.excepthook deleted: said missing.
+# expected output: 'unused'
+import sys
+# test
+del sys.excepthook
+raise ValueError(3)

@@ -1,0 +1,4 @@
+# KeyboardInterrupt: the interpreter ends by SIGINT.
+# expected output: 'unused'
+# test
+raise KeyboardInterrupt
