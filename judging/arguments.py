@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from cli import positive
 from judging.judge import Judge
 from judging.licence_proxy import parse_licence_hosts
+from judging.policy import (DEFAULT_DISK_MB, DEFAULT_LICENCE_HOSTS, DEFAULT_MEMORY_MB, DEFAULT_SANDBOX,
+                            DEFAULT_TIMEOUT, default_workers)
 from judging.setup import SANDBOX_CHOICES
 
 
@@ -22,7 +24,7 @@ class JudgeArguments:
         metadata={"help": "The q executable. Default: $Q_INTERPRETER_PATH, $Q_EXECUTABLE_PATH, $QHOME/l64/q, PATH."},
     )
     sandbox: str = field(
-        default="auto",
+        default=DEFAULT_SANDBOX,
         metadata={
             "help": "auto: the strongest isolation available (logged; never root without namespaces); strict: refuse "
             "to run without namespaces; bwrap, unshare, rlimits: exactly that level or stop. At bwrap, Python runs "
@@ -31,7 +33,8 @@ class JudgeArguments:
         },
     )
     judge_timeout: float = field(
-        default=1.0, metadata={"help": "Seconds per test (during training, in the trainer).", "aliases": ["--timeout"]}
+        default=DEFAULT_TIMEOUT,
+        metadata={"help": "Seconds per test (during training, in the trainer).", "aliases": ["--timeout"]}
     )
     judge_workers: int | None = field(
         default=None,
@@ -39,18 +42,18 @@ class JudgeArguments:
                   "aliases": ["--workers"]},
     )
     judge_memory_mb: int = field(
-        default=1024,
+        default=DEFAULT_MEMORY_MB,
         metadata={"help": "Memory of one test, in MB: all its processes together, tmpfs and memfd pages included "
                   "(a cgroup per slot, as root), and each process's address space. Without a writable cgroup only "
                   "the latter holds; the logged isolation line says which."},
     )
     judge_disk_mb: int = field(
-        default=64,
+        default=DEFAULT_DISK_MB,
         metadata={"help": "What one test may write, in MB: the size of its /scratch, /tmp and /dev/shm, each a "
                   "tmpfs in the bwrap sandbox (memory, never the host disk)."},
     )
     q_licence_hosts: str = field(
-        default="auto",
+        default=DEFAULT_LICENCE_HOSTS,
         metadata={"help": "What judged q may reach, only through the judge's licence proxy: auto (the hosts q "
                   "contacts in a trusted start-up run, logged; none if it contacts none), none, or "
                   "HOST:PORT[,HOST:PORT...]."},
@@ -65,8 +68,7 @@ class JudgeArguments:
 
     def make_judge(self) -> Judge:
         """The process's one judge. Every rank judges its own completions, so ranks on a node share its cores."""
-        local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-        workers = self.judge_workers or max(1, (os.cpu_count() or 1) // local_ranks)
+        workers = self.judge_workers or default_workers(int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
         return Judge(timeout=self.judge_timeout, workers=workers, sandbox=self.sandbox,
                      memory_mb=self.judge_memory_mb, q_binary=self.q_binary, q_licence_hosts=self._licence_hosts,
                      disk_mb=self.judge_disk_mb)

@@ -9,14 +9,14 @@ built on (slots, level, warm workers, licence egress) is ``Judge.setup`` (judgin
 from __future__ import annotations
 
 import logging
-import os
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 from judging import languages
 from judging.grading import STATUSES, Judgement, TestResult, completion_status
 from judging.licence_proxy import FLAG, parse_licence_hosts
-from judging.policy import Limits
+from judging.policy import (COMPLETION_BUDGET_TIMEOUTS, DEFAULT_DISK_MB, DEFAULT_LICENCE_HOSTS, DEFAULT_MEMORY_MB,
+                             DEFAULT_SANDBOX, DEFAULT_TIMEOUT, Limits, default_workers)
 from judging.setup import SANDBOX_CHOICES, JudgeSetup, JudgeUnavailable
 
 __all__ = ["STATUSES", "Judge", "JudgeUnavailable", "Judgement", "TestResult", "completion_status"]
@@ -48,9 +48,10 @@ class Judge:
     ``LicenceHostsError`` (a UsageError). Egress needs root (a network namespace per slot).
     """
 
-    def __init__(self, timeout: float = 1.0, completion_budget: float | None = None, workers: int | None = None,
-                 sandbox: str = "auto", memory_mb: int = 1024, q_binary: str | None = None,
-                 q_licence_hosts: str | tuple = "auto", disk_mb: int = 64):
+    def __init__(self, timeout: float = DEFAULT_TIMEOUT, completion_budget: float | None = None,
+                 workers: int | None = None, sandbox: str = DEFAULT_SANDBOX, memory_mb: int = DEFAULT_MEMORY_MB,
+                 q_binary: str | None = None, q_licence_hosts: str | tuple = DEFAULT_LICENCE_HOSTS,
+                 disk_mb: int = DEFAULT_DISK_MB):
         # JudgeArguments hands over the hosts it parsed; a string (the Python API) is parsed here.
         licence_hosts = parse_licence_hosts(q_licence_hosts) if isinstance(q_licence_hosts, str) else q_licence_hosts
         if timeout <= 0:
@@ -64,8 +65,9 @@ class Judge:
         if disk_mb < 1:
             raise ValueError(f"disk_mb must be at least 1, got {disk_mb}")
         self.timeout = float(timeout)
-        self.completion_budget = float(completion_budget) if completion_budget else None  # None: 3x the timeout
-        self.workers = workers if workers is not None else os.cpu_count() or 1
+        # None: COMPLETION_BUDGET_TIMEOUTS times the timeout of the call
+        self.completion_budget = float(completion_budget) if completion_budget else None
+        self.workers = workers if workers is not None else default_workers()
         self.q_binary = q_binary
         self.setup = JudgeSetup(self.workers, Limits(memory_mb=memory_mb, disk_mb=disk_mb), sandbox, q_binary,
                                 licence_hosts)
@@ -129,7 +131,7 @@ class Judge:
             return Judgement("syntax_error", 0, total, [TestResult("syntax_error", 0.0, "", problem) for _ in tests])
         results: list[TestResult] = []
         timeout = self.timeout if timeout is None else timeout
-        budget_end = time.monotonic() + (self.completion_budget or 3.0 * timeout)
+        budget_end = time.monotonic() + (self.completion_budget or COMPLETION_BUDGET_TIMEOUTS * timeout)
         for test in tests:
             left = budget_end - time.monotonic()
             if left <= 0 or (results and results[-1].status == "timeout"):

@@ -47,13 +47,29 @@ PRLIMIT_FLAGS = {"RLIMIT_AS": "as", "RLIMIT_CPU": "cpu", "RLIMIT_FSIZE": "fsize"
                  "RLIMIT_CORE": "core", "RLIMIT_NPROC": "nproc"}
 
 
+# The judge's defaults, declared here only: ``Judge`` (judging/judge.py) and the judge's flags
+# (judging/arguments.py: ``JudgeArguments``) read them.
+DEFAULT_TIMEOUT = 1.0  # seconds per test (the training reward's; evaluation sets its own)
+COMPLETION_BUDGET_TIMEOUTS = 3.0  # all tests of one completion together: this many timeouts, unless given
+DEFAULT_SANDBOX = "auto"  # the strongest level that works here (judging/setup.py: SANDBOX_CHOICES)
+DEFAULT_LICENCE_HOSTS = "auto"  # what judged q may reach (judging/licence_proxy.py)
+DEFAULT_MEMORY_MB = 1024
+DEFAULT_DISK_MB = 64
+
+
+def default_workers(local_ranks: int = 1) -> int:
+    """Slots (executions at once) of a judge: one per core, the cores shared among the processes (ranks) of a node
+    that each judge their own completions."""
+    return max(1, (os.cpu_count() or 1) // local_ranks)
+
+
 @dataclass
 class Limits:
-    memory_mb: int = 1024  # per process (RLIMIT_AS), and per test in the slot's cgroup (judging/cgroups.py)
+    memory_mb: int = DEFAULT_MEMORY_MB  # per process (RLIMIT_AS), and per test in the slot's cgroup (cgroups.py)
     processes: int = 32  # per slot uid (RLIMIT_NPROC), and the slot cgroup's pids.max beside the sandbox's own
     file_mb: int = 16
     open_files: int = 64
-    disk_mb: int = 64  # the size of each of TMPFS, at the bwrap level
+    disk_mb: int = DEFAULT_DISK_MB  # the size of each of TMPFS, at the bwrap level
 
     @property
     def disk_bytes(self) -> int:

@@ -2,6 +2,7 @@
 stand-in executable (tests/fake_q/q, which is NOT q)."""
 
 import asyncio
+import inspect
 import json
 import shutil
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from judging import STATUSES, Judge, JudgeUnavailable, TestResult
+from judging import STATUSES, Judge, JudgeArguments, JudgeUnavailable, TestResult, policy
 from judging.executors import RAN
 from judging.grading import completion_status, grade
 from judging.running import RunResult
@@ -321,3 +322,14 @@ def test_compiler_warnings_about_judged_code_stay_in_its_test(sandbox):
     assert status == "passed"
     assert all('SyntaxWarning: "is" with a literal' in stderr for stderr in stderrs), stderrs
     assert "SyntaxWarning" not in done.stderr
+
+
+def test_the_judge_and_its_flags_take_their_defaults_from_the_policy():
+    """The judge's defaults are declared once (judging/policy.py): the Python API and the command-line flags agree."""
+    judge, flags, limits = inspect.signature(Judge).parameters, JudgeArguments(), policy.Limits()
+    assert judge["timeout"].default == flags.judge_timeout == policy.DEFAULT_TIMEOUT
+    assert judge["memory_mb"].default == flags.judge_memory_mb == limits.memory_mb == policy.DEFAULT_MEMORY_MB
+    assert judge["disk_mb"].default == flags.judge_disk_mb == limits.disk_mb == policy.DEFAULT_DISK_MB
+    assert judge["sandbox"].default == flags.sandbox == policy.DEFAULT_SANDBOX
+    assert judge["q_licence_hosts"].default == flags.q_licence_hosts == policy.DEFAULT_LICENCE_HOSTS
+    assert judge["workers"].default is flags.judge_workers is None  # then policy.default_workers()
