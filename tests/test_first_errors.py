@@ -125,10 +125,6 @@ EDGES = {
         ["--vllm_mode", "colocate"],
         "--vllm_mode colocate is a vLLM setting, but vLLM is off: add --use_vllm to generate with vLLM, or drop "
         "--vllm_mode"),
-    "vLLM's tensor-parallel size and server address without --use_vllm": (
-        ["--vllm_tensor_parallel_size", "2", "--vllm_server_host", "gpu0"],
-        "--vllm_server_host gpu0, --vllm_tensor_parallel_size 2 are vLLM settings, but vLLM is off: add --use_vllm "
-        "to generate with vLLM, or drop --vllm_server_host --vllm_tensor_parallel_size"),
     "a mistyped flag": (
         ["--modle", "tiny"],
         "unknown flag --modle: did you mean --model? see `python rl_trainer.py --help`"),
@@ -152,6 +148,14 @@ def test_an_edge_of_the_flags_is_one_line_and_exit_2(edge, tmp_path):
     assert result.returncode == 2
     assert lines(result.stderr) == [f"rl_trainer.py: error: {message}"]
     assert not run.exists()
+
+
+def test_vllms_tensor_parallel_size_and_server_address_without_use_vllm_are_one_line():
+    with pytest.raises(UsageError) as stopped:
+        parse_args(["--vllm_tensor_parallel_size", "2", "--vllm_server_host", "gpu0"])
+    assert str(stopped.value) == (
+        "--vllm_server_host gpu0, --vllm_tensor_parallel_size 2 are vLLM settings, but vLLM is off: add --use_vllm to "
+        "generate with vLLM, or drop --vllm_server_host --vllm_tensor_parallel_size")
 
 
 def test_a_vllm_setting_from_a_run_config_is_not_an_edge(tmp_path):
