@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from dataclasses import dataclass
 
 
@@ -116,18 +115,6 @@ def frozen_proc(limits: Limits) -> dict[str, str]:
              "cgroups", "locks")
     return {name: content for name, content in {**shown, **dict.fromkeys(empty, "")}.items()
             if os.path.isfile(f"/proc/{name}")}
-
-
-def write_proc_view(limits: Limits) -> str:
-    """A new folder holding ``frozen_proc`` (world-readable, nobody's to write) for the sandboxes to bind: the
-    caller removes it."""
-    view = tempfile.mkdtemp(prefix="rewards-proc-")
-    os.chmod(view, 0o755)
-    for name, content in frozen_proc(limits).items():
-        with open(os.path.join(view, name), "x") as file:
-            file.write(content)
-        os.chmod(os.path.join(view, name), 0o444)
-    return view
 
 
 def proc_emptied() -> list[str]:

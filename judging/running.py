@@ -61,7 +61,12 @@ def run_cold(sandbox: Sandbox, argv: list[str], scratch: str | None, uid: int | 
         if sandbox.level == "bwrap" and program:
             held = (program[0], memfd_holding(program[1]))
             passed.append(held[1])
-        command = sandbox.command(argv, uid, timeout, seccomp, held, cgroup, info_write)
+        proc_fds = {}
+        if sandbox.level == "bwrap":
+            for name, content in sandbox.proc_frozen.items():
+                proc_fds[name] = _pipe_holding(content)
+                passed.append(proc_fds[name])
+        command = sandbox.command(argv, uid, timeout, seccomp, held, cgroup, info_write, proc_fds)
         start = time.monotonic()
         proc = subprocess.Popen(
             command, stdin=subprocess.DEVNULL,
@@ -124,7 +129,8 @@ def _kill_pidfd(pidfd: int) -> None:
 
 
 def _pipe_holding(data: bytes) -> int:
-    """The read end of a pipe holding ``data`` (bwrap reads a seccomp program from a descriptor to its end)."""
+    """The read end of a pipe holding ``data`` (bwrap reads a seccomp program, or a file's content, from a
+    descriptor to its end; ``data`` must fit in the pipe's buffer, 64 KiB)."""
     read, write = os.pipe()
     os.write(write, data)
     os.close(write)

@@ -94,14 +94,16 @@ class Sandbox:
     ``netns`` maps each slot uid to a network namespace (an open fd) the program runs in instead of a
     fresh one: the licence proxy's slot namespaces (judging/licence_proxy.py). ``hidden`` are folders inside
     the view that the program must not see (the interpreter's site-packages): each is covered by an empty one.
-    ``proc_view`` is the host folder of the fixed /proc files (judging/policy.py: write_proc_view) bound over the
-    live ones at the bwrap level. ``seccomp`` is the seccomp program the program runs under there
+    ``proc_frozen`` maps each fixed /proc file's name to its content (judging/policy.py: frozen_proc), bound over
+    the live one at the bwrap level from a descriptor (bwrap ``--ro-bind-data``: no host path shows in a test's
+    /proc/self/mountinfo). ``seccomp`` is the seccomp program the program runs under there
     (judging/seccomp.py; the executor's).
     """
 
     def __init__(self, level: str, limits: Limits, read_only: list[str], env: dict[str, str],
                  read_write: list[str] = (), hostname: str = "sandbox", netns: dict[int, int] | None = None,
-                 hidden: list[str] = (), proc_view: str | None = None, seccomp: bytes | None = SECCOMP_FILTER):
+                 hidden: list[str] = (), proc_frozen: dict[str, bytes] | None = None,
+                 seccomp: bytes | None = SECCOMP_FILTER):
         if level not in LEVELS:
             raise ValueError(f"unknown sandbox level {level!r}; use one of {', '.join(LEVELS)}")
         self.level = level
@@ -110,19 +112,18 @@ class Sandbox:
         self.as_root = os.geteuid() == 0
         self.hostname = hostname
         self.netns = netns
-        self.proc_view = proc_view
+        self.proc_frozen = dict(proc_frozen or {})
         self.seccomp = seccomp
         self.prefix = self._build_prefix(read_only, list(read_write), list(hidden))
         # A warm worker's sandbox (judging/warm.py): its children mount /proc afresh and mask it themselves, so its
         # own /proc needs no masks, which every child's mount namespace would otherwise copy and tear down again.
         self.warm_prefix = self._build_prefix(read_only, list(read_write), list(hidden), proc_masks=False)
 
-    def _proc_masks(self) -> list[str]:
-        """bwrap arguments freezing and emptying the machine-wide parts of /proc (judging/policy.py)."""
-        if self.proc_view is None:
+    def _proc_emptied(self) -> list[str]:
+        """bwrap arguments emptying the machine-wide folders of /proc (judging/policy.py)."""
+        if not self.proc_frozen:
             return []
-        args = [arg for name in sorted(os.listdir(self.proc_view))
-                for arg in ("--ro-bind", f"{self.proc_view}/{name}", f"/proc/{name}")]
+        args = []
         for name in proc_emptied():
             args += [*EMPTY_TMPFS, f"/proc/{name}", "--remount-ro", f"/proc/{name}"]
         return args
@@ -137,7 +138,7 @@ class Sandbox:
                 namespaces += ["--unshare-user", *_disable_userns()]
             args = ["bwrap", *namespaces, "--die-with-parent", "--new-session", "--clearenv",
                     "--hostname", self.hostname, "--ro-bind", "/usr", "/usr", *_usr_merged_links(),
-                    "--proc", "/proc", *(self._proc_masks() if proc_masks else []), "--dev", "/dev",
+                    "--proc", "/proc", *(self._proc_emptied() if proc_masks else []), "--dev", "/dev",
                     *(arg for path in TMPFS if path != SCRATCH for arg in tmpfs(path, self.limits)),
                     *_bind_with_parents(read_only, read_write)]
             for path in hidden:  # an empty, unwritable folder over it (0555: the root warm worker cannot write it)
@@ -171,10 +172,11 @@ class Sandbox:
 
     def command(self, argv: list[str], uid: int | None, timeout: float, seccomp_fd: int | None = None,
                 program: tuple[str, int] | None = None, cgroup: SlotCgroup | None = None,
-                info_fd: int | None = None) -> list[str]:
+                info_fd: int | None = None, proc_fds: dict[str, int] | None = None) -> list[str]:
         """The command line; at the bwrap level /scratch is a fresh tmpfs and ``program`` (a file name and a
         descriptor holding it) is copied into it, else the caller runs it in a host folder. The program joins the
-        slot's ``cgroup`` before anything else runs. bwrap writes the pid of the program's process to ``info_fd``."""
+        slot's ``cgroup`` before anything else runs. bwrap writes the pid of the program's process to ``info_fd``
+        and reads each fixed /proc file from ``proc_fds`` (its name: a descriptor holding ``proc_frozen[name]``)."""
         drop = []
         if uid is not None:
             drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
@@ -190,8 +192,10 @@ class Sandbox:
             files = ["--perms", f"{PROGRAM_MODE:04o}", "--file", str(program[1]), f"{SCRATCH}/{program[0]}"] \
                 if program else []
             binds, join = cgroup.join_inside() if cgroup else ([], [])
+            frozen = [arg for name, fd in (proc_fds or {}).items()
+                      for arg in ("--perms", "0444", "--ro-bind-data", str(fd), f"/proc/{name}")]
             # --as-pid-1: no init; the program is pid 1 of its PID namespace, as a warm one is (judging/policy.py).
-            return [*outer, *self.prefix, "--as-pid-1", *info, *seccomp, *binds, *tmpfs(SCRATCH, self.limits), *files,
-                    "--chdir", SCRATCH, *join, *drop, *limits, *argv]
+            return [*outer, *self.prefix, *frozen, "--as-pid-1", *info, *seccomp, *binds, *tmpfs(SCRATCH, self.limits),
+                    *files, "--chdir", SCRATCH, *join, *drop, *limits, *argv]
         command = [*outer, *self.prefix, *drop, *limits, *argv]
         return cgroup.enter_command(command) if cgroup else command

@@ -79,9 +79,9 @@ AF_UNIX = 1
 def seccomp_filter(machine_wide: bool = False, unix_sockets_only: bool = False,
                    file_locks: bool = False) -> bytes | None:
     """The program for this machine's architecture (what the module docstring lists), refusing the calls that read
-    machine-wide counters too when ``machine_wide``, sockets of every family but AF_UNIX when
-    ``unix_sockets_only`` and every file lock when ``file_locks``; None where there is no program (``UNAVAILABLE``, or an architecture not in
-    ``CLONE_FLAGS``)."""
+    machine-wide counters too when ``machine_wide``, sockets of every family but AF_UNIX when ``unix_sockets_only``
+    and every file lock when ``file_locks``; None where there is no program (``UNAVAILABLE``, or an architecture
+    not in ``CLONE_FLAGS``)."""
     flags = CLONE_FLAGS.get(os.uname().machine)
     if pyseccomp is None or flags is None:
         return None

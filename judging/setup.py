@@ -24,9 +24,8 @@ from judging.execution import Counter, Runner, execute
 from judging.grading import TestResult
 from judging.licence_proxy import (FLAG, PROXY_ENV, TLS_TRUST, LicenceEgressUnavailable, LicenceProxy,
                                    describe_hosts)
-from judging.policy import Limits, write_proc_view
+from judging.policy import Limits, frozen_proc
 from judging.sandbox import LEVEL_TOOLS, LEVELS, NAMESPACE_LEVELS, Sandbox
-from judging.scratch import remove_tree
 from judging.slots import Slots, blocked_for_others
 from judging.warm import WarmWorkers
 
@@ -52,8 +51,7 @@ class JudgeSetup:
     def __init__(self, workers: int, limits: Limits, sandbox: str, q_binary: str | None, licence_hosts):
         self.slots = Slots(workers, limits)
         self.limits = limits
-        self.proc_view = write_proc_view(limits)
-        self._proc_view_cleanup = weakref.finalize(self, remove_tree, self.proc_view)
+        self.proc_frozen = {name: content.encode() for name, content in frozen_proc(limits).items()}
         self.q_binary = q_binary
         self.licence_hosts = licence_hosts
         self.licence_retries = Counter()
@@ -164,7 +162,7 @@ class JudgeSetup:
                 failures.append(f"{level}: {LEVEL_TOOLS[level]} not installed")
                 continue
             runner = Runner(python, Sandbox(level, self.limits, python.read_only, python.env, hidden=python.hidden,
-                                             proc_view=self.proc_view, seccomp=python.seccomp))
+                                             proc_frozen=self.proc_frozen, seccomp=python.seccomp))
             result = self.execute(runner, "", PROBE_TEST, PROBE_TIMEOUT)
             if result.status == "passed":
                 return level, failures
@@ -200,7 +198,7 @@ class JudgeSetup:
         """``language``'s executor in a sandbox of ``level`` (no licence egress)."""
         executor = languages.language(language).make_executor(self.q_binary)
         return Runner(executor, Sandbox(level, self.limits, executor.read_only, executor.env, executor.read_write,
-                                        executor.hostname, hidden=executor.hidden, proc_view=self.proc_view,
+                                        executor.hostname, hidden=executor.hidden, proc_frozen=self.proc_frozen,
                                         seccomp=executor.seccomp))
 
     def _licence_egress(self, runner: Runner) -> Runner:
@@ -230,7 +228,7 @@ class JudgeSetup:
         executor = runner.executor
         proxied = Runner(executor, Sandbox(self.level, self.limits, [*executor.read_only, *TLS_TRUST],
                                            {**executor.env, **PROXY_ENV}, executor.read_write, executor.hostname,
-                                           netns=proxy.netns, hidden=executor.hidden, proc_view=self.proc_view,
+                                           netns=proxy.netns, hidden=executor.hidden, proc_frozen=self.proc_frozen,
                                            seccomp=executor.seccomp))
         if hosts == "auto":
             test = {"test_code": languages.language(executor.language).preflight_code, "expected_output": "2"}
@@ -280,5 +278,5 @@ class JudgeSetup:
             steps.append(self.proxy.close)
         if self.warm is not None:
             steps.append(self._warm_cleanup)
-        return steps + [self.slots.close, self._proc_view_cleanup]
+        return steps + [self.slots.close]
 

@@ -37,7 +37,7 @@ from judging.running import OUTPUT_CAP, RunResult, memfd_holding, read_capped
 from judging.sandbox import Sandbox
 from judging.worker import protocol
 
-WORKER = str(Path(__file__).with_name("worker"))  # the worker's folder, bound read-only at WORKER_INSIDE
+WORKER = str(Path(__file__).with_name("worker"))  # the worker's folder, its modules copied into WORKER_INSIDE
 WORKER_INSIDE = "/warm_worker"
 # What the worker keeps: SETUID, SETGID for the uid drop, SYS_ADMIN and NET_ADMIN for the child's namespaces,
 # mounts and loopback, KILL, SETPCAP to empty the child's bounding set.
@@ -72,15 +72,29 @@ class WarmWorker:
         # The worker joins the slot's cgroup: it and every child it forks count against its memory and tasks.
         binds, join = cgroup.join_inside() if cgroup else ([], [])
         # Each child binds the fixed /proc files from PROC_VIEW over its fresh /proc, and PROC_EMPTY over the folders
-        # it empties (judging/policy.py).
-        view = ["--ro-bind", sandbox.proc_view, PROC_VIEW, *EMPTY_TMPFS, PROC_EMPTY, "--remount-ro", PROC_EMPTY] \
-            if sandbox.proc_view else []
-        command = [*sandbox.warm_prefix, "--dir", SCRATCH, *view, "--ro-bind", WORKER, WORKER_INSIDE, *binds,
-                   "--chdir", SCRATCH, "--cap-drop", "ALL", *capabilities, *join, interpreter, "-I", "-S", "-B",
+        # it empties (judging/policy.py); both are mounts the child then unmounts. The fixed files are copied into
+        # PROC_VIEW (bwrap --file), as are the worker's modules into WORKER_INSIDE: a bind of a host file or folder
+        # would show its host path in a test's /proc/self/mountinfo.
+        data = {f"{PROC_VIEW}/{name}": memfd_holding(content) for name, content in sandbox.proc_frozen.items()}
+        view = [arg for path, fd in data.items() for arg in ("--perms", "0444", "--file", str(fd), path)]
+        if view:  # a tmpfs as the cold path's files lie on one (mode 1777, the default, shows no mode), read-only
+            view = ["--perms", "1777", "--tmpfs", PROC_VIEW, *view, "--remount-ro", PROC_VIEW,
+                    *EMPTY_TMPFS, PROC_EMPTY, "--remount-ro", PROC_EMPTY]
+        modules = {f"{WORKER_INSIDE}/{module.name}": memfd_holding(module.read_bytes())
+                   for module in sorted(Path(WORKER).glob("*.py"))}
+        data.update(modules)
+        copies = [arg for path, fd in modules.items() for arg in ("--perms", "0444", "--file", str(fd), path)]
+        command = [*sandbox.warm_prefix, "--dir", SCRATCH, *view, "--perms", "0555", "--dir", WORKER_INSIDE, *copies,
+                   *binds, "--chdir", SCRATCH, "--cap-drop", "ALL", *capabilities, *join, interpreter, "-I", "-S", "-B",
                    f"{WORKER_INSIDE}/main.py", *protocol.start_arguments(theirs.fileno(), uid, rules)]
-        with theirs, open(self.log, "wb") as log:
-            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
-                                            pass_fds=(theirs.fileno(),), start_new_session=True)
+        try:
+            with theirs, open(self.log, "wb") as log:
+                self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                                stderr=log, pass_fds=(theirs.fileno(), *data.values()),
+                                                start_new_session=True)
+        finally:
+            for fd in data.values():
+                os.close(fd)
         self._deadline = time.monotonic() + START_TIMEOUT
         if wait:
             self.wait_ready()

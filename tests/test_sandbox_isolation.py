@@ -8,11 +8,13 @@ threats are in tests/test_warm_worker.py."""
 
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -189,6 +191,35 @@ def test_the_view_shows_the_standard_library_not_site_packages_nor_installed_dat
     finally:
         shutil.rmtree(planted.parent.parent)
     assert out == ["0"] * len(shown) + ["hidden", "hidden", "standard-library"], out
+
+
+# Each mount's root in its file system, mount point and source (/proc/self/mountinfo), then the test's cgroups.
+HOST_VIEW = ("for line in open('/proc/self/mountinfo'):\n"
+             "    fields = line.split()\n"
+             "    print(fields[3], fields[4], fields[fields.index('-') + 2])\n"
+             "print(open('/proc/self/cgroup').read())\n")
+
+
+def test_the_view_shows_no_host_path_pid_or_user_name(judge):
+    """Mount sources, cgroup folder names and temporary folders seen from inside carry no host path, PID or user
+    name: not the checkout's path, not the judge's pid (which once named its cgroups), not the judge's own temporary
+    folders (the fixed /proc files, its scratch folder), not the home folder. The one host path a test sees is the
+    interpreter's own folder (q's binary and QHOME for q), bound where it lies: Python finds its standard library,
+    and a shared build its libpython, from there."""
+    import getpass
+
+    seen = run(judge, HOST_VIEW).tests[0].stdout
+    assert "/proc/self" not in seen and " /proc " in seen and "slot-" in seen, seen  # it read what it should
+    outside_interpreter = seen
+    for prefix in PythonExecutor().read_only:
+        outside_interpreter = outside_interpreter.replace(prefix, "INTERPRETER")
+    home, user = os.path.expanduser("~"), getpass.getuser()
+    host_facts = {"checkout": str(ROOT), "judge's folder": Path(judge.setup.slots.base).name,
+                  "the judge's temporary folders": f"{tempfile.gettempdir()}/", "home": f"{home}/",
+                  "user name": f"/{user}/"}
+    found = {what: fact for what, fact in host_facts.items() if fact in outside_interpreter}
+    assert not found, f"host facts seen from inside: {found}\n{seen}"
+    assert not re.search(rf"(?<![0-9]){os.getpid()}(?![0-9])", seen), f"the judge's pid {os.getpid()} seen:\n{seen}"
 
 
 def test_expected_output_is_nowhere_the_program_can_look(judge):

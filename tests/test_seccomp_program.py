@@ -122,7 +122,8 @@ def calls():
     for nr in range(0, 600):
         firsts = FIRST_ARGUMENTS if nr in (CLONE, UNSHARE, SOCKET, SOCKETPAIR) else [0, SIGCHLD, AF_INET]
         for first in firsts:
-            seconds = SECOND_ARGUMENTS if nr in (SOCKET, SOCKETPAIR) else LOCKS + NOT_LOCKS + UPPER_BITS if nr == FCNTL else [0]
+            seconds = (SECOND_ARGUMENTS if nr in (SOCKET, SOCKETPAIR) else LOCKS + NOT_LOCKS + UPPER_BITS if nr == FCNTL
+                       else [0])
             for second in seconds:
                 yield nr, X86_64, (first, second)
     for nr in (0, 1, CLONE, SOCKET, 59, 100, 335, 547, 0x3FFFFFFF):
