@@ -78,7 +78,7 @@ class PythonExecutor:
     language = "python"
     licensed = False
     filename = "main.py"
-    seccomp = SECCOMP_FILTER_PYTHON  # no machine-wide counters, Unix sockets only, no file locks (judging/seccomp.py)
+    seccomp = SECCOMP_FILTER_PYTHON  # no machine-wide counters, Unix sockets only, no file locks or watches (judging/seccomp.py)
 
     def __init__(self):
         self.interpreter = os.path.realpath(sys.executable)
@@ -147,7 +147,7 @@ class QExecutor:
     language = "q"
     licensed = True
     filename = "main.q"
-    seccomp = SECCOMP_FILTER  # keeps sysinfo and file locks: q may need them, untried here (judging/seccomp.py)
+    seccomp = SECCOMP_FILTER  # keeps sysinfo, file locks and watches: q may need them, untried (judging/seccomp.py)
 
     def __init__(self, q_binary: str | None = None):
         self.binary = find_q(q_binary)

@@ -37,6 +37,10 @@ most recent local privilege escalations start, refused here with EPERM:
   its busy timeout), while ``:memory:`` and the ``unix-none`` VFS (``file:db?vfs=unix-none``) take no lock and
   work. q keeps locks (untried without a licensed q: kdb+ may lock its files), so q tests can still signal to
   each other through them;
+- for Python only (``file_watches``), inotify (``inotify_init``, ``inotify_init1``): a watch is the inode's too,
+  so a test watching a folder of the shared view is told the name of every file in it that any process on the
+  machine opens or reads (another test, another judge, the trainer), a channel of a file name an open. Nothing
+  in the standard library watches files; q keeps inotify (untried);
 
 and ``clone3`` is answered with ENOSYS: its flags sit in memory, where seccomp cannot read them, and libc then falls
 back to ``clone``, whose flags it can. Where libseccomp is missing (``pyseccomp`` finds none), or on an architecture
@@ -70,25 +74,27 @@ MACHINE_WIDE = ("sysinfo",)
 # fcntl's lock commands (its second argument): F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW
 # (the 64-bit architectures have no separate F_*LK64); refused with EPERM for Python only, as is flock.
 LOCK_COMMANDS = (5, 6, 7, 36, 37, 38)
+# Refused with EPERM for Python only: inotify, which reports other processes' opens and reads of shared files.
+FILE_WATCHES = ("inotify_init", "inotify_init1")
 # Every CLONE_NEW* flag: NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET; unshare also takes NEWTIME.
 CLONE_NAMESPACES = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
 CLONE_NEWTIME = 0x00000080
 AF_UNIX = 1
 
 
-def seccomp_filter(machine_wide: bool = False, unix_sockets_only: bool = False,
-                   file_locks: bool = False) -> bytes | None:
+def seccomp_filter(machine_wide: bool = False, unix_sockets_only: bool = False, file_locks: bool = False,
+                   file_watches: bool = False) -> bytes | None:
     """The program for this machine's architecture (what the module docstring lists), refusing the calls that read
-    machine-wide counters too when ``machine_wide``, sockets of every family but AF_UNIX when ``unix_sockets_only``
-    and every file lock when ``file_locks``; None where there is no program (``UNAVAILABLE``, or an architecture
-    not in ``CLONE_FLAGS``)."""
+    machine-wide counters too when ``machine_wide``, sockets of every family but AF_UNIX when ``unix_sockets_only``,
+    every file lock when ``file_locks`` and inotify when ``file_watches``; None where there is no program
+    (``UNAVAILABLE``, or an architecture not in ``CLONE_FLAGS``)."""
     flags = CLONE_FLAGS.get(os.uname().machine)
     if pyseccomp is None or flags is None:
         return None
     refuse, has_bit = pyseccomp.ERRNO(errno.EPERM), pyseccomp.MASKED_EQ
     program = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
     program.set_attr(pyseccomp.Attr.ACT_BADARCH, refuse)  # another ABI (i386, and x32 on x86_64)
-    for call in REFUSED + (MACHINE_WIDE if machine_wide else ()):
+    for call in REFUSED + (MACHINE_WIDE if machine_wide else ()) + (FILE_WATCHES if file_watches else ()):
         program.add_rule(refuse, call)
     program.add_rule(pyseccomp.ERRNO(errno.ENOSYS), "clone3")
     for flag in CLONE_NAMESPACES + (CLONE_NEWTIME,):
@@ -120,4 +126,5 @@ def _exported(program) -> bytes:
 
 
 SECCOMP_FILTER = seccomp_filter()
-SECCOMP_FILTER_PYTHON = seccomp_filter(machine_wide=True, unix_sockets_only=True, file_locks=True)
+SECCOMP_FILTER_PYTHON = seccomp_filter(machine_wide=True, unix_sockets_only=True, file_locks=True,
+                                       file_watches=True)

@@ -258,7 +258,7 @@ class JudgeSetup:
         else:
             python = "Python: a fresh interpreter per test" + (f" ({self.warm_missing})" if self.warm_missing else "")
         if self.level == "bwrap" and PythonExecutor.seccomp is not None:
-            python += ", Unix sockets only, no file locks"
+            python += ", Unix sockets only, no file locks or watches"
         return "; ".join(part for part in (base, self.memory_bound(), python, self.egress) if part)
 
     def memory_bound(self) -> str:

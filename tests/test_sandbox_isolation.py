@@ -577,3 +577,47 @@ def test_no_file_lock_reaches_a_concurrent_test(judge):
     assert heard["refused"] == sorted(f"{name} EPERM" for name in ("F_GETLK", "F_OFD_GETLK", "F_GETLK /dev/null",
                                                                    "flock")), heard
 
+
+
+# A watch on a folder of the shared view (inotify is the inode's) is told the name of every file in it that any
+# process opens: the sender opens three files the receiver watches for; the receiver prints what it was told.
+WATCH_RECEIVER = (
+    "import ctypes, errno, os, select, struct, time\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "folder = os.path.join(os.path.dirname(os.__file__), 'lib2to3', 'fixes').encode()\n"
+    "told = set()\n"
+    "for init in (lambda: libc.inotify_init(), lambda: libc.inotify_init1(os.O_NONBLOCK)):\n"
+    "    fd = init()\n"
+    "    if fd < 0:\n"
+    "        told.add(errno.errorcode[ctypes.get_errno()])\n"
+    "        continue\n"
+    "    libc.inotify_add_watch(fd, folder, 0x21)  # IN_ACCESS | IN_OPEN\n"
+    "    end = time.time() + {seconds}\n"
+    "    while time.time() < end:\n"
+    "        if select.select([fd], [], [], 0.05)[0]:\n"
+    "            data, at = os.read(fd, 65536), 0\n"
+    "            while at < len(data):\n"
+    "                length = struct.unpack_from('iIII', data, at)[3]\n"
+    "                told.add(data[at + 16:at + 16 + length].rstrip(bytes(1)).decode())\n"
+    "                at += 16 + length\n"
+    "print(sorted(told))\n")
+WATCH_SENDER = (
+    "import os, time\n"
+    "folder = os.path.join(os.path.dirname(os.__file__), 'lib2to3', 'fixes')\n"
+    "end = time.time() + {seconds}\n"
+    "while time.time() < end:\n"
+    "    for name in ('fix_apply.py', 'fix_next.py', 'fix_zip.py'):\n"
+    "        open(os.path.join(folder, name)).read()\n"
+    "    time.sleep(0.05)\n")
+
+
+def test_no_file_watch_reaches_a_concurrent_test(judge):
+    """Judged Python may not watch files (judging/seccomp.py: inotify refused): a watch on the shared view would be
+    told which files a test judged at the same time opens, a file name an open. Checked failing without the
+    refusal: the receiver was told fix_apply.py, fix_next.py and fix_zip.py, on both paths."""
+    heard, said = judge.run_many([("", [{"test_code": WATCH_RECEIVER.format(seconds=0.8), "expected_output": ""}],
+                                   "python"),
+                                  ("", [{"test_code": WATCH_SENDER.format(seconds=2.0), "expected_output": ""}],
+                                   "python")], timeout=4.0)
+    assert said.tests[0].stderr == "" and heard.tests[0].stderr == "", said.tests[0].stderr + heard.tests[0].stderr
+    assert heard.tests[0].stdout.strip() == "['EPERM']", heard.tests[0].stdout

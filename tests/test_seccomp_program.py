@@ -14,6 +14,7 @@ from judging.seccomp import SECCOMP_FILTER, SECCOMP_FILTER_PYTHON
 X86_64, I386, AARCH64 = 0xC000003E, 0x40000003, 0xC00000B7
 X32_BIT = 0x40000000
 CLONE, UNSHARE, CLONE3, SOCKET, SOCKETPAIR, SYSINFO, FCNTL, FLOCK = 56, 272, 435, 41, 53, 99, 72, 73
+INOTIFY_INIT, INOTIFY_INIT1 = 253, 294
 # fcntl's lock commands: F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW; and some that are not
 # (F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_SETFL, F_SETOWN, F_SETLEASE, F_GETLEASE, F_DUPFD_CLOEXEC, F_ADD_SEALS).
 LOCKS = (5, 6, 7, 36, 37, 38)
@@ -94,7 +95,7 @@ def expected(nr: int, arch: int, args: tuple, python: bool) -> int:
     if arch != X86_64 or nr & X32_BIT:
         return EPERM  # another ABI
     first = args[0] & 0xFFFFFFFF
-    if nr in EPERM_CALLS or (python and nr == SYSINFO):
+    if nr in EPERM_CALLS or (python and nr in (SYSINFO, INOTIFY_INIT, INOTIFY_INIT1)):
         return EPERM
     if nr == CLONE3:
         return ENOSYS
