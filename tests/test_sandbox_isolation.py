@@ -339,9 +339,9 @@ POLICY_SEEN = (
     "                  'mounts': mounts, 'environment': dict(os.environ), 'root': sorted(os.listdir('/'))}))\n"
 )
 # What a warm child sees that a cold program does not, and why it may: the worker's own source (public,
-# read-only), and /proc/sys covered read-only (policy.PROC_READ_ONLY; bwrap's --proc leaves it uncovered here, where the slot uid cannot
-# write it either).
-WARM_ONLY_MOUNTS = {"/warm_worker", "/proc/sys"}
+# read-only: a folder of copies, no mount), and /proc/sys covered read-only (policy.PROC_READ_ONLY; bwrap's --proc
+# leaves it uncovered here, where the slot uid cannot write it either).
+WARM_ONLY_MOUNTS = {"/proc/sys"}
 WARM_ONLY_NAMES = {"warm_worker"}
 
 
