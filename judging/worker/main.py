@@ -1,5 +1,5 @@
 """The warm worker's program: ``python -I -S -B /warm_worker/main.py CONTROL_FD UID RULES`` inside one slot's
-bubblewrap sandbox (judging/warm.py starts it, with this folder bound read-only at /warm_worker).
+bubblewrap sandbox (judging/warm.py starts it, with this folder's modules copied, read-only, into /warm_worker).
 
 The interpreter runs isolated (``-I``: not even this folder on its path), so this file puts its folder on
 ``sys.path`` for its own imports, then takes it away and drops its modules' names from ``sys.modules`` before any
