@@ -54,7 +54,7 @@ def one_off_outputs(expected: str) -> list[str]:
 def measure(run: Path) -> dict:
     results = json.loads((run / "logs" / "eval_results.json").read_text())
     config = yaml.safe_load((run / "config.yaml").read_text())
-    problems = {p["id"]: p for p in load_problems(config["data"], config["language"])}
+    problems = {p.id: p for p in load_problems(config["data"], config["language"])}
     one_off = defaultdict(lambda: [0.0, 0])  # family -> [sum of each completion's share of variants passed, count]
     token_like = completions = 0
     canary = {"completions": 0, "passed": 0, "per_evaluation": []}
@@ -66,8 +66,8 @@ def measure(run: Path) -> dict:
             problem = problems[sample["id"]]
             completions += 1
             variants = passed = 0
-            for test, result in zip(problem["tests"], sample["tests"]):
-                printed, expected = result["stdout"].strip(), str(test["expected_output"]).strip()
+            for test, result in zip(problem.tests, sample["tests"]):
+                printed, expected = result["stdout"].strip(), test.expected_output.strip()
                 outputs = one_off_outputs(expected)
                 variants += len(outputs)
                 passed += sum(printed == o for o in outputs)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from judging import Judge  # noqa: E402
+from judging import Judge, Test  # noqa: E402
 
 SENDER = r"""
 import os
@@ -76,8 +76,8 @@ def measure(sandbox: str, bits: int, rounds: int, seed: int) -> tuple[float, flo
         for _ in range(rounds):
             sent = rng.randrange(1 << bits)
             said, heard = judge.run_many(
-                [("", [{"test_code": SENDER.format(message=sent, bits=bits), "expected_output": ""},
-                       {"test_code": RECEIVER.format(bits=bits), "expected_output": ""}], "python")])[0].tests
+                [("", [Test(SENDER.format(message=sent, bits=bits), ""),
+                       Test(RECEIVER.format(bits=bits), "")], "python")])[0].tests
             got = int(heard.stdout.strip() or -1)
             messages += got == sent
             bits_right += sum(((got >> bit) & 1) == ((sent >> bit) & 1) for bit in range(bits)) if got >= 0 else 0

@@ -55,7 +55,7 @@ def solution_then(snippet: str):
     """A generator for a hostile program: the canonical solution, then ``snippet`` at module level (before the
     test code runs), judged on the problem's first test."""
     def generate(rng: random.Random, problem) -> tuple[str, list[dict]]:
-        return problem["solution"] + "\n" + snippet(rng) + "\n", problem["tests"][:1]
+        return problem.solution + "\n" + snippet(rng) + "\n", problem.tests[:1]
     return generate
 
 
@@ -193,7 +193,7 @@ OPERATORS = [("+", "-"), ("-", "+"), ("*", "+"), ("//", "%"), ("%", "//"), ("<="
 
 def mutate(rng: random.Random, problem) -> tuple[str, list[dict]]:
     """The canonical solution with one to three random edits, judged on all the problem's tests."""
-    lines = problem["solution"].rstrip("\n").split("\n")
+    lines = problem.solution.rstrip("\n").split("\n")
     for _ in range(rng.randrange(1, 4)):
         kind = rng.choices(range(7), [8, 6, 1, 2, 2, 2, 1])[0]  # mostly edits that keep the syntax
         index = rng.randrange(len(lines))
@@ -222,7 +222,7 @@ def mutate(rng: random.Random, problem) -> tuple[str, list[dict]]:
         else:
             cut = rng.randrange(len(line) + 1)
             lines[index] = line[:cut] + rng.choice(["", ")", ":", "(", "'"]) + line[cut:]
-    return "\n".join(lines) + "\n", problem["tests"]
+    return "\n".join(lines) + "\n", problem.tests
 
 
 GENERATORS = {
@@ -248,7 +248,7 @@ def indent(text: str) -> str:
 def programs(count: int, seed: int) -> list[tuple[str, str, list[dict]]]:
     """(generator, code, tests) for ``count`` programs, the same for the same seed."""
     rng = random.Random(seed)
-    problems = [problem for problem in load_problems(bundled_path("python"), "python") if problem.get("solution")]
+    problems = [problem for problem in load_problems(bundled_path("python"), "python") if problem.solution]
     names = list(GENERATORS)
     weights = [GENERATORS[name][1] for name in names]
     made = []

@@ -32,7 +32,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-installed or not (PYTHONPATH still wins)
 VARIANTS = ("all", "no cgroup", "no hidden site-packages")
 PATHS = ("bwrap", "bwrap-cold")
-EMPTY = [{"test_code": "pass", "expected_output": ""}]
 
 
 def measure(variant: str, sandbox: str, runs: int) -> float:
@@ -50,17 +49,18 @@ def measure(variant: str, sandbox: str, runs: int) -> float:
         import judging.executors
 
         judging.executors.site_packages_in_view = lambda read_only: []
-    from judging import Judge
+    from judging import Judge, Test
 
+    empty = [Test("pass", "")]
     with Judge(timeout=5.0, workers=1, sandbox=sandbox) as judge:
         if sandbox == "bwrap" and not judge.warm:
             raise SystemExit(f"warm workers did not start: {judge.isolation}")
         for _ in range(5):
-            judge.run("", EMPTY, "python")
+            judge.run("", empty, "python")
         times = []
         for _ in range(runs):
             start = time.perf_counter()
-            status = judge.run("", EMPTY, "python").status
+            status = judge.run("", empty, "python").status
             times.append(time.perf_counter() - start)
             if status != "passed":
                 raise SystemExit(f"an empty test did not pass ({status}) under {variant}, {sandbox}")

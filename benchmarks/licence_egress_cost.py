@@ -34,10 +34,10 @@ sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-install
 sys.path.insert(0, str(ROOT / "tests"))  # the licence stand-ins live beside the tests
 
 from licence_stand_ins import LoopbackService  # noqa: E402
-from judging import Judge  # noqa: E402
+from judging import Judge, Test  # noqa: E402
 from judging.licence_proxy import PROXY_PORT, LicenceProxy  # noqa: E402
 
-TEST = [{"test_code": '-1 "6";', "expected_output": "6"}]
+TEST = [Test('-1 "6";', "6")]
 
 
 def exchange(address: tuple[str, int], connect_to: str | None) -> None:

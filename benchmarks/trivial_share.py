@@ -61,8 +61,7 @@ def wrong_cheap_rewards(problems, shares, adequacy, judge, training_tests):
     A cheap program is wrong unless it passes every judged test and adequacy found it equivalent to the solution
     (``max(x)`` on the maximum of a list); one that passes them all and is a survivor is wrong."""
     runs = [(index, program) for index, problem in enumerate(problems) for program in cheap_programs(problem)]
-    with_shares = [{**p, "trivial_shares": s.by_tests} for p, s in zip(problems, shares)]
-    judged = score(judge, [with_shares[index] for index, _ in runs], [program.program for _, program in runs],
+    judged = score(judge, [problems[index] for index, _ in runs], [program.program for _, program in runs],
                    ScoringArguments(), extract=False)
     survivors = [{s.source for s in a.survivors} for a in adequacy]
     best = {mode: [0.0] * len(problems) for mode in PARTIAL_CREDIT}

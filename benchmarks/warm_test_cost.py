@@ -69,11 +69,21 @@ def worker_pid(judge) -> int:
     raise RuntimeError("no worker process under bubblewrap")
 
 
+def judge_test(test_code: str, expected: str):
+    """The test as the measured checkout's judge takes it: a ``Test`` record, or a dict in a checkout from before
+    judging/records.py (``--checkout`` compares commits)."""
+    try:
+        from judging import Test
+    except ImportError:
+        return {"test_code": test_code, "expected_output": expected}
+    return Test(test_code, expected)
+
+
 def measure(judge, program: str, tests: int) -> dict[str, float]:
     """Per test, over ``tests`` runs of ``program`` (a name in PROGRAMS) on ``judge`` (one warm slot): the worker's
     and the program's process's minor faults and CPU ms, and the judge's own CPU ms (this process)."""
     solution, test_code, expected = PROGRAMS[program]
-    test = [{"test_code": test_code, "expected_output": expected}]
+    test = [judge_test(test_code, expected)]
     for _ in range(5):  # the worker's caches and the interpreter's specialised code settle
         assert judge.run(solution, test, "python").status == "passed"
     pid = worker_pid(judge)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from cli import CommandParser, UsageError, positive, read_json_objects
 from data import ALLOW_COMPARISONS_HELP, load_problems, measure_trivial_shares
-from judging import STATUSES, Judge, JudgeArguments
+from judging import STATUSES, Judge, JudgeArguments, Problem
 from judging.languages import LANGUAGES
 from rewards import ScoringArguments, mean_pass_at_k, score
 
@@ -71,12 +71,12 @@ def check_writable_file(flag: str, path: str) -> None:
         raise UsageError(f"{flag} {path}: cannot write there; choose a writable path")
 
 
-def read_inputs(args: ScoreArguments) -> tuple[list[dict], list[dict]]:
+def read_inputs(args: ScoreArguments) -> tuple[list[Problem], list[dict]]:
     """The completions to score and, for each, its problem; a UsageError names the first bad line."""
     loaded = load_problems(args.problems, args.language, args.allow_in_sandbox_comparisons)
-    problems = {p["id"]: p for p in loaded}
+    problems = {p.id: p for p in loaded}
     if len(problems) < len(loaded):
-        repeated = sorted(id_ for id_, n in Counter(p["id"] for p in loaded).items() if n > 1)
+        repeated = sorted(id_ for id_, n in Counter(p.id for p in loaded).items() if n > 1)
         raise UsageError(f"{args.problems}: problem ids must be unique; repeated: {', '.join(map(repr, repeated))}")
     completions = read_records(args.completions, {"id": str, "completion": str})
     for record in completions:
@@ -87,7 +87,7 @@ def read_inputs(args: ScoreArguments) -> tuple[list[dict], list[dict]]:
     return [problems[record["id"]] for record in completions], completions
 
 
-def judge_beside_inputs(args: ScoreArguments, judge_args: JudgeArguments) -> tuple[Judge, list[dict], list[dict]]:
+def judge_beside_inputs(args: ScoreArguments, judge_args: JudgeArguments) -> tuple[Judge, list[Problem], list[dict]]:
     """The judge, started in this thread (its sandboxes die with the thread that starts them) while another reads
     the inputs: the judge mostly waits for its workers' interpreters to start, reading is Python, so side by side
     they take the time of the longer (~0.1 s of the CLI's ~2 s on HumanEval). Bad input is the error reported
@@ -115,12 +115,14 @@ def run_score(args: ScoreArguments, judge_args: JudgeArguments, scoring: Scoring
                          '{"id", "completion"} records to score')
     judge, judged, completions = judge_beside_inputs(args, judge_args)
     with judge:
-        judge.preflight(*{p["language"] for p in judged})
+        judge.preflight(*{p.language for p in judged})
+        trivial_shares = None
         if scoring.needs_trivial_shares:
-            measured = list({p["id"]: p for p in judged}.values())
-            for problem, share in zip(measured, measure_trivial_shares(measured, judge, show_progress=True)):
-                problem["trivial_shares"] = share.by_tests
-        scores = score(judge, judged, [record["completion"] for record in completions], scoring, progress=True)
+            measured = list(dict.fromkeys(judged))
+            trivial_shares = {problem: share.by_tests for problem, share
+                              in zip(measured, measure_trivial_shares(measured, judge, show_progress=True))}
+        scores = score(judge, judged, [record["completion"] for record in completions], scoring,
+                       trivial_shares=trivial_shares, progress=True)
     samples: Counter = Counter()
     with open(args.out, "w", encoding="utf-8") as out:
         for record, scored in zip(completions, scores):

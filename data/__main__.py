@@ -103,7 +103,7 @@ def main(argv=None):
             raise UsageError("OUT is the source itself; write the strengthened set to another file")
         problems = load_problems(source, args.language, args.allow_in_sandbox_comparisons)
         if args.command == "check":
-            splits = Counter(problem["split"] or "unsplit" for problem in problems)
+            splits = Counter(problem.split or "unsplit" for problem in problems)
             print(f"{source}: {len(problems)} problems valid ("
                   + ", ".join(f"{count} {split}" for split, count in sorted(splits.items())) + ")")
             return 0
@@ -163,23 +163,23 @@ def _mutation_scores(adequacy: dict, max_tests) -> str:
 
 
 def _strengthen(problems, judge, args):
-    judge.preflight(*{problem["language"] for problem in problems})
+    judge.preflight(*{problem.language for problem in problems})
     strengthened, records, before, after = strengthen(problems, judge, args.max_tests_per_problem,
                                                       args.max_trivial_share, show_progress=True)
     out = Path(args.out)
-    out.write_text("".join(json.dumps(dict(problem), ensure_ascii=False) + "\n" for problem in strengthened),
+    out.write_text("".join(json.dumps(problem.record(), ensure_ascii=False) + "\n" for problem in strengthened),
                    encoding="utf-8")
     for problem, record, old, new in zip(problems, records, before, after):
         if record.skipped is None:
-            print(f"{getattr(problem, 'location', None) or args.source}: {problem['id']}: {record.added} tests added, "
+            print(f"{problem.location or args.source}: {problem.id}: {record.added} tests added, "
                   f"mutation score {old.killed}/{old.wrong} -> {new.killed}/{new.wrong}"
                   + "".join(f"; {left}" for left in record.left))
     skipped = Counter(record.skipped for record in records if record.skipped)
     print("left as they are: " + ", ".join(f"{count} ({reason})" for reason, count in skipped.items()))
-    print("before: " + _mutation_scores({p["id"]: a for p, a in zip(problems, before)}, args.max_tests_per_problem))
-    print("after:  " + _mutation_scores({p["id"]: a for p, a in zip(problems, after)}, args.max_tests_per_problem))
-    print(f"wrote {out}: {len(strengthened)} problems, {sum(len(p['tests']) for p in strengthened)} tests (was "
-          f"{sum(len(p['tests']) for p in problems)}); check it with `python -m data verify {out} --language "
+    print("before: " + _mutation_scores({p.id: a for p, a in zip(problems, before)}, args.max_tests_per_problem))
+    print("after:  " + _mutation_scores({p.id: a for p, a in zip(problems, after)}, args.max_tests_per_problem))
+    print(f"wrote {out}: {len(strengthened)} problems, {sum(len(p.tests) for p in strengthened)} tests (was "
+          f"{sum(len(p.tests) for p in problems)}); check it with `python -m data verify {out} --language "
           f"{args.language}`")
     return 0
 

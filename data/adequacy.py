@@ -15,12 +15,13 @@ Everything runs through the judge's parallel path, every problem's programs in o
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from data.trivial import cheap_programs
 from data.wrong_programs import call_text, mutants, nearby_calls, printing_test
 from judging import JudgeUnavailable
 from judging.grading import KEEP_CHARS
+from judging.records import Problem, Test
 from rewards import ScoringArguments, score
 
 # What no program prints: a test with it as expected output shows what the program printed, and how it ended.
@@ -61,26 +62,26 @@ class Adequacy:
         return self.killed / self.wrong if self.wrong else 1.0
 
 
-def skip_reason(problem: dict) -> str | None:
-    if problem.get("solution") is None:
+def skip_reason(problem: Problem) -> str | None:
+    if problem.solution is None:
         return "no solution"
-    if problem["language"] != "python":
-        return f"wrong programs are made for Python only, not {problem['language']}"
+    if problem.language != "python":
+        return f"wrong programs are made for Python only, not {problem.language}"
     return None
 
 
-def wrong_programs(problem: dict) -> list:
+def wrong_programs(problem: Problem) -> list:
     """The wrong programs tried on ``problem``: the mutants of its solution, then the constants and the battery that
     can pass one of its tests (data/trivial.py's ``cheap_programs``), less any with the solution's own text."""
-    found, seen = [], {problem["solution"].strip()}
-    for program in (*mutants(problem["solution"]), *cheap_programs(problem)):
+    found, seen = [], {problem.solution.strip()}
+    for program in (*mutants(problem.solution), *cheap_programs(problem)):
         if program.program.strip() not in seen:
             seen.add(program.program.strip())
             found.append(program)
     return found
 
 
-def check_adequacy(problems: list[dict], judge, max_tests: int | None = ScoringArguments().max_tests_per_problem,
+def check_adequacy(problems: list[Problem], judge, max_tests: int | None = ScoringArguments().max_tests_per_problem,
                    show_progress: bool = False) -> list[Adequacy]:
     """The adequacy of each problem's first ``max_tests`` tests (None: all), one result per problem, in order."""
     results = []
@@ -94,25 +95,25 @@ def check_adequacy(problems: list[dict], judge, max_tests: int | None = ScoringA
     return results
 
 
-def _run(judge, runs: list[tuple[dict, str, list[dict]]]) -> list:
+def _run(judge, runs: list[tuple[Problem, str, list[Test]]]) -> list:
     """Judge each ``(problem, program, tests)``; the judgements, in order."""
-    problems = [{**problem, "tests": tests} for problem, _, tests in runs]
+    problems = [replace(problem, tests=tuple(tests)) for problem, _, tests in runs]
     judgements = [s.judgement for s in score(judge, problems, [program for _, program, _ in runs],
                                              ScoringArguments(), all_tests=True, extract=False)]
     for (problem, _, _), judgement in zip(runs, judgements):
         if judgement.status == "sandbox_error":
             detail = next((t.stderr.strip().splitlines()[-1] for t in judgement.tests if t.stderr.strip()), "")
-            raise JudgeUnavailable(f"{problem['id']}: the judge could not run a wrong program "
+            raise JudgeUnavailable(f"{problem.id}: the judge could not run a wrong program "
                                    f"({detail or 'sandbox error'}); fix the judge (q licence, sandbox) and retry")
     return judgements
 
 
-def _check_batch(batch: list[dict], judge, max_tests: int | None) -> list[Adequacy]:
+def _check_batch(batch: list[Problem], judge, max_tests: int | None) -> list[Adequacy]:
     results = [Adequacy(skipped=skip_reason(problem)) for problem in batch]
     checked = [(index, problem) for index, problem in enumerate(batch) if results[index].skipped is None]
     # Round n: the programs still alive on the n-th judged test.
     alive = {index: wrong_programs(problem) for index, problem in checked}
-    judged = {index: problem["tests"][:max_tests] for index, problem in checked}
+    judged = {index: problem.tests[:max_tests] for index, problem in checked}
     for round_ in range(max((len(tests) for tests in judged.values()), default=0)):
         runs = [(index, program) for index, programs in alive.items() for program in programs
                 if round_ < len(judged[index])]
@@ -124,7 +125,7 @@ def _check_batch(batch: list[dict], judge, max_tests: int | None) -> list[Adequa
     # What passed every judged test: wrong where it prints something else than the solution near the tests.
     suspects = [index for index, programs in alive.items() if programs]
     inputs = {index: nearby_calls(batch[index]) for index in suspects}
-    solved = _run(judge, [(batch[index], batch[index]["solution"], _tests(inputs[index])) for index in suspects])
+    solved = _run(judge, [(batch[index], batch[index].solution, _tests(inputs[index])) for index in suspects])
     runs = []
     for index, judgement in zip(suspects, solved):
         # Inputs where the solution fails say nothing (outside what the problem allows): left out.
@@ -146,7 +147,7 @@ def _check_batch(batch: list[dict], judge, max_tests: int | None) -> list[Adequa
     return results
 
 
-def _tests(calls: list[tuple], expected: list[str] | None = None) -> list[dict]:
-    return [{"test_code": printing_test([arguments]),
-             "expected_output": UNMATCHABLE if expected is None else expected[i]} for i, arguments in enumerate(calls)]
+def _tests(calls: list[tuple], expected: list[str] | None = None) -> list[Test]:
+    return [Test(printing_test([arguments]), UNMATCHABLE if expected is None else expected[i])
+            for i, arguments in enumerate(calls)]
 

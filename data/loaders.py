@@ -21,6 +21,7 @@ from pathlib import Path
 
 from cli import LocatedError, json_lines
 from data.validate import LANGUAGES, SPLITS, DataError, compare_on_the_host, validate_records
+from judging.records import Problem
 
 logger = logging.getLogger(__name__)
 
@@ -40,8 +41,9 @@ def bundled_path(language):
     return DATA_DIR / f"{language}_problems.jsonl"
 
 
-def load_problems(source, language="q", allow_in_sandbox_comparisons=False):
-    """Load, convert and validate every problem in ``source``; raises DataError on the first bad record.
+def load_problems(source, language="q", allow_in_sandbox_comparisons=False) -> list[Problem]:
+    """Load, convert and validate every problem in ``source`` (`Problem` records, each with its location); raises
+    DataError on the first bad record.
 
     Tests in the simple assert form become printing tests (logged with their count); any other test that compares
     inside the sandbox is refused unless ``allow_in_sandbox_comparisons`` (data/comparisons.py).
@@ -59,7 +61,7 @@ def load_problems(source, language="q", allow_in_sandbox_comparisons=False):
         problems = _load_hub(str(source), language)
     if not problems:
         raise DataError(str(source), "no problems found")
-    converted = compare_on_the_host(problems, allow_in_sandbox_comparisons)
+    problems, converted = compare_on_the_host(problems, allow_in_sandbox_comparisons)
     if converted:
         logger.warning("%s: converted %d assert tests into printing tests (assert f(args) == literal became "
                        "print(f(args)), expecting the literal's printed text), so only output is compared",
@@ -269,7 +271,8 @@ def _load_hub(name, language):
     return _from_datasets(loaded, name, language)
 
 
-def split_problems(problems, test_fraction=0.2, seed=42, max_train=None, max_test=None):
+def split_problems(problems: list[Problem], test_fraction=0.2, seed=42, max_train=None,
+                   max_test=None) -> tuple[list[Problem], list[Problem]]:
     """Split into (train, test): by each record's ``split`` when all have one and both splits occur,
     else by a seeded shuffle.
 
@@ -278,10 +281,9 @@ def split_problems(problems, test_fraction=0.2, seed=42, max_train=None, max_tes
     """
     if not 0 <= test_fraction < 1:
         raise ValueError(f"test_fraction must be in [0, 1), got {test_fraction}")
-    if all(problem.get("split") in SPLITS for problem in problems) and \
-            {problem["split"] for problem in problems} == set(SPLITS):
-        train = [problem for problem in problems if problem["split"] == "train"]
-        test = [problem for problem in problems if problem["split"] == "test"]
+    if all(problem.split in SPLITS for problem in problems) and {problem.split for problem in problems} == set(SPLITS):
+        train = [problem for problem in problems if problem.split == "train"]
+        test = [problem for problem in problems if problem.split == "test"]
     else:
         shuffled = list(problems)
         random.Random(seed).shuffle(shuffled)
@@ -295,11 +297,10 @@ def split_problems(problems, test_fraction=0.2, seed=42, max_train=None, max_tes
 
 
 def _warn_overlap(train, test):
-    train_ids = {problem["id"] for problem in train}
-    shared_ids = [problem["id"] for problem in test if problem["id"] in train_ids]
-    train_descriptions = {_normalized(problem["description"]) for problem in train}
-    shared_descriptions = [problem["id"] for problem in test
-                           if _normalized(problem["description"]) in train_descriptions]
+    train_ids = {problem.id for problem in train}
+    shared_ids = [problem.id for problem in test if problem.id in train_ids]
+    train_descriptions = {_normalized(problem.description) for problem in train}
+    shared_descriptions = [problem.id for problem in test if _normalized(problem.description) in train_descriptions]
     for what, ids in (("id", shared_ids), ("description", shared_descriptions)):
         if ids:
             logger.warning("%d test problems share their %s with a train problem: %s%s", len(ids), what,

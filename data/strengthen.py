@@ -21,13 +21,14 @@ import hashlib
 import math
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from data.adequacy import UNMATCHABLE, check_adequacy, skip_reason
 from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE, PROBES, described_example
 from data.wrong_programs import battery, mutants, nearby_calls, printing_test, solve_calls
 from judging import JudgeUnavailable
 from judging.grading import KEEP_CHARS
+from judging.records import Problem, Test
 from rewards import ScoringArguments, score
 
 NEARBY_CALLS = 64
@@ -81,12 +82,21 @@ class Strengthened:
     left: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """A test that may be chosen: one of the problem's own (``old``, its index), a variant of one that prints the
+    same calls in another order (``old`` too), or a new one (``old`` None)."""
+
+    test: Test
+    old: int | None = None
+
+
 def outputs_on(judge, programs: list[str], tests: list[str], timeout: float) -> list[list[str | None]]:
     """For each program, the digest of what each test's code prints after it, None where it fails; one judged
     program per program."""
-    problems = [{"id": "outputs", "language": "python",
-                 "tests": [{"test_code": HARNESS.format(tests=tests, program=program, seconds=PER_TEST_SECONDS),
-                            "expected_output": UNMATCHABLE}]} for program in programs]
+    problems = [Problem("outputs", "python", "", (Test(HARNESS.format(tests=tests, program=program,
+                                                                      seconds=PER_TEST_SECONDS), UNMATCHABLE),))
+                for program in programs]
     scores = score(judge, problems, [""] * len(programs), ScoringArguments(), all_tests=True, extract=False,
                    timeout=timeout)
     found = []
@@ -100,35 +110,34 @@ def outputs_on(judge, programs: list[str], tests: list[str], timeout: float) -> 
     return found
 
 
-def _solution_outputs(judge, problem: dict, codes: list[str]) -> list[str | None]:
+def _solution_outputs(judge, problem: Problem, codes: list[str]) -> list[str | None]:
     """What the solution prints on each test code, through the judge; None where it fails or prints what a test
     should not expect."""
     if not codes:
         return []
     # One judged item per test, so that they run in parallel.
-    problems = [{**problem, "tests": [{"test_code": code, "expected_output": UNMATCHABLE}]} for code in codes]
+    problems = [replace(problem, tests=(Test(code, UNMATCHABLE),)) for code in codes]
     results = []
-    for s in score(judge, problems, [problem["solution"]] * len(codes), ScoringArguments(), all_tests=True,
+    for s in score(judge, problems, [problem.solution] * len(codes), ScoringArguments(), all_tests=True,
                    extract=False):
         if s.status == "sandbox_error":
-            raise JudgeUnavailable(f"{problem['id']}: the judge could not run the solution")
+            raise JudgeUnavailable(f"{problem.id}: the judge could not run the solution")
         results.append(s.judgement.tests[0])
     return [result.stdout.strip() if result.status == "failed" and len(result.stdout) < min(KEEP_CHARS,
             MAX_OUTPUT_CHARS) and not UNSTABLE_OUTPUT.search(result.stdout) else None for result in results]
 
 
-def _candidates(judge, problem: dict) -> tuple[list[dict], list[int]]:
-    """Candidate tests (``test_code``, ``expected_output``, ``old``: the index of the problem's own test it is, or
-    None) and, for each own test, the indexes of its variants."""
-    rng = random.Random(problem["id"])
+def _candidates(judge, problem: Problem) -> tuple[list[Candidate], list[int]]:
+    """Candidate tests and, for each own test, the indexes of its variants."""
+    rng = random.Random(problem.id)
     candidates, variants = [], []
-    own = list({(t["test_code"], str(t["expected_output"])): t for t in problem["tests"]}.values())  # once each
+    own = list({(t.test_code, t.expected_output): t for t in problem.tests}.values())  # once each
     for index, test in enumerate(own):
         variants.append([len(candidates)])
-        candidates.append({**test, "old": index})
+        candidates.append(Candidate(test, index))
     reversed_codes = []
     for index, test in enumerate(own):
-        calls = solve_calls(test["test_code"])
+        calls = solve_calls(test.test_code)
         if calls and len(calls) > 1 and calls != calls[::-1]:
             reversed_codes.append((index, printing_test(calls[::-1])))
     calls = nearby_calls(problem, NEARBY_CALLS)
@@ -137,13 +146,12 @@ def _candidates(judge, problem: dict) -> tuple[list[dict], list[int]]:
     for (index, code), output in zip(reversed_codes, outputs):
         if output is not None:
             variants[index].append(len(candidates))
-            candidates.append({"test_code": code, "expected_output": output, "old": index})
+            candidates.append(Candidate(replace(own[index], test_code=code, expected_output=output), index))
     single_outputs = outputs[len(reversed_codes):]
     answered = [(arguments, output) for arguments, output in zip(calls, single_outputs) if output is not None]
-    candidates += [{"test_code": printing_test([arguments]), "expected_output": output, "old": None}
-                   for arguments, output in answered]
-    answers = sorted({output for _, output in answered} | {str(t["expected_output"]).strip() for t in problem["tests"]
-                                                            if len(solve_calls(t["test_code"]) or []) == 1})
+    candidates += [Candidate(Test(printing_test([arguments]), output)) for arguments, output in answered]
+    answers = sorted({output for _, output in answered} | {t.expected_output.strip() for t in problem.tests
+                                                            if len(solve_calls(t.test_code) or []) == 1})
     if len(answers) <= FEW_ANSWERS:
         by_answer = {answer: [arguments for arguments, output in answered if output == answer] for answer in answers}
         combined = []
@@ -153,7 +161,7 @@ def _candidates(judge, problem: dict) -> tuple[list[dict], list[int]]:
                     for _ in range(COMBINED_PER_PATTERN):
                         combined.append(printing_test([rng.choice(by_answer[answer]) for answer in pattern]))
         combined = list(dict.fromkeys(combined))
-        candidates += [{"test_code": code, "expected_output": output, "old": None}
+        candidates += [Candidate(Test(code, output))
                        for code, output in zip(combined, _solution_outputs(judge, problem, combined))
                        if output is not None]
     return candidates, variants
@@ -165,9 +173,9 @@ def _patterns(answers: list[str], size: int) -> list[tuple]:
     return [(answer, *rest) for answer in answers for rest in _patterns(answers, size - 1)]
 
 
-def strengthen(problems: list[dict], judge, max_tests: int = ScoringArguments().max_tests_per_problem,
+def strengthen(problems: list[Problem], judge, max_tests: int = ScoringArguments().max_tests_per_problem,
                max_share: float = DEFAULT_MAX_TRIVIAL_SHARE, show_progress: bool = False, rounds: int = ROUNDS):
-    """The problems with strengthened tests (new dicts; the others as they are), a ``Strengthened`` per problem, and
+    """The problems with strengthened tests (new records; the others as they are), a ``Strengthened`` per problem, and
     each problem's ``Adequacy`` before and after.
 
     New tests bring new nearby inputs, where a wrong program may show it is wrong again: a problem that is still weak
@@ -182,7 +190,7 @@ def strengthen(problems: list[dict], judge, max_tests: int = ScoringArguments().
         for index in tqdm(todo, desc=f"strengthening (round {round_ + 1})", unit="problem", disable=not show_progress):
             tests, record = _strengthen_one(judge, out[index], max_tests, max_share)
             if record.skipped is None:
-                out[index] = {**out[index], "tests": tests}
+                out[index] = replace(out[index], tests=tests)
                 record.added += done[index].added
                 done[index] = record
             elif round_ == 0:
@@ -196,30 +204,29 @@ def strengthen(problems: list[dict], judge, max_tests: int = ScoringArguments().
     return out, done, before, after
 
 
-def _strengthen_one(judge, problem: dict, max_tests: int, max_share: float):
+def _strengthen_one(judge, problem: Problem, max_tests: int, max_share: float) -> tuple[tuple[Test, ...], Strengthened]:
     candidates, variants = _candidates(judge, problem)
-    codes = [c["test_code"] for c in candidates]
+    codes = [c.test.test_code for c in candidates]
     cheap = [*PROBES["python"], *battery(problem)]
-    wrong = [*mutants(problem["solution"]), *cheap]
+    wrong = [*mutants(problem.solution), *cheap]
     outputs = outputs_on(judge, [program.program for program in wrong], codes,
                          timeout=PER_TEST_SECONDS * len(codes) + judge.timeout)
-    expected = [digest(str(c["expected_output"])) for c in candidates]
+    expected = [digest(c.test.expected_output) for c in candidates]
     passes = [[o == e for o, e in zip(row, expected)] for row in outputs]
-    described = [described_example(problem, {"test_code": c["test_code"], "expected_output": c["expected_output"]})
-                 for c in candidates]
+    described = [described_example(problem, c.test) for c in candidates]
     # Cheap programs: the constants, the battery (less any that is right everywhere), copying the description.
     cheap_passes = [row for row in passes[len(wrong) - len(cheap):] if not all(row)] + [described]
     wrong_passes = [row for row in passes if not all(row)]  # a program right on every candidate: equivalent here
     judged = max_tests
     limit = math.floor(max_share * judged)
-    rng = random.Random(problem["id"])
+    rng = random.Random(problem.id)
     order = list(range(len(candidates)))
     rng.shuffle(order)
     used_old = set()
     chosen: list[int] = []
 
     def allowed(index):
-        return candidates[index]["old"] not in used_old and index not in chosen
+        return candidates[index].old not in used_old and index not in chosen
 
     def counts(tests):
         return [sum(row[i] for i in tests) for row in cheap_passes]
@@ -233,7 +240,7 @@ def _strengthen_one(judge, problem: dict, max_tests: int, max_share: float):
                 and all(count <= max_share * judged for count in counts(tests[:judged])))
 
     if adequate([options[0] for options in variants]):
-        return problem["tests"], Strengthened(skipped="already adequate")
+        return problem.tests, Strengthened(skipped="already adequate")
 
     while len(chosen) < judged:
         current = counts(chosen)
@@ -245,12 +252,12 @@ def _strengthen_one(judge, problem: dict, max_tests: int, max_share: float):
         def value(i):
             over = sum(max(0, current[k] + row[i] - limit) for k, row in enumerate(cheap_passes))
             killed = sum(not row[i] for row in alive)
-            return (over, -killed, candidates[i]["old"] is None, sum(row[i] for row in cheap_passes))
+            return (over, -killed, candidates[i].old is None, sum(row[i] for row in cheap_passes))
 
         best = min(options, key=value)
         chosen.append(best)
-        if candidates[best]["old"] is not None:
-            used_old.add(candidates[best]["old"])
+        if candidates[best].old is not None:
+            used_old.add(candidates[best].old)
     # The problem's other tests, each in one of its orders (a call-order answer must not find them all alike).
     rest = []
     for index, options in enumerate(variants):
@@ -259,7 +266,7 @@ def _strengthen_one(judge, problem: dict, max_tests: int, max_share: float):
     tests = chosen + rest
     while True:
         over = [k for k, count in enumerate(counts(tests)) if count > max_share * len(tests)]
-        options = [i for i in order if candidates[i]["old"] is None and i not in tests]
+        options = [i for i in order if candidates[i].old is None and i not in tests]
         if not over or not options:
             break
         best = min(options, key=lambda i: (sum(cheap_passes[k][i] for k in over), sum(row[i] for row in cheap_passes)))
@@ -269,7 +276,7 @@ def _strengthen_one(judge, problem: dict, max_tests: int, max_share: float):
     # Tests added to lower one cheap program's share may raise another's: drop added ones it passes, while that helps.
     while True:
         over = [k for k, count in enumerate(counts(tests)) if count > max_share * len(tests)]
-        added = [i for i in tests[judged:] if candidates[i]["old"] is None and any(cheap_passes[k][i] for k in over)]
+        added = [i for i in tests[judged:] if candidates[i].old is None and any(cheap_passes[k][i] for k in over)]
         if not over or not added:
             break
         drop = max(added, key=lambda i: sum(cheap_passes[k][i] for k in over))
@@ -285,8 +292,7 @@ def _strengthen_one(judge, problem: dict, max_tests: int, max_share: float):
     for k, row in enumerate(cheap_passes):
         if shares[k] > max_share * len(tests) or first[k] > max_share * judged:
             record.left.append(f"a cheap program passes {first[k]}/{judged} judged, {shares[k]}/{len(tests)} in all")
-    new_tests = [{"test_code": candidates[i]["test_code"], "expected_output": str(candidates[i]["expected_output"])}
-                 for i in tests]
-    record.added = sum(candidates[i]["old"] is None for i in tests)
+    new_tests = tuple(candidates[i].test for i in tests)
+    record.added = sum(candidates[i].old is None for i in tests)
     record.reordered = True
     return new_tests, record

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from data.wrong_programs import BATTERY, Probe, battery, call_text, solve_calls
 from judging import JudgeUnavailable
+from judging.records import Problem, Test
 from rewards import ScoringArguments, score
 
 PROBLEMS_PER_BATCH = 16
@@ -82,17 +83,17 @@ class TrivialShare:
     by_tests: list[float]
 
 
-def probes(problem: dict) -> tuple[Probe, ...]:
+def probes(problem: Problem) -> tuple[Probe, ...]:
     """The probes worth running on ``problem``: all of its language's, less those that certainly fail every test.
 
     When every test is ``print(solve(<literals>))``, a constant's output is known without running it (``True``
     prints ``True``), so a probe whose output no test expects passes none and is left out. What is run is
     judged; the shares are those that running every probe gives, in a fifth of the executions on the bundled
     Python set."""
-    family = PROBES[problem["language"]]
-    if problem["language"] != "python" or not all(_prints_solve_of_literals(t["test_code"]) for t in problem["tests"]):
+    family = PROBES[problem.language]
+    if problem.language != "python" or not all(_prints_solve_of_literals(t.test_code) for t in problem.tests):
         return family
-    expected = {str(t["expected_output"]).strip() for t in problem["tests"]}
+    expected = {t.expected_output.strip() for t in problem.tests}
     return tuple(probe for probe in family if probe.prints is None or probe.prints in expected)
 
 
@@ -120,7 +121,7 @@ def _call_of(node: ast.AST, name: str, arguments: int | None = None) -> bool:
             and (arguments is None or (len(node.args) == arguments and not node.keywords)))
 
 
-def cheap_programs(problem: dict) -> tuple[Probe, ...]:
+def cheap_programs(problem: Problem) -> tuple[Probe, ...]:
     """The programs whose best share is the problem's trivial share: the probes worth running, then the battery
     of cheap input-reading and call-order programs (data/wrong_programs.py) worth running.
 
@@ -128,10 +129,10 @@ def cheap_programs(problem: dict) -> tuple[Probe, ...]:
     ``solve`` of literals, and what the program would print, worked out here (it is this module's own code, run on
     the tests' literals), is no test's expected output. What is run is judged."""
     family = battery(problem)
-    calls = [solve_calls(test["test_code"]) for test in problem["tests"]]
+    calls = [solve_calls(test.test_code) for test in problem.tests]
     if not family or not all(calls):
         return probes(problem) + family
-    expected = [str(test["expected_output"]).strip() for test in problem["tests"]]
+    expected = [test.expected_output.strip() for test in problem.tests]
     return probes(problem) + tuple(probe for probe in family if any(
         _would_print(probe, test_calls) == wanted for test_calls, wanted in zip(calls, expected)))
 
@@ -149,19 +150,19 @@ def _would_print(probe: Probe, calls: list[tuple]) -> str | None:
 _DESCRIBED = "copying the description's examples"
 
 
-def described_example(problem: dict, test: dict) -> bool:
+def described_example(problem: Problem, test: Test) -> bool:
     """Whether a test's input and output both appear in the description, so a program can hard-code it: every
     argument of each ``solve`` call it prints, and its expected output, each as a whole word of the text."""
-    calls = solve_calls(test["test_code"])
+    calls = solve_calls(test.test_code)
     if not calls:
         return False
     texts = [repr(argument) for arguments in calls for argument in arguments]
     texts += [call_text(arguments)[len("solve("):-1] for arguments in calls if len(arguments) > 1]
-    words = texts + [str(test["expected_output"]).strip()]
-    return all(re.search(rf"(?<![\w.]){re.escape(word)}(?![\w.])", problem["description"]) for word in words)
+    words = texts + [test.expected_output.strip()]
+    return all(re.search(rf"(?<![\w.]){re.escape(word)}(?![\w.])", problem.description) for word in words)
 
 
-def measure_trivial_shares(problems: list[dict], judge, show_progress: bool = False) -> list[TrivialShare]:
+def measure_trivial_shares(problems: list[Problem], judge, show_progress: bool = False) -> list[TrivialShare]:
     """Run every cheap program of each problem (``cheap_programs``) on all its tests through ``judge``; one result
     per problem.
 
@@ -178,7 +179,7 @@ def measure_trivial_shares(problems: list[dict], judge, show_progress: bool = Fa
     return shares
 
 
-def _measure_batch(batch: list[dict], judge) -> list[TrivialShare]:
+def _measure_batch(batch: list[Problem], judge) -> list[TrivialShare]:
     judged, programs = [], []
     family = [cheap_programs(problem) for problem in batch]
     for problem, run in zip(batch, family):
@@ -194,14 +195,14 @@ def _measure_batch(batch: list[dict], judge) -> list[TrivialShare]:
             judgement = next(judgements)
             if judgement.status == "sandbox_error":
                 detail = next((t.stderr.strip().splitlines()[-1] for t in judgement.tests if t.stderr.strip()), "")
-                raise JudgeUnavailable(f"{problem['id']}: the judge could not run the probe {probe.name!r} "
+                raise JudgeUnavailable(f"{problem.id}: the judge could not run the probe {probe.name!r} "
                                        f"({detail or 'sandbox error'}); fix the judge (q licence, sandbox) and retry")
             tests = [t.status == "passed" for t in judgement.tests]
             # A battery program that passes every test is the problem's answer (`max(x)` for the maximum), not a
             # guess; one that is wrong all the same is for data/adequacy.py to find.
             if probe not in BATTERY or not all(tests):
                 passes.append((probe, tests))
-        examples = [described_example(problem, test) for test in problem["tests"]]
+        examples = [described_example(problem, test) for test in problem.tests]
         if any(examples):
             passes.append((Probe(_DESCRIBED, ""), examples))
         results.append(_share(passes))
@@ -215,14 +216,14 @@ def _share(passes: list[tuple[Probe, list[bool]]]) -> TrivialShare:
     return TrivialShare(best_passed / total, best.name, best_passed, total, by_tests)
 
 
-def _key(problem: dict) -> str:
+def _key(problem: Problem) -> str:
     """What a cached share depends on: the language, the description, the tests and the programs run on them."""
-    text = json.dumps([problem["language"], problem["description"], problem["tests"],
-                       [p.program for p in PROBES[problem["language"]] + BATTERY]], sort_keys=True)
+    text = json.dumps([problem.language, problem.description, [test.record() for test in problem.tests],
+                       [p.program for p in PROBES[problem.language] + BATTERY]], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def cached_trivial_shares(problems: list[dict], judge, cache: str | Path | None,
+def cached_trivial_shares(problems: list[Problem], judge, cache: str | Path | None,
                           show_progress: bool = False) -> list[TrivialShare]:
     """``measure_trivial_shares``, reading and extending the JSON file ``cache`` (a run folder's
     ``trivial_shares.json``; None: no cache).
@@ -240,7 +241,7 @@ def cached_trivial_shares(problems: list[dict], judge, cache: str | Path | None,
     missing = list({key: problem for problem, key in zip(problems, keys) if key not in stored}.values())
     if missing:
         measured = measure_trivial_shares(missing, judge, show_progress)
-        stored.update({_key(p): {"id": p["id"], **asdict(s)} for p, s in zip(missing, measured)})
+        stored.update({_key(p): {"id": p.id, **asdict(s)} for p, s in zip(missing, measured)})
         if cache is not None:
             tmp = cache.with_suffix(f".tmp-{os.getpid()}")
             tmp.write_text(json.dumps(stored, indent=1))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from data.adequacy import check_adequacy
 from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE, TrivialShare, measure_trivial_shares
 from judging import JudgeUnavailable
+from judging.records import Problem
 from rewards import ScoringArguments, score
 
 NO_OP_SOLUTION = ""
@@ -55,7 +56,7 @@ class VerifyReport:
                 f"{len(self.unverifiable)} unverifiable (no solution), {self.checked - len(listed)} clean")
 
 
-def verify_problems(problems, judge, show_progress=True, max_trivial_share=DEFAULT_MAX_TRIVIAL_SHARE,
+def verify_problems(problems: list[Problem], judge, show_progress=True, max_trivial_share=DEFAULT_MAX_TRIVIAL_SHARE,
                     trivial: list[TrivialShare] | None = None,
                     max_tests: int | None = ScoringArguments().max_tests_per_problem):
     """Judge every problem's solution and a no-op solution on all its tests, then the trivial programs, then the
@@ -68,7 +69,7 @@ def verify_problems(problems, judge, show_progress=True, max_trivial_share=DEFAU
     is missing, and when the judge cannot run a problem (``sandbox_error``, e.g. a q licence lapsing mid-way):
     that says nothing about the data.
     """
-    judge.preflight(*{problem["language"] for problem in problems})
+    judge.preflight(*{problem.language for problem in problems})
     report = VerifyReport(max_trivial_share=max_trivial_share)
     from tqdm import tqdm  # here, not at the top: its import costs every command that loads data ~25 ms
 
@@ -80,46 +81,45 @@ def verify_problems(problems, judge, show_progress=True, max_trivial_share=DEFAU
     if trivial is None:
         trivial = measure_trivial_shares(problems, judge, show_progress)
     for problem, share in zip(problems, trivial):
-        report.trivial[problem["id"]] = share
+        report.trivial[problem.id] = share
         if share.share > max_trivial_share:
-            report.guessable.append({"id": problem["id"], "location": getattr(problem, "location", None),
-                                     "probe": share.probe, "passed": share.passed, "total": share.total})
+            report.guessable.append({"id": problem.id, "location": problem.location, "probe": share.probe,
+                                     "passed": share.passed, "total": share.total})
     broken = {p["id"] for p in report.broken}
-    sound = [problem for problem in problems if problem["id"] not in broken]
+    sound = [problem for problem in problems if problem.id not in broken]
     for problem, adequacy in zip(sound, check_adequacy(sound, judge, max_tests, show_progress)):
-        report.adequacy[problem["id"]] = adequacy
+        report.adequacy[problem.id] = adequacy
         if adequacy.survivors:
-            report.weak.append({"id": problem["id"], "location": getattr(problem, "location", None),
-                                "adequacy": adequacy})
+            report.weak.append({"id": problem.id, "location": problem.location, "adequacy": adequacy})
     return report
 
 
 def _verify_batch(batch, judge, report):
     judged, programs = [], []
     for problem in batch:
-        if problem.get("solution") is not None:
+        if problem.solution is not None:
             judged.append(problem)
-            programs.append(problem["solution"])
+            programs.append(problem.solution)
         judged.append(problem)
         programs.append(NO_OP_SOLUTION)
     scores = score(judge, judged, programs, ScoringArguments(), all_tests=True, extract=False)
     judgements = iter(s.judgement for s in scores)
     for problem in batch:
         report.checked += 1
-        canonical = next(judgements) if problem.get("solution") is not None else None
+        canonical = next(judgements) if problem.solution is not None else None
         no_op = next(judgements)
         for judgement in (canonical, no_op):
             if judgement is not None and judgement.status == "sandbox_error":
                 # Says nothing about the data: the verification itself cannot be trusted.
                 detail = next((t.stderr.strip().splitlines()[-1] for t in judgement.tests if t.stderr.strip()), "")
-                raise JudgeUnavailable(f"{problem['id']}: the judge could not run it ({detail or 'sandbox error'}); "
+                raise JudgeUnavailable(f"{problem.id}: the judge could not run it ({detail or 'sandbox error'}); "
                                        "fix the judge (q licence, sandbox) and verify again")
         if canonical is not None and canonical.passed < canonical.total:
             report.broken.append(_canonical_failure(problem, canonical))
         elif no_op.passed == no_op.total:
             report.broken.append(_broken(problem, "a no-op solution passes every test", no_op, 0))
         elif canonical is None:
-            report.unverifiable.append(problem["id"])
+            report.unverifiable.append(problem.id)
 
 
 def _canonical_failure(problem, judgement):
@@ -129,5 +129,5 @@ def _canonical_failure(problem, judgement):
 
 def _broken(problem, reason, judgement, index):
     result = judgement.tests[index]
-    return {"id": problem["id"], "reason": reason, "test": index,
-            "expected": problem["tests"][index]["expected_output"], "got": result.stdout, "stderr": result.stderr}
+    return {"id": problem.id, "reason": reason, "test": index, "expected": problem.tests[index].expected_output,
+            "got": result.stdout, "stderr": result.stderr}

@@ -19,6 +19,8 @@ import copy
 import random
 from dataclasses import dataclass
 
+from judging.records import Problem
+
 MAX_MUTANTS = 32
 MAX_NEARBY_CALLS = 24
 
@@ -94,18 +96,18 @@ def printing_test(calls: list[tuple]) -> str:
     return f"print({', '.join(call_text(arguments) for arguments in calls)})"
 
 
-def first_arguments(problem: dict) -> list:
-    return [calls[0][0] for calls in map(solve_calls, (t["test_code"] for t in problem["tests"]))
+def first_arguments(problem: Problem) -> list:
+    return [calls[0][0] for calls in map(solve_calls, (t.test_code for t in problem.tests))
             if calls and calls[0]]
 
 
-def battery(problem: dict) -> tuple[Probe, ...]:
+def battery(problem: Problem) -> tuple[Probe, ...]:
     """The battery programs that can run on ``problem``: those reading a sequence or a number only when its tests'
     first argument is one (all of them when the tests cannot be read)."""
-    if problem["language"] != "python":
+    if problem.language != "python":
         return ()
     firsts = first_arguments(problem)
-    if len(firsts) < len(problem["tests"]):
+    if len(firsts) < len(problem.tests):
         return BATTERY
     kinds = {"any"}
     if any(isinstance(x, (list, tuple, str)) for x in firsts):
@@ -193,17 +195,17 @@ def _keeps(value, invariants: list) -> bool:
         return False
 
 
-def nearby_calls(problem: dict, limit: int = MAX_NEARBY_CALLS) -> list[tuple]:
+def nearby_calls(problem: Problem, limit: int = MAX_NEARBY_CALLS) -> list[tuple]:
     """Argument tuples one literal away from the tests' calls (each argument perturbed in turn: +-1, 0, negated,
     reversed, shortened, lengthened, emptied, one element), keeping what every test's argument there has and the
     description names (sorted, distinct, positive, letters ...), the tests' own calls left out; a seeded sample of at most ``limit``, the same
     on every run."""
-    calls = [arguments for t in problem["tests"] for arguments in (solve_calls(t["test_code"]) or [])]
+    calls = [arguments for t in problem.tests for arguments in (solve_calls(t.test_code) or [])]
     positions = {}
     for arguments in calls:
         for index, value in enumerate(arguments):
             positions.setdefault((len(arguments), index), []).append(value)
-    invariants = {position: _kept(values, problem["description"]) for position, values in positions.items()}
+    invariants = {position: _kept(values, problem.description) for position, values in positions.items()}
     seen, nearby = {repr(arguments) for arguments in calls}, []
     for arguments in calls:
         for index, value in enumerate(arguments):
@@ -213,7 +215,7 @@ def nearby_calls(problem: dict, limit: int = MAX_NEARBY_CALLS) -> list[tuple]:
                 if key not in seen and _keeps(other, invariants[(len(arguments), index)]):
                     seen.add(key)
                     nearby.append(changed)
-    random.Random(problem["id"]).shuffle(nearby)
+    random.Random(problem.id).shuffle(nearby)
     return nearby[:limit]
 
 

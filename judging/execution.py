@@ -16,6 +16,7 @@ from judging import languages
 from judging.executors import LICENCE_FAILURE, RAN, Executor
 from judging.grading import TestResult, grade
 from judging.policy import SCRATCH
+from judging.records import Test
 from judging.running import RunResult, run_cold
 from judging.sandbox import Sandbox
 from judging.scratch import new_scratch, remove_tree
@@ -50,7 +51,7 @@ class Counter:
             return self._value
 
 
-def execute(runner: Runner, code: str, test: dict, timeout: float, slots: Slots, warm: WarmWorkers | None,
+def execute(runner: Runner, code: str, test: Test, timeout: float, slots: Slots, warm: WarmWorkers | None,
             licence_retries: Counter) -> TestResult:
     """Run ``test`` on ``code`` in a free slot of ``slots`` (Python in ``warm`` workers when there are some) and grade
     it; a fault of the judge's own (a host folder it cannot write) is ``sandbox_error``."""
@@ -59,7 +60,7 @@ def execute(runner: Runner, code: str, test: dict, timeout: float, slots: Slots,
     try:  # the slot goes back whatever happens below, cleanup included
         marker = secrets.token_hex(16)
         # Model text can hold lone surrogates, which UTF-8 cannot encode: judge them as "?", never crash.
-        program = runner.executor.program(code, marker, test["test_code"]).encode("utf-8", "replace")
+        program = runner.executor.program(code, marker, test.test_code).encode("utf-8", "replace")
         warm = warm if runner.executor.language == "python" else None
         try:
             result, outcome, out_of_memory = _run(runner, program, marker, uid, timeout, slots, warm, licence_retries)
@@ -67,7 +68,7 @@ def execute(runner: Runner, code: str, test: dict, timeout: float, slots: Slots,
             return TestResult("sandbox_error", 0.0, "", f"{type(error).__name__}: {error}")
     finally:
         free.put(uid)
-    return grade(result, outcome, out_of_memory, marker, test["expected_output"])
+    return grade(result, outcome, out_of_memory, marker, test.expected_output)
 
 
 def _run(runner: Runner, program: bytes, marker: str, uid: int | None, timeout: float, slots: Slots,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 from judging import languages
@@ -17,6 +18,7 @@ from judging.grading import STATUSES, Judgement, TestResult, completion_status
 from judging.licence_proxy import FLAG, parse_licence_hosts
 from judging.policy import (COMPLETION_BUDGET_TIMEOUTS, DEFAULT_DISK_MB, DEFAULT_LICENCE_HOSTS, DEFAULT_MEMORY_MB,
                              DEFAULT_SANDBOX, DEFAULT_TIMEOUT, Limits, default_workers)
+from judging.records import Test
 from judging.setup import SANDBOX_CHOICES, JudgeSetup, JudgeUnavailable
 
 __all__ = ["STATUSES", "Judge", "JudgeUnavailable", "Judgement", "TestResult", "completion_status"]
@@ -101,8 +103,7 @@ class Judge:
             runner = self.setup.get(name)
             if runner.executor.missing:
                 raise JudgeUnavailable(runner.executor.missing)
-            test = {"test_code": languages.language(name).preflight_code, "expected_output": "2"}
-            judgement = self.run("", [test], name)
+            judgement = self.run("", [Test(languages.language(name).preflight_code, "2")], name)
             if judgement.status == "passed":
                 continue
             result = judgement.tests[0]
@@ -114,7 +115,7 @@ class Judge:
             raise JudgeUnavailable(f"{name} cannot run 1+1 in the sandbox ({self.isolation}): "
                                    f"{judgement.status}: {detail}")
 
-    def run(self, code: str | None, tests: list[dict], language: str, timeout: float | None = None) -> Judgement:
+    def run(self, code: str | None, tests: Sequence[Test], language: str, timeout: float | None = None) -> Judgement:
         """Judge ``code`` on ``tests``; ``timeout`` (default: the judge's) bounds each test, three times it the
         completion."""
         if not tests:
@@ -142,7 +143,7 @@ class Judge:
         passed = sum(result.status == "passed" for result in results)
         return Judgement(completion_status(results), passed, total, results)
 
-    def run_many(self, items: list[tuple[str | None, list[dict], str]], progress: bool = False,
+    def run_many(self, items: list[tuple[str | None, Sequence[Test], str]], progress: bool = False,
                  timeout: float | None = None) -> list[Judgement]:
         from tqdm import tqdm  # here, not at the top: its import reads every installed package's metadata (~25 ms)
 
@@ -156,7 +157,7 @@ class Judge:
                     future.result()  # a judge's own fault raises here, as soon as it happens
         return [future.result() for future in futures]
 
-    async def arun_many(self, items: list[tuple[str | None, list[dict], str]],
+    async def arun_many(self, items: list[tuple[str | None, Sequence[Test], str]],
                         timeout: float | None = None) -> list[Judgement]:
         import asyncio  # here, not at the top: only TRL's async reward functions need it, and it costs a CLI ~35 ms
 

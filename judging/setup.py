@@ -25,12 +25,13 @@ from judging.grading import TestResult
 from judging.licence_proxy import (FLAG, PROXY_ENV, TLS_TRUST, LicenceEgressUnavailable, LicenceProxy,
                                    describe_hosts)
 from judging.policy import Limits, frozen_proc
+from judging.records import Test
 from judging.sandbox import LEVEL_TOOLS, LEVELS, NAMESPACE_LEVELS, Sandbox
 from judging.slots import Slots, blocked_for_others
 from judging.warm import WarmWorkers
 
 PROBE_TIMEOUT = 10.0
-PROBE_TEST = {"test_code": "print('ok')", "expected_output": "ok"}
+PROBE_TEST = Test("print('ok')", "ok")
 # bwrap-cold: bubblewrap with a fresh interpreter per Python test; bwrap, auto and strict use warm workers
 # for Python when they start (root only) and fall back to that.
 COLD_BWRAP = "bwrap-cold"
@@ -68,7 +69,7 @@ class JudgeSetup:
             self.slots.close()
             raise
 
-    def execute(self, runner: Runner, code: str, test: dict, timeout: float) -> TestResult:
+    def execute(self, runner: Runner, code: str, test: Test, timeout: float) -> TestResult:
         """Run and grade one test in a free slot, the way every test runs."""
         return execute(runner, code, test, timeout, self.slots, self.warm, self.licence_retries)
 
@@ -231,8 +232,7 @@ class JudgeSetup:
                                            netns=proxy.netns, hidden=executor.hidden, proc_frozen=self.proc_frozen,
                                            seccomp=executor.seccomp))
         if hosts == "auto":
-            test = {"test_code": languages.language(executor.language).preflight_code, "expected_output": "2"}
-            self.execute(proxied, "", test, PROBE_TIMEOUT)
+            self.execute(proxied, "", Test(languages.language(executor.language).preflight_code, "2"), PROBE_TIMEOUT)
             hosts = tuple(sorted(proxy.contacted))
             proxy.enforce(hosts)
             if not hosts:

@@ -2,9 +2,10 @@
 
 Each is ``async def f(prompts, completions, **kwargs) -> list[float | None]`` so TRL runs them
 concurrently; their weights come from ``GRPOConfig.reward_weights``. Dataset columns arrive as kwargs
-lists: ``tests``, ``language``, ``id``, and ``trivial_shares`` under ``--partial_credit above_trivial``. Every
-factory takes ``(judge, scoring, use_reasoning_format, verdicts)``; ``verdicts`` (`TestVerdicts`) is how
-``test_cases`` tells the trainer which completions passed every test.
+lists (training/prompts.py): ``id``, ``language``, ``description`` and a problem record's other fields. Every
+factory takes a `RewardSetup`: ``test_cases`` looks each row's problem up by its ``id`` among the problems trained
+on, and returns `Rewards`, which also say which completions passed every test (the trainer's per-problem records
+read it).
 
 A completion judged ``sandbox_error`` gets ``None`` from ``test_cases``: TRL turns it into NaN and
 leaves it out of the advantage, so a broken sandbox or a lapsed q licence never teaches the model that
@@ -14,13 +15,15 @@ the code was wrong. The ``status/sandbox_error`` metric shows how often that hap
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Callable
 
 from rewards.arguments import ScoringArguments
 from rewards.extract import extract_code, parse_completion
 from judging.judge import STATUSES, Judge
-from rewards.scoring import ascore
+from judging.records import Problem
+from rewards.scoring import TrivialShares, ascore
 
 
 def completion_text(completion) -> str:
@@ -33,28 +36,45 @@ def completion_text(completion) -> str:
     return ""
 
 
-@dataclass
-class TestVerdicts:
-    """Which completions of the latest batch the ``test_cases`` reward scored passed every test (None until it has
-    scored one): the judge's fact, for the trainer's per-problem records, since a reward alone cannot say it under
-    every weighting. Give the same object to `make_reward_funcs` and to the trainer."""
+class Rewards(list):
+    """A reward function's rewards, one per completion (what TRL reads), and which of the completions passed every
+    judged test (``passed_all``; None from a function that judges nothing): the judge's fact, for the trainer's
+    per-problem records, since a reward alone cannot say it under every weighting."""
 
-    __test__ = False  # a name pytest would otherwise collect as a test class
-    passed_all: list[bool] | None = None
+    def __init__(self, rewards: Iterable[float | None], passed_all: list[bool] | None = None):
+        super().__init__(rewards)
+        self.passed_all = passed_all
 
 
-def make_test_cases(judge: Judge, scoring: ScoringArguments, use_reasoning_format: bool,
-                    verdicts: TestVerdicts) -> Callable:
-    """The test-case reward; after each call, ``verdicts.passed_all`` holds that call's completions' verdicts."""
+@dataclass(frozen=True)
+class RewardSetup:
+    """What every reward function is made with: the judge, how a judgement becomes a reward, the problems trained
+    on by id (a dataset row's ``id`` names its problem), whether prompts ask for the reasoning format, and the
+    problems' trivial shares under ``--partial_credit above_trivial``."""
+
+    judge: Judge
+    scoring: ScoringArguments
+    problems: Mapping[str, Problem] = field(default_factory=dict)
+    use_reasoning_format: bool = False
+    trivial_shares: TrivialShares | None = None
+
+    def problem(self, problem_id: str) -> Problem:
+        try:
+            return self.problems[problem_id]
+        except KeyError:
+            raise KeyError(f"a dataset row names problem {problem_id!r}, which is not among the "
+                           f"{len(self.problems)} problems the reward functions were made with") from None
+
+
+def make_test_cases(setup: RewardSetup) -> Callable:
+    """The test-case reward: judges each completion on its problem's tests; returns `Rewards`."""
+    judge, scoring = setup.judge, setup.scoring
     judge_counts = judge.counters()
 
-    async def test_cases(prompts, completions, tests, language, log_metric=None, log_extra=None,
-                         trivial_shares=None, **kwargs) -> list[float | None]:
-        problems = [{"tests": list(t), "language": lang} for t, lang in zip(tests, language)]
-        if trivial_shares is not None:
-            for problem, shares in zip(problems, trivial_shares):
-                problem["trivial_shares"] = shares
-        scores = await ascore(judge, problems, [completion_text(c) for c in completions], scoring)
+    async def test_cases(prompts, completions, log_metric=None, log_extra=None, **columns) -> Rewards:
+        problems = [setup.problem(problem_id) for problem_id in columns["id"]]
+        scores = await ascore(judge, problems, [completion_text(c) for c in completions], scoring,
+                              trivial_shares=setup.trivial_shares)
         counts = Counter(s.status for s in scores)
         if log_metric is not None:
             for status in STATUSES:
@@ -67,8 +87,8 @@ def make_test_cases(judge: Judge, scoring: ScoringArguments, use_reasoning_forma
         if log_extra is not None:
             log_extra("status", [s.status for s in scores])
             log_extra("tests_passed", [f"{s.judgement.passed}/{s.judgement.total}" for s in scores])
-        verdicts.passed_all = [s.status == "passed" for s in scores]
-        return [None if s.status == "sandbox_error" else s.reward for s in scores]
+        return Rewards([None if s.status == "sandbox_error" else s.reward for s in scores],
+                       passed_all=[s.status == "passed" for s in scores])
 
     return test_cases
 
@@ -80,16 +100,15 @@ def format_score(text: str, language: str, use_reasoning_format: bool) -> float:
     return float(completion.fenced and (completion.laid_out or not use_reasoning_format))
 
 
-def make_format(judge: Judge, scoring: ScoringArguments, use_reasoning_format: bool,
-                verdicts: TestVerdicts) -> Callable:
+def make_format(setup: RewardSetup) -> Callable:
     async def format(prompts, completions, language, **kwargs) -> list[float]:
-        return [format_score(completion_text(c), lang, use_reasoning_format) for c, lang in zip(completions, language)]
+        return [format_score(completion_text(c), lang, setup.use_reasoning_format)
+                for c, lang in zip(completions, language)]
 
     return format
 
 
-def make_dummy(judge: Judge, scoring: ScoringArguments, use_reasoning_format: bool,
-               verdicts: TestVerdicts) -> Callable:
+def make_dummy(setup: RewardSetup) -> Callable:
     """`--dummy_reward`: a pipeline check that runs no code. 1.0 when code can be extracted, else 0.0.
 
     Its metrics are logged as `rewards/dummy/...`, never as test results, so no chart can mistake it for one.
@@ -101,17 +120,23 @@ def make_dummy(judge: Judge, scoring: ScoringArguments, use_reasoning_format: bo
     return dummy
 
 
-REWARD_FUNCS: dict[str, Callable[[Judge, ScoringArguments, bool, TestVerdicts], Callable]] = {
+REWARD_FUNCS: dict[str, Callable[[RewardSetup], Callable]] = {
     "test_cases": make_test_cases,
     "format": make_format,
     "dummy": make_dummy,
 }
 
 
-def make_reward_funcs(names: list[str], judge: Judge, scoring: ScoringArguments, use_reasoning_format: bool = False,
-                      verdicts: TestVerdicts | None = None) -> list[Callable]:
+def make_reward_funcs(names: list[str], judge: Judge, scoring: ScoringArguments, problems: Iterable[Problem] = (),
+                      use_reasoning_format: bool = False,
+                      trivial_shares: TrivialShares | None = None) -> list[Callable]:
+    """The reward functions named, made for training on ``problems`` (their ids unique)."""
     unknown = [name for name in names if name not in REWARD_FUNCS]
     if unknown:
         raise ValueError(f"unknown reward function {', '.join(unknown)}; choose from {', '.join(REWARD_FUNCS)}")
-    verdicts = TestVerdicts() if verdicts is None else verdicts
-    return [REWARD_FUNCS[name](judge, scoring, use_reasoning_format, verdicts) for name in names]
+    by_id: dict[str, Problem] = {}
+    for problem in problems:
+        if by_id.setdefault(problem.id, problem) != problem:
+            raise ValueError(f"two problems trained on share the id {problem.id!r}; a row's id must name one")
+    setup = RewardSetup(judge, scoring, by_id, use_reasoning_format, trivial_shares)
+    return [REWARD_FUNCS[name](setup) for name in names]

@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-installed or not (PYTHONPATH still wins)
 
-from data import DataError, load_problems, split_problems  # noqa: E402
+from data import DataError, Problem, load_problems, split_problems  # noqa: E402
 from judging.languages import language as language_named  # noqa: E402
 from training.arguments import bf16_supported  # noqa: E402
 from training.prompts import make_prompt  # noqa: E402
@@ -28,22 +28,22 @@ from training.prompts import make_prompt  # noqa: E402
 LANGUAGE = "python"
 
 
-def select(problems: list[dict], which: str, limit: int | None) -> list[dict]:
+def select(problems: list[Problem], which: str, limit: int | None) -> list[Problem]:
     """Training-split problems with a canonical solution: warmup (tagged warm-up), easy (warm-up or easy), train."""
     train, _ = split_problems(problems, test_fraction=0.2)
-    chosen = [p for p in train if p.get("solution")]
+    chosen = [p for p in train if p.solution]
     if which == "warmup":
-        chosen = [p for p in chosen if "warmup" in (p.get("tags") or [])]
+        chosen = [p for p in chosen if "warmup" in (p.extra.get("tags") or [])]
     elif which == "easy":
-        chosen = [p for p in chosen if "warmup" in (p.get("tags") or []) or p.get("difficulty") == "easy"]
+        chosen = [p for p in chosen if "warmup" in (p.extra.get("tags") or []) or p.extra.get("difficulty") == "easy"]
     return chosen[:limit]
 
 
-def example(problem: dict) -> dict:
-    language = problem.get("language") or LANGUAGE
-    solution = problem["solution"].strip("\n")
+def example(problem: Problem) -> dict:
+    language = problem.language
+    solution = problem.solution.strip("\n")
     return {
-        "prompt": make_prompt(problem["description"], language, False, "plain"),
+        "prompt": make_prompt(problem.description, language, False, "plain"),
         "completion": f"```{language_named(language).fence}\n{solution}\n```",
     }
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from judging import Judge
+from judging import Judge, Test
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,7 +38,7 @@ def warm_workers_handle_it_themselves(request):
 
 def run(judge, code, expected="unused", timeout=None):
     """Run ``code`` as the test code (after the marker), so what it prints is what the judge compares."""
-    return judge.run("", [{"test_code": code, "expected_output": expected}], "python", timeout)
+    return judge.run("", [Test(code, expected)], "python", timeout)
 
 
 def slot_processes(judge):

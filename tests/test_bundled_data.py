@@ -3,6 +3,7 @@ than a third of any problem's tests; the Q set is well formed and, by reading, a
 
 import json
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -42,9 +43,9 @@ Q_CONSTANTS = ("1b", "0b", "0", "1", "-1")  # printed by `show` exactly so
 def q_share_by_reading(problem, tests):
     """The most of the first ``tests`` tests a constant or the identity passes, read off the expected outputs: a
     constant prints its own text; the identity on one literal argument (`show solve[-7]`) prints that argument."""
-    chosen = problem["tests"][:tests]
-    expected = [t["expected_output"].strip() for t in chosen]
-    echoed = [re.fullmatch(r"show solve\[([^;\[\]]*)\]", t["test_code"].strip()) for t in chosen]
+    chosen = problem.tests[:tests]
+    expected = [t.expected_output.strip() for t in chosen]
+    echoed = [re.fullmatch(r"show solve\[([^;\[\]]*)\]", t.test_code.strip()) for t in chosen]
     echo = sum(bool(m) and m.group(1).strip() == e for m, e in zip(echoed, expected))
     return max(echo, *(expected.count(c) for c in Q_CONSTANTS)) / len(chosen)
 
@@ -53,10 +54,10 @@ def test_bundled_q_set_is_balanced_by_reading():
     """No q licence here: the q set's trivial shares are read off its expected outputs, not run (see the next test)."""
     problems = load_problems(bundled_path("q"), "q")
     for problem in problems:
-        for tests in (len(problem["tests"]), TRAINING_TESTS):
-            assert q_share_by_reading(problem, tests) <= 1 / 3, problem["id"]
-    is_even = next(p for p in problems if p["id"] == "is-even")
-    assert q_share_by_reading({**is_even, "tests": is_even["tests"][:2] * 2}, 4) == 0.5  # the reading does count
+        for tests in (len(problem.tests), TRAINING_TESTS):
+            assert q_share_by_reading(problem, tests) <= 1 / 3, problem.id
+    is_even = next(p for p in problems if p.id == "is-even")
+    assert q_share_by_reading(replace(is_even, tests=is_even.tests[:2] * 2), 4) == 0.5  # the reading does count
 
 
 @pytest.mark.real_q
@@ -66,7 +67,7 @@ def test_bundled_q_set_trivial_shares_through_real_q():
     with Judge(timeout=5.0) as judge:
         judge.preflight("q")
         shares = measure_trivial_shares(problems, judge)
-    above = [(p["id"], s.probe, s.passed, s.total) for p, s in zip(problems, shares) if s.share > 1 / 3]
+    above = [(p.id, s.probe, s.passed, s.total) for p, s in zip(problems, shares) if s.share > 1 / 3]
     assert not above
 
 
@@ -76,9 +77,9 @@ def test_bundled_sets_have_splits_solutions_and_enough_tests():
         problems = load_problems(bundled_path(language), language)
         train, test = split_problems(problems)
         assert len(problems) >= at_least and train and test
-        assert all(p["solution"] and len(p["tests"]) >= tests and p["language"] == language for p in problems)
+        assert all(p.solution and len(p.tests) >= tests and p.language == language for p in problems)
     q = load_problems(bundled_path("q"), "q")
-    assert all("solve:" in p["solution"] for p in q)
+    assert all("solve:" in p.solution for p in q)
 
 
 def test_verify_data_stops_training_on_a_broken_problem(tiny_model, tmp_path):

@@ -8,6 +8,7 @@ import json
 import logging
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from warm_model import PYTHON_PROBLEMS as WARM_PYTHON_DATA
 
 from data import load_problems
 import judging.execution
-from judging import Judge
+from judging import Judge, Problem, Test
 from training import canary as canary_module
 from training.canary import CANARY_EXIT_CODE, build_canaries, canary_budget, make_variant
 from training.run_folder import RunFolder
@@ -27,7 +28,7 @@ from training.run_folder import RunFolder
 sys.path.insert(0, str(ROOT / "scripts"))
 import plot_run  # noqa: E402
 
-HELD_OUT = [p for p in load_problems(str(WARM_PYTHON_DATA), "python") if p["split"] == "test"]
+HELD_OUT = [p for p in load_problems(str(WARM_PYTHON_DATA), "python") if p.split == "test"]
 TINY_RUN = [
     "--data", WARM_PYTHON_DATA, "--language", "python", "--num_generations", "4", "--per_device_train_batch_size", "4",
     "--gradient_accumulation_steps", "1", "--max_completion_length", "16", "--repeat_eval_problems", "2",
@@ -45,21 +46,24 @@ def test_variants_are_impossible_and_their_solutions_fail_only_the_impossible_te
     canaries = build_canaries(HELD_OUT, judge, 4, seed=0, timeout=2.0)
     assert [c.kind for c in canaries] == ["changed", "conflicting", "changed", "conflicting"]
     assert len({c.source for c in canaries}) == 4
-    by_id = {p["id"]: p for p in HELD_OUT}
+    by_id = {p.id: p for p in HELD_OUT}
     for canary in canaries:
         source = by_id[canary.source]
-        tests = canary.problem["tests"]
-        assert "solution" not in canary.problem and canary.problem["id"] == f"{canary.source}~canary-{canary.kind}"
-        assert tests[canary.impossible_test]["expected_output"] == canary.expected
+        tests = canary.problem.tests
+        assert canary.problem.solution is None and canary.problem.id == f"{canary.source}~canary-{canary.kind}"
+        assert tests[canary.impossible_test].expected_output == canary.expected
         assert canary.expected.startswith(canary.original.strip() + " ") and canary.expected != canary.original
         if canary.kind == "conflicting":  # the same test, twice, with two expected outputs
-            assert len(tests) == len(source["tests"]) + 1
+            assert len(tests) == len(source.tests) + 1
             twin = tests[canary.impossible_test - 1]
-            assert twin["test_code"] == tests[canary.impossible_test]["test_code"]
-            assert twin["expected_output"] == canary.original
+            assert twin.test_code == tests[canary.impossible_test].test_code
+            assert twin.expected_output == canary.original
+        else:  # the same tests but the one
+            assert [t for i, t in enumerate(tests) if i != canary.impossible_test] == \
+                [t for i, t in enumerate(source.tests) if i != canary.impossible_test]
         # The original passes its solution; the canary fails it, on the impossible test alone.
-        assert judge.run(source["solution"], source["tests"], "python").status == "passed"
-        judged = judge.run(source["solution"], tests, "python")
+        assert judge.run(source.solution, source.tests, "python").status == "passed"
+        judged = judge.run(source.solution, tests, "python")
         assert [t.status for t in judged.tests] == ["failed" if i == canary.impossible_test else "passed"
                                                     for i in range(len(tests))]
 
@@ -87,15 +91,14 @@ def test_a_judge_that_passes_wrong_answers_gets_no_canary(judge, monkeypatch):
 
 
 def test_problems_without_a_solution_give_no_canary(judge):
-    unsolved = [{k: v for k, v in p.items() if k != "solution"} for p in HELD_OUT]
+    unsolved = [replace(p, solution=None) for p in HELD_OUT]
     assert build_canaries(unsolved, judge, 4, seed=0, timeout=2.0) == []
 
 
 def test_the_impossible_output_is_a_fresh_64_bit_token_even_on_yes_no_outputs():
     import random
 
-    problem = {"id": "yes", "language": "python", "description": "d", "solution": "solve = lambda x: x > 3",
-               "tests": [{"test_code": "print(solve(5))", "expected_output": "True"}]}
+    problem = Problem("yes", "python", "d", (Test("print(solve(5))", "True"),), "solve = lambda x: x > 3")
     first, second = (make_variant(problem, "changed", random.Random(seed)) for seed in (1, 2))
     for variant in (first, second):
         head, token = variant.expected.split()
@@ -144,7 +147,7 @@ def test_an_honest_run_shows_the_canary_at_zero_at_every_evaluation(honest_run, 
         assert entry["settings"]["canary"] == {"canaries": 6, "per_evaluation": 4, "n": 2, "share": 1.0,
                                                "action": "stop"}
     # The canaries take turns: all 6 were judged.
-    assert {p["source"] for e in results for p in e["canary"]["problems"]} == {p["id"] for p in HELD_OUT}
+    assert {p["source"] for e in results for p in e["canary"]["problems"]} == {p.id for p in HELD_OUT}
     # Not 0 because the model fails everything: it solved the original problems behind some canaries.
     assert sum(e["metrics"]["canary/solved_original"] for e in results) > 0
     logged = [m for m in lines(honest_run / "logs/metrics.jsonl") if "eval_canary/pass_rate" in m]

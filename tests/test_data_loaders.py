@@ -11,7 +11,7 @@ from pathlib import Path
 import datasets
 import pytest
 
-from data import DataError, bundled_path, load_problems, split_problems
+from data import DataError, Problem, Test, bundled_path, load_problems, split_problems
 
 FIXTURES = Path(__file__).parent / "fixtures" / "data"
 REPO = Path(__file__).resolve().parent.parent
@@ -34,24 +34,24 @@ def run_cli(*args, env=None):
 
 def test_jsonl_records_are_normalized_and_keep_extras():
     problems = load_problems(FIXTURES / "problems.jsonl", language="python")
-    assert [problem["id"] for problem in problems] == ["add", "double", "greet"]
+    assert [problem.id for problem in problems] == ["add", "double", "greet"]
     add, double, greet = problems
-    assert add["tests"][1] == {"test_code": "print(add(-1, 1))", "expected_output": "0"}
-    assert add["difficulty"] == "easy" and add["tags"] == ["math"]
-    assert double["language"] == "python"
-    assert greet["solution"] is None and greet["split"] == "test"
+    assert add.tests[1] == Test("print(add(-1, 1))", "0")
+    assert add.extra["difficulty"] == "easy" and add.extra["tags"] == ["math"]
+    assert double.language == "python"
+    assert greet.solution is None and greet.split == "test"
 
 
 def test_language_defaults_to_the_callers_but_a_record_keeps_its_own():
     problems = load_problems(FIXTURES / "problems.jsonl", language="q")
-    assert {problem["id"]: problem["language"] for problem in problems} == {
+    assert {problem.id: problem.language for problem in problems} == {
         "add": "python", "double": "q", "greet": "python"}
 
 
 def test_json_array_reads_like_jsonl():
     problems = load_problems(FIXTURES / "problems.json", language="python")
-    assert [problem["id"] for problem in problems] == ["add", "double"]
-    assert problems[0]["solution"] == "def add(a, b):\n    return a + b"
+    assert [problem.id for problem in problems] == ["add", "double"]
+    assert problems[0].solution == "def add(a, b):\n    return a + b"
 
 
 def test_json_array_errors_name_the_line_where_the_bad_problem_starts(tmp_path):
@@ -66,14 +66,14 @@ def test_json_array_errors_name_the_line_where_the_bad_problem_starts(tmp_path):
 def test_published_schema_in_jsonl_picks_the_languages_fields_in_test_number_order():
     q_problems = load_problems(FIXTURES / "published_schema.jsonl", language="q")
     python_problems = load_problems(FIXTURES / "published_schema.jsonl", language="python")
-    assert [problem["id"] for problem in q_problems] == ["7", "last-item"]
-    assert [test["test_code"] for test in q_problems[0]["tests"]] == ["show solve[enlist 1;2]", "show solve[1 2;3]"]
-    assert q_problems[1]["solution"] == "solve:{last x}"
-    assert python_problems[1]["solution"] == "def solve(xs):\n    return xs[-1]"
-    assert python_problems[0]["tests"][0] == {"test_code": "print(solve([1], 2))", "expected_output": "1"}
-    assert python_problems[0]["language"] == "python"
-    assert python_problems[0]["difficulty"] == "Easy" and python_problems[0]["leetcode_id"] == 1
-    assert "q_solution" not in python_problems[0] and "test_cases" not in python_problems[0]
+    assert [problem.id for problem in q_problems] == ["7", "last-item"]
+    assert [test.test_code for test in q_problems[0].tests] == ["show solve[enlist 1;2]", "show solve[1 2;3]"]
+    assert q_problems[1].solution == "solve:{last x}"
+    assert python_problems[1].solution == "def solve(xs):\n    return xs[-1]"
+    assert python_problems[0].tests[0] == Test("print(solve([1], 2))", "1")
+    assert python_problems[0].language == "python"
+    assert python_problems[0].extra["difficulty"] == "Easy" and python_problems[0].extra["leetcode_id"] == 1
+    assert "q_solution" not in python_problems[0].extra and "test_cases" not in python_problems[0].extra
 
 
 # SFT_Data folders
@@ -81,21 +81,21 @@ def test_published_schema_in_jsonl_picks_the_languages_fields_in_test_number_ord
 
 def test_sft_data_root_takes_split_from_its_subfolders_and_orders_tests_numerically():
     problems = load_problems(FIXTURES / "SFT_Data", language="q")
-    assert [(problem["id"], problem["split"]) for problem in problems] == [
+    assert [(problem.id, problem.split) for problem in problems] == [
         ("max_list", "train"), ("sum_list", "train"), ("reverse_list", "test")]
     sum_list = problems[1]
-    assert sum_list["description"].startswith("Write a function solve that returns the sum")
-    assert [test["test_code"] for test in sum_list["tests"]] == ["show solve 1 2 3", "show solve enlist 5",
+    assert sum_list.description.startswith("Write a function solve that returns the sum")
+    assert [test.test_code for test in sum_list.tests] == ["show solve 1 2 3", "show solve enlist 5",
                                                                  "show solve til 5"]
-    assert [test["expected_output"] for test in sum_list["tests"]] == ["6", "5\n", "10"]
-    assert sum_list["solution"] is None and sum_list["language"] == "q"
+    assert [test.expected_output for test in sum_list.tests] == ["6", "5\n", "10"]
+    assert sum_list.solution is None and sum_list.language == "q"
 
 
 def test_sft_split_folder_loads_alone_and_other_folder_names_leave_split_unset(tmp_path):
-    assert [problem["split"] for problem in load_problems(FIXTURES / "SFT_Data" / "test")] == ["test"]
+    assert [problem.split for problem in load_problems(FIXTURES / "SFT_Data" / "test")] == ["test"]
     shutil.copytree(FIXTURES / "SFT_Data" / "train", tmp_path / "problems")
     problems = load_problems(tmp_path / "problems")
-    assert [(problem["id"], problem["split"]) for problem in problems] == [("max_list", None), ("sum_list", None)]
+    assert [(problem.id, problem.split) for problem in problems] == [("max_list", None), ("sum_list", None)]
 
 
 @pytest.fixture
@@ -156,8 +156,8 @@ def test_save_to_disk_dataset_and_parquet_export_load_like_the_jsonl(tmp_path):
     expected = load_problems(FIXTURES / "published_schema.jsonl", language="python")
     for source in (tmp_path / "saved", tmp_path / "problems.parquet"):
         loaded = load_problems(source, language="python")
-        assert [(p["id"], p["tests"], p["solution"], p["difficulty"]) for p in loaded] == [
-            (p["id"], p["tests"], p["solution"], p.get("difficulty")) for p in expected]
+        assert [(p.id, p.tests, p.solution, p.extra["difficulty"]) for p in loaded] == [
+            (p.id, p.tests, p.solution, p.extra.get("difficulty")) for p in expected]
 
 
 def test_dataset_dict_splits_become_the_record_split(tmp_path, caplog):
@@ -166,7 +166,7 @@ def test_dataset_dict_splits_become_the_record_split(tmp_path, caplog):
     datasets.DatasetDict(splits).save_to_disk(str(tmp_path / "saved"))
     with caplog.at_level(logging.WARNING):
         problems = load_problems(tmp_path / "saved", language="q")
-    assert [(problem["id"], problem["split"]) for problem in problems] == [("7", "train"), ("last-item", "test")]
+    assert [(problem.id, problem.split) for problem in problems] == [("7", "train"), ("last-item", "test")]
     assert "ignoring splits validation" in caplog.text
 
 
@@ -275,7 +275,7 @@ def test_unreadable_parquet_is_an_error(tmp_path):
 def test_utf8_byte_order_mark_is_accepted(tmp_path):
     path = tmp_path / "problems.jsonl"
     path.write_text(json.dumps(GOOD) + "\n", encoding="utf-8-sig")
-    assert [problem["id"] for problem in load_problems(path)] == ["ok"]
+    assert [problem.id for problem in load_problems(path)] == ["ok"]
 
 
 def test_empty_source_and_unknown_suffix_are_errors(tmp_path):
@@ -302,15 +302,15 @@ def test_check_cli_reports_counts_and_exits_2_on_bad_data(tmp_path):
 
 
 def numbered(count, split=None):
-    return [{"id": f"p{index}", "description": f"Problem {index}.", "tests": [GOOD_TEST], "split": split}
+    return [Problem(f"p{index}", "python", f"Problem {index}.", (Test(**GOOD_TEST),), split=split)
             for index in range(count)]
 
 
 def test_split_uses_record_splits_when_every_record_has_one():
     problems = load_problems(FIXTURES / "SFT_Data")
     train, test = split_problems(problems, test_fraction=0.5)
-    assert [problem["id"] for problem in train] == ["max_list", "sum_list"]
-    assert [problem["id"] for problem in test] == ["reverse_list"]
+    assert [problem.id for problem in train] == ["max_list", "sum_list"]
+    assert [problem.id for problem in test] == ["reverse_list"]
 
 
 def test_seeded_split_is_reproducible_disjoint_and_sized_by_fraction():
@@ -320,9 +320,9 @@ def test_seeded_split_is_reproducible_disjoint_and_sized_by_fraction():
     _, other_test = split_problems(problems, test_fraction=0.25, seed=4)
     assert (len(train), len(test)) == (15, 5)
     assert train == again_train and test == again_test
-    assert {p["id"] for p in train} | {p["id"] for p in test} == {p["id"] for p in problems}
-    assert not {p["id"] for p in train} & {p["id"] for p in test}
-    assert {p["id"] for p in other_test} != {p["id"] for p in test}
+    assert {p.id for p in train} | {p.id for p in test} == {p.id for p in problems}
+    assert not {p.id for p in train} & {p.id for p in test}
+    assert {p.id for p in other_test} != {p.id for p in test}
 
 
 def test_partial_or_one_sided_record_splits_fall_back_to_a_seeded_split():
@@ -346,9 +346,9 @@ def test_small_sets_keep_one_problem_on_each_side_and_caps_apply_after_the_split
 
 def test_overlap_between_train_and_test_is_warned_with_count_and_ids(caplog):
     problems = numbered(3, split="train") + [
-        {"id": "p1", "description": "Another.", "tests": [GOOD_TEST], "split": "test"},
-        {"id": "fresh", "description": "  Problem   2. ", "tests": [GOOD_TEST], "split": "test"},
-        {"id": "clean", "description": "New.", "tests": [GOOD_TEST], "split": "test"},
+        Problem("p1", "python", "Another.", (Test(**GOOD_TEST),), split="test"),
+        Problem("fresh", "python", "  Problem   2. ", (Test(**GOOD_TEST),), split="test"),
+        Problem("clean", "python", "New.", (Test(**GOOD_TEST),), split="test"),
     ]
     with caplog.at_level(logging.WARNING, logger="data.loaders"):
         split_problems(problems)

@@ -4,11 +4,13 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from data import bundled_path, cached_trivial_shares, load_problems, measure_trivial_shares, verify_problems
+from data import Problem, Test, bundled_path, cached_trivial_shares, load_problems, measure_trivial_shares, \
+    verify_problems
 from data.trivial import PROBES, cheap_programs, described_example
 from data.wrong_programs import BATTERY
 from judging import Judge
@@ -21,9 +23,8 @@ DOUBLE = "def double(x):\n    return 2 * x"
 
 
 def problem(problem_id, tests, solution=DOUBLE):
-    return {"id": problem_id, "language": "python", "description": "Write double(x) that returns 2 * x.",
-            "tests": [{"test_code": code, "expected_output": expected} for code, expected in tests],
-            "solution": solution, "split": None}
+    return Problem(problem_id, "python", "Write double(x) that returns 2 * x.",
+                   tuple(Test(code, expected) for code, expected in tests), solution)
 
 
 PLANTED = [
@@ -100,7 +101,7 @@ def test_cli_exits_0_on_a_clean_file_and_counts_unverifiable():
 
 def test_cli_exits_1_and_prints_each_broken_problem(tmp_path):
     path = tmp_path / "problems.jsonl"
-    path.write_text("".join(json.dumps(record) + "\n" for record in PLANTED[:2]))
+    path.write_text("".join(json.dumps(problem.record()) + "\n" for problem in PLANTED[:2]))
     result = run_cli(str(path), "--language", "python", "--timeout", "5")
     assert result.returncode == 1, result.stderr
     assert result.stdout.splitlines() == [
@@ -142,8 +143,8 @@ def test_cli_exits_2_with_the_preflight_message_when_q_is_missing(tmp_path):
 # Trivial programs (data/trivial.py): constants, echoing the first argument and printing nothing, judged for real.
 
 def solve_problem(problem_id, tests, solution):
-    return {"id": problem_id, "language": "python", "description": "Write solve.", "solution": solution,
-            "tests": [{"test_code": code, "expected_output": expected} for code, expected in tests]}
+    return Problem(problem_id, "python", "Write solve.", tuple(Test(code, expected) for code, expected in tests),
+                   solution)
 
 
 IS_PALINDROME = "def solve(s):\n    return s == s[::-1]\n"
@@ -158,7 +159,7 @@ ONE_IN_THREE = solve_problem("one-in-three", [("print(solve(4))", "True"), ("pri
 
 
 def write_jsonl(path, records, blank_after_first=False):
-    lines = [json.dumps(record) for record in records]
+    lines = [json.dumps(record.record() if isinstance(record, Problem) else record) for record in records]
     if blank_after_first:
         lines.insert(1, "")
     path.write_text("".join(line + "\n" for line in lines))
@@ -234,9 +235,9 @@ def test_skipping_programs_that_cannot_pass_changes_no_share():
         passes = [[t.status == "passed" for t in s.judgement.tests]
                   for s in scores[index * len(family):(index + 1) * len(family)]]
         passes = [p for p, program in zip(passes, family) if program not in BATTERY or not all(p)]
-        passes += [[described_example(problem, test) for test in problem["tests"]]]
-        full = [max(sum(p[:n]) for p in passes) / n for n in range(1, len(problem["tests"]) + 1)]
-        assert share.by_tests == full, problem["id"]
+        passes += [[described_example(problem, test) for test in problem.tests]]
+        full = [max(sum(p[:n]) for p in passes) / n for n in range(1, len(problem.tests) + 1)]
+        assert share.by_tests == full, problem.id
 
 
 def test_q_probes_run_through_the_judge_and_are_listed(tmp_path):
@@ -259,7 +260,7 @@ def test_cached_shares_are_read_back_and_a_changed_problem_is_measured_again(tmp
         first = cached_trivial_shares([OLD_PALINDROME, ALL_TRUE], judge, cache)
     assert [s.share for s in first] == [0.75, 1.0]
     assert cached_trivial_shares([OLD_PALINDROME, ALL_TRUE], None, cache) == first  # no judge: nothing measured
-    changed = {**ALL_TRUE, "tests": ALL_TRUE["tests"] + [{"test_code": "print(solve(3))", "expected_output": "False"}]}
+    changed = replace(ALL_TRUE, tests=ALL_TRUE.tests + (Test("print(solve(3))", "False"),))
     with pytest.raises(AttributeError):
         cached_trivial_shares([changed], None, cache)
     with Judge(timeout=5.0) as judge:

@@ -28,16 +28,16 @@ def run_script(*args) -> subprocess.CompletedProcess:
                           timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
 
 
-def bundled() -> list[dict]:
+def bundled() -> list:
     from data import load_problems
 
     return load_problems(str(ROOT / "data" / "python_problems.jsonl"), "python")
 
 
 def test_examples_are_the_trainer_prompt_and_a_fenced_solution():
-    problem = next(p for p in bundled() if p["id"] == "add-two-numbers")
+    problem = next(p for p in bundled() if p.id == "add-two-numbers")
     pair = example(problem)
-    assert pair["prompt"].endswith("Human: Problem:\n" + problem["description"] + "\n\nAssistant:")
+    assert pair["prompt"].endswith("Human: Problem:\n" + problem.description + "\n\nAssistant:")
     assert pair["completion"] == "```python\ndef solve(a, b):\n    return a + b\n```"
 
 
@@ -45,9 +45,9 @@ def test_selection_keeps_held_out_problems_unseen():
     problems = bundled()
     for which in ("warmup", "easy", "train"):
         chosen = select(problems, which, None)
-        assert chosen and all(p["split"] == "train" and p["solution"] for p in chosen)
+        assert chosen and all(p.split == "train" and p.solution for p in chosen)
     warmup = select(problems, "warmup", None)
-    assert all("warmup" in p["tags"] for p in warmup)
+    assert all("warmup" in p.extra["tags"] for p in warmup)
     assert len(warmup) < len(select(problems, "easy", None)) < len(select(problems, "train", None))
     assert select(problems, "train", 3) == select(problems, "train", None)[:3]
 
@@ -165,20 +165,20 @@ def test_generated_file_loads_with_its_splits_and_every_solution_passes_the_real
     assert result.returncode == 0, result.stderr
     problems = load_problems(str(out), "python")
     train, test = split_problems(problems, max_test=1000, max_train=1000)
-    assert [p["id"] for p in train] == [p["id"] for p in problems if p["split"] == "train"]
-    assert [p["id"] for p in test] == [p["id"] for p in problems if p["split"] == "test"]
+    assert [p.id for p in train] == [p.id for p in problems if p.split == "train"]
+    assert [p.id for p in test] == [p.id for p in problems if p.split == "test"]
     assert f"{len(problems)} problems ({len(train)} train, {len(test)} held out" in result.stdout
     corpus = [json.loads(line) for line in (tmp_path / "corpus" / "train.jsonl").read_text().splitlines()]
-    assert corpus == train
+    assert corpus == [p.record() for p in train]
 
     judge = Judge(timeout=5.0)
     try:
-        judgements = judge.run_many([(p["solution"], p["tests"], "python") for p in problems])
-        wrong = judge.run_many([(p["solution"].replace("return", "return 1 +"), p["tests"], "python")
+        judgements = judge.run_many([(p.solution, p.tests, "python") for p in problems])
+        wrong = judge.run_many([(p.solution.replace("return", "return 1 +"), p.tests, "python")
                                 for p in problems[:5]])
     finally:
         judge.close()
-    assert [p["id"] for p, j in zip(problems, judgements) if j.status != "passed"] == []
+    assert [p.id for p, j in zip(problems, judgements) if j.status != "passed"] == []
     assert {j.status for j in wrong} == {"failed"}, "the tests accept a wrong solution"
 
 

@@ -46,7 +46,7 @@ def held_out_ids(n):
     from data import load_problems, split_problems
 
     _, test = split_problems(load_problems(str(WARM_PYTHON_DATA), "python"), 0.2, 42, 540, 40)
-    return sorted(p["id"] for p in test[:n])
+    return sorted(p.id for p in test[:n])
 
 
 # Canaries of the evaluation's 10 generations: at --canary_share 0.4, 2 canaries x 2 samples, one on each rank; at 0.2

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from judging import STATUSES, Judge, JudgeArguments, JudgeUnavailable, TestResult, policy
+from judging import STATUSES, Judge, JudgeArguments, JudgeUnavailable, Test, TestResult, policy
 from judging.executors import RAN
 from judging.grading import completion_status, grade
 from judging.running import RunResult
 
 FAKE_Q = str(Path(__file__).resolve().parent / "fake_q" / "q")
-SUM_TESTS = [{"test_code": "print(solve([1, 2, 3]))", "expected_output": "6"},
-             {"test_code": "print(solve([]))", "expected_output": "0"},
-             {"test_code": "print(solve([5]))", "expected_output": " 5\n"}]
+SUM_TESTS = [Test("print(solve([1, 2, 3]))", "6"),
+             Test("print(solve([]))", "0"),
+             Test("print(solve([5]))", " 5\n")]
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def test_printing_the_answer_then_exiting_fails(judge):
     judgement = judge.run(cheat, SUM_TESTS, "python")
     assert judgement.passed == 0 and judgement.status == "failed"
     quiet_exit = "import os\nos._exit(0)\n"
-    assert judge.run(quiet_exit, [{"test_code": "", "expected_output": ""}], "python").status == "failed"
+    assert judge.run(quiet_exit, [Test("", "")], "python").status == "failed"
 
 
 def test_output_before_the_marker_does_not_count(judge):
@@ -68,11 +68,10 @@ def test_no_code_and_syntax_error_run_nothing(judge):
 
 
 def test_lone_surrogates_are_judged_not_fatal(judge, qjudge):
-    judgement = judge.run("def solve(xs):\n    return sum(xs)\n", [{"test_code": "print('\ud800')",
-                                                                 "expected_output": "?"}], "python")
+    judgement = judge.run("def solve(xs):\n    return sum(xs)\n", [Test("print('\ud800')", "?")], "python")
     assert judgement.status == "passed", judgement.tests[0].stderr
     assert judge.run("x = '\ud800'", SUM_TESTS, "python").status == "syntax_error"
-    assert qjudge.run('x:"\ud800"', [{"test_code": '-1 "6";', "expected_output": "6"}], "q").status == "passed"
+    assert qjudge.run('x:"\ud800"', [Test('-1 "6";', "6")], "q").status == "passed"
 
 
 def test_runtime_error(judge):
@@ -129,7 +128,7 @@ def test_run_many_keeps_order_and_arun_many_matches(judge):
 def test_run_many_raises_a_fault_as_it_happens(judge):
     """A fault of the caller's (a problem with no tests) raises from run_many as soon as its item runs, not after the
     slow ones: run_many wakes only every PROGRESS_INTERVAL to move its bar, and on the first exception."""
-    slow = ("import time\ntime.sleep(2)\n", [{"test_code": "", "expected_output": ""}], "python")
+    slow = ("import time\ntime.sleep(2)\n", [Test("", "")], "python")
     started = time.monotonic()
     with pytest.raises(ValueError, match="at least one test"):
         judge.run_many([("x = 1", [], "python"), *[slow] * 4])
@@ -195,7 +194,7 @@ def record(result: TestResult, key: str) -> list[str]:
 
 def test_q_program_arguments_environment_and_script(qjudge, qhome, monkeypatch):
     monkeypatch.setenv("WANDB_API_KEY", "leaked")
-    judgement = qjudge.run('solve:{sum x}\nexit 0;', [{"test_code": '-1 "6";', "expected_output": "6"}], "q")
+    judgement = qjudge.run('solve:{sum x}\nexit 0;', [Test('-1 "6";', "6")], "q")
     assert judgement.status == "passed", judgement.tests[0].stderr
     result = judgement.tests[0]
     assert record(result, "ARGS") == ["/scratch/main.q -q"]
@@ -211,20 +210,20 @@ def test_q_program_arguments_environment_and_script(qjudge, qhome, monkeypatch):
 
 
 def test_q_marker_is_random_per_execution(qjudge):
-    tests = [{"test_code": "", "expected_output": ""}] * 2
+    tests = [Test("", "")] * 2
     markers = [record(t, "SCRIPT")[-3] for t in qjudge.run("x:1", tests, "q").tests]
     assert markers[0] != markers[1]
 
 
 def test_q_errors_are_runtime_errors_and_wsfull_is_memory(qjudge, qhome):
-    tests = [{"test_code": '-1 "6";', "expected_output": "6"}]
+    tests = [Test('-1 "6";', "6")]
     assert qjudge.run("solve:{x+`a}\n'type", tests, "q").status == "runtime_error"
     (qhome / "mode").write_text("wsfull")
     assert qjudge.run("solve:{x}", tests, "q").status == "memory"
 
 
 def test_q_answer_printed_by_the_solution_fails(qjudge):
-    judgement = qjudge.run('-1 "6";\nexit 0;', [{"test_code": "", "expected_output": "6"}], "q")
+    judgement = qjudge.run('-1 "6";\nexit 0;', [Test("", "6")], "q")
     assert judgement.status == "failed"
 
 
@@ -234,7 +233,7 @@ def test_q_licence_failure_is_retried_then_sandbox_error(qjudge, qhome, tmp_path
     tries.chmod(0o666)
     monkeypatch.setenv("KX_ACCT", str(tries))
     (qhome / "mode").write_text("flaky")
-    tests = [{"test_code": '-1 "6";', "expected_output": "6"}]
+    tests = [Test('-1 "6";', "6")]
     assert qjudge.run("x:1", tests, "q").status == "passed", "two licence failures then success must pass"
     (qhome / "mode").write_text("licence")
     assert qjudge.run("x:1", tests, "q").status == "sandbox_error"
@@ -249,13 +248,13 @@ def test_a_wrong_q_answer_printing_licence_failure_text_gets_its_verdict_without
     """Once q has run the script's first line, licence text is the program's: printing it must not turn a wrong
     answer into a retried sandbox_error, which scores None (no penalty) instead of 0."""
     before = qjudge.counters()["judge/licence_retries"]
-    judgement = qjudge.run(solution, [{"test_code": '-1 "5";', "expected_output": "6"}], "q")
+    judgement = qjudge.run(solution, [Test('-1 "5";', "6")], "q")
     assert judgement.status == status, judgement.tests[0].stderr
     assert qjudge.counters()["judge/licence_retries"] == before
 
 
 def test_q_program_printing_licence_words_is_judged_on_its_output(qjudge):
-    tests = [{"test_code": '-1 "kc.lic";', "expected_output": "kc.lic"}]
+    tests = [Test('-1 "kc.lic";', "kc.lic")]
     assert qjudge.run('-1 "k4.lic licence error";', tests, "q").status == "passed"
 
 
@@ -272,7 +271,7 @@ def test_q_missing_is_a_clear_preflight_error(qhome, tmp_path, monkeypatch):
     with Judge(workers=1, q_binary=str(tmp_path / "no-such-q")) as judge:
         with pytest.raises(JudgeUnavailable, match="q executable not found.*Q_INTERPRETER_PATH"):
             judge.preflight("q")
-        assert judge.run("x:1", [{"test_code": "", "expected_output": ""}], "q").status == "sandbox_error"
+        assert judge.run("x:1", [Test("", "")], "q").status == "sandbox_error"
 
 
 def test_q_binary_found_through_environment(qhome, monkeypatch):
@@ -301,10 +300,10 @@ def test_qhome_is_inferred_only_from_a_kdb_platform_folder(tmp_path, monkeypatch
 
 JUDGE_ONE = """
 import json, sys
-from judging import Judge
+from judging import Judge, Test
 with Judge(timeout=2.0, workers=1, sandbox=sys.argv[1]) as judge:
     judgement = judge.run("def solve(x):\\n    return 1 if x is 1 else 0\\n",
-                          [{"test_code": "print(solve(1))", "expected_output": "1"}] * 2, "python")
+                          [Test("print(solve(1))", "1")] * 2, "python")
 print(json.dumps([judgement.status, [test.stderr for test in judgement.tests]]))
 """
 

@@ -23,12 +23,12 @@ import pytest
 
 import judging.execution
 from licence_stand_ins import LoopbackService
-from judging import Judge, JudgeUnavailable
+from judging import Judge, JudgeUnavailable, Test
 from judging.licence_proxy import SLOT_CONNECTIONS, LicenceHostsError, LicenceProxy, parse_licence_hosts
 
 ROOT = Path(__file__).resolve().parent.parent
 LICENSED_Q = str(ROOT / "tests" / "fake_q" / "licensed_q")
-SIX = [{"test_code": '-1 "6";', "expected_output": "6"}]
+SIX = [Test('-1 "6";', "6")]
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="licence egress needs root (a network namespace per slot)")
 
 
@@ -88,7 +88,7 @@ def test_an_explicit_licence_host_passes(kc_lic, licence_server):
         judge.preflight("q")
         assert judge.run("solve:{6}", SIX, "q").status == "passed"
         if os.path.isdir("/etc/ssl/certs"):  # public CA certificates, for a q that checks its server's TLS
-            certs = [{"test_code": 'system "test -d /etc/ssl/certs && echo trusted";', "expected_output": "trusted"}]
+            certs = [Test('system "test -d /etc/ssl/certs && echo trusted";', "trusted")]
             assert judge.run("solve:{6}", certs, "q").status == "passed"
     assert licence_server.connections == 3 - (not os.path.isdir("/etc/ssl/certs"))  # no recording run
 
@@ -191,11 +191,11 @@ def test_judged_code_reaches_only_the_licence_host_through_the_proxy(kc_lic, lic
         "connect outside HTTP/1.1 403 Forbidden", "connect licence by another name HTTP/1.1 403 Forbidden",
         "connect licence HTTP/1.1 200 Connection established"])
     with Judge(timeout=10.0, workers=1, q_binary=LICENSED_Q) as judge:
-        judgement = judge.run("solve:{6}", [{"test_code": code, "expected_output": expected}], "q")
+        judgement = judge.run("solve:{6}", [Test(code, expected)], "q")
         assert judgement.status == "passed", (judgement.tests[0].stdout, judgement.tests[0].stderr)
         assert judge.counters()["judge/proxy_refusals"] == 4
-        python = judge.run("", [{"test_code": PROBE.replace("sys.argv[1]", "1").replace("sys.argv[2]", "2"),
-                                 "expected_output": ""}], "python").tests[0].stdout
+        probe = PROBE.replace("sys.argv[1]", "1").replace("sys.argv[2]", "2")
+        python = judge.run("", [Test(probe, "")], "python").tests[0].stdout
         assert all(line.endswith(("blocked", "no proxy")) for line in python.splitlines()), python
     assert other_service.connections == 0, "judged code reached another service on the host's loopback"
 
@@ -209,7 +209,7 @@ def test_plain_http_reaches_an_allowed_host_in_origin_form(kc_lic, licence_serve
         "    print(proxy.makefile('rb').readline().decode().strip())\n")
     code = f'system "/usr/bin/python3 -I -S $QHOME/get.py {licence_server.port}";'
     with Judge(timeout=10.0, workers=1, q_binary=LICENSED_Q, q_licence_hosts=licence_server.address) as judge:
-        judgement = judge.run("solve:{6}", [{"test_code": code, "expected_output": "GRANTED"}], "q")
+        judgement = judge.run("solve:{6}", [Test(code, "GRANTED")], "q")
     assert judgement.status == "passed", (judgement.tests[0].stdout, judgement.tests[0].stderr)
     assert licence_server.first_lines[-1] == "GET /licence?x=1 HTTP/1.1"
 
@@ -262,7 +262,7 @@ def test_the_unshare_level_gets_the_same_egress(licence_server, other_service, m
         monkeypatch.setenv("QLIC", str(home))
         code = f'system "/usr/bin/python3 -I -S $QHOME/probe.py {licence_server.port} {other_service.port}";'
         with Judge(timeout=10.0, workers=1, sandbox="unshare", q_binary=LICENSED_Q) as judge:
-            judgement = judge.run("solve:{6}", [{"test_code": code, "expected_output": ""}], "q")
+            judgement = judge.run("solve:{6}", [Test(code, "")], "q")
             assert judge.level == "unshare"
             assert record(judgement.tests[0], "LICENCE")[0].endswith("via proxy 127.0.0.1:3128 GRANTED")
             lines = judgement.tests[0].stdout.splitlines()
@@ -278,8 +278,7 @@ def test_q_keeps_the_host_name_and_python_does_not(qhome):
     with Judge(timeout=5.0, workers=1, q_binary=LICENSED_Q, q_licence_hosts="none") as judge:
         judgement = judge.run("solve:{6}", SIX, "q")
         assert record(judgement.tests[0], "HOSTNAME") == [socket.gethostname()]
-        python = judge.run("import socket", [{"test_code": "print(socket.gethostname())",
-                                              "expected_output": "sandbox"}], "python")
+        python = judge.run("import socket", [Test("print(socket.gethostname())", "sandbox")], "python")
         assert python.status == "passed"
 
 
@@ -339,7 +338,8 @@ def q_env(kc_lic, qhome):
 @pytest.fixture()
 def score_files(tmp_path):
     problems = tmp_path / "p.jsonl"
-    problems.write_text(json.dumps({"id": "six", "language": "q", "description": "Print 6.", "tests": SIX}) + "\n")
+    problems.write_text(json.dumps({"id": "six", "language": "q", "description": "Print 6.",
+                                    "tests": [test.record() for test in SIX]}) + "\n")
     completions = tmp_path / "c.jsonl"
     completions.write_text(json.dumps({"id": "six", "completion": "```q\nsolve:{6}\n```"}) + "\n")
     return ["--problems", problems, "--completions", completions, "--out", tmp_path / "s.jsonl"]
@@ -393,7 +393,8 @@ def test_trainer_reward_check(setting, tiny_model, tmp_path, q_env, licence_serv
     if setting != "auto (default)":
         need_flag(ROOT / "rl_trainer.py")
         flag = ["--q_licence_hosts", licence_server.address if setting == "HOST:PORT" else "none"]
-    problem = {"id": "six", "description": "Print 6.", "solution": "solve:{6}", "split": "train", "tests": SIX}
+    problem = {"id": "six", "description": "Print 6.", "solution": "solve:{6}", "split": "train",
+               "tests": [test.record() for test in SIX]}
     data = tmp_path / "q.jsonl"
     data.write_text(json.dumps(problem) + "\n" + json.dumps({**problem, "id": "seven", "split": "test"}) + "\n")
     result = command(ROOT / "rl_trainer.py", "--model", tiny_model, "--data", data, "--q_binary", LICENSED_Q,

@@ -11,20 +11,20 @@ import pytest
 import yaml
 
 from data import measure_trivial_shares
-from judging import Judge
+from judging import Judge, Problem, Test
 from rewards import ScoringArguments, make_reward_funcs, score
 from trainer_runs import run_trainer
 
 ROOT = Path(__file__).resolve().parent.parent
 IS_PALINDROME = "def solve(s):\n    return s == s[::-1]\n"
 # The bundled is-palindrome before its tests were balanced: returning True passes 3 of its 4 tests.
-PALINDROME = {"id": "is-palindrome", "language": "python", "split": "train", "solution": IS_PALINDROME,
-              "description": "Write solve(s) that returns True if s reads the same both ways, else False.",
-              "tests": [{"test_code": f"print(solve({word!r}))", "expected_output": str(word == word[::-1])}
-                        for word in ("racecar", "hello", "abba", "a")]}
-DOUBLE = {"id": "double", "language": "python", "split": "test", "solution": "def solve(n):\n    return 2 * n\n",
-          "description": "Write solve(n) that returns 2 * n.",
-          "tests": [{"test_code": f"print(solve({n}))", "expected_output": str(2 * n)} for n in (0, 3, 5)]}
+PALINDROME = Problem("is-palindrome", "python",
+                     "Write solve(s) that returns True if s reads the same both ways, else False.",
+                     tuple(Test(f"print(solve({word!r}))", str(word == word[::-1]))
+                           for word in ("racecar", "hello", "abba", "a")), IS_PALINDROME, "train")
+DOUBLE = Problem("double", "python", "Write solve(n) that returns 2 * n.",
+                 tuple(Test(f"print(solve({n}))", str(2 * n)) for n in (0, 3, 5)), "def solve(n):\n    return 2 * n\n",
+                 "test")
 CONSTANT = "```python\ndef solve(s):\n    return True\n```"
 CANONICAL = f"```python\n{IS_PALINDROME}```"
 # Right on racecar, hello and abba, wrong on 'a': no better than the constant.
@@ -58,9 +58,10 @@ def judge():
 
 
 @pytest.fixture(scope="module")
-def palindrome(judge):
+def shares(judge):
+    """The palindrome's trivial shares, keyed by the problem as the reward reads them."""
     (share,) = measure_trivial_shares([PALINDROME], judge)
-    return {**PALINDROME, "trivial_shares": share.by_tests}
+    return {PALINDROME: share.by_tests}
 
 
 @pytest.mark.parametrize("mode, rewards", [
@@ -68,37 +69,39 @@ def palindrome(judge):
     ("above_trivial", [0.0, 2.0, 0.0]),
     ("none", [0.0, 1.0, 0.0]),
 ])
-def test_score_through_the_judge(judge, palindrome, mode, rewards):
-    scores = score(judge, [palindrome] * 3, [CONSTANT, CANONICAL, LONG_PALINDROMES],
-                   ScoringArguments(partial_credit=mode), all_tests=True)
+def test_score_through_the_judge(judge, shares, mode, rewards):
+    scores = score(judge, [PALINDROME] * 3, [CONSTANT, CANONICAL, LONG_PALINDROMES],
+                   ScoringArguments(partial_credit=mode), trivial_shares=shares, all_tests=True)
     assert [s.reward for s in scores] == pytest.approx(rewards)
     assert [(s.judgement.passed, s.judgement.total) for s in scores] == [(3, 4), (4, 4), (3, 4)]
 
 
-def test_above_trivial_reads_the_share_of_the_tests_judged(judge, palindrome):
+def test_above_trivial_reads_the_share_of_the_tests_judged(judge, shares):
     """Over the first two tests (True, False) a constant passes one in two: the share there is 0.5, not 0.75."""
-    assert palindrome["trivial_shares"][:2] == [1.0, 0.5]
+    assert shares[PALINDROME][:2] == [1.0, 0.5]
     scoring = ScoringArguments(partial_credit="above_trivial", max_tests_per_problem=2)
     always_false = "```python\ndef solve(s):\n    return False\n```"
-    scores = score(judge, [palindrome] * 2, [always_false, CANONICAL], scoring)
+    scores = score(judge, [PALINDROME] * 2, [always_false, CANONICAL], scoring, trivial_shares=shares)
     assert [(s.judgement.total, s.reward) for s in scores] == [(2, 0.0), (2, 2.0)]
 
 
-def test_above_trivial_without_measured_shares_is_an_error(judge):
+def test_above_trivial_without_measured_shares_is_an_error(judge, shares):
     with pytest.raises(ValueError, match="has no trivial_shares"):
         score(judge, [PALINDROME], [CONSTANT], ScoringArguments(partial_credit="above_trivial"))
+    with pytest.raises(ValueError, match="'double' has no trivial_shares"):  # measured for another problem
+        score(judge, [DOUBLE], [CONSTANT], ScoringArguments(partial_credit="above_trivial"), trivial_shares=shares)
 
 
-def test_training_reward_reads_the_trivial_shares_column(judge, palindrome):
-    (test_cases,) = make_reward_funcs(["test_cases"], judge, ScoringArguments(partial_credit="above_trivial"))
+def test_training_reward_reads_the_trivial_shares_it_was_made_with(judge, shares):
+    (test_cases,) = make_reward_funcs(["test_cases"], judge, ScoringArguments(partial_credit="above_trivial"),
+                                      [PALINDROME, DOUBLE], trivial_shares=shares)
     rewards = asyncio.run(test_cases(prompts=["p"] * 3, completions=[CONSTANT, CANONICAL, LONG_PALINDROMES],
-                                     tests=[PALINDROME["tests"]] * 3, language=["python"] * 3,
-                                     trivial_shares=[palindrome["trivial_shares"]] * 3, id=["is-palindrome"] * 3))
+                                     language=["python"] * 3, id=["is-palindrome"] * 3))
     assert rewards == pytest.approx([0.0, 2.0, 0.0])
 
 
 def write_jsonl(path, records):
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    path.write_text("".join(json.dumps(r.record() if isinstance(r, Problem) else r) + "\n" for r in records))
     return path
 
 

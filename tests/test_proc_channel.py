@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from judging import Judge
+from judging import Judge, Test
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the bwrap sandbox with its namespaces needs root here")
 
@@ -89,8 +89,8 @@ def judge(request):
 
 
 def test_nothing_under_proc_carries_a_concurrent_tests_activity(judge):
-    receiver, sender = judge.run_many([("", [{"test_code": RECEIVER, "expected_output": ""}], "python"),
-                                       ("", [{"test_code": SENDER, "expected_output": ""}], "python")])
+    receiver, sender = judge.run_many([("", [Test(RECEIVER, "")], "python"),
+                                       ("", [Test(SENDER, "")], "python")])
     for judgement in (receiver, sender):
         assert judgement.tests[0].status == "failed", judgement.tests[0]  # ran to the end; printed a report
     heard, said = json.loads(receiver.tests[0].stdout), json.loads(sender.tests[0].stdout)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import judging.execution
-from judging import Judge
+from judging import Judge, Test
 from judging.execution import Counter, _retrying_licence_failures
 from judging.executors import RAN, QExecutor
 from judging.running import RunResult
@@ -63,7 +63,7 @@ def test_an_indented_first_line_cannot_swallow_the_marker(qhome, continuing_q, s
     runs.chmod(0o666)
     monkeypatch.setenv("KX_ACCT", str(runs))
     with Judge(timeout=2.0, workers=1, q_binary=continuing_q, q_licence_hosts="none") as judge:
-        judgement = judge.run(solution, [{"test_code": '-1 "6";', "expected_output": "6"}], "q")
+        judgement = judge.run(solution, [Test('-1 "6";', "6")], "q")
         assert judgement.status == "runtime_error", judgement.tests[0]
         assert runs.read_text().count("run") == 1, "the solution's text was taken for a licence failure"
 
@@ -93,7 +93,7 @@ def test_a_q_test_does_not_wait_for_its_slots_warm_python_worker(qhome):
     stand-in takes (tens of ms), not the 2 s settle bound."""
     with Judge(timeout=5.0, workers=1, q_binary=str(FAKE_Q / "q"), q_licence_hosts="none") as judge:
         assert judge.warm and judge.setup.slots.cgroups.version, judge.isolation
-        assert judge.run("", [{"test_code": "print(1)", "expected_output": "1"}], "python").status == "passed"
-        seconds = [test.seconds for test in judge.run('solve:{x}', [{"test_code": '-1 "6";', "expected_output": "6"}]
+        assert judge.run("", [Test("print(1)", "1")], "python").status == "passed"
+        seconds = [test.seconds for test in judge.run('solve:{x}', [Test('-1 "6";', "6")]
                                                       * 4, "q").tests]
         assert max(seconds) < 1.5, f"q tests waited for the warm worker's cgroup: {seconds}"

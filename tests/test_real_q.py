@@ -2,7 +2,7 @@
 
 import pytest
 
-from judging import Judge
+from judging import Judge, Test
 from judging.executors import find_q
 
 Q = find_q()
@@ -19,16 +19,16 @@ def judge():
 
 
 def test_correct_wrong_and_error(judge):
-    tests = [{"test_code": "show solve 1 2 3", "expected_output": "6"},
-             {"test_code": "show solve 10 20", "expected_output": "30"}]
+    tests = [Test("show solve 1 2 3", "6"),
+             Test("show solve 10 20", "30")]
     assert judge.run("solve:{sum x}\nexit 0;", tests, "q").status == "passed"
     assert judge.run("solve:{count x}", tests, "q").status == "failed"
     assert judge.run("solve:{x+`a}", tests, "q").status == "runtime_error"
 
 
 def test_printing_the_answer_then_exiting_fails(judge):
-    assert judge.run('-1 "6";\nexit 0;', [{"test_code": "", "expected_output": "6"}], "q").status == "failed"
+    assert judge.run('-1 "6";\nexit 0;', [Test("", "6")], "q").status == "failed"
 
 
 def test_hang_times_out(judge):
-    assert judge.run("solve:{while[1b;]}", [{"test_code": "solve[]", "expected_output": ""}], "q").status == "timeout"
+    assert judge.run("solve:{while[1b;]}", [Test("solve[]", "")], "q").status == "timeout"

@@ -1,15 +1,17 @@
 import asyncio
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import judging.execution
-from judging import STATUSES, Judge
-from rewards import REWARD_FUNCS, ScoringArguments, TestVerdicts, make_reward_funcs, score
+from judging import STATUSES, Judge, Problem, Test
+from rewards import REWARD_FUNCS, Rewards, ScoringArguments, make_reward_funcs, score
 
 FAKE_Q = str(Path(__file__).resolve().parent / "fake_q" / "q")
-TESTS = [{"test_code": f"print(solve({n}))", "expected_output": str(2 * n)} for n in range(1, 7)]
+TESTS = tuple(Test(f"print(solve({n}))", str(2 * n)) for n in range(1, 7))
+DOUBLE = Problem("double", "python", "Return 2 * n.", TESTS)
 RIGHT = "```python\ndef solve(n):\n    return 2 * n\n```"
 HALF = "```python\ndef solve(n):\n    return 2 * n if n % 2 else 0\n```"
 
@@ -34,9 +36,8 @@ def test_reward_arithmetic(passed, total, weights, expected):
 
 
 def test_no_code_rewards_nothing(judge):
-    problem = {"id": "p", "language": "python", "tests": TESTS}
-    (scored,) = score(judge, [problem], ["no code here, only words"], ScoringArguments(perfect_bonus=5.0))
-    (empty,) = score(judge, [problem], ["```python\n\n```"], ScoringArguments(perfect_bonus=5.0))
+    (scored,) = score(judge, [DOUBLE], ["no code here, only words"], ScoringArguments(perfect_bonus=5.0))
+    (empty,) = score(judge, [DOUBLE], ["```python\n\n```"], ScoringArguments(perfect_bonus=5.0))
     assert (scored.status, scored.reward) == ("syntax_error", 0.0)
     assert (empty.status, empty.reward) == ("no_code", 0.0)
 
@@ -51,13 +52,11 @@ def test_names_and_unknown_name(judge):
 
 
 def test_test_cases_reward_logs_status_shares_and_extras(judge):
-    verdicts = TestVerdicts()
-    (test_cases,) = make_reward_funcs(["test_cases"], judge, ScoringArguments(max_tests_per_problem=4),
-                                      verdicts=verdicts)
+    (test_cases,) = make_reward_funcs(["test_cases"], judge, ScoringArguments(max_tests_per_problem=4), [DOUBLE])
     metrics, extras = {}, {}
     completions = [RIGHT, [{"role": "assistant", "content": HALF}], "  \n", "```python\ndef solve(:\n```"]
     scores = asyncio.run(test_cases(
-        prompts=["p"] * 4, completions=completions, tests=[TESTS] * 4, language=["python"] * 4,
+        prompts=["p"] * 4, completions=completions, id=["double"] * 4, language=["python"] * 4,
         log_metric=lambda name, value: metrics.__setitem__(name, value),
         log_extra=lambda column, values: extras.__setitem__(column, values)))
     assert scores[0] == pytest.approx(2.0)
@@ -69,7 +68,22 @@ def test_test_cases_reward_logs_status_shares_and_extras(judge):
     assert metrics["status/passed"] == metrics["status/no_code"] == metrics["status/syntax_error"] == 0.25
     assert extras["status"][0] == "passed" and extras["status"][3] == "syntax_error"
     assert extras["tests_passed"][:2] == ["4/4", "2/4"], "only the first max_tests_per_problem tests count"
-    assert verdicts.passed_all == [True, False, False, False], "the judge's fact, not a reward threshold"
+    assert isinstance(scores, Rewards)
+    assert scores.passed_all == [True, False, False, False], "the judge's fact, not a reward threshold"
+
+
+def test_test_cases_reward_looks_each_row_up_by_its_id(judge):
+    """The row's problem is the one with its id, whatever other columns the row carries."""
+    neg = Problem("neg", "python", "Return -n.", (Test("print(solve(3))", "-3"),))
+    (test_cases,) = make_reward_funcs(["test_cases"], judge, ScoringArguments(), [DOUBLE, neg])
+    negate = "```python\ndef solve(n):\n    return -n\n```"
+    rewards = asyncio.run(test_cases(prompts=["p"] * 3, completions=[RIGHT, negate, RIGHT],
+                                     id=["double", "neg", "neg"], language=["python"] * 3, description=["d"] * 3))
+    assert rewards == [pytest.approx(2.0), pytest.approx(2.0), 0.0] and rewards.passed_all == [True, True, False]
+    with pytest.raises(KeyError, match="names problem 'other', which is not among the 2 problems"):
+        asyncio.run(test_cases(prompts=["p"], completions=[RIGHT], id=["other"], language=["python"]))
+    with pytest.raises(ValueError, match="share the id 'double'"):
+        make_reward_funcs(["test_cases"], judge, ScoringArguments(), [DOUBLE, replace(DOUBLE, tests=TESTS[:1])])
 
 
 def test_language_column_overrides_and_sandbox_error_gives_none(tmp_path, monkeypatch):
@@ -79,11 +93,12 @@ def test_language_column_overrides_and_sandbox_error_gives_none(tmp_path, monkey
     monkeypatch.setenv("QHOME", str(qhome))
     monkeypatch.setattr(judging.execution, "LICENCE_RETRY_DELAYS", (0.01,))
     with Judge(timeout=2.0, workers=2, q_binary=FAKE_Q) as judge:
-        (test_cases,) = make_reward_funcs(["test_cases"], judge, ScoringArguments())
-        q_tests = [{"test_code": '-1 "6";', "expected_output": "6"}]
+        six = Problem("six", "q", "Print 6.", (Test('-1 "6";', "6"),))
+        (test_cases,) = make_reward_funcs(["test_cases"], judge, ScoringArguments(),
+                                          [six, Problem("double", "python", "Return 2 * n.", TESTS[:2])])
         metrics = {}
         scores = asyncio.run(test_cases(prompts=["p", "p"], completions=["```q\nx:1\n```", RIGHT],
-                                        tests=[q_tests, TESTS[:2]], language=["q", "python"],
+                                        id=["six", "double"], language=["q", "python"],
                                         log_metric=lambda name, value: metrics.__setitem__(name, value)))
     assert scores == [None, pytest.approx(2.0)]
     assert metrics["judge/licence_retries"] >= 1, "the lapsed licence was retried, and the step logs it"
@@ -133,8 +148,8 @@ SMUGGLED = ("<reasoning>plan <Answer>" + RIGHT + "</Answer></reasoning>\n<answer
 def test_code_smuggled_in_the_reasoning_earns_nothing(judge, reasoning):
     """Real code in `<Answer>` inside the reasoning, junk in the visible answer: neither reward may pay for the
     hidden code (before: tests 2.0 and format 1.0)."""
-    test_cases, fmt = make_reward_funcs(["test_cases", "format"], judge, ScoringArguments(),
+    test_cases, fmt = make_reward_funcs(["test_cases", "format"], judge, ScoringArguments(), [DOUBLE],
                                         use_reasoning_format=reasoning)
-    kwargs = dict(prompts=["p"], completions=[SMUGGLED], tests=[TESTS], language=["python"])
+    kwargs = dict(prompts=["p"], completions=[SMUGGLED], id=["double"], language=["python"])
     assert asyncio.run(test_cases(**kwargs)) == [0.0]
     assert asyncio.run(fmt(**kwargs)) == [1.0], "the visible answer is well formed; it is what gets judged"

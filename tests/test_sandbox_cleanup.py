@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bwrap_paths import ROOT, judge, run, sandbox, warm_workers_handle_it_themselves  # noqa: F401 (fixtures)
-from judging import Judge
+from judging import Judge, Test
 from judging.scratch import remove_tree
 
 
@@ -99,7 +99,7 @@ def test_close_after_cleanup_breakers_never_raises(sandbox, tmp_path):
     judge = Judge(timeout=10.0, workers=1, sandbox=sandbox)
     base = Path(judge.setup.slots.base)
     for code in cleanup_breakers(str(host_folder_to_keep(tmp_path))).values():
-        judge.run("", [{"test_code": code, "expected_output": ""}] * 2, "python")
+        judge.run("", [Test(code, "")] * 2, "python")
     judge.close()
     judge.close()
     assert not base.exists()
@@ -157,7 +157,7 @@ def test_judged_behaviours_that_ended_in_sandbox_error_now_get_their_verdict(san
             killer = threading.Timer(0.5, os.killpg, (next(iter(judge.setup.warm.workers.values())).process.pid,
                                                       signal.SIGKILL))
             killer.start()
-        judgement = judge.run(solution, [{"test_code": test_code, "expected_output": "6"}], language)
+        judgement = judge.run(solution, [Test(test_code, "6")], language)
         if killer:
             killer.join()
             assert judge.setup.warm.failures == 1, "the worker must really have died mid-test"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from data import DataError, load_problems
-from judging import Judge
+from judging import Judge, Test
 from rewards import ScoringArguments, score
 
 REPO = Path(__file__).resolve().parent.parent
@@ -101,7 +101,7 @@ def test_the_flag_keeps_such_tests_as_they_are(tmp_path):
     tests = [(code, expected) for code, expected, _ in UNSAFE]
     path = write_problems(tmp_path / "p.jsonl", tests)
     problems = load_problems(path, "python", allow_in_sandbox_comparisons=True)
-    assert [(t["test_code"], t["expected_output"]) for t in problems[1]["tests"]] == tests
+    assert [(t.test_code, t.expected_output) for t in problems[1].tests] == tests
 
 
 def test_the_simple_assert_form_becomes_a_printing_test(tmp_path, judge, caplog):
@@ -113,7 +113,7 @@ def test_the_simple_assert_form_becomes_a_printing_test(tmp_path, judge, caplog)
     ], solution="def solve(n):\n    return 2 * n")
     with caplog.at_level(logging.INFO, logger="data.loaders"):
         problems = load_problems(path, "python")
-    assert [(t["test_code"], t["expected_output"]) for t in problems[1]["tests"]] == [
+    assert [(t.test_code, t.expected_output) for t in problems[1].tests] == [
         ("print(solve(21))", "42"),
         ("print(solve(-1))", "-2"),
         ("print(solve(4))\nprint(solve(0))", "8\n0"),
@@ -132,8 +132,8 @@ def test_the_simple_assert_form_becomes_a_printing_test(tmp_path, judge, caplog)
 def test_converted_expected_output_is_what_print_writes(tmp_path, judge, literal, printed):
     path = write_problems(tmp_path / "p.jsonl", [(f"assert solve(0) == {literal}", "")],
                           solution=f"def solve(n):\n    return {literal}")
-    (test,) = load_problems(path, "python")[1]["tests"]
-    assert test == {"test_code": "print(solve(0))", "expected_output": printed}
+    (test,) = load_problems(path, "python")[1].tests
+    assert test == Test("print(solve(0))", printed)
     (right,) = score(judge, load_problems(path, "python")[1:], [f"def solve(n):\n    return {literal}"],
                      ScoringArguments(), extract=False)
     assert right.status == "passed"
@@ -148,7 +148,7 @@ def test_converted_expected_output_is_what_print_writes(tmp_path, judge, literal
 ])
 def test_printing_tests_are_accepted(tmp_path, test_code, expected):
     path = write_problems(tmp_path / "p.jsonl", [(test_code, expected)])
-    assert load_problems(path, "python")[1]["tests"] == [{"test_code": test_code, "expected_output": expected}]
+    assert load_problems(path, "python")[1].tests == (Test(test_code, expected),)
 
 
 @pytest.mark.parametrize("test_code, refused", [
@@ -170,7 +170,7 @@ def test_q_comparisons_are_refused(tmp_path, test_code, refused):
         with pytest.raises(DataError, match=r":2: tests\[0\] .*--allow_in_sandbox_comparisons"):
             load_problems(path, "q")
     else:
-        assert load_problems(path, "q")[1]["tests"][0]["test_code"] == test_code
+        assert load_problems(path, "q")[1].tests[0].test_code == test_code
 
 
 def run_data(*args):
@@ -191,7 +191,7 @@ def test_check_refuses_and_the_flag_allows(tmp_path):
 @pytest.mark.parametrize("test_code", ["print(solve(1), '\ud800')", "print(solve(1)\x00)", "print(solve(1)", "(" * 300])
 def test_code_that_does_not_parse_is_left_to_verify(tmp_path, test_code):
     path = write_problems(tmp_path / "p.jsonl", [(test_code, "2")])
-    assert load_problems(path, "python")[1]["tests"][0]["test_code"] == test_code
+    assert load_problems(path, "python")[1].tests[0].test_code == test_code
 
 
 @pytest.mark.parametrize("test_code", ["assert solve(3 == 3) == True", "assert solve(operator.eq) == 1",
@@ -215,4 +215,4 @@ def test_reference_folders_and_published_rows_are_checked_too(tmp_path):
     path = tmp_path / "published.jsonl"
     path.write_text(json.dumps(row) + "\n")
     (converted,) = load_problems(path, "python")
-    assert converted["tests"] == [{"test_code": "print(solve(3))", "expected_output": "6"}]
+    assert converted.tests == (Test("print(solve(3))", "6"),)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from bwrap_paths import ROOT, judge, run, sandbox, warm_workers_handle_it_themselves  # noqa: F401 (fixtures)
-from judging import Judge
+from judging import Judge, Test
 from judging.executors import PythonExecutor
 from judging.seccomp import SECCOMP_FILTER
 from judging.slots import SLOT_UID_BASE
@@ -567,8 +567,8 @@ def test_no_file_lock_reaches_a_concurrent_test(judge):
     hold = 1.5
     sender = LOCK_SENDER.format(secret=secret, hold=hold, fcntl={"x86_64": 72, "aarch64": 25}[os.uname().machine])
     receiver = LOCK_RECEIVER.format(hold=hold + 0.5)
-    heard, said = judge.run_many([("", [{"test_code": receiver, "expected_output": ""}], "python"),
-                                  ("", [{"test_code": sender, "expected_output": ""}], "python")], timeout=4.0)
+    heard, said = judge.run_many([("", [Test(receiver, "")], "python"),
+                                  ("", [Test(sender, "")], "python")], timeout=4.0)
     assert said.tests[0].stderr == "" and heard.tests[0].stderr == "", said.tests[0].stderr + heard.tests[0].stderr
     assert str(secret) not in heard.tests[0].stdout, heard.tests[0].stdout
     heard = json.loads(heard.tests[0].stdout)
@@ -615,9 +615,9 @@ def test_no_file_watch_reaches_a_concurrent_test(judge):
     """Judged Python may not watch files (judging/seccomp.py: inotify refused): a watch on the shared view would be
     told which files a test judged at the same time opens, a file name an open. Checked failing without the
     refusal: the receiver was told fix_apply.py, fix_next.py and fix_zip.py, on both paths."""
-    heard, said = judge.run_many([("", [{"test_code": WATCH_RECEIVER.format(seconds=0.8), "expected_output": ""}],
+    heard, said = judge.run_many([("", [Test(WATCH_RECEIVER.format(seconds=0.8), "")],
                                    "python"),
-                                  ("", [{"test_code": WATCH_SENDER.format(seconds=2.0), "expected_output": ""}],
+                                  ("", [Test(WATCH_SENDER.format(seconds=2.0), "")],
                                    "python")], timeout=4.0)
     assert said.tests[0].stderr == "" and heard.tests[0].stderr == "", said.tests[0].stderr + heard.tests[0].stderr
     assert heard.tests[0].stdout.strip() == "['EPERM']", heard.tests[0].stdout

@@ -10,7 +10,7 @@ import pytest
 
 from bwrap_paths import (command_lines, judge, run, sandbox, wait_until_gone,  # noqa: F401 (fixtures)
                          warm_workers_handle_it_themselves)
-from judging import Judge
+from judging import Judge, Test
 from judging.cgroups import V2_ROOT_ENV, Cgroups
 
 
@@ -163,7 +163,7 @@ def test_without_a_writable_cgroup_the_isolation_line_says_what_still_bounds_mem
 
 
 def test_hang_times_out_and_later_tests_are_skipped(sandbox):
-    tests = [{"test_code": "print(1)", "expected_output": "1"}] * 4
+    tests = [Test("print(1)", "1")] * 4
     with Judge(timeout=1.0, workers=1, sandbox=sandbox) as judge:
         judgement = judge.run("while True:\n    pass\n", tests, "python")
         assert not judge.warm or judge.setup.warm.failures == 0, judge.setup.warm.failure
@@ -173,7 +173,7 @@ def test_hang_times_out_and_later_tests_are_skipped(sandbox):
 
 
 def test_completion_budget_cuts_the_first_test_short(sandbox):
-    tests = [{"test_code": "print(1)", "expected_output": "1"}] * 3
+    tests = [Test("print(1)", "1")] * 3
     with Judge(timeout=5.0, completion_budget=0.5, workers=1, sandbox=sandbox) as judge:
         judgement = judge.run("import time\ntime.sleep(60)\n", tests, "python")
         assert not judge.warm or judge.setup.warm.failures == 0, judge.setup.warm.failure

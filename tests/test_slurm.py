@@ -120,7 +120,7 @@ def held_out_ids(data, n):
     from data import load_problems, split_problems
 
     _, test = split_problems(load_problems(str(data), "python"), 0.2, 42, 540, 40)
-    return sorted(p["id"] for p in test[:n])
+    return sorted(p.id for p in test[:n])
 
 
 @pytest.mark.slow
@@ -189,7 +189,7 @@ def test_cancelled_job_leaves_no_process_and_resumes_from_its_newest_checkpoint(
 JUDGE_ON_A_NODE = textwrap.dedent("""
     import json, os, sys, time
     from pathlib import Path
-    from judging import Judge
+    from judging import Judge, Test
 
     meeting, node = Path(sys.argv[1]), os.environ["SLURMD_NODENAME"]
 
@@ -201,7 +201,7 @@ JUDGE_ON_A_NODE = textwrap.dedent("""
 
     with Judge(timeout=5.0, workers=2, sandbox="bwrap") as judge:
         meet("open")
-        test = {"test_code": "time.sleep(0.2)\\nprint(os.getuid())", "expected_output": "?"}
+        test = Test("time.sleep(0.2)\\nprint(os.getuid())", "?")
         judgements = judge.run_many([("import os, time\\n", [test], "python")] * 6)
         seen = sorted({int(j.tests[0].stdout) for j in judgements})
         print(json.dumps({"node": node, "claimed": judge.setup.slots.uids.uids, "seen": seen, "folder": judge.setup.slots.base,

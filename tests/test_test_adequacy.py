@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from data.adequacy import check_adequacy
 from data.strengthen import strengthen
 from data.trivial import described_example
 from data.wrong_programs import mutants, nearby_calls
-from judging import Judge
+from judging import Judge, Problem, Test
 from rewards import ScoringArguments, score
 
 REPO = Path(__file__).resolve().parent.parent
@@ -40,27 +41,31 @@ def judge():
         yield judge
 
 
+def python_problem(problem_id, description, tests, solution=None, split=None):
+    return Problem(problem_id, "python", description, tuple(Test(code, expected) for code, expected in tests),
+                   solution, split)
+
+
 def test_the_cheap_wrong_programs_earn_nothing_on_the_bundled_set(judge):
-    by_id = {p["id"]: p for p in load_problems(bundled_path("python"), "python")}
+    by_id = {p.id: p for p in load_problems(bundled_path("python"), "python")}
     problems = [by_id[problem_id] for problem_id, _ in WRONG_ONE_LINERS]
-    shares = measure_trivial_shares(problems, judge)
-    with_shares = [{**p, "trivial_shares": s.by_tests} for p, s in zip(problems, shares)]
+    shares = {p: s.by_tests for p, s in zip(problems, measure_trivial_shares(problems, judge))}
     programs = [program for _, program in WRONG_ONE_LINERS]
     for mode in ("above_trivial", "none"):
-        scores = score(judge, with_shares, programs, ScoringArguments(partial_credit=mode), extract=False)
+        scores = score(judge, problems, programs, ScoringArguments(partial_credit=mode), trivial_shares=shares,
+                       extract=False)
         assert [(problem_id, s.reward) for (problem_id, _), s in zip(WRONG_ONE_LINERS, scores)] == \
                [(problem_id, 0.0) for problem_id, _ in WRONG_ONE_LINERS], mode
         assert all(s.judgement.total == 5 and s.judgement.passed < 5 for s in scores)
 
 
 def test_the_battery_counts_in_the_trivial_share_and_a_right_one_does_not(judge):
-    problem = {"id": "count", "language": "python", "description": "Return how many items are positive.",
-               "solution": "def solve(xs):\n    return sum(x > 0 for x in xs)\n",
-               "tests": [{"test_code": f"print(solve({xs}))", "expected_output": str(sum(x > 0 for x in xs))}
-                         for xs in ([1, 2, 3], [4, 5], [-1, 2, 0])]}
-    longest = {**problem, "id": "length", "description": "Return the length of a list.",
-               "tests": [{"test_code": f"print(solve({xs}))", "expected_output": str(len(xs))}
-                         for xs in ([1, 2, 3], [4, 5], [-1, 2, 0])]}
+    lists = ([1, 2, 3], [4, 5], [-1, 2, 0])
+    problem = python_problem("count", "Return how many items are positive.",
+                             [(f"print(solve({xs}))", str(sum(x > 0 for x in xs))) for xs in lists],
+                             solution="def solve(xs):\n    return sum(x > 0 for x in xs)\n")
+    longest = replace(problem, id="length", description="Return the length of a list.",
+                      tests=tuple(Test(f"print(solve({xs}))", str(len(xs))) for xs in lists))
     shares = measure_trivial_shares([problem, longest], judge)
     assert (shares[0].probe, shares[0].passed, shares[0].total) == ("returning len(x)", 2, 3)
     assert shares[1].share < 1  # len(x) is the answer to the length: not a guess
@@ -68,21 +73,17 @@ def test_the_battery_counts_in_the_trivial_share_and_a_right_one_does_not(judge)
 
 def test_call_order_answers_count_in_the_trivial_share(judge):
     """The paired yes/no tests all in the order "yes no": True, then False passes every one."""
-    problem = {"id": "even", "language": "python", "description": "Return whether n is even.",
-               "tests": [{"test_code": "print(solve(4))", "expected_output": "True"},
-                         {"test_code": "print(solve(3))", "expected_output": "False"},
-                         {"test_code": "print(solve(2), solve(1))", "expected_output": "True False"},
-                         {"test_code": "print(solve(8), solve(7))", "expected_output": "True False"}]}
+    problem = python_problem("even", "Return whether n is even.",
+                             [("print(solve(4))", "True"), ("print(solve(3))", "False"),
+                              ("print(solve(2), solve(1))", "True False"), ("print(solve(8), solve(7))", "True False")])
     (share,) = measure_trivial_shares([problem], judge)
     assert (share.probe, share.passed) == ("returning True, then False, alternating", 3)
 
 
 def test_a_test_shown_in_the_description_counts_as_trivial(judge):
-    problem = {"id": "roman", "language": "python", "description": "Return n in Roman numerals: solve(4) is 'IV'.",
-               "tests": [{"test_code": "print(solve(4))", "expected_output": "IV"},
-                         {"test_code": "print(solve(9))", "expected_output": "IX"},
-                         {"test_code": "print(solve(14))", "expected_output": "XIV"}]}
-    assert [described_example(problem, test) for test in problem["tests"]] == [True, False, False]
+    problem = python_problem("roman", "Return n in Roman numerals: solve(4) is 'IV'.",
+                             [("print(solve(4))", "IV"), ("print(solve(9))", "IX"), ("print(solve(14))", "XIV")])
+    assert [described_example(problem, test) for test in problem.tests] == [True, False, False]
     (share,) = measure_trivial_shares([problem], judge)
     assert (share.probe, share.passed) == ("copying the description's examples", 1)
 
@@ -97,22 +98,20 @@ def test_mutants_change_one_thing_and_compile():
 
 
 def test_nearby_inputs_keep_what_the_description_says():
-    problem = {"id": "search", "description": "Return the index of t in the sorted list xs of distinct integers.",
-               "tests": [{"test_code": "print(solve([1, 3, 5], 3))", "expected_output": "1"}]}
+    problem = python_problem("search", "Return the index of t in the sorted list xs of distinct integers.",
+                             [("print(solve([1, 3, 5], 3))", "1")])
     calls = nearby_calls(problem)
     assert calls and all(list(xs) == sorted(set(xs)) for xs, _ in calls)
-    unsorted = {**problem, "description": "Return the index of t in xs."}
+    unsorted = replace(problem, description="Return the index of t in xs.")
     assert any(list(xs) != sorted(xs) for xs, _ in nearby_calls(unsorted))
 
 
-LAST = {"id": "last", "language": "python", "description": "Write solve(items): the last item of a non-empty list.",
-        "solution": "def solve(items):\n    return items[-1]\n", "split": "train",
-        "tests": [{"test_code": f"print(solve({xs}))", "expected_output": str(xs[-1])}
-                  for xs in ([1, 2, 3], [4, 5, 6], [0, 7, 9])]}
+LAST = python_problem("last", "Write solve(items): the last item of a non-empty list.",
+                      [(f"print(solve({xs}))", str(xs[-1])) for xs in ([1, 2, 3], [4, 5, 6], [0, 7, 9])],
+                      solution="def solve(items):\n    return items[-1]\n", split="train")
 # `2 + n` and `n * n` pass every test: each n is 2.
-DOUBLE = {"id": "double", "language": "python", "description": "Write solve(n) that returns 2 * n.",
-          "solution": "def solve(n):\n    return 2 * n\n", "split": "train",
-          "tests": [{"test_code": "print(solve(2))", "expected_output": "4"}] * 3}
+DOUBLE = python_problem("double", "Write solve(n) that returns 2 * n.", [("print(solve(2))", "4")] * 3,
+                        solution="def solve(n):\n    return 2 * n\n", split="train")
 
 
 def run_data(*args):
@@ -122,7 +121,7 @@ def run_data(*args):
 
 def test_verify_lists_a_weak_problem_with_the_input_where_its_wrong_program_is_wrong(tmp_path):
     path = tmp_path / "weak.jsonl"
-    path.write_text(json.dumps(LAST) + "\n")
+    path.write_text(json.dumps(LAST.record()) + "\n")
     result = run_data("verify", path, "--language", "python")
     assert result.returncode == 1, result.stderr
     weak = [line for line in result.stdout.splitlines() if "weak tests" in line]
@@ -144,18 +143,18 @@ def test_check_adequacy_counts_killed_and_surviving_programs(judge):
 
 def test_strengthen_adds_tests_that_reject_the_surviving_programs(judge):
     (strong,), (record,), (before,), (after,) = strengthen([DOUBLE], judge)
-    assert record.added >= 2 and not record.left and len(strong["tests"]) >= 5
+    assert record.added >= 2 and not record.left and len(strong.tests) >= 5
     assert before.survivors and not after.survivors and after.score == 1
     (adequacy,) = check_adequacy([strong], judge)
     assert not adequacy.survivors
-    (canonical, mutant) = score(judge, [strong, strong], [DOUBLE["solution"], "def solve(n):\n    return 2 + n\n"],
+    (canonical, mutant) = score(judge, [strong, strong], [DOUBLE.solution, "def solve(n):\n    return 2 + n\n"],
                                 ScoringArguments(), extract=False)
     assert canonical.judgement.passed == 5 and mutant.judgement.passed < 5
 
 
 def test_strengthen_command_writes_out_never_in(tmp_path):
     source = tmp_path / "in.jsonl"
-    source.write_text(json.dumps(DOUBLE) + "\n" + json.dumps(LAST) + "\n")
+    source.write_text(json.dumps(DOUBLE.record()) + "\n" + json.dumps(LAST.record()) + "\n")
     before = source.read_text()
     result = run_data("strengthen", source, source, "--language", "python")
     assert (result.returncode, result.stderr.strip()) == (

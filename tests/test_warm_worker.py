@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import judging.warm
-from judging import Judge
+from judging import Judge, Test
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="warm workers need root")
 
@@ -41,7 +41,7 @@ def unharmed(judge):
 
 
 def run(judge, code, expected="unused"):
-    return judge.run("", [{"test_code": code, "expected_output": expected}], "python")
+    return judge.run("", [Test(code, expected)], "python")
 
 
 def out(judge, code):
@@ -373,7 +373,7 @@ def test_warm_and_cold_judge_every_program_alike(judge, unharmed):
         differences = []
         for path in PARITY_PROGRAMS:
             solution, test_code, expected = parity_program(path)
-            test = [{"test_code": test_code, "expected_output": expected}]
+            test = [Test(test_code, expected)]
             warm_result, cold_result = (one.run(solution, test, "python").tests[0] for one in (judge, cold))
             verdicts = [(result.status, result.stdout, result.stderr) for result in (warm_result, cold_result)]
             if verdicts[0] != verdicts[1]:

@@ -71,8 +71,8 @@ def prompts_and_completions(tokenizer) -> list[tuple[str, tuple[str, str]]]:
     for path, language in ((PYTHON_PROBLEMS, "python"), (Q_STAND_IN_PROBLEMS, "q")):
         for problem in load_problems(str(path), language):
             completions = PYTHON_COMPLETIONS if language == "python" else Q_COMPLETIONS
-            chat = make_prompt(problem["description"], language, True, "chat")
-            pairs += [(make_prompt(problem["description"], language, False, "plain"), completions),
+            chat = make_prompt(problem.description, language, True, "chat")
+            pairs += [(make_prompt(problem.description, language, False, "plain"), completions),
                       (tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True), completions)]
     return pairs
 

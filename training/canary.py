@@ -12,17 +12,17 @@ passed a wrong output.
 Canaries are never trained on. At each evaluation some of them (in turn, at most `--canary_share` of the
 evaluation's generations) are sampled as the evaluation samples and judged with the same judge, timeout and
 tests (all of them). A completion that passes every test of a canary passed a problem no program can pass: the
-judge, its sandbox or the tests can be gamed. It is kept whole in `logs/canary/step-N.jsonl`; by default the run
-then saves a checkpoint and stops with exit code `CANARY_EXIT_CODE` (`--canary_action warn` only warns).
+judge, its sandbox or the tests can be gamed. It is kept whole in `logs/canary/step-N.jsonl`, and
+`CanaryWatch.sound` decides what follows, the one place that does: by default the evaluation raises
+`CanaryTripped`, so the run saves the weights that passed as a checkpoint (none at step 0: nothing trained yet)
+and stops with exit code `CANARY_EXIT_CODE`; `--canary_action warn` only warns.
 """
 
 import logging
 import random
 from dataclasses import dataclass, field, replace
 
-from transformers import TrainerCallback
-
-from judging import STATUSES, Judge
+from judging import STATUSES, Judge, Problem
 
 logger = logging.getLogger(__name__)
 
@@ -42,34 +42,33 @@ class Canary:
     impossible_test: int
     expected: str
     original: str
-    problem: dict
+    problem: Problem
 
     def describe(self) -> dict:
-        return {"id": self.problem["id"], "source": self.source, "variant": self.kind,
+        return {"id": self.problem.id, "source": self.source, "variant": self.kind,
                 "impossible_test": self.impossible_test, "impossible_expected_output": self.expected}
 
 
-def impossible_output(expected, rng: random.Random) -> str:
+def impossible_output(expected: str, rng: random.Random) -> str:
     """An expected output the solution does not print: the original one, then a random 64-bit hex token."""
-    return f"{str(expected).strip()} {rng.getrandbits(64):016x}"
+    return f"{expected.strip()} {rng.getrandbits(64):016x}"
 
 
-def make_variant(problem: dict, kind: str, rng: random.Random) -> Canary:
+def make_variant(problem: Problem, kind: str, rng: random.Random) -> Canary:
     """The `kind` variant of ``problem`` (without its solution), its impossible test chosen by ``rng``."""
-    tests = [dict(test) for test in problem["tests"]]
+    tests = list(problem.tests)
     index = rng.randrange(len(tests))
-    original = str(tests[index]["expected_output"])
+    original = tests[index].expected_output
     expected = impossible_output(original, rng)
     if kind == "changed":
-        tests[index]["expected_output"] = expected
+        tests[index] = replace(tests[index], expected_output=expected)
     elif kind == "conflicting":
         index += 1
-        tests.insert(index, {**tests[index - 1], "expected_output": expected})
+        tests.insert(index, replace(tests[index - 1], expected_output=expected))
     else:
         raise ValueError(f"unknown canary variant {kind!r}: use one of {', '.join(VARIANTS)}")
-    copy = {k: v for k, v in problem.items() if k not in ("solution", "trivial_shares")}
-    copy.update(id=f"{problem['id']}~canary-{kind}", tests=tests)
-    return Canary(problem["id"], kind, index, expected, original, copy)
+    variant = replace(problem, id=f"{problem.id}~canary-{kind}", tests=tuple(tests), solution=None)
+    return Canary(problem.id, kind, index, expected, original, variant)
 
 
 def solution_verdict(canary: Canary, judgement) -> str | None:
@@ -97,23 +96,23 @@ def solved_original(canary: Canary, judgement) -> bool:
             and tests[canary.impossible_test].stdout.strip() == canary.original.strip())
 
 
-def build_canaries(problems: list[dict], judge: Judge, count: int, seed: int,
+def build_canaries(problems: list[Problem], judge: Judge, count: int, seed: int,
                    timeout: float | None = None) -> list[Canary]:
     """Up to ``count`` canaries from ``problems`` that have a `solution`, drawn with ``seed``, each checked by
     running its solution through ``judge`` (see `solution_verdict`); the variants alternate between the kinds."""
     rng = random.Random(seed)
-    candidates = [p for p in problems if p.get("solution")]
+    candidates = [p for p in problems if p.solution]
     rng.shuffle(candidates)
     canaries: list[Canary] = []
     while candidates and len(canaries) < count:
         batch, candidates = candidates[: count - len(canaries)], candidates[count - len(canaries):]
         variants = [make_variant(p, VARIANTS[(len(canaries) + i) % len(VARIANTS)], rng) for i, p in enumerate(batch)]
-        judgements = judge.run_many([(p["solution"], v.problem["tests"], p["language"])
+        judgements = judge.run_many([(p.solution, v.problem.tests, p.language)
                                      for p, v in zip(batch, variants)], timeout=timeout)
         for variant, judgement in zip(variants, judgements):
             why = solution_verdict(variant, judgement)
             if why:
-                logger.warning("canary %s not used: %s", variant.problem["id"], why)
+                logger.warning("canary %s not used: %s", variant.problem.id, why)
             else:
                 canaries.append(variant)
     if len(canaries) < count:
@@ -153,13 +152,22 @@ class Alarm:
         return f"{self.what()}; {model}"
 
 
+class CanaryTripped(Exception):
+    """A completion passed a canary under `--canary_action stop`: raised by the evaluation that found it, once its
+    results (``metrics``) are recorded."""
+
+    def __init__(self, alarm: Alarm, metrics: dict):
+        super().__init__(alarm.what())
+        self.alarm = alarm
+        self.metrics = metrics
+
+
 @dataclass
 class CanaryWatch:
-    """The run's canaries and what the last evaluation found: ``batch`` takes the next ones in turn."""
+    """The run's canaries, taken in turn by `batch`, and what a passed one means (``action``, `sound`)."""
 
     canaries: list[Canary]
     action: str = "stop"
-    alarm: Alarm | None = None
     turn: int = field(default=0, repr=False)
 
     def batch(self, size: int) -> list[Canary]:
@@ -169,9 +177,13 @@ class CanaryWatch:
         self.turn += 1
         return [self.canaries[(start + i) % len(self.canaries)] for i in range(min(size, len(self.canaries)))]
 
-    def with_rows(self, rows: list[dict]) -> "CanaryWatch":
-        """The same canaries with their problems replaced by evaluation rows (``rows[i]`` for canary i)."""
-        return replace(self, canaries=[replace(c, problem=row) for c, row in zip(self.canaries, rows)])
+    def sound(self, alarm: Alarm, metrics: dict, log: bool = True) -> None:
+        """What a passed canary does, decided here only: a warning (when ``log``: on the main process), then under
+        `--canary_action stop` `CanaryTripped`, carrying the evaluation's ``metrics``."""
+        if log:
+            logger.warning("%s (--canary_action %s)", alarm.what(), self.action)
+        if self.action == "stop":
+            raise CanaryTripped(alarm, metrics)
 
 
 def canary_metrics(records: list[dict]) -> dict:
@@ -185,26 +197,3 @@ def canary_metrics(records: list[dict]) -> dict:
                "canary/solved_original": sum(r["solved_original"] for r in records)}
     metrics.update({f"canary/status/{status}": statuses.count(status) for status in STATUSES})
     return metrics
-
-
-class CanaryStop(TrainerCallback):
-    """`--canary_action stop`: after an evaluation in which a canary passed, save a checkpoint and end training
-    (the caller then exits with `CANARY_EXIT_CODE`). At step 0 nothing has trained yet: it raises `CanaryTripped`
-    at once, without a step or a checkpoint."""
-
-    def __init__(self, watch: CanaryWatch):
-        self.watch = watch
-
-    def on_evaluate(self, args, state, control, **kwargs):
-        if self.watch.alarm is None or self.watch.action != "stop":
-            return
-        if state.global_step == 0:
-            raise CanaryTripped(self.watch.alarm)
-        control.should_save = True
-        control.should_training_stop = True
-
-
-class CanaryTripped(Exception):
-    def __init__(self, alarm: Alarm):
-        super().__init__(alarm.what())
-        self.alarm = alarm

@@ -7,7 +7,8 @@ across processes (each evaluated exactly once), results gathered, and only the m
 `logs/eval_results.json` and `logs/eval_samples/step-N.jsonl`. An `--eval_only` evaluation is marked
 `"eval_only": true` and writes its samples beside training's, to `step-N-eval_only.jsonl` (training/run_folder.py).
 With canaries (training/canary.py), each evaluation then samples its turn of them the same way and judges them
-with the same judge, timeout and tests, within `--canary_share` of its generations.
+with the same judge, timeout and tests, within `--canary_share` of its generations; one that passed raises
+`CanaryTripped` under `--canary_action stop`, once the evaluation is recorded.
 """
 
 import json
@@ -15,14 +16,15 @@ import logging
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 import torch
 from tqdm.auto import tqdm
 from accelerate.utils import gather_object
 from trl.models import unwrap_model_for_generation
 
-from judging import STATUSES, Judge
-from rewards import ScoringArguments, mean_pass_at_k, score
+from judging import STATUSES, Judge, Problem
+from rewards import ScoringArguments, TrivialShares, mean_pass_at_k, score
 from training.arguments import EvalArguments
 from training.canary import Alarm, CanaryWatch, canary_budget, canary_metrics, solved_original
 from training.run_folder import RunFolder
@@ -37,13 +39,17 @@ def judged_tests(judgement) -> list[dict]:
 
 
 class PassAtKEvaluator:
-    """pass@k of a model on the first `simple_eval_problems` problems (rows with a `prompt`, see
-    `training.prompts.prompt_rows`); ``describe`` is recorded with every evaluation beside its settings."""
+    """pass@k of a model on the first `simple_eval_problems` problems, each sampled from ``prompt(problem)``
+    (`training.prompts.problem_prompt`); ``describe`` is recorded with every evaluation beside its settings, and
+    ``trivial_shares`` gives the problems' trivial shares under `--partial_credit above_trivial`."""
 
-    def __init__(self, problems: list[dict], tokenizer, judge: Judge, args: EvalArguments, scoring: ScoringArguments,
-                 run: RunFolder, describe: dict, generation_batch: int = GENERATION_BATCH,
-                 canary: CanaryWatch | None = None):
+    def __init__(self, problems: list[Problem], prompt: Callable[[Problem], str | list[dict]], tokenizer,
+                 judge: Judge, args: EvalArguments, scoring: ScoringArguments, run: RunFolder, describe: dict,
+                 generation_batch: int = GENERATION_BATCH, canary: CanaryWatch | None = None,
+                 trivial_shares: TrivialShares | None = None):
         self.problems = problems[: args.simple_eval_problems]
+        self.prompt = prompt
+        self.trivial_shares = trivial_shares
         self.tokenizer = tokenizer
         self.judge = judge
         self.args = args
@@ -63,13 +69,15 @@ class PassAtKEvaluator:
             self.settings["canary"] = {"canaries": len(canary.canaries), "per_evaluation": self.canaries_per_evaluation,
                                        "n": self.canary_samples, "share": args.canary_share, "action": canary.action}
 
-    def prompt_text(self, problem: dict) -> str:
-        if isinstance(problem["prompt"], list):
-            return self.tokenizer.apply_chat_template(problem["prompt"], add_generation_prompt=True, tokenize=False)
-        return problem["prompt"]
+    def prompt_text(self, problem: Problem) -> str:
+        prompt = self.prompt(problem)
+        if isinstance(prompt, list):
+            return self.tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+        return prompt
 
     def evaluate(self, model, accelerator, step: int, generate=None) -> dict:
-        """Run one evaluation on every process (collective); returns the metrics (same on every rank).
+        """Run one evaluation on every process (collective); returns the metrics (same on every rank), or raises
+        `CanaryTripped` with them (training/canary.py, `CanaryWatch.sound`).
 
         ``generate(prompts, n, temperature, max_tokens)`` returns ``n`` completions per prompt (the trainer's vLLM
         backend, ``training/trainer.py``); without it, the model samples with ``generate`` here."""
@@ -82,20 +90,21 @@ class PassAtKEvaluator:
         for i, problem in enumerate(shard):
             scored = scores[i * n : (i + 1) * n]
             per_problem.append({
-                "id": problem["id"], "n": n, "c": sum(s.status == "passed" for s in scored),
+                "id": problem.id, "n": n, "c": sum(s.status == "passed" for s in scored),
                 "statuses": [s.status for s in scored], "rewards": [s.reward for s in scored],
             })
             for sample, (text, s) in enumerate(zip(completions[i], scored)):
                 j = s.judgement
                 samples_out.append({
-                    "id": problem["id"], "sample": sample, "completion": text, "status": j.status,
+                    "id": problem.id, "sample": sample, "completion": text, "status": j.status,
                     "passed": j.passed, "total": j.total, "reward": s.reward, "tests": judged_tests(j),
                 })
         per_problem = sorted(gather_object(per_problem), key=lambda p: p["id"])
         samples_out = gather_object(samples_out)
 
         metrics = self.summarize(per_problem)
-        canary = self._canaries(model, accelerator, step, generate) if self.canaries_per_evaluation else None
+        canary, alarm = self._canaries(model, accelerator, step, generate) if self.canaries_per_evaluation \
+            else (None, None)
         if canary:
             metrics.update(canary["metrics"])
         if accelerator.is_main_process:
@@ -112,9 +121,11 @@ class PassAtKEvaluator:
                 entry["canary"] = {k: v for k, v in canary.items() if k != "metrics"}
             self.run.append_eval(entry)
             logger.info("evaluation at step %d: %s", step, json.dumps(metrics))
+        if alarm:
+            self.canary.sound(alarm, metrics, log=accelerator.is_main_process)
         return metrics
 
-    def _sample_and_judge(self, model, accelerator, problems: list[dict], n: int, generate,
+    def _sample_and_judge(self, model, accelerator, problems: list[Problem], n: int, generate,
                           scoring: ScoringArguments) -> tuple[list, list]:
         """``n`` completions of each problem, sampled with the evaluation's settings, and their scores on all of
         each problem's tests (collective: every rank calls it, with its own shard)."""
@@ -124,13 +135,14 @@ class PassAtKEvaluator:
         else:
             completions = self._generate(model, accelerator, prompts, n)
         texts = [text for samples in completions for text in samples]
-        scores = score(self.judge, [p for p in problems for _ in range(n)], texts, scoring, all_tests=True,
-                       timeout=self.args.eval_timeout, progress=accelerator.is_main_process) if texts else []
+        scores = score(self.judge, [p for p in problems for _ in range(n)], texts, scoring,
+                       trivial_shares=self.trivial_shares, all_tests=True, timeout=self.args.eval_timeout,
+                       progress=accelerator.is_main_process) if texts else []
         return completions, scores
 
-    def _canaries(self, model, accelerator, step: int, generate) -> dict:
+    def _canaries(self, model, accelerator, step: int, generate) -> tuple[dict, Alarm | None]:
         """This evaluation's turn of canary problems (training/canary.py), sampled and judged as the evaluation's
-        own; sets ``self.canary.alarm`` when a completion passed one, and keeps every such completion whole."""
+        own: what to record, and the alarm when a completion passed one (every such completion is kept whole)."""
         started = time.time()
         batch = self.canary.batch(self.canaries_per_evaluation)
         mine = batch[accelerator.process_index :: accelerator.num_processes]
@@ -153,7 +165,7 @@ class PassAtKEvaluator:
                 "statuses": [s.status for s in scored],
                 "solved_original": sum(solved_original(canary, s.judgement) for s in scored),
             })
-            passing += [{"step": step, **canary.describe(), "problem": canary.problem, "completion": text,
+            passing += [{"step": step, **canary.describe(), "problem": canary.problem.record(), "completion": text,
                          "status": s.status, "passed": s.judgement.passed, "total": s.judgement.total,
                          "tests": judged_tests(s.judgement)}
                         for text, s in zip(completions[i], scored) if s.status == "passed"]
@@ -167,15 +179,11 @@ class PassAtKEvaluator:
             with path.open("w") as f:
                 f.writelines(json.dumps(s) + "\n" for s in passing)
             samples_file = str(path)
-        self.canary.alarm = None
-        if passing:
-            self.canary.alarm = Alarm(step, len(passing), metrics["canary/completions"],
-                                      sorted({s["id"] for s in passing}), samples_file)
-            if accelerator.is_main_process:
-                logger.warning("%s (--canary_action %s)", self.canary.alarm.what(), self.canary.action)
+        alarm = Alarm(step, len(passing), metrics["canary/completions"], sorted({s["id"] for s in passing}),
+                      samples_file) if passing else None
         return {"seconds": round(time.time() - started, 2), "metrics": metrics,
                 "samples": str(Path(samples_file).relative_to(self.run.logs)) if samples_file else None,
-                "problems": records}
+                "problems": records}, alarm
 
     def summarize(self, per_problem: list[dict]) -> dict:
         metrics = mean_pass_at_k([(p["n"], p["c"]) for p in per_problem], list(self.args.eval_k))

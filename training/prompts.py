@@ -6,7 +6,10 @@ The chat style gives the same words as system and user messages, so the model's 
 Both name the language being trained and, with the reasoning format, ask for `<reasoning>` then `<answer>`.
 """
 
+from collections.abc import Sequence
+
 from judging.languages import language as language_named
+from judging.records import Problem
 
 SYSTEM_PROMPTS = {
     "answer": (
@@ -40,9 +43,13 @@ def make_prompt(description: str, language: str, use_reasoning_format: bool, sty
     raise ValueError(f"unknown prompt style {style!r}: use plain or chat")
 
 
-def prompt_rows(problems: list[dict], use_reasoning_format: bool, style: str) -> list[dict]:
-    """The problems as training and evaluation rows: every field but the canonical solution (rewards never need
-    it), plus the prompt."""
-    return [{**{k: v for k, v in problem.items() if k != "solution"},
-             "prompt": make_prompt(problem["description"], problem["language"], use_reasoning_format, style)}
-            for problem in problems]
+def problem_prompt(problem: Problem, use_reasoning_format: bool, style: str) -> str | list[dict]:
+    return make_prompt(problem.description, problem.language, use_reasoning_format, style)
+
+
+def prompt_rows(problems: Sequence[Problem], use_reasoning_format: bool, style: str) -> list[dict]:
+    """The problems as training rows, the columns TRL hands the reward functions: ``id`` (the test-case reward
+    looks the problem up by it), ``language``, ``description``, the record's other fields, and the prompt. Tests and
+    solutions stay with the problems."""
+    return [{"id": problem.id, "language": problem.language, "description": problem.description, **problem.extra,
+             "prompt": problem_prompt(problem, use_reasoning_format, style)} for problem in problems]

@@ -27,7 +27,8 @@ from trl.extras.profiling import ProfilingContext
 from trl.generation.vllm_client import VLLMClient
 from trl.generation.vllm_generation import VLLMGeneration
 
-from rewards import TestVerdicts
+from rewards import Rewards
+from training.canary import CanaryTripped
 from training.difficulty import ProblemTracker
 from training.evaluation import PassAtKEvaluator
 from training.vllm_timeout import bound_session
@@ -207,16 +208,22 @@ class PassAtKSchedule(TrainerCallback):
 
 class QGRPOTrainer(GRPOTrainer):
     """TRL's GRPOTrainer whose evaluation is pass@k (``evaluator``; none: evaluation is off), whose generation
-    batches pass through ``tracker`` (training/difficulty.py), which learns from ``verdicts`` which completions
-    passed every test (the object the reward functions were made with, rewards.TestVerdicts), and whose requests to
-    a vLLM server are each bounded by ``vllm_request_timeout`` seconds (server mode; the main process sends them)."""
+    batches pass through ``tracker`` (training/difficulty.py), which learns which completions passed every test
+    from what the reward functions return (`rewards.Rewards`), and whose requests to a vLLM server are each bounded
+    by ``vllm_request_timeout`` seconds (server mode; the main process sends them).
 
-    def __init__(self, *args, evaluator: PassAtKEvaluator | None = None, tracker: ProblemTracker | None = None,
-                 verdicts: TestVerdicts | None = None, vllm_request_timeout: float | None = None, **kwargs):
+    When an evaluation raises `CanaryTripped` (training/canary.py), the run stops: at once at step 0 (nothing
+    trained), else after saving that step's checkpoint, the weights that passed; `train` then raises it."""
+
+    def __init__(self, model, reward_funcs, *args, evaluator: PassAtKEvaluator | None = None,
+                 tracker: ProblemTracker | None = None, vllm_request_timeout: float | None = None, **kwargs):
         missing = missing_trl_internals()
         if missing:
             raise TrlInternalsChanged(missing)
-        super().__init__(*args, **kwargs)
+        self._passed_all: list[bool] | None = None
+        self._canary_tripped: CanaryTripped | None = None
+        funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
+        super().__init__(model, [self._keeping_verdicts(f) for f in funcs], *args, **kwargs)
         missing = missing_trl_internals(self)
         if missing:
             raise TrlInternalsChanged(missing)
@@ -230,10 +237,31 @@ class QGRPOTrainer(GRPOTrainer):
         if evaluator is not None:
             self.add_callback(PassAtKSchedule(int(self.args.eval_steps or 0)))
         self.tracker = tracker
-        self.verdicts = verdicts
         if tracker is not None:
             self.add_callback(tracker.callback())
             self._row_of_problem = {pid: i for i, pid in enumerate(self.train_dataset["id"])}
+
+    def _keeping_verdicts(self, func):
+        """``func`` as TRL calls it, keeping which completions passed every test when it returns `Rewards` that say
+        so, for `_calculate_rewards` to read once TRL has called every reward function."""
+        if not inspect.iscoroutinefunction(func):
+            return func
+
+        @functools.wraps(func)
+        async def keeping(*args, **kwargs):
+            rewards = await func(*args, **kwargs)
+            if isinstance(rewards, Rewards) and rewards.passed_all is not None:
+                self._passed_all = rewards.passed_all
+            return rewards
+
+        return keeping
+
+    def train(self, *args, **kwargs):
+        self._canary_tripped = None
+        output = super().train(*args, **kwargs)
+        if self._canary_tripped is not None:
+            raise self._canary_tripped
+        return output
 
     def create_model_card(self, *args, **kwargs) -> None:
         """checkpoints/README.md, written with each checkpoint. TRL's card names the base model only when it is a
@@ -265,15 +293,14 @@ class QGRPOTrainer(GRPOTrainer):
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         """TRL's rewards of the whole generation batch (gathered), shown to the tracker with the problem ids."""
+        self._passed_all = None
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         if self.tracker is not None and self.model.training:
             ids = gather_object([row["id"] for row in inputs])
             # The total reward as TRL forms it for the advantage; a row no function could score stays NaN.
             total = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
             total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
-            passed_all = None
-            if self.verdicts is not None and self.verdicts.passed_all is not None:
-                passed_all = gather_object(list(self.verdicts.passed_all))
+            passed_all = None if self._passed_all is None else gather_object(list(self._passed_all))
             metrics = self.tracker.observe(self.state.global_step + 1, ids, total.tolist(), passed_all,
                                            self.num_generations)
             for name, value in metrics.items():
@@ -284,13 +311,22 @@ class QGRPOTrainer(GRPOTrainer):
         if self.evaluator is None:
             return {}
         generate = self._generate_with_vllm if self.use_vllm else None
-        metrics = self.evaluator.evaluate(self.model_wrapped, self.accelerator, self.state.global_step, generate)
+        tripped = None
+        try:
+            metrics = self.evaluator.evaluate(self.model_wrapped, self.accelerator, self.state.global_step, generate)
+        except CanaryTripped as canary:
+            if self.state.global_step == 0:
+                raise  # nothing trained yet: no step, no checkpoint
+            tripped, metrics = canary, canary.metrics
         metrics = {f"eval_{k}": v for k, v in metrics.items()}
         # Trainer.log, not GRPOTrainer.log (which would flush the step's training metrics): the keys become
         # eval/pass@1 ... in wandb and land in logs/metrics.jsonl through RunLogCallback. on_evaluate, as
         # Trainer.evaluate calls it, also clears the request to evaluate.
         Trainer.log(self, dict(metrics))
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        if tripped is not None:  # this step's checkpoint keeps the weights that passed; nothing trains after it
+            self._canary_tripped = tripped
+            self.control.should_save = self.control.should_training_stop = True
         return metrics
 
     def _generate_with_vllm(self, prompts: list[str], n: int, temperature: float, max_tokens: int) -> list[list[str]]:

@@ -1,0 +1,64 @@
+"""The problem record as typed values: a `Problem` and its `Test`s, frozen, from the loaders to the judge and back.
+
+The JSONL record (data/README.md, "Record format") is the published form; `data/validate.py` is the one way in
+(it checks a raw record and says ``file:line`` when it is wrong) and `Problem.record` the one way out. In between
+a problem is never changed in place: a changed problem (strengthened tests, a canary's impossible variant) is a
+new one, made with `dataclasses.replace`. What is measured about a problem (its trivial shares) is kept beside it,
+keyed by the problem, not written into it.
+
+They live in `judging`, the lowest layer that reads them: the judge runs a `Test` (its code in the sandbox, its
+expected output kept on the host), `rewards` scores a `Problem`, `data` loads them and `training` trains on them,
+all above. Nothing here runs code or imports more than the standard library.
+
+A field the record gains is a field here with a default (so every record without it still loads), read by
+`data/validate.py` and written back by `record`; until then, fields this module does not know are kept in
+``extra`` and travel with the problem: back into the JSONL file, and to the reward functions as dataset columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Test:
+    """One test: the program is the judged code, a marker line, then ``test_code``; it passes when what it prints
+    after the marker, stripped, equals ``expected_output``, stripped (judging/grading.py)."""
+
+    __test__ = False  # not a pytest test class
+
+    test_code: str
+    expected_output: str
+    extra: dict[str, Any] = field(default_factory=dict, hash=False)  # the test's other fields, as read
+
+    def record(self) -> dict[str, Any]:
+        """The test as the JSONL record writes it."""
+        return {"test_code": self.test_code, "expected_output": self.expected_output, **self.extra}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A validated problem: its tests in order (the training reward judges the first ``--max_tests_per_problem``),
+    its canonical ``solution`` when it has one, its ``split`` when the source gives one, and ``location``, where it
+    was read (``file:line``, ``path/to/folder``, ``file:row N``), for every message about it.
+
+    Two problems are equal when their records are (the location is not compared). Problems hash by their fields
+    other than ``extra``, so they key the mappings of what is measured about them."""
+
+    id: str
+    language: str
+    description: str
+    tests: tuple[Test, ...]
+    solution: str | None = None
+    split: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, hash=False)  # the record's other fields, as read
+    location: str | None = field(default=None, compare=False)
+
+    def record(self) -> dict[str, Any]:
+        """The problem as the JSONL record writes it; a field left out of the source stays out."""
+        record = {"id": self.id, "language": self.language, "description": self.description,
+                  "tests": [test.record() for test in self.tests]}
+        record.update((name, value) for name, value in (("solution", self.solution), ("split", self.split))
+                      if value is not None)
+        return {**record, **self.extra}
