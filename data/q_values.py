@@ -21,7 +21,10 @@ floats, ``None``, dictionaries, sets, a one-item or empty vector or a general li
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from judging.records import Test
 
 LONG, BOOLEAN, SYMBOL, CHAR = "long", "boolean", "symbol", "char"
 LONGS, BOOLEANS, SYMBOLS, STRING = "long vector", "boolean vector", "symbol vector", "string"
@@ -81,20 +84,20 @@ class QForms:
     result: Hints = field(default_factory=dict)
 
     @classmethod
-    def of_tests(cls, tests: list[dict], entry_point: str = "solve") -> "QForms":
+    def of_tests(cls, tests: Sequence[Test], entry_point: str = "solve") -> "QForms":
         """The forms every test that reads (``parse_test``, ``parse_shown``) shows; the others add nothing."""
         forms = cls()
         for index, test in enumerate(tests):
             where = f"tests[{index}]"
             try:
-                calls = parse_test(test["test_code"], entry_point)
+                calls = parse_test(test.test_code, entry_point)
             except Refused:
                 continue
             for arguments in calls:
                 for position, argument in enumerate(arguments):
                     forms.arguments.setdefault(position, {}).setdefault(argument.form, where)
             try:
-                shown = parse_shown(str(test["expected_output"]))
+                shown = parse_shown(test.expected_output)
             except Refused:
                 continue
             if len(calls) == 1:

@@ -3,6 +3,7 @@ printing convention, and the q tests deciding what Python cannot tell (a char, a
 
 import pytest
 
+from data import Test
 from data.q_values import (BOOLEANS, CHAR, LIST, LONG, LONGS, STRING, SYMBOL, SYMBOLS, Form, QForms, Refused,
                            parse_literal, parse_shown, parse_test, q_literal, q_shown, q_shown_calls)
 
@@ -171,9 +172,7 @@ def test_q_tests_read_as_their_calls():
 def test_the_q_tests_decide_what_python_cannot_tell_and_the_map_says_which():
     """first-item: a symbol vector's first item is a symbol, a string's a char; count-occurrences shows symbols and
     chars at the same place, so a str there is refused rather than guessed."""
-    tests = [{"test_code": "show solve[7 8 9]", "expected_output": "7"},
-             {"test_code": "show solve[`a`b]", "expected_output": "`a"},
-             {"test_code": 'show solve["xyz"]', "expected_output": '"x"'}]
+    tests = [Test("show solve[7 8 9]", "7"), Test("show solve[`a`b]", "`a"), Test('show solve["xyz"]', '"x"')]
     forms = QForms.of_tests(tests)
     assert set(forms.arguments[0]) == {Form(LONGS), Form(SYMBOLS), Form(STRING)}
     assert forms.result == {Form(LONG): "tests[0]", Form(SYMBOL): "tests[1]", Form(CHAR): "tests[2]"}
@@ -184,5 +183,5 @@ def test_the_q_tests_decide_what_python_cannot_tell_and_the_map_says_which():
         q_shown("p", forms.result)
     assert q_literal(7).decided == ()  # the Python type decides alone
 
-    pairs = QForms.of_tests([{"test_code": 'show (solve["ab"];solve["aba"])', "expected_output": "01b"}])
+    pairs = QForms.of_tests([Test('show (solve["ab"];solve["aba"])', "01b")])
     assert pairs.result == {Form("boolean"): "tests[0]"}
