@@ -315,8 +315,6 @@ class QGRPOTrainer(GRPOTrainer):
         try:
             metrics = self.evaluator.evaluate(self.model_wrapped, self.accelerator, self.state.global_step, generate)
         except CanaryTripped as canary:
-            if self.state.global_step == 0:
-                raise  # nothing trained yet: no step, no checkpoint
             tripped, metrics = canary, canary.metrics
         metrics = {f"eval_{k}": v for k, v in metrics.items()}
         # Trainer.log, not GRPOTrainer.log (which would flush the step's training metrics): the keys become
@@ -324,6 +322,8 @@ class QGRPOTrainer(GRPOTrainer):
         # Trainer.evaluate calls it, also clears the request to evaluate.
         Trainer.log(self, dict(metrics))
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        if tripped is not None and self.state.global_step == 0:
+            raise tripped  # nothing trained yet: no step, no checkpoint
         if tripped is not None:  # this step's checkpoint keeps the weights that passed; nothing trains after it
             self._canary_tripped = tripped
             self.control.should_save = self.control.should_training_stop = True
