@@ -57,9 +57,11 @@ DEFAULT_DISK_MB = 64
 
 
 def default_workers(local_ranks: int = 1) -> int:
-    """Slots (executions at once) of a judge: one per core, the cores shared among the processes (ranks) of a node
-    that each judge their own completions."""
-    return max(1, (os.cpu_count() or 1) // local_ranks)
+    """Slots (executions at once) of a judge: one per core this process may run on (its affinity: a Slurm job's or
+    a container's cpuset, not the machine's cores, so each slot's CPU (judging/cgroups.py) is one the others cannot
+    take), the cores shared among the processes (ranks) of a node that each judge their own completions."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores // local_ranks)
 
 
 @dataclass

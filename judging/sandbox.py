@@ -117,7 +117,9 @@ class Sandbox:
         self.prefix = self._build_prefix(read_only, list(read_write), list(hidden))
         # A warm worker's sandbox (judging/warm.py): its children mount /proc afresh and mask it themselves, so its
         # own /proc needs no masks, which every child's mount namespace would otherwise copy and tear down again.
-        self.warm_prefix = self._build_prefix(read_only, list(read_write), list(hidden), proc_masks=False)
+        # Its cgroup namespace comes once it has joined its slot (judging/cgroups.py: warm_joining).
+        self.warm_prefix = self._build_prefix(read_only, list(read_write), list(hidden), proc_masks=False,
+                                              cgroup_namespace=False)
 
     def _proc_emptied(self) -> list[str]:
         """bwrap arguments emptying the machine-wide folders of /proc (judging/policy.py)."""
@@ -129,9 +131,11 @@ class Sandbox:
         return args
 
     def _build_prefix(self, read_only: list[str], read_write: list[str], hidden: list[str],
-                      proc_masks: bool = True) -> list[str]:
+                      proc_masks: bool = True, cgroup_namespace: bool = True) -> list[str]:
         if self.level == "bwrap":
-            namespaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+            namespaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
+            if cgroup_namespace:
+                namespaces.append("--unshare-cgroup-try")
             if self.netns is not None:
                 namespaces.remove("--unshare-net")
             if not self.as_root:
@@ -175,8 +179,9 @@ class Sandbox:
                 info_fd: int | None = None, proc_fds: dict[str, int] | None = None) -> list[str]:
         """The command line; at the bwrap level /scratch is a fresh tmpfs and ``program`` (a file name and a
         descriptor holding it) is copied into it, else the caller runs it in a host folder. The program joins the
-        slot's ``cgroup`` before anything else runs. bwrap writes the pid of the program's process to ``info_fd``
-        and reads each fixed /proc file from ``proc_fds`` (its name: a descriptor holding ``proc_frozen[name]``)."""
+        slot's ``cgroup`` before anything else runs (bwrap too, whose cgroup namespace is then rooted there). bwrap
+        writes the pid of the program's process to ``info_fd`` and reads each fixed /proc file from ``proc_fds`` (its
+        name: a descriptor holding ``proc_frozen[name]``)."""
         drop = []
         if uid is not None:
             drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
@@ -191,11 +196,11 @@ class Sandbox:
             info = ["--info-fd", str(info_fd)] if info_fd is not None else []
             files = ["--perms", f"{PROGRAM_MODE:04o}", "--file", str(program[1]), f"{SCRATCH}/{program[0]}"] \
                 if program else []
-            binds, join = cgroup.join_inside() if cgroup else ([], [])
             frozen = [arg for name, fd in (proc_fds or {}).items()
                       for arg in ("--perms", "0444", "--ro-bind-data", str(fd), f"/proc/{name}")]
             # --as-pid-1: no init; the program is pid 1 of its PID namespace, as a warm one is (judging/policy.py).
-            return [*outer, *self.prefix, *frozen, "--as-pid-1", *info, *seccomp, *binds, *tmpfs(SCRATCH, self.limits),
-                    *files, "--chdir", SCRATCH, *join, *drop, *limits, *argv]
-        command = [*outer, *self.prefix, *drop, *limits, *argv]
+            command = [*outer, *self.prefix, *frozen, "--as-pid-1", *info, *seccomp, *tmpfs(SCRATCH, self.limits),
+                       *files, "--chdir", SCRATCH, *drop, *limits, *argv]
+        else:
+            command = [*outer, *self.prefix, *drop, *limits, *argv]
         return cgroup.enter_command(command) if cgroup else command

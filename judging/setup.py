@@ -259,7 +259,8 @@ class JudgeSetup:
             python = "Python: a fresh interpreter per test" + (f" ({self.warm_missing})" if self.warm_missing else "")
         if self.level == "bwrap" and PythonExecutor.seccomp is not None:
             python += ", Unix sockets only, no file locks or watches"
-        return "; ".join(part for part in (base, self.memory_bound(), python, self.egress) if part)
+        cpu = self.slots.cgroups.describe_cpu()
+        return "; ".join(part for part in (base, self.memory_bound(), cpu, python, self.egress) if part)
 
     def memory_bound(self) -> str:
         """What bounds one test's memory: its slot's cgroup, or (where none can be made) only per-process limits."""

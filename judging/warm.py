@@ -31,7 +31,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from judging.cgroups import SlotCgroup
+from judging.cgroups import SlotCgroup, warm_joining
 from judging.policy import EMPTY_TMPFS, PROC_EMPTY, PROC_VIEW, SCRATCH, worker_rules
 from judging.running import OUTPUT_CAP, RunResult, memfd_holding, read_capped
 from judging.sandbox import Sandbox
@@ -70,7 +70,7 @@ class WarmWorker:
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         capabilities = [arg for cap in CAPABILITIES for arg in ("--cap-add", cap)]
         # The worker joins the slot's cgroup: it and every child it forks count against its memory and tasks.
-        binds, join = cgroup.join_inside() if cgroup else ([], [])
+        binds, join = warm_joining(cgroup)
         # Each child binds the fixed /proc files from PROC_VIEW over its fresh /proc, and PROC_EMPTY over the folders
         # it empties (judging/policy.py); both are mounts the child then unmounts. The fixed files are copied into
         # PROC_VIEW (bwrap --file), as are the worker's modules into WORKER_INSIDE: a bind of a host file or folder

@@ -5,6 +5,7 @@ bwrap paths (tests/bwrap_paths.py)."""
 import os
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -113,16 +114,20 @@ def test_the_slot_cgroup_counts_the_tests_processes_not_bwraps(sandbox):
 @pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
 def test_cgroup_v2_layout_on_a_stand_in_hierarchy(tmp_path, monkeypatch):
     """A STAND-IN v2 hierarchy (a plain folder, no kernel behind it): the knobs written and the join command.
-    This machine runs cgroup v1; GPU nodes mostly v2."""
+    This machine runs cgroup v1; GPU nodes mostly v2: tests/test_cgroup_v2_guest.py runs the judge on a real v2
+    kernel."""
     monkeypatch.setenv(V2_ROOT_ENV, str(tmp_path))
     (tmp_path / "cgroup.subtree_control").touch()
     cgroups = Cgroups(["a", "b"], 64 << 20, 32)
-    assert cgroups.version == "v2" and not cgroups.unavailable
+    assert cgroups.version == "v2" and not cgroups.unavailable and cgroups.cpu == "cpu.max, cpu.weight"
+    assert (tmp_path / "cgroup.subtree_control").read_text() == "+memory +pids +cpu"
     [parent] = [path for path in tmp_path.iterdir() if path.is_dir()]
-    assert (parent / "cgroup.subtree_control").read_text() == "+memory +pids"
+    assert (parent / "cgroup.subtree_control").read_text() == "+memory +pids +cpu"
+    assert (parent / "cpu.weight").read_text() == "200", "the judge weighs as much as its two slots"
     for index, key in enumerate(["a", "b"]):
         slot = parent / f"slot-{index}"
         assert (slot / "memory.max").read_text() == str(64 << 20) and (slot / "pids.max").read_text() == "40"
+        assert (slot / "cpu.max").read_text() == "100000 100000" and (slot / "cpu.weight").read_text() == "100"
         subprocess.run(cgroups.slots[key].enter_command(["true"]), check=True)
         assert (slot / "cgroup.procs").read_text() == "0\n", "the process writes itself in before it execs"
         (slot / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n")
@@ -154,11 +159,30 @@ def test_a_dead_judges_cgroups_are_removed_a_live_ones_kept(tmp_path, monkeypatc
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_a_controller_not_delegated_is_named(tmp_path, monkeypatch):
+    """A STAND-IN v2 cgroup whose parent gives it pids and cpu but not memory: nothing is written, and the reason
+    names the cgroup, the missing controller and where to delegate it."""
+    monkeypatch.setenv(V2_ROOT_ENV, str(tmp_path))
+    (tmp_path / "cgroup.controllers").write_text("cpu pids\n")
+    (tmp_path / "cgroup.subtree_control").touch()
+    cgroups = Cgroups(["a"], 64 << 20, 32)
+    assert not cgroups.version and not cgroups.slots
+    assert cgroups.unavailable == (
+        f"cgroup v2: {tmp_path} is not given the memory controller (its cgroup.controllers: cpu pids): the cgroup "
+        f"above it must delegate it (+memory in {tmp_path.parent}/cgroup.subtree_control, as Slurm's cgroup plugin "
+        f"and systemd's Delegate=yes do)")
+    assert (tmp_path / "cgroup.subtree_control").read_text() == ""
+    assert [path for path in tmp_path.iterdir() if path.is_dir()] == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
 def test_without_a_writable_cgroup_the_isolation_line_says_what_still_bounds_memory(monkeypatch, sandbox):
     monkeypatch.setenv(V2_ROOT_ENV, "/proc/self")  # no cgroup can be made there, even as root
     with Judge(workers=1, sandbox=sandbox, memory_mb=256) as judge:
-        assert "memory: NOT bounded per test (cgroup v2 not writable here" in judge.isolation
+        assert ("memory: NOT bounded per test (cgroup v2: /proc/self/cgroup.subtree_control: No such file or "
+                "directory)") in judge.isolation
         assert "address space 256 MB each, at most 32 processes per slot uid" in judge.isolation
+        assert "cpu: NOT bounded per slot (no cgroup per slot, as for memory)" in judge.isolation
         assert run(judge, "print(6)", "6").status == "passed"
 
 
@@ -205,3 +229,53 @@ def test_killed_programs_leave_no_zombie_of_the_slot_uid(judge):
     for _ in range(40):
         assert run(judge, "import time\ntime.sleep(5)", timeout=0.3).status == "timeout"
     assert wait_until_gone(judge, seconds=1.0) == []
+
+
+SOLVE = ("def solve(n):\n"
+         "    total = 0\n"
+         "    for i in range(n):\n"
+         "        total += i * i % 7\n"
+         "    return total\n")
+
+
+def saboteur(sessions: int, seconds: float) -> str:
+    """A correct ``solve`` whose program first forks ``sessions`` processes, each in a session of its own, spinning
+    for ``seconds``, and waits for them."""
+    return ("import os, time\n"
+            "children = []\n"
+            f"for _ in range({sessions}):\n"
+            "    pid = os.fork()\n"
+            "    if pid == 0:\n"
+            "        os.setsid()\n"
+            f"        end = time.monotonic() + {seconds}\n"
+            "        while time.monotonic() < end:\n"
+            "            pass\n"
+            "        os._exit(0)\n"
+            "    children.append(pid)\n"
+            "for pid in children:\n"
+            "    os.waitpid(pid, 0)\n" + SOLVE)
+
+
+def loop_for(cpu_seconds: float) -> int:
+    """How many iterations of ``SOLVE``'s loop take ``cpu_seconds`` of CPU in this interpreter (the sandbox's)."""
+    n = 300_000
+    start = time.process_time()
+    sum(i * i % 7 for i in range(n))
+    return max(1000, int(n * cpu_seconds / max(time.process_time() - start, 1e-3)))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_a_test_forking_many_sessions_cannot_take_the_cpu_of_the_test_beside_it(sandbox):
+    """A correct program that forks 30 sessions spinning (without a CPU bound per slot each is one more scheduling
+    entity) beside an honest one in the other slot, which needs 0.2 s of CPU within its 2 s: the honest one passes,
+    as alone. On 2 cores without the bound it got about 1/16 of a core and timed out. Verdicts, not times:
+    benchmarks/saboteur_cpu.py prints the ratio of the honest program's times."""
+    n = loop_for(0.2)
+    expected = str(sum(i * i % 7 for i in range(n)))
+    honest = (SOLVE, [Test(f"import time\ntime.sleep(0.3)\nprint(solve({n}))", expected)], "python")
+    evil = (saboteur(30, 1.9), [Test("print(solve(10))", "19")], "python")
+    with Judge(timeout=2.0, workers=2, sandbox=sandbox) as judge:
+        assert "cpu: a cgroup v1 per slot, one CPU's time at most" in judge.isolation, judge.isolation
+        for _ in range(3):
+            _, beside = judge.run_many([evil, honest])
+            assert beside.status == "passed", beside.tests[0]

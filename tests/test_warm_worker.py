@@ -281,7 +281,9 @@ def test_the_cold_path_takes_over_when_warm_workers_cannot_start(monkeypatch):
     with Judge(timeout=1.0, workers=1) as judge:
         assert not judge.warm
         assert "Python: a fresh interpreter per test (warm workers did not start: " in judge.isolation
-        assert "unshare" in judge.isolation, "the reason must name the step that failed"
+        # Without CAP_SYS_ADMIN the first step to fail is unmounting the slot cgroup's files (after joining it), or
+        # without a cgroup the worker's unshare.
+        assert "umount" in judge.isolation or "unshare" in judge.isolation, "the reason must name the failed step"
         assert run(judge, "print(6)", "6").status == "passed"
 
 
