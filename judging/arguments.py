@@ -38,8 +38,8 @@ class JudgeArguments:
     )
     judge_workers: int | None = field(
         default=None,
-        metadata={"help": "Parallel executions per process. Default: the cores this process may run on, shared among local "
-                          "ranks.",
+        metadata={"help": "Parallel executions per process. Default: the cores this process may run on (its "
+                          "affinity), shared among local ranks.",
                   "aliases": ["--workers"]},
     )
     judge_memory_mb: int = field(
