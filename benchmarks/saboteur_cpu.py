@@ -36,12 +36,20 @@ SOLVE = ("def solve(n):\n"
          "    return total\n")
 
 
-def honest(n: int) -> tuple[str, list[dict]]:
-    expected = sum(i * i % 7 for i in range(n))
-    return SOLVE, [{"test_code": f"print(solve({n}))", "expected_output": str(expected)}]
+def test(code: str, expected: str):
+    """One test as this process's judge takes it (a revision before ``judging.Test`` took dicts)."""
+    try:
+        from judging import Test
+    except ImportError:
+        return {"test_code": code, "expected_output": expected}
+    return Test(code, expected)
 
 
-def saboteur(sessions: int) -> tuple[str, list[dict]]:
+def honest(n: int) -> tuple[str, list]:
+    return SOLVE, [test(f"print(solve({n}))", str(sum(i * i % 7 for i in range(n))))]
+
+
+def saboteur(sessions: int) -> tuple[str, list]:
     code = ("import os, time\n"
             "children = []\n"
             f"for _ in range({sessions}):\n"
@@ -56,7 +64,7 @@ def saboteur(sessions: int) -> tuple[str, list[dict]]:
             "for pid in children:\n"
             "    os.waitpid(pid, 0)\n"
             + SOLVE)
-    return code, [{"test_code": "print(solve(10))", "expected_output": str(sum(i * i % 7 for i in range(10)))}]
+    return code, [test("print(solve(10))", str(sum(i * i % 7 for i in range(10))))]
 
 
 def iterations_for(seconds: float) -> int:

@@ -51,7 +51,7 @@ def judged(path: str, tests: str = "six,four_processes,after,spin") -> dict:
     """The isolation line of a judge on ``path`` in this process's cgroup, and its verdicts on ``tests``."""
     import judging.setup
     import judging.warm
-    from judging import Judge
+    from judging import Judge, Test
 
     # An emulated CPU starts an interpreter 10 to 20 times slower, and four judges may start at once.
     judging.warm.START_TIMEOUT = judging.setup.PROBE_TIMEOUT = 120.0
@@ -64,7 +64,7 @@ def judged(path: str, tests: str = "six,four_processes,after,spin") -> dict:
         result = {"isolation": judge.isolation, "warm": judge.warm}
         for name in filter(None, tests.split(",")):
             code, expected = programs[name]
-            result[name] = judge.run("", [{"test_code": code, "expected_output": expected}], "python").status
+            result[name] = judge.run("", [Test(code, expected)], "python").status
         cgroups = [*slots.cgroups.slots.values(), *slots.warm_cgroups.slots.values()]
         result["cpu_max"] = sorted({_read(folder / "cpu.max") for slot in cgroups for folder in slot.folders})
         result["throttled"] = sum(_stat(folder / "cpu.stat").get("nr_throttled", 0) for slot in cgroups
