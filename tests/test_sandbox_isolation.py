@@ -209,7 +209,9 @@ def test_the_view_shows_no_host_path_pid_or_user_name(judge):
     import getpass
 
     seen = run(judge, HOST_VIEW).tests[0].stdout
-    assert "/proc/self" not in seen and " /proc " in seen and "slot-" in seen, seen  # it read what it should
+    # It read what it should: mountinfo, and /proc/self/cgroup, whose paths start at the slot (its cgroup namespace).
+    assert "/proc/self" not in seen and " /proc " in seen and re.search(r"^\d+:[^:\n]*:/$", seen, re.M), seen
+    assert "rewards-judge-" not in seen and "slot-" not in seen, f"the slot's cgroup folders seen from inside:\n{seen}"
     outside_interpreter = seen
     for prefix in PythonExecutor().read_only:
         outside_interpreter = outside_interpreter.replace(prefix, "INTERPRETER")
