@@ -92,6 +92,21 @@ def build_model(tokenizer: PreTrainedTokenizerFast, hidden_size: int, layers: in
     return model
 
 
+def build_model_of_shape(tokenizer: PreTrainedTokenizerFast, shape: Path, seed: int) -> Qwen2ForCausalLM:
+    """A random model of a real size's shape (config/shapes/SIZE.json: layers, widths, heads, vocabulary), in bf16,
+    built on the GPU where there is one; the tokenizer's ids are a small part of the shape's vocabulary."""
+    torch.manual_seed(seed)
+    config = Qwen2Config(**{key: value for key, value in json.loads(shape.read_text()).items()
+                            if not key.startswith("_") and key not in ("architectures", "torch_dtype")},
+                         bos_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id)
+    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+        model = Qwen2ForCausalLM._from_config(config, dtype=torch.bfloat16)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="folder to write the model and tokenizer to")
@@ -100,6 +115,9 @@ def main(argv=None) -> int:
     parser.add_argument("--hidden_size", type=int, default=64)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--shape", type=Path,
+                        help="a real size's shape instead (config/shapes/1.5b.json): random bf16 weights of that size, "
+                             "for memory and speed checks; --hidden_size and --layers are then unused")
     args = parser.parse_args(argv)
     if args.hidden_size < HEAD_DIM or args.hidden_size % HEAD_DIM:
         parser.exit(2, f"error: --hidden_size {args.hidden_size}: give a multiple of {HEAD_DIM} (the attention heads "
@@ -108,12 +126,16 @@ def main(argv=None) -> int:
         parser.exit(2, f"error: no *.jsonl problem sets in {args.data_dir}: pass --data_dir with the bundled data/\n")
 
     tokenizer = build_tokenizer(args.data_dir, args.vocab_size)
-    model = build_model(tokenizer, args.hidden_size, args.layers, args.seed)
+    if args.shape:
+        model = build_model_of_shape(tokenizer, args.shape, args.seed)
+    else:
+        model = build_model(tokenizer, args.hidden_size, args.layers, args.seed)
     args.out.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(args.out)
     model.save_pretrained(args.out)
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"tiny model ({n_params / 1e3:.0f}K parameters, vocab {len(tokenizer)}) written to {args.out}")
+    size = f"{n_params / 1e9:.2f}B parameters of {args.shape}'s shape" if args.shape else f"{n_params / 1e3:.0f}K parameters"
+    print(f"{'model' if args.shape else 'tiny model'} ({size}, vocab {len(tokenizer)}) written to {args.out}")
     return 0
 
 
