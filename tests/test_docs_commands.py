@@ -263,6 +263,13 @@ def local_cluster(command: str, context: Context) -> None:
     assert "def test_" in (ROOT / "tests" / "test_slurm.py").read_text()
 
 
+def gpu_check(command: str, context: Context) -> None:
+    """Downloads from PyPI, or takes minutes (on a GPU, the point of it): tests/test_gpu_check.py runs both, the check
+    in its dry mode. Here: the script parses and knows the flags given."""
+    script_parses(command, context)
+    assert "def test_" in (ROOT / "tests" / "test_gpu_check.py").read_text()
+
+
 # (pattern matched from the command's start, check); the first match decides.
 CHECKS: list[tuple[str, Callable[[str, Context], None]]] = [
     (r"python scripts/make_tiny_model\.py tiny_model$", first_run),
@@ -271,6 +278,7 @@ CHECKS: list[tuple[str, Callable[[str, Context], None]]] = [
     (r"python rl_trainer\.py --(eval_only|config) ", first_run),
     (r"VLLM_CPU_KVCACHE_SPACE=\d+ python rl_trainer\.py ", trainer_on_vllm_cpu),
     (r"bash scripts/(install|run_tests|cpu_demo)\.sh", script_parses),
+    (r"bash scripts/gpu_(wheels|check)\.sh", gpu_check),
     (r"pip install ", requirements),
     (r"python -m data check (data|docs)/", run_as_written),
     (r"python -m data (check|verify) +my_problems\.jsonl", in_user_folder),
