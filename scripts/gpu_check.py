@@ -183,7 +183,7 @@ def machine(check: "Check") -> dict:
 
 def judge_probes(out: Path) -> None:
     """The judge step's own process: each bwrap path's isolation line and its verdict on every probe."""
-    from judging import Judge
+    from judging import Judge, Test
 
     results = {}
     for sandbox in ("bwrap", "bwrap-cold"):
@@ -191,7 +191,7 @@ def judge_probes(out: Path) -> None:
             path = {"isolation": judge.isolation, "warm": bool(judge.warm), "probes": {}}
             for name, code, promised in PROBES:
                 started = time.monotonic()
-                judgement = judge.run("", [{"test_code": code, "expected_output": "6"}], "python")
+                judgement = judge.run("", [Test(code, "6")], "python")
                 path["probes"][name] = {"status": judgement.status, "promised": promised,
                                         "seconds": round(time.monotonic() - started, 2)}
             path["warm_failures"] = judge.setup.warm.failures if judge.warm else None
