@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from data.adequacy import UNMATCHABLE, check_adequacy, skip_reason
-from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE, PROBES, described_example
+from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE, PROBES, constant_passes, described_example
 from data.wrong_programs import battery, mutants, nearby_calls, printing_test, solve_calls
 from judging import JudgeUnavailable
 from judging.grading import KEEP_CHARS
@@ -216,6 +216,8 @@ def _strengthen_one(judge, problem: Problem, max_tests: int, max_share: float) -
     described = [described_example(problem, c.test) for c in candidates]
     # Cheap programs: the constants, the battery (less any that is right everywhere), copying the description.
     cheap_passes = [row for row in passes[len(wrong) - len(cheap):] if not all(row)] + [described]
+    # A program printing an expected output whatever its input passes every test expecting it: the constants.
+    cheap_passes += [row for _, row in constant_passes(expected)]
     wrong_passes = [row for row in passes if not all(row)]  # a program right on every candidate: equivalent here
     judged = max_tests
     limit = math.floor(max_share * judged)
@@ -231,6 +233,10 @@ def _strengthen_one(judge, problem: Problem, max_tests: int, max_share: float) -
     def counts(tests):
         return [sum(row[i] for i in tests) for row in cheap_passes]
 
+    def constant_allows(i, tests, bound):
+        """Whether adding candidate ``i`` keeps the constant printing its expected output within ``bound`` tests."""
+        return sum(expected[j] == expected[i] for j in tests) + 1 <= bound
+
     def excess(tests):
         return sum(max(0.0, count - max_share * len(tests)) for count in counts(tests))
 
@@ -244,7 +250,7 @@ def _strengthen_one(judge, problem: Problem, max_tests: int, max_share: float) -
 
     while len(chosen) < judged:
         current = counts(chosen)
-        options = [i for i in order if allowed(i)]
+        options = [i for i in order if allowed(i) and constant_allows(i, chosen, limit)]
         if not options:
             break
         alive = [row for row in wrong_passes if all(row[i] for i in chosen)]
@@ -266,7 +272,8 @@ def _strengthen_one(judge, problem: Problem, max_tests: int, max_share: float) -
     tests = chosen + rest
     while True:
         over = [k for k, count in enumerate(counts(tests)) if count > max_share * len(tests)]
-        options = [i for i in order if candidates[i].old is None and i not in tests]
+        options = [i for i in order if candidates[i].old is None and i not in tests
+                   and constant_allows(i, tests, max_share * (len(tests) + 1))]
         if not over or not options:
             break
         best = min(options, key=lambda i: (sum(cheap_passes[k][i] for k in over), sum(row[i] for row in cheap_passes)))

@@ -34,12 +34,14 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from data.q_values import Refused, parse_test, q_literal, q_shown_values
 from data.wrong_programs import BATTERY, Probe, battery, call_text, solve_calls
 from judging import JudgeUnavailable
 from judging.records import Problem, Test
 from rewards import ScoringArguments, score
 
 PROBLEMS_PER_BATCH = 16
+ECHO_Q = "echoing its first argument ({x})"
 # Above it a problem is listed by `python -m data verify` (and stops `--verify_data`): just above 1/3, so one test
 # in three sharing a constant answer passes, two in four do not.
 DEFAULT_MAX_TRIVIAL_SHARE = 0.34
@@ -63,7 +65,7 @@ PROBES: dict[str, tuple[Probe, ...]] = {
     ),
     "q": (
         *(_q_probe(f"returning {value}", "{" + value + "}") for value in ("1b", "0b", "0", "1", "-1", '""', "()")),
-        _q_probe("echoing its first argument ({x})", "first"),
+        _q_probe(ECHO_Q, "first"),
         _q_probe("printing nothing", "{exit 0}"),
     ),
 }
@@ -153,13 +155,78 @@ _DESCRIBED = "copying the description's examples"
 def described_example(problem: Problem, test: Test) -> bool:
     """Whether a test's input and output both appear in the description, so a program can hard-code it: every
     argument of each ``solve`` call it prints, and its expected output, each as a whole word of the text."""
+    if problem.language == "q":
+        return _q_described_example(problem, test)
     calls = solve_calls(test.test_code)
     if not calls:
         return False
     texts = [repr(argument) for arguments in calls for argument in arguments]
     texts += [call_text(arguments)[len("solve("):-1] for arguments in calls if len(arguments) > 1]
-    words = texts + [test.expected_output.strip()]
-    return all(re.search(rf"(?<![\w.]){re.escape(word)}(?![\w.])", problem.description) for word in words)
+    return _in_description(problem.description, texts + [test.expected_output.strip()])
+
+
+def _in_description(description: str, words: list[str]) -> bool:
+    return all(re.search(rf"(?<![\w.]){re.escape(word)}(?![\w.])", description) for word in words)
+
+
+def _entry_point(problem: Problem) -> str:
+    return problem.extra.get("entry_point") or "solve"
+
+
+def _q_described_example(problem: Problem, test: Test) -> bool:
+    """A q test's arguments (as the map writes them, and as the test has them) and expected output, each a whole
+    word of the description."""
+    try:
+        calls = parse_test(test.test_code, _entry_point(problem))
+    except Refused:
+        return False
+    written = []
+    for arguments in calls:
+        for argument in arguments:
+            try:
+                written.append(q_literal(argument.python, {argument.form: "the test"}).text)
+            except Refused:
+                return False
+    return _in_description(problem.description, written + [test.expected_output.strip()])
+
+
+def constant_passes(expected: list[str]) -> list[tuple[Probe, list[bool]]]:
+    """For each output the tests expect, which of them a program printing it passes whatever its input (it prints the
+    text and ends: nothing else follows the judge's marker), so a test list's best constant is its most frequent
+    expected output, known from the expected outputs alone."""
+    texts = [str(text).strip() for text in expected]
+    return [(Probe(f"printing {text!r} whatever the input", "", text), [t == text for t in texts])
+            for text in dict.fromkeys(texts)]
+
+
+def _q_echo_passes(problem: Problem) -> list[bool]:
+    """Which q tests the identity passes (``{x}``: it shows its first argument, or the vector of the first
+    arguments of a test's calls), read off the tests where the map reads them."""
+    passes = []
+    for test in problem.tests:
+        try:
+            calls = parse_test(test.test_code, _entry_point(problem))
+            shown = q_shown_values([arguments[0] for arguments in calls])
+        except Refused:
+            shown = None
+        passes.append(shown == test.expected_output.strip())
+    return passes
+
+
+def read_trivial_shares(problems: list[Problem]) -> list[TrivialShare]:
+    """The trivial share of the cheap programs whose passes are read off a problem's tests, with nothing run: a
+    constant (the most frequent expected output), copying the description's examples, and on q problems the
+    identity where the map reads a test's arguments. Where no q runs, this is a q problem's share."""
+    shares = []
+    for problem in problems:
+        passes = constant_passes([test.expected_output for test in problem.tests])
+        examples = [described_example(problem, test) for test in problem.tests]
+        if any(examples):
+            passes.append((Probe(_DESCRIBED, ""), examples))
+        if problem.language == "q":
+            passes.append((Probe(ECHO_Q, ""), _q_echo_passes(problem)))
+        shares.append(_share(passes))
+    return shares
 
 
 def measure_trivial_shares(problems: list[Problem], judge, show_progress: bool = False) -> list[TrivialShare]:
@@ -205,6 +272,7 @@ def _measure_batch(batch: list[Problem], judge) -> list[TrivialShare]:
         examples = [described_example(problem, test) for test in problem.tests]
         if any(examples):
             passes.append((Probe(_DESCRIBED, ""), examples))
+        passes += constant_passes([test.expected_output for test in problem.tests])
         results.append(_share(passes))
     return results
 
@@ -219,7 +287,8 @@ def _share(passes: list[tuple[Probe, list[bool]]]) -> TrivialShare:
 def _key(problem: Problem) -> str:
     """What a cached share depends on: the language, the description, the tests and the programs run on them."""
     text = json.dumps([problem.language, problem.description, [test.record() for test in problem.tests],
-                       [p.program for p in PROBES[problem.language] + BATTERY]], sort_keys=True)
+                       [p.program for p in PROBES[problem.language] + BATTERY], constant_passes.__name__],
+                      sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

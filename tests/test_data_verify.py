@@ -11,7 +11,7 @@ import pytest
 
 from data import Problem, Test, bundled_path, cached_trivial_shares, load_problems, measure_trivial_shares, \
     verify_problems
-from data.trivial import PROBES, cheap_programs, described_example
+from data.trivial import PROBES, cheap_programs, constant_passes, described_example
 from data.wrong_programs import BATTERY
 from judging import Judge
 from judging.executors import find_q
@@ -27,12 +27,16 @@ def problem(problem_id, tests, solution=DOUBLE):
                    tuple(Test(code, expected) for code, expected in tests), solution)
 
 
+# Three tests with three answers each: with fewer, printing an expected output whatever the input passes more than
+# a third (the best constant), and every problem would be guessable.
 PLANTED = [
-    problem("clean", [("print(double(2))", "4"), ("print(double(-1))", "-2")]),
-    problem("wrong-expected", [("print(double(2))", "4"), ("print(double(3))", "7")]),
+    problem("clean", [("print(double(2))", "4"), ("print(double(-1))", "-2"), ("print(double(5))", "10")]),
+    problem("wrong-expected", [("print(double(2))", "4"), ("print(double(3))", "7"), ("print(double(-4))", "-8")]),
     problem("no-op-passes", [("print(6)", "6")]),
-    problem("crashing-solution", [("print(double(2))", "4")], solution="def double(x):\n    return x / 0"),
-    problem("no-solution", [("print(double(5))", "10")], solution=None),
+    problem("crashing-solution", [("print(double(2))", "4"), ("print(double(3))", "6"), ("print(double(-5))", "-10")],
+            solution="def double(x):\n    return x / 0"),
+    problem("no-solution", [("print(double(5))", "10"), ("print(double(1))", "2"), ("print(double(-3))", "-6")],
+            solution=None),
     problem("no-solution-no-op-passes", [("print('ok')", "ok")], solution=None),
 ]
 
@@ -80,7 +84,10 @@ def test_problems_without_solution_are_unverifiable_not_broken(report):
 
 def test_a_test_that_prints_without_the_solution_is_guessable_too(report):
     assert [g["id"] for g in report.guessable] == ["no-op-passes", "no-solution-no-op-passes"]
-    assert report.trivial["no-op-passes"].share == 1.0 and report.trivial["clean"].share == 0.0
+    assert report.trivial["no-op-passes"].share == 1.0
+    # clean: no probe passes a test, a constant one of its three (each answer differs).
+    clean = report.trivial["clean"]
+    assert (clean.probe, clean.passed, clean.total) == ("printing '4' whatever the input", 1, 3)
 
 
 def run_cli(*args):
@@ -109,7 +116,7 @@ def test_cli_exits_1_and_prints_each_broken_problem(tmp_path):
         "  test 1 expected: '7'",
         "  test 1 got:      '6'",
         "trivial share (the most of a problem's tests a constant, an echo, printing nothing or a cheap program "
-        "passes): mean 0.00, max 0.00",
+        "passes): mean 0.33, max 0.33",
         "mutation score (the share of wrong programs the first 5 tests reject) of 1 problems: mean 1.000, min 1.00",
         "verified 2 problems: 1 broken, 0 guessable (trivial share above 0.34), 0 weak (a wrong program passes the "
         "judged tests), 0 unverifiable (no solution), 1 clean",
@@ -236,6 +243,7 @@ def test_skipping_programs_that_cannot_pass_changes_no_share():
                   for s in scores[index * len(family):(index + 1) * len(family)]]
         passes = [p for p, program in zip(passes, family) if program not in BATTERY or not all(p)]
         passes += [[described_example(problem, test) for test in problem.tests]]
+        passes += [row for _, row in constant_passes([test.expected_output for test in problem.tests])]
         full = [max(sum(p[:n]) for p in passes) / n for n in range(1, len(problem.tests) + 1)]
         assert share.by_tests == full, problem.id
 

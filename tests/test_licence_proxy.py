@@ -362,9 +362,12 @@ def test_rewards_score(setting, score_files, q_env, licence_server):
 
 @pytest.fixture()
 def verify_file(tmp_path):
-    # The stand-in evaluates nothing: the solution leaves a file that the test prints, so a no-op fails.
-    problem = {"id": "six", "description": "Leave 6 in answer.", "solution": 'system "echo 6 > answer";',
-               "tests": [{"test_code": 'system "cat answer";', "expected_output": "6"}]}
+    # The stand-in evaluates nothing: the solution leaves files that the tests print, so a no-op fails. Three tests
+    # with three answers: printing one answer whatever the input passes a third of them, no more.
+    problem = {"id": "six", "description": "Leave 6, 7 and 8 in files.",
+               "solution": 'system "echo 6 > a; echo 7 > b; echo 8 > c";',
+               "tests": [{"test_code": f'system "cat {name}";', "expected_output": answer}
+                         for name, answer in (("a", "6"), ("b", "7"), ("c", "8"))]}
     path = tmp_path / "q.jsonl"
     path.write_text(json.dumps(problem) + "\n")
     return path
