@@ -2,17 +2,20 @@
 
     python -m data check  [SOURCE] [--language q|python] [--allow_in_sandbox_comparisons]
     python -m data verify [SOURCE] [--language q|python] [--allow_in_sandbox_comparisons] [--max_trivial_share X]
-                          [--max_tests_per_problem N] [--timeout S] [--q_binary PATH] [every judge setting]
+                          [--max_tests_per_problem N] [--python_twins FILE ...] [--timeout S] [--q_binary PATH]
+                          [every judge setting]
     python -m data strengthen IN OUT [--language q|python] [--allow_in_sandbox_comparisons] [--max_trivial_share X]
-                          [--max_tests_per_problem N] [every judge setting]
+                          [--max_tests_per_problem N] [--python_twins FILE ...] [every judge setting]
 
 SOURCE is anything ``load_problems`` accepts; without it, the bundled set for ``--language``.
 ``check`` validates and counts. ``verify`` also runs each problem's solution, a no-op, the trivial programs
 (data/trivial.py) and the wrong programs (data/adequacy.py) through the judge, and exits 1 when a problem is
 broken, a trivial program passes more than ``--max_trivial_share`` of its tests, or a wrong program passes its
 first ``--max_tests_per_problem``. ``strengthen`` writes IN's problems to OUT with tests that reject the wrong
-programs (data/strengthen.py) and prints the mutation scores before and after. Bad input (data or a missing
-interpreter) exits 2.
+programs (data/strengthen.py) and prints the mutation scores before and after. For q problems with a Python twin
+(``--python_twins``, or a published row's own ``python_solution``), ``verify`` also cross-checks every q test against
+the twin, and where no q runs checks what it can without q; ``strengthen`` makes their tests from the twin
+(data/q_twins.py, data/q_strengthen.py). Bad input (data or a missing interpreter) exits 2.
 """
 
 import argparse
@@ -23,13 +26,15 @@ from collections import Counter
 from pathlib import Path
 
 from data.loaders import bundled_path, load_problems
+from data.q_strengthen import describe, strengthen_q
+from data.q_twins import TWINS_HELP, cross_check, load_twins, read_without_q
 from data.strengthen import strengthen
 from data.validate import ALLOW_COMPARISONS_HELP, DataError
 from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE
 from data.verify import verify_problems
 from cli import CommandParser, UsageError, positive
 from rewards import ScoringArguments
-from judging import JudgeArguments
+from judging import JudgeArguments, JudgeUnavailable
 from judging.languages import LANGUAGES
 
 SHOWN_CHARS = 200
@@ -56,6 +61,7 @@ def _parser():
         command.add_argument("--max_tests_per_problem", type=int, default=ScoringArguments().max_tests_per_problem,
                              help="the tests the training reward judges, which must reject every wrong program "
                                   "(default %(default)s, the trainer's default)")
+        command.add_argument("--python_twins", nargs="+", default=[], metavar="FILE", help=TWINS_HELP)
     for command in (check, verify):
         command.add_argument("source", nargs="?", help="problem file, folder or dataset name "
                                                        "(default: the bundled set for --language)")
@@ -107,16 +113,58 @@ def main(argv=None):
             print(f"{source}: {len(problems)} problems valid ("
                   + ", ".join(f"{count} {split}" for split, count in sorted(splits.items())) + ")")
             return 0
+        twins = load_twins(args.python_twins, problems, args.allow_in_sandbox_comparisons)
         with judge_args[0].make_judge() as judge:
             if args.command == "strengthen":
-                return _strengthen(problems, judge, args)
-            report = verify_problems(problems, judge, max_trivial_share=args.max_trivial_share,
-                                     max_tests=args.max_tests_per_problem)
+                return _strengthen(problems, judge, args, twins)
+            report, cross = _verify(problems, judge, args, twins)
     except UsageError as error:
         print(error if isinstance(error, DataError) else f"{source}: {error}", file=sys.stderr)
         return 2
     _print_report(report, source, args.max_tests_per_problem)
-    return 0 if report.clean else 1
+    if cross is not None:
+        for line in cross.disagreements:
+            print(line)
+        print(cross.summary())
+    return 0 if report.clean and (cross is None or cross.clean) else 1
+
+
+def _verify(problems, judge, args, twins):
+    """The verify report, and the cross-check against the Python twins where there are any. Where q cannot run
+    and twins check the q problems, what needs no q is checked and the rest is said to be skipped."""
+    q_problems = [problem for problem in problems if problem.language == "q"]
+    without_q = None
+    if twins and q_problems:
+        try:
+            judge.preflight("q")
+        except JudgeUnavailable as error:
+            without_q = str(error)
+    if without_q is None:
+        report = verify_problems(problems, judge, max_trivial_share=args.max_trivial_share,
+                                 max_tests=args.max_tests_per_problem)
+    else:
+        print(f"no q here ({without_q}): the q solutions, the no-op and the wrong programs are not run; the trivial "
+              "shares are read off the tests (the most frequent expected output, the identity, the description's "
+              "examples), and the tests are cross-checked against their Python twins")
+        others = [problem for problem in problems if problem.language != "q"]
+        report = read_without_q(q_problems, args.max_trivial_share, without_q)
+        if others:
+            extra = verify_problems(others, judge, max_trivial_share=args.max_trivial_share,
+                                    max_tests=args.max_tests_per_problem)
+            report = _merged(report, extra)
+    if not twins and not args.python_twins:
+        return report, None
+    judge.preflight("python")
+    return report, cross_check(problems, twins, judge)
+
+
+def _merged(read, judged):
+    for name in ("broken", "unverifiable", "guessable", "weak"):
+        getattr(read, name).extend(getattr(judged, name))
+    read.trivial.update(judged.trivial)
+    read.adequacy.update(judged.adequacy)
+    read.checked += judged.checked
+    return read
 
 
 def _same_file(source, out):
@@ -162,25 +210,42 @@ def _mutation_scores(adequacy: dict, max_tests) -> str:
             f"{checked[worst].score:.2f}" + (f"; below 1: {', '.join(below)}" if below else ""))
 
 
-def _strengthen(problems, judge, args):
-    judge.preflight(*{problem.language for problem in problems})
+def _strengthen(problems, judge, args, twins):
+    # q problems are strengthened from their Python twins, with no q run.
+    judge.preflight(*({problem.language for problem in problems} - {"q"}) | ({"python"} if twins else set()))
     strengthened, records, before, after = strengthen(problems, judge, args.max_tests_per_problem,
                                                       args.max_trivial_share, show_progress=True)
+    if twins:
+        strengthened, q_records = strengthen_q(strengthened, twins, judge, args.max_tests_per_problem,
+                                               args.max_trivial_share, show_progress=True)
+        records = [q if q.skipped != "not q" else record for record, q in zip(records, q_records)]
     out = Path(args.out)
     out.write_text("".join(json.dumps(problem.record(), ensure_ascii=False) + "\n" for problem in strengthened),
                    encoding="utf-8")
     for problem, record, old, new in zip(problems, records, before, after):
-        if record.skipped is None:
-            print(f"{problem.location or args.source}: {problem.id}: {record.added} tests added, "
+        where = problem.location or args.source
+        if record.skipped is None and problem.language == "q":
+            print(f"{where}: {describe(problem, record, args.max_tests_per_problem)}")
+        elif record.skipped is None:
+            print(f"{where}: {problem.id}: {record.added} tests added, "
                   f"mutation score {old.killed}/{old.wrong} -> {new.killed}/{new.wrong}"
                   + "".join(f"; {left}" for left in record.left))
     skipped = Counter(record.skipped for record in records if record.skipped)
-    print("left as they are: " + ", ".join(f"{count} ({reason})" for reason, count in skipped.items()))
-    print("before: " + _mutation_scores({p.id: a for p, a in zip(problems, before)}, args.max_tests_per_problem))
-    print("after:  " + _mutation_scores({p.id: a for p, a in zip(problems, after)}, args.max_tests_per_problem))
+    if skipped:
+        print("left as they are: " + ", ".join(f"{count} ({reason})" for reason, count in skipped.items()))
+    if any(problem.language != "q" for problem in problems):
+        print("before: " + _mutation_scores({p.id: a for p, a in zip(problems, before)}, args.max_tests_per_problem))
+        print("after:  " + _mutation_scores({p.id: a for p, a in zip(problems, after)}, args.max_tests_per_problem))
+    made = [record for problem, record in zip(problems, records) if problem.language == "q" and not record.skipped]
+    if made:
+        print(f"q problems with tests from their Python twins: {len(made)}; the twins' wrong programs the first "
+              f"{args.max_tests_per_problem} tests reject: {sum(r.killed_before for r in made)}/"
+              f"{sum(r.wrong for r in made)} before, {sum(r.killed_after for r in made)}/{sum(r.wrong for r in made)} "
+              "after")
+    twins = " --python_twins " + " ".join(args.python_twins) if args.python_twins else ""
     print(f"wrote {out}: {len(strengthened)} problems, {sum(len(p.tests) for p in strengthened)} tests (was "
           f"{sum(len(p.tests) for p in problems)}); check it with `python -m data verify {out} --language "
-          f"{args.language}`")
+          f"{args.language}{twins}`")
     return 0
 
 

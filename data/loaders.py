@@ -162,6 +162,12 @@ def _from_dataset_schema(row, location, language):
     if all(isinstance(number, int) for number, _, _ in tests):
         tests.sort(key=lambda numbered: numbered[0])
     extras = {key: value for key, value in row.items() if key not in DATASET_SCHEMA_FIELDS}
+    if language == "q" and row.get("python_solution"):
+        # The row's Python twin, for `python -m data verify|strengthen` (data/q_twins.py): its tests in the q order.
+        extras["python_solution"] = row["python_solution"]
+        extras["python_tests"] = [{"test_code": test_cases[index].get("python_test_code"),
+                                   "expected_output": test_cases[index].get("python_expected_output")}
+                                  for _, index, _ in tests]
     return {
         **extras,
         "id": row["problem_id"],

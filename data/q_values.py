@@ -67,10 +67,12 @@ class QValue:
 
 @dataclass(frozen=True)
 class Mapped:
-    """A mapping's q text and, for each choice the Python type did not decide, what decided it."""
+    """A mapping's q text and, for each choice the Python type did not decide, what decided it; ``form`` is the q
+    form of what was mapped (None for several calls' results)."""
 
     text: str
     decided: tuple[str, ...] = ()
+    form: Form | None = None
 
 
 Hints = dict  # Form -> where the q tests show it ("tests[2]")
@@ -78,10 +80,17 @@ Hints = dict  # Form -> where the q tests show it ("tests[2]")
 
 @dataclass
 class QForms:
-    """The forms a q problem's tests show: at each argument position (0-based) and for the result of one call."""
+    """The forms a q problem's tests show: at each argument position (0-based), for the result of one call, and for
+    the result of a call whose arguments have given forms (the first item of a symbol vector is a symbol, of a string
+    a char)."""
 
     arguments: dict[int, Hints] = field(default_factory=dict)
     result: Hints = field(default_factory=dict)
+    result_by_arguments: dict[tuple, Hints] = field(default_factory=dict)
+
+    def result_of(self, argument_forms: tuple | None = None) -> Hints:
+        """The result forms the q tests show for a call with arguments of these forms, else for any call."""
+        return self.result_by_arguments.get(tuple(argument_forms or ()), self.result)
 
     @classmethod
     def of_tests(cls, tests: Sequence[Test], entry_point: str = "solve") -> "QForms":
@@ -101,9 +110,15 @@ class QForms:
             except Refused:
                 continue
             if len(calls) == 1:
-                forms.result.setdefault(shown.form, where)
+                results = [shown.form]
             elif shown.form.name in ATOM_OF and len(shown.python) == len(calls):
-                forms.result.setdefault(Form(ATOM_OF[shown.form.name]), where)
+                results = [Form(ATOM_OF[shown.form.name])] * len(calls)
+            else:
+                continue
+            for arguments, result in zip(calls, results):
+                forms.result.setdefault(result, where)
+                key = tuple(argument.form for argument in arguments)
+                forms.result_by_arguments.setdefault(key, {}).setdefault(result, where)
         return forms
 
 
@@ -113,7 +128,8 @@ def q_literal(value, hints: Hints | None = None) -> Mapped:
     """The q literal of a Python argument; ``hints`` (the forms the q tests show at its position) decide what a
     ``str`` or an empty list is."""
     decided: list[str] = []
-    return Mapped(_literal(value, hints or {}, decided), _once(decided))
+    form = _form(value, hints or {}, decided)
+    return Mapped(_literal_of(value, form, hints or {}, decided), _once(decided), form)
 
 
 def q_shown(value, hints: Hints | None = None) -> Mapped:
@@ -121,7 +137,7 @@ def q_shown(value, hints: Hints | None = None) -> Mapped:
     ``str`` is."""
     decided: list[str] = []
     form = _form(value, hints or {}, decided, result=True)
-    return Mapped(_line(_shown(value, form)), _once(decided))
+    return Mapped(_line(_shown(value, form)), _once(decided), form)
 
 
 def q_shown_calls(values: list, hints: Hints | None = None) -> Mapped:
@@ -143,6 +159,19 @@ def q_shown_calls(values: list, hints: Hints | None = None) -> Mapped:
 
 def _once(decided: list[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(decided))
+
+
+def q_shown_values(values: list[QValue]) -> str:
+    """What ``show`` prints for q values read from a test (``parse_test``): one value as itself, several atoms of one
+    form as their vector (the identity echoing ``(solve[a];solve[b])``'s arguments)."""
+    if len(values) == 1:
+        return _line(_shown(values[0].python, values[0].form))
+    forms = {value.form for value in values}
+    if len(forms) != 1 or next(iter(forms)).name not in VECTOR_OF:
+        raise Refused("the values are not atoms of one type: shown together they are a general list")
+    vector = Form(VECTOR_OF[next(iter(forms)).name])
+    items = [value.python for value in values]
+    return _line(_shown("".join(items) if vector.name == STRING else items, vector))
 
 
 def _line(text: str) -> str:
@@ -278,11 +307,6 @@ def _atom_text(value, form: Form) -> str:
     return f'"{value}"'
 
 
-def _literal(value, hints: Hints, decided: list) -> str:
-    form = _form(value, hints, decided)
-    return _literal_of(value, form, hints, decided)
-
-
 def _literal_of(value, form: Form, hints: Hints, decided: list) -> str:
     if form.name in VECTOR_OF:
         return _atom_text(value, form)
@@ -323,7 +347,8 @@ def _shown(value, form: Form) -> str:
 
 # q to Python.
 
-_TOKEN = re.compile(r'''\s*(?:(?P<string>"[^"\\]*")|(?P<typed>`(?:long|boolean|symbol)?\$\(\))|(?P<bools>[01]+b)(?![\w.])
+_TOKEN = re.compile(r'''\s*(?:(?P<string>"[^"\\]*")|(?P<typed>`(?:long|boolean|symbol)?\$\(\))
+                        |(?P<bools>[01]+b)(?![\w.])
                         |(?P<number>-?\d+)(?![\w.])|(?P<symbols>(?:`[A-Za-z0-9_.]+)+)(?![\w`])
                         |(?P<punct>[();\[\]])|(?P<enlist>enlist)(?![\w.]))''', re.VERBOSE)
 TYPED_EMPTY = {"`long$()": LONGS, "`boolean$()": BOOLEANS, "`symbol$()": SYMBOLS, "`$()": SYMBOLS}

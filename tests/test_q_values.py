@@ -142,7 +142,8 @@ def test_an_argument_outside_the_map_is_refused_by_name(value, hints, reason):
     assert reason in str(refused.value)
 
 
-@pytest.mark.parametrize("literal", ["1.5", "3f", "6i", "0N", "0W", "1-2", "til 3", "`a`b!1 2", "(1;2", '"a\\"b"', "1 2f"])
+@pytest.mark.parametrize("literal", ["1.5", "3f", "6i", "0N", "0W", "1-2", "til 3", "`a`b!1 2", "(1;2", '"a\\"b"',
+                                     "1 2f"])
 def test_a_q_literal_outside_the_convention_is_refused(literal):
     with pytest.raises(Refused):
         parse_literal(literal)
@@ -181,6 +182,10 @@ def test_the_q_tests_decide_what_python_cannot_tell_and_the_map_says_which():
     assert q_literal("pq", forms.arguments[0]).decided == ("'pq' is a string, as tests[2] shows",)
     with pytest.raises(Refused, match="tests\\[1\\] shows a symbol here and tests\\[2\\] a char"):
         q_shown("p", forms.result)
+    # What a call's arguments are decides first: a symbol vector's first item is a symbol, a string's a char.
+    assert q_shown("p", forms.result_of((Form(SYMBOLS),))).text == "`p"
+    assert q_shown("p", forms.result_of((Form(STRING),))).text == '"p"'
+    assert q_shown("p", forms.result_of((Form(STRING),))).decided == ("'p' is a char, as tests[2] shows",)
     assert q_literal(7).decided == ()  # the Python type decides alone
 
     pairs = QForms.of_tests([Test('show (solve["ab"];solve["aba"])', "01b")])
