@@ -1,14 +1,15 @@
 """The bundled problem sets: the Python set verifies clean through the real judge, no trivial program passes more
-than a third of any problem's tests; the Q set is well formed and, by reading, as balanced."""
+than a third of any problem's tests; the q set agrees with its Python twins and, by reading, is as balanced."""
 
 import json
-import re
 from dataclasses import replace
 
 import pytest
 
 from data import DEFAULT_MAX_TRIVIAL_SHARE, bundled_path, load_problems, measure_trivial_shares, split_problems, \
     verify_problems
+from data.q_twins import cross_check, load_twins
+from data.trivial import read_trivial_shares
 from judging import Judge
 from judging.executors import find_q
 from rewards import ScoringArguments
@@ -37,27 +38,28 @@ def test_bundled_python_set_verifies_clean():
     assert sum(s.share > 0 for s in shares) > len(problems) / 2  # the probes do pass tests: the bound is not vacuous
 
 
-Q_CONSTANTS = ("1b", "0b", "0", "1", "-1")  # printed by `show` exactly so
-
-
-def q_share_by_reading(problem, tests):
-    """The most of the first ``tests`` tests a constant or the identity passes, read off the expected outputs: a
-    constant prints its own text; the identity on one literal argument (`show solve[-7]`) prints that argument."""
-    chosen = problem.tests[:tests]
-    expected = [t.expected_output.strip() for t in chosen]
-    echoed = [re.fullmatch(r"show solve\[([^;\[\]]*)\]", t.test_code.strip()) for t in chosen]
-    echo = sum(bool(m) and m.group(1).strip() == e for m, e in zip(echoed, expected))
-    return max(echo, *(expected.count(c) for c in Q_CONSTANTS)) / len(chosen)
-
-
 def test_bundled_q_set_is_balanced_by_reading():
-    """No q licence here: the q set's trivial shares are read off its expected outputs, not run (see the next test)."""
+    """No q licence here: the q set's trivial shares are read off its tests (the most frequent expected output, the
+    identity, the description's examples), not run (see the next test)."""
     problems = load_problems(bundled_path("q"), "q")
-    for problem in problems:
-        for tests in (len(problem.tests), TRAINING_TESTS):
-            assert q_share_by_reading(problem, tests) <= 1 / 3, problem.id
+    shares = read_trivial_shares(problems)
+    assert max(s.share for s in shares) <= 1 / 3
+    assert max(s.by_tests[TRAINING_TESTS - 1] for s in shares) <= 1 / 3
     is_even = next(p for p in problems if p.id == "is-even")
-    assert q_share_by_reading(replace(is_even, tests=is_even.tests[:2] * 2), 4) == 0.5  # the reading does count
+    (doubled,) = read_trivial_shares([replace(is_even, tests=is_even.tests[:2] * 2)])
+    assert doubled.share == 0.5  # the reading does count
+
+
+def test_bundled_q_set_agrees_with_its_python_twins():
+    """Every q test of every bundled q problem, against its Python twin (data/python_problems.jsonl, or
+    data/q_twins.jsonl for the q problems the Python set has no problem for), with no q."""
+    problems = load_problems(bundled_path("q"), "q")
+    twins = load_twins([str(bundled_path("python")), str(bundled_path("python").with_name("q_twins.jsonl"))],
+                       problems)
+    assert set(twins) == {p.id for p in problems}
+    with Judge(timeout=2.0) as judge:
+        report = cross_check(problems, twins, judge)
+    assert report.disagreements == [] and report.tests == sum(len(p.tests) for p in problems)
 
 
 @pytest.mark.real_q
@@ -72,8 +74,8 @@ def test_bundled_q_set_trivial_shares_through_real_q():
 
 
 def test_bundled_sets_have_splits_solutions_and_enough_tests():
-    """Python: at least the five tests the training reward judges (strengthened); q: three (not run here)."""
-    for language, at_least, tests in (("python", 80, TRAINING_TESTS), ("q", 30, 3)):
+    """At least the five tests the training reward judges, Python and q."""
+    for language, at_least, tests in (("python", 80, TRAINING_TESTS), ("q", 70, TRAINING_TESTS)):
         problems = load_problems(bundled_path(language), language)
         train, test = split_problems(problems)
         assert len(problems) >= at_least and train and test

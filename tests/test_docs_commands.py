@@ -210,6 +210,19 @@ def verify_first_problems(command: str, context: Context) -> None:
     assert "verified 3 problems: 0 broken" in output, output
 
 
+def verify_q_with_twins(command: str, context: Context) -> None:
+    """Cross-checking every bundled q test takes a while: the same command on the set's first 3 problems, beside the
+    twin files it names."""
+    files = [word for word in shlex.split(command) if word.endswith(".jsonl")]
+    folder = context.folder / "twins"
+    (folder / "data").mkdir(parents=True, exist_ok=True)
+    for word in files:
+        lines = (ROOT / word).read_text().splitlines(keepends=True)
+        (folder / word).write_text("".join(lines[:3] if word == files[0] else lines))
+    output = context.run(command, cwd=folder)
+    assert "cross-checked" in output and " 0 disagree" in output, output
+
+
 def verify_q(command: str, context: Context) -> None:
     """Needs a licensed q (tests/test_bundled_data.py runs it where one is found): the file checked instead."""
     context.run(command.replace(" verify ", " check "))
@@ -282,7 +295,9 @@ CHECKS: list[tuple[str, Callable[[str, Context], None]]] = [
     (r"pip install ", requirements),
     (r"python -m data check (data|docs)/", run_as_written),
     (r"python -m data (check|verify) +my_problems\.jsonl", in_user_folder),
+    (r"python -m data (verify|strengthen) +my_q_", in_user_folder),
     (r"python -m data verify data/q_problems\.jsonl --language q$", verify_q),
+    (r"python -m data verify data/q_problems\.jsonl --language q --python_twins ", verify_q_with_twins),
     (r"python -m data verify data/", verify_first_problems),
     (r"python -m rewards (score|passk) ", in_user_folder),
     (r"python -m training\.memory_plan ", run_as_written),
@@ -307,7 +322,8 @@ def check_for(command: str):
 
 
 def user_folder(folder: Path) -> None:
-    """The files the docs show beside their commands: judge.md's P.jsonl and C.jsonl, data.md's my_problems.jsonl."""
+    """The files the docs show beside their commands: judge.md's P.jsonl and C.jsonl, data.md's my_problems.jsonl and
+    its q problems with their twins (my_q_problems.jsonl, my_twins.jsonl, my_q_rows.jsonl)."""
     judge = (ROOT / "docs" / "judge.md").read_text()
     section = judge[judge.index("## Scoring completions from the command line"):]
     problems, completions = re.findall(r"^```json\n(.*?)^```", section, flags=re.S | re.M)[:2]
@@ -315,6 +331,31 @@ def user_folder(folder: Path) -> None:
     (folder / "C.jsonl").write_text(completions)
     bundled = (ROOT / "data" / "python_problems.jsonl").read_text().splitlines(keepends=True)
     (folder / "my_problems.jsonl").write_text("".join(bundled[:3]))
+    # data.md's q problems with their Python twins: a file of each, and the same as rows of the published schema.
+    q_problems = [json.loads(line) for line in (ROOT / "data" / "q_problems.jsonl").read_text().splitlines()[:3]]
+    twins = {p["id"]: p for p in map(json.loads, bundled) if p["id"] in {q["id"] for q in q_problems}}
+    (folder / "my_q_problems.jsonl").write_text("".join(json.dumps(p) + "\n" for p in q_problems))
+    (folder / "my_twins.jsonl").write_text("".join(json.dumps(twins[p["id"]]) + "\n" for p in q_problems))
+    (folder / "my_q_rows.jsonl").write_text("".join(json.dumps(published_row(p, twins[p["id"]])) + "\n"
+                                                    for p in q_problems))
+
+
+def published_row(q_problem: dict, twin: dict) -> dict:
+    """A q problem and its twin as a row of the published dataset's schema, the Python side of each test computed."""
+    from data.q_values import parse_test
+
+    namespace: dict = {}
+    exec(twin["solution"], namespace)  # a bundled solution
+    cases = []
+    for number, test in enumerate(q_problem["tests"], 1):
+        calls = [[argument.python for argument in call] for call in parse_test(test["test_code"])]
+        code = "print(" + ", ".join(f"solve({', '.join(map(repr, call))})" for call in calls) + ")"
+        printed = " ".join(str(namespace["solve"](*call)) for call in calls)
+        cases.append({"test_case_number": number, "q_test_code": test["test_code"],
+                      "q_expected_output": test["expected_output"], "python_test_code": code,
+                      "python_expected_output": printed})
+    return {"problem_id": q_problem["id"], "problem_description": q_problem["description"],
+            "q_solution": q_problem["solution"], "python_solution": twin["solution"], "test_cases": cases}
 
 
 # --- the tests ----------------------------------------------------------------------------------------------------
