@@ -12,7 +12,11 @@ Each variant runs in a process of its own: a judge with 2 slots and a 1 s timeou
 ``after`` is this checkout's judge; ``before`` (with ``--baseline REV``) the judge at git revision REV, extracted
 with ``git archive`` into a temporary folder (nothing in the repository changes). Needs root and bubblewrap.
 
-    python benchmarks/saboteur_cpu.py --runs 10 --baseline main
+On a machine shared with other work, ``--shield`` runs the judges in a cgroup v1 ``cpu`` folder weighted as 256
+processes, so that work takes little of their CPU: the figures then compare the two slots with each other, as on a
+node given over to judging, rather than with whatever else runs (which moves the honest program's time alone too).
+
+    python benchmarks/saboteur_cpu.py --runs 10 --baseline main --shield
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,12 +126,35 @@ def summary(result: dict) -> str:
             f"{saboteur:.0%} passed")
 
 
+@contextmanager
+def shielded(on: bool):
+    """With ``on``, this process (and the judges it starts) in a v1 cpu cgroup weighted as 256 processes."""
+    own = next((line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
+                if "cpu" in line.split(":")[1].split(",")), None)
+    if not on:
+        yield "not shielded"
+        return
+    if own is None:
+        raise SystemExit("--shield needs a cgroup v1 cpu hierarchy (/sys/fs/cgroup/cpu)")
+    parent = Path("/sys/fs/cgroup/cpu") / own.lstrip("/")
+    folder = parent / f"saboteur-benchmark-{os.getpid()}"
+    folder.mkdir()
+    try:
+        (folder / "cpu.shares").write_text(str(256 * 1024))
+        (folder / "cgroup.procs").write_text(str(os.getpid()))
+        yield f"shielded: {folder} (cpu.shares {256 * 1024})"
+    finally:
+        (parent / "cgroup.procs").write_text(str(os.getpid()))
+        folder.rmdir()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--work", type=float, default=0.35, help="the honest program's CPU seconds alone")
     parser.add_argument("--sessions", type=int, default=30)
     parser.add_argument("--baseline", help="a git revision to time as 'before' (e.g. main)")
+    parser.add_argument("--shield", action="store_true", help="run the judges in a heavily weighted cpu cgroup")
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--child", metavar="SANDBOX", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -137,7 +165,8 @@ def main() -> None:
         raise SystemExit("run as root: slot uids and cgroups need it")
     args.n = iterations_for(args.work)
     variants = {"after": str(ROOT)}
-    with tempfile.TemporaryDirectory(prefix="judge-baseline-") as old:
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="judge-baseline-") as old, shielded(args.shield) as shield:
         if args.baseline:
             archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline, "judging", "cli"],
                                      capture_output=True, check=True).stdout
@@ -146,7 +175,8 @@ def main() -> None:
         results = {(variant, sandbox): child(sandbox, args, pythonpath) for sandbox in PATHS
                    for variant, pythonpath in variants.items()}
     print(f"the honest program (~{args.work} s of CPU) alone and beside a saboteur of {args.sessions} sessions, "
-          f"{args.runs} pairs each, 2 slots, 1 s timeout ({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f})")
+          f"{args.runs} pairs each, 2 slots, 1 s timeout ({os.cpu_count()} cores, load {load:.1f} at the start, "
+          f"{os.getloadavg()[0]:.1f} at the end; {shield})")
     for (variant, sandbox), result in results.items():
         print(f"{variant:<7} {sandbox:<11} {summary(result)}")
         print(f"{'':<19} {result['cpu']}")

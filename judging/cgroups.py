@@ -1,12 +1,15 @@
 """A cgroup per judge slot, bounding one test's processes together: memory (tmpfs, memfd and shared memory pages
 included) under ``--judge_memory_mb``, tasks under ``processes``, and CPU: at most one CPU's time per slot and equal
-shares between slots, however many processes or sessions a test makes. Past the memory bound the kernel's OOM killer
-picks inside the slot, never the trainer.
+shares between slots, however many processes or sessions a test makes, each slot kept on a CPU of its own where the
+host's cpuset controller allows it (``pins``). Past the memory bound the kernel's OOM killer picks inside the slot,
+never the trainer.
 
 RLIMIT_AS bounds one process's address space only: 32 processes may each take the limit, and pages written into
 a memfd with ``write()`` count against no address space at all. A cgroup counts every page its processes charge.
 Without a CPU bound the scheduler gives each session one share, so a test that forks 30 sessions takes the CPU
 from the test beside it, which then times out: under GRPO that pays, because advantages are relative in a group.
+The quota alone still let such a test run on the neighbour's CPU in bursts (its group's weight spread over every
+CPU it ran on: the neighbour 1.1-1.3x slower on 2 cores); kept on a CPU of its own it cannot.
 
 The judge's cgroups nest under its own (``/proc/self/cgroup``), so whatever limits and clean-up a scheduler (Slurm,
 systemd, a container) applies to the trainer still apply to them. Cgroup v1 (``memory``, ``pids`` and ``cpu``
@@ -164,11 +167,13 @@ class Cgroups:
     ``cpu`` names the knobs that bound each slot's CPU, or is empty and ``cpu_unavailable`` says why.
     """
 
-    def __init__(self, keys: list, memory_bytes: int, processes: int):
+    def __init__(self, keys: list, memory_bytes: int, processes: int, pins: dict | None = None):
         self.version = ""
         self.unavailable = ""
         self.cpu = ""
         self.cpu_unavailable = ""
+        self.pinned = False  # each slot kept on its CPU of ``pins`` (cpuset), where the host's cpuset allows it
+        self._pins = pins or {}
         self.slots: dict = {}
         self._parents: list[Path] = []
         self._held: list[int] = []  # a locked descriptor of each of _parents, held while this judge lives
@@ -194,6 +199,7 @@ class Cgroups:
     def _make_v1(self, keys: list, memory_bytes: int, pids_max: int) -> None:
         memory, pids = (self._new_parent(_v1_own(kind)) for kind in ("memory", "pids"))
         cpu = self._v1_cpu(len(keys))
+        cpuset = self._v1_cpuset(keys)
         for index, key in enumerate(keys):
             folders = [memory / f"slot-{index}", pids / f"slot-{index}"]
             for folder in folders:
@@ -201,7 +207,8 @@ class Cgroups:
             _write(folders[0] / "memory.limit_in_bytes", memory_bytes)
             _write_if_there(folders[0] / "memory.memsw.limit_in_bytes", memory_bytes)  # no escape into swap
             _write(folders[1] / "pids.max", pids_max)
-            self.slots[key] = SlotCgroup(folders + cpu[index:index + 1], folders[0] / "memory.oom_control")
+            extra = cpu[index:index + 1] + cpuset[index:index + 1]
+            self.slots[key] = SlotCgroup(folders + extra, folders[0] / "memory.oom_control")
 
     def _v1_cpu(self, count: int) -> list[Path]:
         """A folder per slot in the v1 ``cpu`` hierarchy; none where it cannot be used (``cpu_unavailable`` then
@@ -219,12 +226,35 @@ class Cgroups:
         except (OSError, CgroupUnavailable) as error:
             self.cpu_unavailable = f"cgroup v1: {_explain(error)}"
             if parent is not None:
-                index = self._parents.index(parent)
-                del self._parents[index]
-                os.close(self._held.pop(index))
-                _remove_cgroup(parent)
+                self._remove_parent(parent)
             return []
         self.cpu = "cpu.cfs_quota_us, cpu.shares"
+        return folders
+
+    def _v1_cpuset(self, keys: list) -> list[Path]:
+        """A folder per slot in the v1 ``cpuset`` hierarchy keeping it on its CPU of ``pins``; none where there are
+        no pins or the hierarchy cannot be used (the slots then float, bounded by their ``cpu`` folders alone)."""
+        if not self._pins:
+            return []
+        parent = None
+        try:
+            own = _v1_own("cpuset")
+            parent = self._new_parent(own)
+            mems = _read(own / "cpuset.effective_mems").strip() if (own / "cpuset.effective_mems").exists() \
+                else _read(own / "cpuset.mems").strip()
+            _write(parent / "cpuset.cpus", _read(own / "cpuset.cpus").strip())
+            _write(parent / "cpuset.mems", mems)
+            folders = [parent / f"slot-{index}" for index in range(len(keys))]
+            for folder, key in zip(folders, keys):
+                folder.mkdir()
+                _write(folder / "cpuset.cpus", self._pins[key])
+                _write(folder / "cpuset.mems", mems)
+        except (OSError, CgroupUnavailable, KeyError) as error:
+            logger.info("slots not pinned to CPUs: %s", error)
+            if parent is not None:
+                self._remove_parent(parent)
+            return []
+        self.pinned = True
         return folders
 
     def _make_v2(self, keys: list, memory_bytes: int, pids_max: int) -> None:
@@ -237,7 +267,8 @@ class Cgroups:
                 f"(its cgroup.controllers: {' '.join(sorted(offered)) or 'none'}): the cgroup above it must "
                 f"delegate {'them' if len(missing) > 1 else 'it'} (+{' +'.join(missing)} in "
                 f"{own.parent}/cgroup.subtree_control, as Slurm's cgroup plugin and systemd's Delegate=yes do)")
-        controllers = [*REQUIRED, *(["cpu"] if "cpu" in offered else [])]
+        controllers = [*REQUIRED, *(["cpu"] if "cpu" in offered else []),
+                       *(["cpuset"] if "cpuset" in offered and self._pins else [])]
         if "cpu" not in offered:
             self.cpu_unavailable = (f"cgroup v2: {own} is not given the cpu controller (its cgroup.controllers: "
                                     f"{' '.join(sorted(offered))}): +cpu in {own.parent}/cgroup.subtree_control "
@@ -261,6 +292,14 @@ class Cgroups:
             self.slots[key] = SlotCgroup([folder], folder / "memory.events")
         if "cpu" in controllers:
             self.cpu = "cpu.max, cpu.weight"
+        if "cpuset" in controllers:
+            self.pinned = _pin_v2(parent, keys, self._pins)
+
+    def _remove_parent(self, parent: Path) -> None:
+        index = self._parents.index(parent)
+        del self._parents[index]
+        os.close(self._held.pop(index))
+        _remove_cgroup(parent)
 
     def _new_parent(self, own: Path) -> Path:
         """A fresh folder for this judge under the process's own cgroup, after removing those of dead judges. A test
@@ -283,8 +322,9 @@ class Cgroups:
     def describe_cpu(self) -> str:
         """What bounds a slot's CPU, for the isolation line."""
         if self.cpu:
-            return (f"cpu: a cgroup {self.version} per slot, one CPU's time at most and equal shares between slots, "
-                    f"however many processes or sessions a test makes ({self.cpu})")
+            pinned = ", each slot kept on a CPU of its own (cpuset)" if self.pinned else ""
+            return (f"cpu: a cgroup {self.version} per slot, one CPU's time at most and equal shares between slots"
+                    f"{pinned}, however many processes or sessions a test makes ({self.cpu})")
         why = self.cpu_unavailable or ("no cgroup per slot, as for memory" if self.unavailable else "no cgroups")
         return (f"cpu: NOT bounded per slot ({why}); a test that makes many processes or sessions takes CPU from "
                 f"the tests beside it")
@@ -314,6 +354,24 @@ class Cgroups:
                     _release(own)
             except OSError as error:
                 logger.warning("cgroup %s not given back as it was: %s", own, error)
+
+
+def _pin_v2(parent: Path, keys: list, pins: dict) -> bool:
+    """Keep each slot on its CPU of ``pins`` (``cpuset.cpus``); False, and none pinned, where one is refused (a
+    CPU outside the cgroup's own cpuset)."""
+    folders = [parent / f"slot-{index}" for index in range(len(keys))]
+    try:
+        for folder, key in zip(folders, keys):
+            _write(folder / "cpuset.cpus", pins[key])
+    except (OSError, KeyError) as error:
+        logger.info("slots not pinned to CPUs: %s", error)
+        for folder in folders:
+            try:
+                _write(folder / "cpuset.cpus", "")
+            except OSError:
+                pass
+        return False
+    return True
 
 
 def _is_v2(root: Path) -> bool:

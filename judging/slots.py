@@ -46,6 +46,18 @@ def slot_uid_base() -> int:
     return int(text)
 
 
+def cpu_pins(uids: list[int]) -> dict[int, int]:
+    """The CPU each slot uid's cgroup keeps its processes on (judging/cgroups.py): the uid's number among the slot
+    uids, taken round the CPUs this process may run on. Slot uids are unique on the machine, so judges of several
+    ranks pin their slots to different CPUs while they have no more slots than CPUs between them. None (no pins)
+    where this judge alone has more slots than CPUs: the scheduler then balances them."""
+    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if not uids or not allowed or len(uids) > len(allowed):
+        return {}
+    base = slot_uid_base()
+    return {uid: allowed[(uid - base) % len(allowed)] for uid in uids}
+
+
 def blocked_for_others(path: str) -> str | None:
     """Why a uid that owns nothing on the host (a slot uid) cannot execute (a file) or cross (a folder)
     ``path``, or None if it can."""
@@ -119,10 +131,11 @@ class Slots:
             self.free.put(uid)
         self.base = tempfile.mkdtemp(prefix="rewards-judge-")
         uids = self.uids.uids if self.uids else []
-        self.cgroups = Cgroups(uids, limits.memory_mb << 20, limits.processes)
+        pins = cpu_pins(uids)
+        self.cgroups = Cgroups(uids, limits.memory_mb << 20, limits.processes, pins)
         # A slot's warm Python worker (judging/warm.py) lives in a cgroup of its own: a cold test of the slot (q's)
         # then settles when its own processes are gone, not when the idle worker is.
-        self.warm_cgroups = Cgroups(uids, limits.memory_mb << 20, limits.processes)
+        self.warm_cgroups = Cgroups(uids, limits.memory_mb << 20, limits.processes, pins)
         self.close = weakref.finalize(self, _release, self.base, self.uids, self.cgroups, self.warm_cgroups)
         # Slot uids must cross it to reach their own scratch folders inside (unshare and rlimits levels).
         os.chmod(self.base, 0o711)

@@ -2,7 +2,7 @@
 on both bwrap paths in each cgroup layout, its results as JSON in ``$GUEST_OUT/results.json``.
 
 Layouts: ``root`` (the judge in the root cgroup); ``leaf`` (in ``/job/task``, a leaf whose parent ``/job`` delegates
-memory, pids and cpu, beside a bystander process, as Slurm's task cgroup, a systemd service or a container; two
+memory, pids, cpu and cpuset, beside a bystander process, as Slurm's task cgroup, a systemd service or a container; two
 trainer ranks, one judging on each path, starting at once); ``read_only`` (that leaf, with the cgroup file system
 read-only in the judges' mount namespace); ``undelegated`` (a leaf whose parent delegates pids only). After each,
 what is left in the tree.
@@ -67,6 +67,7 @@ def judged(path: str, tests: str = "six,four_processes,after,spin") -> dict:
             result[name] = judge.run("", [Test(code, expected)], "python").status
         cgroups = [*slots.cgroups.slots.values(), *slots.warm_cgroups.slots.values()]
         result["cpu_max"] = sorted({_read(folder / "cpu.max") for slot in cgroups for folder in slot.folders})
+        result["cpuset"] = sorted({_read(folder / "cpuset.cpus") for slot in cgroups for folder in slot.folders})
         result["throttled"] = sum(_stat(folder / "cpu.stat").get("nr_throttled", 0) for slot in cgroups
                                   for folder in slot.folders)
         result["own"] = Path("/proc/self/cgroup").read_text().strip()
@@ -118,7 +119,7 @@ def at_once(commands: dict[str, list[str]]) -> dict:
 
 def make_leaf(name: str, delegated: str) -> Path:
     """``/name/task``: a leaf whose parent ``/name`` gives it ``delegated`` (``+memory +pids``, ...)."""
-    root_enabled = " ".join(f"+{c}" for c in ("memory", "pids", "cpu"))
+    root_enabled = " ".join(f"+{c}" for c in ("memory", "pids", "cpu", "cpuset"))
     (CGROUP / "cgroup.subtree_control").write_text(root_enabled)
     parent = CGROUP / name
     parent.mkdir(exist_ok=True)
@@ -143,7 +144,7 @@ def main() -> None:
         results["seconds"][name] = round(time.monotonic() - phase, 1)
         phase = time.monotonic()
 
-    task = make_leaf("job", "+memory +pids +cpu")
+    task = make_leaf("job", "+memory +pids +cpu +cpuset")
     bystander = subprocess.Popen(["sh", "-c", 'echo $$ > "$1/cgroup.procs" && exec sleep 600', "sh", str(task)])
     time.sleep(0.2)
     results["bystander"] = str(bystander.pid)

@@ -94,9 +94,12 @@ def test_a_controller_not_delegated_is_named_in_the_isolation_line(guest):
 @pytest.mark.parametrize("layout", ("root", "leaf"))
 @pytest.mark.parametrize("path", PATHS)
 def test_a_slot_gets_at_most_one_cpus_time(guest, layout, path):
-    """Three processes spinning for 1.5 s in one test are throttled to one CPU (cpu.max), the test still passes."""
+    """Three processes spinning for 1.5 s in one test are throttled to one CPU (cpu.max), the test still passes; each
+    slot is kept on a CPU of its own (cpuset)."""
     result = guest[f"{layout} {path}"]
     assert line(result, "cpu").startswith(CPU_BOUNDED)
     assert result["cpu_max"] == ["100000 100000"]
+    assert "each slot kept on a CPU of its own (cpuset)" in line(result, "cpu")
+    assert result["cpuset"] == ["0", "1"], "the two slots on the guest's two CPUs"
     assert result["spin"] == "passed"
     assert result["throttled"] > 0, "the slot's cpu.max never throttled a test that asked for 3 CPUs"

@@ -268,7 +268,7 @@ def loop_for(cpu_seconds: float) -> int:
 def test_a_test_forking_many_sessions_cannot_take_the_cpu_of_the_test_beside_it(sandbox):
     """A correct program that forks 30 sessions spinning (without a CPU bound per slot each is one more scheduling
     entity) beside an honest one in the other slot, which needs 0.2 s of CPU within its 2 s: the honest one passes,
-    as alone. On 2 cores without the bound it got about 1/16 of a core and timed out. Verdicts, not times:
+    as alone (each slot has one CPU's time at most, on a CPU of its own). On 2 cores without the bound it got about 1/16 of a core and timed out. Verdicts, not times:
     benchmarks/saboteur_cpu.py prints the ratio of the honest program's times."""
     n = loop_for(0.2)
     expected = str(sum(i * i % 7 for i in range(n)))
@@ -276,6 +276,7 @@ def test_a_test_forking_many_sessions_cannot_take_the_cpu_of_the_test_beside_it(
     evil = (saboteur(30, 1.9), [Test("print(solve(10))", "19")], "python")
     with Judge(timeout=2.0, workers=2, sandbox=sandbox) as judge:
         assert "cpu: a cgroup v1 per slot, one CPU's time at most" in judge.isolation, judge.isolation
+        assert "each slot kept on a CPU of its own (cpuset)" in judge.isolation, judge.isolation
         for _ in range(3):
             _, beside = judge.run_many([evil, honest])
             assert beside.status == "passed", beside.tests[0]
