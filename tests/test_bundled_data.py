@@ -73,6 +73,16 @@ def test_bundled_q_set_trivial_shares_through_real_q():
     assert not above
 
 
+@pytest.mark.real_q
+@pytest.mark.skipif(find_q() is None, reason="no q binary found: the q solutions cannot run here")
+def test_bundled_q_solutions_pass_every_test_through_real_q():
+    """Each q solution on all its tests (made from the Python twins) and a no-op failing one, through a real q."""
+    problems = load_problems(bundled_path("q"), "q")
+    with Judge(timeout=5.0) as judge:
+        report = verify_problems(problems, judge, show_progress=False)
+    assert report.broken == [] and report.checked == len(problems)
+
+
 def test_bundled_sets_have_splits_solutions_and_enough_tests():
     """At least the five tests the training reward judges, Python and q."""
     for language, at_least, tests in (("python", 80, TRAINING_TESTS), ("q", 70, TRAINING_TESTS)):
