@@ -1,5 +1,6 @@
 """Loaders, validation and splitting of problem data, on small fixtures of every supported layout."""
 
+import dataclasses
 import json
 import logging
 import os
@@ -356,3 +357,21 @@ def test_overlap_between_train_and_test_is_warned_with_count_and_ids(caplog):
         "1 test problems share their id with a train problem: p1",
         "1 test problems share their description with a train problem: fresh",
     ]
+
+
+def test_a_problem_is_a_frozen_record_that_writes_back_as_it_was_read(tmp_path):
+    record = {"id": "sum", "language": "python", "description": "Sum a list.", "solution": "solve = sum",
+              "split": "train", "difficulty": "easy", "tags": ["lists"],
+              "tests": [{"test_code": "print(solve([1, 2]))", "expected_output": "3", "note": "kept"}]}
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    (problem,) = load_problems(path, "python")
+    assert problem.record() == record and problem.location == f"{path}:1"
+    assert problem.extra == {"difficulty": "easy", "tags": ["lists"]} and problem.tests[0].extra == {"note": "kept"}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        problem.tests = ()
+    # Equal records are equal problems wherever they were read, and key the same entry of a mapping.
+    elsewhere = tmp_path / "q.jsonl"
+    elsewhere.write_text("\n" + json.dumps(record) + "\n")
+    (again,) = load_problems(elsewhere, "python")
+    assert again.location == f"{elsewhere}:2" and again == problem and {problem: 1}[again] == 1

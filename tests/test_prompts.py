@@ -2,7 +2,8 @@
 
 from transformers import AutoTokenizer
 
-from training.prompts import make_prompt
+from data import load_problems
+from training.prompts import make_prompt, prompt_rows
 
 
 def test_plain_prompt_is_the_reference_layout():
@@ -23,3 +24,16 @@ def test_chat_prompt_goes_through_the_model_template(tiny_model):
                                                                         tokenize=False)
     assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")
     assert "Problem:\nSum a list." in text
+
+
+def test_training_rows_carry_the_id_and_the_records_other_fields_not_its_tests(tmp_path):
+    """A row's id names its problem (the test-case reward looks it up); a record's extra fields are columns for the
+    reward functions; its tests and solution stay with the problem."""
+    data = tmp_path / "p.jsonl"
+    data.write_text('{"id": "sum", "language": "python", "description": "Sum a list.", "solution": "solve = sum", '
+                    '"tests": [{"test_code": "print(solve([1, 2]))", "expected_output": "3"}], "difficulty": "easy", '
+                    '"tags": ["lists"]}\n')
+    (problem,) = load_problems(str(data), "python")
+    (row,) = prompt_rows([problem], use_reasoning_format=False, style="plain")
+    assert row == {"id": "sum", "language": "python", "description": "Sum a list.", "difficulty": "easy",
+                   "tags": ["lists"], "prompt": make_prompt("Sum a list.", "python", False, "plain")}
