@@ -25,6 +25,7 @@ from cli import CommandParser, UsageError, positive, read_json_objects
 from data import ALLOW_COMPARISONS_HELP, load_problems, measure_trivial_shares
 from judging import STATUSES, Judge, JudgeArguments, Problem
 from judging.languages import LANGUAGES
+from judging.policy import DEFAULT_EVAL_TIMEOUT, DEFAULT_TIMEOUT
 from rewards import ScoringArguments, mean_pass_at_k, score
 
 
@@ -156,8 +157,8 @@ def run_passk(args: PassKArguments) -> int:
 
 
 SCORE_HELP = {
-    "judge_timeout": "Seconds per test, as the trainer's evaluation (its --eval_timeout, 2.0); the trainer's training "
-    "reward uses its --judge_timeout (1.0).",
+    "judge_timeout": f"Seconds per test, as the trainer's evaluation (its --eval_timeout, {DEFAULT_EVAL_TIMEOUT}); the "
+    f"trainer's training reward uses its --judge_timeout ({DEFAULT_TIMEOUT}).",
     "max_tests_per_problem": "Score on the first N tests of each problem (default: all, as the trainer's evaluation; "
     "its training reward uses the first 5).",
 }
@@ -168,8 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
     s = commands.add_parser("score", help="judge every completion against its problem's tests",
                             dataclass_types=[ScoreArguments, JudgeArguments, ScoringArguments])
-    # Scoring is evaluation: 2 s per test and every test of a problem, unless asked otherwise.
-    s.set_defaults(handler=run_score, parser=s, judge_timeout=2.0, max_tests_per_problem=None)
+    # Scoring is evaluation: the evaluation's time per test and every test of a problem, unless asked otherwise.
+    s.set_defaults(handler=run_score, parser=s, judge_timeout=DEFAULT_EVAL_TIMEOUT, max_tests_per_problem=None)
     for action in s._actions:  # the shared fields' help describes the trainer's training reward; say what holds here
         if action.dest in SCORE_HELP:
             action.help = SCORE_HELP[action.dest]

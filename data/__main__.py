@@ -36,6 +36,7 @@ from cli import CommandParser, UsageError, positive
 from rewards import ScoringArguments
 from judging import JudgeArguments, JudgeUnavailable
 from judging.languages import LANGUAGES
+from judging.policy import DEFAULT_EVAL_TIMEOUT
 
 SHOWN_CHARS = 200
 SHOWN_IDS = 10
@@ -53,7 +54,7 @@ def _parser():
     strengthen.add_argument("source", help="problem file, folder or dataset name")
     strengthen.add_argument("out", help="the JSONL file to write (never the source)")
     for command in (verify, strengthen):
-        command.set_defaults(judge_timeout=2.0)  # not training: the evaluation timeout
+        command.set_defaults(judge_timeout=DEFAULT_EVAL_TIMEOUT)  # not training: the evaluation's timeout
         command.add_argument("--max_trivial_share", type=_share, default=DEFAULT_MAX_TRIVIAL_SHARE,
                              help="list a problem when a cheap program (a constant, echoing the input, printing "
                                   "nothing, the first element, the length, True then False ...) passes more than "

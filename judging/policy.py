@@ -48,7 +48,8 @@ PRLIMIT_FLAGS = {"RLIMIT_AS": "as", "RLIMIT_CPU": "cpu", "RLIMIT_FSIZE": "fsize"
 
 # The judge's defaults, declared here only: ``Judge`` (judging/judge.py) and the judge's flags
 # (judging/arguments.py: ``JudgeArguments``) read them.
-DEFAULT_TIMEOUT = 1.0  # seconds per test (the training reward's; evaluation sets its own)
+DEFAULT_TIMEOUT = 1.0  # seconds per test of the training reward
+DEFAULT_EVAL_TIMEOUT = 2.0  # seconds per test where nothing trains: pass@k, `rewards score`, `data verify|strengthen`
 COMPLETION_BUDGET_TIMEOUTS = 3.0  # all tests of one completion together: this many timeouts, unless given
 DEFAULT_SANDBOX = "auto"  # the strongest level that works here (judging/setup.py: SANDBOX_CHOICES)
 DEFAULT_LICENCE_HOSTS = "auto"  # what judged q may reach (judging/licence_proxy.py)

@@ -245,3 +245,21 @@ def test_default_reward_weights_favour_the_tests():
     assert args.rewards.reward_funcs == ["test_cases", "format"] and args.grpo.reward_weights == [1.0, 0.2]
     args = parse_args(["--reward_funcs", "test_cases"])
     assert args.grpo.reward_weights == [1.0]
+
+
+def test_every_command_that_trains_nothing_judges_with_the_evaluation_timeout_of_the_policy():
+    """The evaluation's time per test is declared once (judging/policy.py): the trainer's --eval_timeout and the
+    judge timeout of `rewards score` and `data verify|strengthen` all read it, and training keeps its own."""
+    from commands.score import build_parser
+    from data.__main__ import _parser
+    from judging import policy
+
+    assert policy.DEFAULT_EVAL_TIMEOUT != policy.DEFAULT_TIMEOUT
+    args = parse_args(["--model", "m"])
+    assert args.eval.eval_timeout == policy.DEFAULT_EVAL_TIMEOUT
+    assert args.judge.judge_timeout == policy.DEFAULT_TIMEOUT
+    score = build_parser().parse_args(["score", "--problems", "p", "--completions", "c", "--out", "o"])
+    assert score.judge_timeout == policy.DEFAULT_EVAL_TIMEOUT
+    for command in ("verify", "strengthen"):
+        words = [command, "p.jsonl"] + (["out.jsonl"] if command == "strengthen" else [])
+        assert _parser().parse_args(words).judge_timeout == policy.DEFAULT_EVAL_TIMEOUT

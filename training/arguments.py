@@ -26,6 +26,7 @@ from data.validate import ALLOW_COMPARISONS_HELP
 from judging import JudgeArguments
 from rewards import REWARD_FUNCS, ScoringArguments
 from judging.languages import LANGUAGES
+from judging.policy import DEFAULT_EVAL_TIMEOUT
 from training.flag_checks import (check_evaluation_only, check_generation_batch, check_vllm_settings, typed_flags,
                                   unknown_flag)
 from training.help import HelpFormatter, regroup
@@ -190,7 +191,7 @@ class EvalArguments:
     eval_max_tokens: int | None = field(
         default=None, metadata={"help": "Longest evaluation completion, in tokens. Default: --max_completion_length."}
     )
-    eval_timeout: float = field(default=2.0, metadata={"help": "Seconds per test in evaluation."})
+    eval_timeout: float = field(default=DEFAULT_EVAL_TIMEOUT, metadata={"help": "Seconds per test in evaluation."})
     eval_only: bool = field(default=False, metadata={"help": "Evaluate --model on the held-out problems; no training."})
     canary_problems: int = field(
         default=8,
