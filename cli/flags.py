@@ -6,6 +6,7 @@ importing transformers for ``HfArgumentParser`` alone costs seconds.
 """
 
 import argparse
+import difflib
 import typing
 from dataclasses import MISSING, fields
 
@@ -16,6 +17,20 @@ def positive(flag: str, value, what: str = "number") -> None:
     """The one check of a positive setting: UsageError naming the flag otherwise (None means unset)."""
     if value is not None and not value > 0:
         raise UsageError(f"{flag} must be a positive {what}, got {value}")
+
+
+def unknown_flag(known: list[str], remaining: list[str], help_hint: str) -> str:
+    """The line for what a parser could not place: the first unknown flag with the closest known one, or a stray
+    word; ``help_hint`` says where the flags are listed."""
+    flag = next((word.partition("=")[0] for word in remaining if word.startswith("-")), None)
+    if flag is None:
+        return f"unexpected argument {remaining[0]!r}: flags take the form --name value; {help_hint}"
+    # transformers adds a dashed twin of every underscored flag; suggest the spelling the user's flag is closest to
+    candidates = [k for k in known if k.startswith("--") and ("-" in flag[2:] or "-" not in k[2:])]
+    close = difflib.get_close_matches(flag, candidates, n=1, cutoff=0.6)
+    if close:
+        return f"unknown flag {flag}: did you mean {close[0]}? {help_hint}"
+    return f"unknown flag {flag}; {help_hint}"
 
 
 def _boolean(text: str) -> bool:
@@ -75,6 +90,18 @@ class CommandParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, but an unknown flag is named with the closest one its command knows."""
+        namespace, remaining = self.parse_known_args(args, namespace)
+        if remaining:
+            parser = self
+            for action in self._actions:  # the subcommand's own flags, where one was chosen
+                if isinstance(action, argparse._SubParsersAction):
+                    parser = action.choices.get(getattr(namespace, action.dest, None), parser)
+            self.error(unknown_flag(list(parser._option_string_actions), remaining,
+                                   f"see `{parser.prog} --help`"))
+        return namespace
 
     def dataclasses_from(self, namespace) -> tuple:
         """The parsed namespace as this parser's dataclasses; their checks raise UsageError."""

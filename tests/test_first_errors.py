@@ -201,6 +201,21 @@ def test_score_with_a_missing_completions_file_is_one_line(tmp_path):
                                     '{"id", "completion"} records to score']
 
 
+@pytest.mark.parametrize("words, line", [
+    (["data", "verify", "p.jsonl", "--langauge", "python"],
+     "python -m data: error: unknown flag --langauge: did you mean --language? see `python -m data verify --help`"),
+    (["rewards", "score", "--problems", "p", "--completions", "c", "--out", "o", "--judge_wokers", "2"],
+     "python -m rewards: error: unknown flag --judge_wokers: did you mean --judge_workers? see "
+     "`python -m rewards score --help`"),
+    (["data", "check", "p.jsonl", "extra"],
+     "python -m data: error: unexpected argument 'extra': flags take the form --name value; see "
+     "`python -m data check --help`"),
+])
+def test_the_commands_name_the_closest_flag_to_a_mistyped_one(words, line):
+    result = subprocess.run([sys.executable, "-m", *words], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert (result.returncode, lines(result.stderr)) == (2, [line])
+
+
 @pytest.mark.slow
 def test_an_edge_under_accelerate_launch_is_printed_once(tmp_path):
     """Two processes: 3 x 2 processes x 1 = 6 completions, not whole groups of 4. Each rank exits 2; the launcher

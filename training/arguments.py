@@ -27,8 +27,8 @@ from judging import JudgeArguments
 from rewards import REWARD_FUNCS, ScoringArguments
 from judging.languages import LANGUAGES
 from judging.policy import DEFAULT_EVAL_TIMEOUT
-from training.flag_checks import (check_evaluation_only, check_generation_batch, check_vllm_settings, typed_flags,
-                                  unknown_flag)
+from cli.flags import unknown_flag
+from training.flag_checks import HELP, check_evaluation_only, check_generation_batch, check_vllm_settings, typed_flags
 from training.help import HelpFormatter, regroup
 from training.run_folder import run_of_model
 
@@ -542,7 +542,7 @@ def _parse(argv: list[str], defaults: dict) -> Arguments:
         raise UsageError(f"unknown setting in --preset/--config: {unknown[0].lstrip('-')}; remove it or fix its name")
     _, remaining = parser.parse_known_args(argv)  # before any dataclass checks its values: a typo comes first
     if remaining:
-        raise UsageError(unknown_flag(list(parser._option_string_actions), remaining))
+        raise UsageError(unknown_flag(list(parser._option_string_actions), remaining, HELP))
     try:
         parts = parser.parse_args_into_dataclasses(args=argv)
     except ValueError as e:

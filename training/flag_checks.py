@@ -5,7 +5,6 @@ by num_generations (4)`), too late (a vLLM setting without `--use_vllm` is ignor
 (a mistyped flag gets no suggestion). These run while the flags are parsed, before anything loads.
 """
 
-import difflib
 import math
 import os
 
@@ -20,20 +19,6 @@ NOT_VLLM = ("vllm_max_model_length",)
 def typed_flags(argv: list[str]) -> set[str]:
     """The settings named on the command line, by field name (`--vllm-mode=x` -> vllm_mode)."""
     return {word[2:].partition("=")[0].replace("-", "_") for word in argv if word.startswith("--")}
-
-
-def unknown_flag(known: list[str], remaining: list[str]) -> str:
-    """The line for what the parser could not place: the first unknown flag with the closest known one, or a stray
-    word."""
-    flag = next((word.partition("=")[0] for word in remaining if word.startswith("-")), None)
-    if flag is None:
-        return f"unexpected argument {remaining[0]!r}: flags take the form --name value; {HELP}"
-    # transformers adds a dashed twin of every underscored flag; suggest the spelling the user's flag is closest to
-    candidates = [k for k in known if k.startswith("--") and ("-" in flag[2:] or "-" not in k[2:])]
-    close = difflib.get_close_matches(flag, candidates, n=1, cutoff=0.6)
-    if close:
-        return f"unknown flag {flag}: did you mean {close[0]}? {HELP}"
-    return f"unknown flag {flag}; {HELP}"
 
 
 def check_vllm_settings(grpo, defaults: dict, typed: set[str]) -> None:
