@@ -5,19 +5,22 @@ Every loader hands raw records here together with a location string (``file:line
 is loaded with one line that says where and what to fix.
 """
 
+import keyword
+import math
 from dataclasses import replace
 
 from cli import LocatedError
-from data.comparisons import printing_form, sandbox_comparison
+from data.comparisons import printing_form, refusal, sandbox_comparison, with_literal_values
 from judging.languages import LANGUAGES
 from judging.records import Problem, Test
 
 SPLITS = ("train", "test")
-PROBLEM_FIELDS = ("id", "language", "description", "tests", "solution", "split")
-TEST_FIELDS = ("test_code", "expected_output")
-ALLOW_COMPARISONS_HELP = ("Keep tests that compare inside the sandbox (==, assert, ...) instead of refusing them. "
-                          "Unsafe for RL: the judged code decides such a comparison (a result whose == is always "
-                          "true passes). Simple `assert f(x) == literal` tests become printing tests either way.")
+PROBLEM_FIELDS = ("id", "language", "description", "tests", "solution", "split", "entry_point")
+TEST_FIELDS = ("test_code", "expected_output", "input", "tolerance")
+ALLOW_COMPARISONS_HELP = ("Keep tests that are not printed calls (print(solve(...)) of literals) as they are, "
+                          "instead of refusing them. Unsafe for RL: the judged code decides a comparison made in "
+                          "the sandbox (a result whose == is always true passes). Simple `assert f(x) == literal` "
+                          "tests become printing tests either way.")
 PRINTING_TEST = {"python": "print(solve(...))", "q": "show solve[...]"}
 
 
@@ -52,12 +55,18 @@ def _check_id(record, location):
 def _check_test(test, index, location):
     name = f"tests[{index}]"
     if not isinstance(test, dict):
-        raise DataError(location, f"{name} must be an object with test_code and expected_output")
-    if "test_code" not in test or test["test_code"] is None:
-        raise DataError(location, f"{name} has no 'test_code'")
-    if not isinstance(test["test_code"], str):
+        raise DataError(location, f"{name} must be an object with test_code (or input) and expected_output")
+    if test.get("input") is not None:
+        if test.get("test_code") not in (None, ""):
+            raise DataError(location, f"{name} has both 'test_code' and 'input'; a test either calls the function "
+                                      "(test_code) or gives the program its standard input (input)")
+        if not isinstance(test["input"], str):
+            raise DataError(location, f"{name}.input must be a string, got {type(test['input']).__name__}")
+    elif "test_code" not in test or test["test_code"] is None:
+        raise DataError(location, f"{name} has no 'test_code' (or 'input', for a program reading standard input)")
+    elif not isinstance(test["test_code"], str):
         raise DataError(location, f"{name}.test_code must be a string, got {type(test['test_code']).__name__}")
-    if not test["test_code"].strip():
+    elif not test["test_code"].strip():
         raise DataError(location, f"{name}.test_code is empty")
     if "expected_output" not in test or test["expected_output"] is None:
         raise DataError(location, f"{name} has no 'expected_output' (use \"\" for a test that prints nothing)")
@@ -67,7 +76,23 @@ def _check_test(test, index, location):
                                   f"quote it (\"{expected}\") since output is compared as text")
     if not isinstance(expected, str):
         raise DataError(location, f"{name}.expected_output must be a string, got {type(expected).__name__}")
-    return Test(test["test_code"], expected, {k: v for k, v in test.items() if k not in TEST_FIELDS})
+    tolerance = test.get("tolerance")
+    if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, (int, float))
+                                  or not 0 <= tolerance < math.inf):
+        raise DataError(location, f"{name}.tolerance must be a number 0 or above (the largest absolute difference "
+                                  f"accepted between printed and expected numbers), got {tolerance!r}")
+    extra = {k: v for k, v in test.items() if k not in TEST_FIELDS}
+    return Test(test.get("test_code") or "", expected, extra, test.get("input"),
+                None if tolerance is None else float(tolerance))
+
+
+def _check_entry_point(record, location):
+    entry_point = record.get("entry_point")
+    if entry_point is None:
+        return "solve"
+    if not isinstance(entry_point, str) or not entry_point.isidentifier() or keyword.iskeyword(entry_point):
+        raise DataError(location, f"'entry_point' must name a function (an identifier), got {entry_point!r}")
+    return entry_point
 
 
 def validate_record(record, location, language) -> Problem:
@@ -90,6 +115,16 @@ def validate_record(record, location, language) -> Problem:
     if not tests:
         raise DataError(location, "'tests' is empty; a problem needs at least one test")
     tests = tuple(_check_test(test, index, location) for index, test in enumerate(tests))
+    kinds = [test.input is not None for test in tests]
+    if len(set(kinds)) > 1:
+        other = kinds.index(not kinds[0])
+        raise DataError(location, f"tests[{other}] {'gives' if kinds[other] else 'does not give'} standard input "
+                                  f"and tests[0] {'does' if kinds[0] else 'does not'}; a problem's tests either all "
+                                  "call its function or all give its program standard input")
+    if kinds[0] and problem_language != "python":
+        raise DataError(location, f"tests give standard input, which is judged for Python programs only, not "
+                                  f"{problem_language}")
+    entry_point = _check_entry_point(record, location)
 
     solution = record.get("solution")
     if solution is not None and not isinstance(solution, str):
@@ -99,7 +134,7 @@ def validate_record(record, location, language) -> Problem:
     if split is not None and split not in SPLITS:
         raise DataError(location, f"split {split!r} is not one of {', '.join(SPLITS)} (or leave it out)")
     extra = {key: value for key, value in record.items() if key not in PROBLEM_FIELDS}
-    return Problem(problem_id, problem_language, description, tests, solution, split, extra, location)
+    return Problem(problem_id, problem_language, description, tests, solution, split, extra, location, entry_point)
 
 
 def validate_records(located_records, language):
@@ -116,23 +151,40 @@ def validate_records(located_records, language):
 
 
 def compare_on_the_host(problems: list[Problem], allow_in_sandbox_comparisons=False) -> tuple[list[Problem], int]:
-    """The problems with simple assert tests rewritten as printing tests, and how many tests were rewritten; any
-    other test that compares inside the sandbox (data/comparisons.py) is refused unless allowed."""
-    converted, out = 0, []
+    """The problems with their assert tests rewritten as printing tests and literal arithmetic in their arguments
+    worked out (data/comparisons.py), and how many tests were rewritten; a Python test not in the printing form, or
+    a q test that compares inside the sandbox, is refused unless allowed. Tests giving standard input carry no code
+    and pass."""
+    rewritten, out = 0, []
     for problem in problems:
         tests = []
         for index, test in enumerate(problem.tests):
-            printing = printing_form(test.test_code, test.expected_output) if problem.language == "python" else None
-            if printing:
-                test = replace(test, test_code=printing[0], expected_output=printing[1])
-                converted += 1
-            found = sandbox_comparison(test.test_code, test.expected_output, problem.language)
-            if found and not allow_in_sandbox_comparisons:
-                raise DataError(problem.location, f"tests[{index}] compares inside the sandbox ({found}), where "
-                                                  "the judged code can decide it; make the test print the result "
-                                                  f"({PRINTING_TEST[problem.language]}) and expect its text, "
-                                                  "or pass --allow_in_sandbox_comparisons (unsafe for RL: a "
-                                                  "result whose == is always true passes)")
+            found = None
+            if test.input is None and problem.language == "python":
+                printing = printing_form(test.test_code, test.expected_output, problem.entry_point)
+                if printing:
+                    test = replace(test, test_code=printing.test_code, expected_output=printing.expected_output,
+                                   tolerance=printing.tolerance if test.tolerance is None else test.tolerance)
+                found = refusal(test.test_code, problem.entry_point)
+                if not found:
+                    test = replace(test, test_code=with_literal_values(test.test_code))
+                if found and not allow_in_sandbox_comparisons:
+                    raise DataError(problem.location, f"tests[{index}] is not a printing test ({found}); a Python "
+                                                      "test is set-up lines `name = literal`, then lines "
+                                                      f"print({problem.entry_point}(...), ...) whose arguments are "
+                                                      "literals or set-up names, expecting what they print "
+                                                      "(docs/data.md), or pass --allow_in_sandbox_comparisons "
+                                                      "(unsafe for RL: the judged code can decide a test that "
+                                                      "compares in the sandbox)")
+            elif test.input is None:
+                found = sandbox_comparison(test.test_code)
+                if found and not allow_in_sandbox_comparisons:
+                    raise DataError(problem.location, f"tests[{index}] compares inside the sandbox ({found}), where "
+                                                      "the judged code can decide it; make the test print the "
+                                                      f"result ({PRINTING_TEST[problem.language]}) and expect its "
+                                                      "text, or pass --allow_in_sandbox_comparisons (unsafe for "
+                                                      "RL: the judged code can read a compared value)")
+            rewritten += test != problem.tests[index]
             tests.append(test)
         out.append(replace(problem, tests=tuple(tests)) if tests != list(problem.tests) else problem)
-    return out, converted
+    return out, rewritten

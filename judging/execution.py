@@ -58,23 +58,28 @@ def execute(runner: Runner, code: str, test: Test, timeout: float, slots: Slots,
     free = slots.free  # the queue of the moment (explicit rlimits may swap it while probing)
     uid = free.get()
     try:  # the slot goes back whatever happens below, cleanup included
-        marker = secrets.token_hex(16)
+        # A test giving standard input has no marker: the program is the solution alone, all its output counts.
+        marker = secrets.token_hex(16) if test.input is None else None
         # Model text can hold lone surrogates, which UTF-8 cannot encode: judge them as "?", never crash.
-        program = runner.executor.program(code, marker, test.test_code).encode("utf-8", "replace")
+        program = (runner.executor.program(code, marker, test.test_code) if marker
+                   else runner.executor.whole_program(code)).encode("utf-8", "replace")
+        stdin = None if test.input is None else test.input.encode("utf-8", "replace")
         warm = warm if runner.executor.language == "python" else None
         try:
-            result, outcome, out_of_memory = _run(runner, program, marker, uid, timeout, slots, warm, licence_retries)
+            result, outcome, out_of_memory = _run(runner, program, marker or "", uid, timeout, slots, warm,
+                                                  licence_retries, stdin)
         except (OSError, SandboxUnavailable) as error:
             return TestResult("sandbox_error", 0.0, "", f"{type(error).__name__}: {error}")
     finally:
         free.put(uid)
-    return grade(result, outcome, out_of_memory, marker, test.expected_output)
+    return grade(result, outcome, out_of_memory, marker, test.expected_output, test.tolerance)
 
 
 def _run(runner: Runner, program: bytes, marker: str, uid: int | None, timeout: float, slots: Slots,
-         warm: WarmWorkers | None, licence_retries: Counter) -> tuple[RunResult, str, bool]:
-    """Place ``program``, run it (again after a licence failure) and remove what it left: the run's result, its
-    outcome (``RAN`` or a failure status) and whether the kernel killed one of its processes for memory."""
+         warm: WarmWorkers | None, licence_retries: Counter, stdin: bytes | None = None) -> tuple[RunResult, str, bool]:
+    """Place ``program``, run it with ``stdin`` as its standard input (again after a licence failure) and remove what
+    it left: the run's result, its outcome (``RAN`` or a failure status) and whether the kernel killed one of its
+    processes for memory."""
     filename = runner.executor.filename
     # bwrap copies the program into the sandbox's own /scratch (a tmpfs): no host folder, as a warm worker does (it
     # gets the program in a memory file); the weaker levels run in a host folder.
@@ -97,11 +102,11 @@ def _run(runner: Runner, program: bytes, marker: str, uid: int | None, timeout: 
             result = None
             if warm:
                 run_in(slots.warm_cgroups.slots.get(uid))
-                result = warm.run(uid, program, timeout)
+                result = warm.run(uid, program, timeout, stdin)
             if result is None:  # no warm worker, or it failed (maybe mid-test): run cold
                 run_in(cgroup)
                 result = run_cold(runner.sandbox, argv, None if in_tmpfs else scratch, uid, timeout,
-                                  (filename, program), cgroup)
+                                  (filename, program), cgroup, stdin)
             return result
 
         def language_starts() -> bool:

@@ -43,6 +43,7 @@ class Executor(Protocol):
     """One language, as the judge and its set-up use it."""
 
     language: str  # the name in judging/languages.py
+    reads_input: bool  # judges tests that give the program standard input (``whole_program``)
     licensed: bool  # needs a licence check at start (q's): licence egress, retries, the preflight's advice
     filename: str  # the program's file name in its working folder
     read_only: list[str]  # host paths the program needs in its view (interpreter, binary, QHOME, ...)
@@ -62,6 +63,10 @@ class Executor(Protocol):
     def program(self, solution: str, marker: str, test_code: str) -> str:
         """The program of one test: the solution, a line printing ``marker``, then the test code."""
 
+    def whole_program(self, solution: str) -> str:
+        """The program of a test that gives standard input: the solution alone, all of whose output counts (only
+        where ``reads_input``)."""
+
     def outcome(self, result: RunResult, marker: str) -> str:
         """``RAN`` (compare the stdout after the marker) or a failure status, ``LICENCE_FAILURE`` included."""
 
@@ -76,6 +81,7 @@ class PythonExecutor:
     """
 
     language = "python"
+    reads_input = True
     licensed = False
     filename = "main.py"
     seccomp = SECCOMP_FILTER_PYTHON  # no machine-wide counters, Unix sockets only, no file locks or watches (judging/seccomp.py)
@@ -103,6 +109,9 @@ class PythonExecutor:
 
     def program(self, solution: str, marker: str, test_code: str) -> str:
         return f"{solution}\nprint({marker!r}, flush=True)\n{test_code}\n"
+
+    def whole_program(self, solution: str) -> str:
+        return f"{solution}\n"
 
     def outcome(self, result: RunResult, marker: str) -> str:
         if result.returncode == 0:
@@ -145,6 +154,7 @@ class QExecutor:
     """
 
     language = "q"
+    reads_input = False  # q's console reads standard input as code once the script ends: not judged so, untried
     licensed = True
     filename = "main.q"
     seccomp = SECCOMP_FILTER  # keeps sysinfo, file locks and watches: q may need them, untried (judging/seccomp.py)

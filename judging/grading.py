@@ -3,11 +3,20 @@ process, file or clock; judging/execution.py runs the test, this grades it.
 
 A test passes when the program ends normally within its limits and the stdout printed after the marker line,
 stripped, equals the expected output, stripped. Output printed before the marker does not count, so a solution
-that prints answers or exits early fails.
+that prints answers or exits early fails. A test that gives the program its standard input has no marker: the
+program is the solution alone, so all it prints is its answer (nothing of the judge's is printed before or after
+it to forge).
+
+A test with a tolerance compares numbers: the printed text and the expected output must be the same text once
+every number in them is set aside, and each printed number must be within the tolerance of the expected one at
+its place (``0.30000000000000004`` for ``0.3`` under 1e-9, ``[1.0, 2.5]`` for ``[1, 2.5]``). It is read from
+the printed text here, on the host, never by code in the sandbox.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -22,6 +31,8 @@ STATUSES = ("passed", "failed", "no_code", "syntax_error", "runtime_error", "tim
 # says nothing about the code; then errors that stop every test; then per-test failures.
 SEVERITY = ("sandbox_error", "syntax_error", "timeout", "memory", "output_limit", "runtime_error", "failed")
 KEEP_CHARS = 4096  # of a test's stdout (from its start) and stderr (its end) kept in its result
+# A number as Python, C and most languages print one, not part of a word: 3, -2, 0.5, 1e-06, .5, 2., inf, -nan.
+NUMBER = re.compile(r"(?<![\w.])[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf(?:inity)?|nan)(?![\w.])", re.IGNORECASE)
 
 
 @dataclass
@@ -49,10 +60,12 @@ def completion_status(results: list[TestResult]) -> str:
     return next(status for status in SEVERITY if status in statuses)
 
 
-def grade(result: RunResult, outcome: str, out_of_memory: bool, marker: str, expected_output) -> TestResult:
+def grade(result: RunResult, outcome: str, out_of_memory: bool, marker: str | None, expected_output,
+          tolerance: float | None = None) -> TestResult:
     """One test's verdict: ``result`` of its run, ``outcome`` as its executor read it (``RAN`` or a failure status),
-    whether the kernel killed one of its processes for memory, the run's ``marker`` and the expected output."""
-    after_marker = after(result.stdout, marker)
+    whether the kernel killed one of its processes for memory, the run's ``marker`` (None: all of stdout counts),
+    the expected output and the test's tolerance (None: the text must be equal)."""
+    after_marker = result.stdout if marker is None else after(result.stdout, marker)
     if out_of_memory:  # the kernel killed one of its processes: the test passed the slot's memory bound
         status = "memory"
     elif result.output_overflow:
@@ -64,9 +77,24 @@ def grade(result: RunResult, outcome: str, out_of_memory: bool, marker: str, exp
     elif after_marker is None:
         status = "failed"
     else:
-        status = "passed" if after_marker.strip() == str(expected_output).strip() else "failed"
+        status = "passed" if matches(after_marker, str(expected_output), tolerance) else "failed"
     shown = result.stdout if after_marker is None else after_marker
     return TestResult(status, round(result.seconds, 4), shown[:KEEP_CHARS], result.stderr[-KEEP_CHARS:])
+
+
+def matches(printed: str, expected: str, tolerance: float | None = None) -> bool:
+    """Whether ``printed`` is the ``expected`` output: equal once stripped, or, with a ``tolerance``, equal text
+    around the numbers and each number within ``tolerance`` of the expected one (infinities of one sign equal; nan only as the same text)."""
+    printed, expected = printed.strip(), expected.strip()
+    if tolerance is None or printed == expected:
+        return printed == expected
+    got, wanted = NUMBER.findall(printed), NUMBER.findall(expected)
+    if len(got) != len(wanted) or NUMBER.sub("0", printed) != NUMBER.sub("0", expected):
+        return False
+    for number, reference in zip(map(float, got), map(float, wanted)):
+        if not (number == reference or abs(number - reference) <= tolerance):
+            return False
+    return True
 
 
 def after(stdout: str, marker: str) -> str | None:

@@ -122,6 +122,8 @@ class Judge:
             raise ValueError("a problem needs at least one test")
         runner = self.setup.get(language)
         total = len(tests)
+        if not runner.executor.reads_input and any(test.input is not None for test in tests):
+            raise ValueError(f"{language} programs are not judged on standard input (a test with an input)")
         if runner.executor.missing:
             return Judgement("sandbox_error", 0, total,
                              [TestResult("sandbox_error", 0.0, "", runner.executor.missing) for _ in tests])

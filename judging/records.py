@@ -24,17 +24,27 @@ from typing import Any
 @dataclass(frozen=True)
 class Test:
     """One test: the program is the judged code, a marker line, then ``test_code``; it passes when what it prints
-    after the marker, stripped, equals ``expected_output``, stripped (judging/grading.py)."""
+    after the marker, stripped, equals ``expected_output``, stripped (judging/grading.py).
+
+    A test with an ``input`` (``test_code`` is then empty) gives the judged program that text as its standard input
+    and counts all it prints. A ``tolerance`` compares the numbers in the printed text to those of the expected
+    output within that absolute difference, the rest of the text exactly."""
 
     __test__ = False  # not a pytest test class
 
     test_code: str
     expected_output: str
     extra: dict[str, Any] = field(default_factory=dict, hash=False)  # the test's other fields, as read
+    input: str | None = None
+    tolerance: float | None = None
 
     def record(self) -> dict[str, Any]:
-        """The test as the JSONL record writes it."""
-        return {"test_code": self.test_code, "expected_output": self.expected_output, **self.extra}
+        """The test as the JSONL record writes it: ``test_code`` or ``input``, and a tolerance only when it has one."""
+        record = {"test_code": self.test_code} if self.input is None else {"input": self.input}
+        record["expected_output"] = self.expected_output
+        if self.tolerance is not None:
+            record["tolerance"] = self.tolerance
+        return {**record, **self.extra}
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,9 @@ class Problem:
     """A validated problem: its tests in order (the training reward judges the first ``--max_tests_per_problem``),
     its canonical ``solution`` when it has one, its ``split`` when the source gives one, and ``location``, where it
     was read (``file:line``, ``path/to/folder``, ``file:row N``), for every message about it.
+
+    ``entry_point`` is the function its tests call (``solve`` unless the source names another); a problem whose
+    tests give standard input (`Test.input`) is judged as a whole program instead.
 
     Two problems are equal when their records are (the location is not compared). Problems hash by their fields
     other than ``extra``, so they key the mappings of what is measured about them."""
@@ -54,6 +67,12 @@ class Problem:
     split: str | None = None
     extra: dict[str, Any] = field(default_factory=dict, hash=False)  # the record's other fields, as read
     location: str | None = field(default=None, compare=False)
+    entry_point: str = "solve"
+
+    @property
+    def reads_input(self) -> bool:
+        """Whether its tests give the program standard input (a whole program is judged, not a function)."""
+        return any(test.input is not None for test in self.tests)
 
     def record(self) -> dict[str, Any]:
         """The problem as the JSONL record writes it; a field left out of the source stays out."""
@@ -61,4 +80,6 @@ class Problem:
                   "tests": [test.record() for test in self.tests]}
         record.update((name, value) for name, value in (("solution", self.solution), ("split", self.split))
                       if value is not None)
+        if self.entry_point != "solve":
+            record["entry_point"] = self.entry_point
         return {**record, **self.extra}

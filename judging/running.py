@@ -10,6 +10,7 @@ through a pidfd taken from bwrap's ``--info-fd``.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import select
@@ -37,16 +38,18 @@ class RunResult:
 
 
 def run_cold(sandbox: Sandbox, argv: list[str], scratch: str | None, uid: int | None, timeout: float,
-             program: tuple[str, bytes] | None = None, cgroup: SlotCgroup | None = None) -> RunResult:
+             program: tuple[str, bytes] | None = None, cgroup: SlotCgroup | None = None,
+             stdin: bytes | None = None) -> RunResult:
     """Run ``argv`` in ``scratch`` (a host folder; at the bwrap level a fresh tmpfs holding ``program``, a file name
-    and its bytes, instead), inside the slot's ``cgroup`` when there is one; everything it started is dead when this
-    returns."""
+    and its bytes, instead), inside the slot's ``cgroup`` when there is one, with ``stdin`` as its standard input
+    (None: /dev/null); everything it started is dead when this returns."""
     env = None
     cwd = None
     if sandbox.level != "bwrap":
         env = environment(sandbox.env, scratch)
         cwd = scratch
     passed: list[int] = []
+    opened: list[int] = []  # closed with ``passed`` once the program started, not passed to it
     info = None
     try:
         info_write = None
@@ -67,14 +70,16 @@ def run_cold(sandbox: Sandbox, argv: list[str], scratch: str | None, uid: int | 
                 proc_fds[name] = _pipe_holding(content)
                 passed.append(proc_fds[name])
         command = sandbox.command(argv, uid, timeout, seccomp, held, cgroup, info_write, proc_fds)
+        standard_input = input_file(stdin)
+        opened.append(standard_input)  # Popen gives the program its own copy, as descriptor 0
         start = time.monotonic()
         proc = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL,
+            command, stdin=standard_input,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True,
             close_fds=True, pass_fds=passed,
         )
     finally:
-        for fd in passed:
+        for fd in passed + opened:
             os.close(fd)
     pid_1 = None
     try:
@@ -143,6 +148,26 @@ def memfd_holding(data: bytes) -> int:
     fd = os.memfd_create("program", os.MFD_CLOEXEC)
     os.write(fd, data)
     os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def input_file(data: bytes | None) -> int:
+    """A test's standard input: a memory file holding ``data``, sealed (no process can change it) and read from its
+    start, or /dev/null when ``data`` is None. It lives in the judge's memory: no path reaches it, so no other test
+    can read it, and the program gets it as its descriptor 0 only."""
+    if data is None:
+        return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    fd = os.memfd_create("input", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
+                    fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:
+        os.close(fd)
+        raise
     return fd
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from judging.cgroups import SlotCgroup, warm_joining
 from judging.policy import EMPTY_TMPFS, PROC_EMPTY, PROC_VIEW, SCRATCH, worker_rules
-from judging.running import OUTPUT_CAP, RunResult, memfd_holding, read_capped
+from judging.running import OUTPUT_CAP, RunResult, input_file, memfd_holding, read_capped
 from judging.sandbox import Sandbox
 from judging.worker import protocol
 
@@ -111,27 +111,25 @@ class WarmWorker:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def run(self, program: bytes, timeout: float) -> RunResult:
-        """Run ``program`` under the policy's limits for ``timeout``; raise WorkerFailed if the worker fails."""
+    def run(self, program: bytes, timeout: float, stdin: bytes | None = None) -> RunResult:
+        """Run ``program`` under the policy's limits for ``timeout`` with ``stdin`` as its standard input (None:
+        /dev/null); raise WorkerFailed if the worker fails."""
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         start = time.monotonic()
         try:
+            passed = [out_write, err_write]  # then the program's memory file and the standard input
             try:
-                held = memfd_holding(program)
-            except OSError:
-                os.close(out_write)
-                os.close(err_write)
-                raise
-            try:
+                passed += [memfd_holding(program)]
+                passed += [input_file(stdin)]
                 request = protocol.pack_request(timeout, self.sandbox.limits.rlimits(timeout))
-                socket.send_fds(self.control, [request], [out_write, err_write, held])
-            except OSError as error:
-                raise WorkerFailed(f"the worker is gone ({error})") from None
+                try:
+                    socket.send_fds(self.control, [request], passed)
+                except OSError as error:
+                    raise WorkerFailed(f"the worker is gone ({error})") from None
             finally:
-                os.close(held)
-                os.close(out_write)
-                os.close(err_write)
+                for fd in passed:
+                    os.close(fd)
             deadline = start + timeout + REPLY_GRACE
             out, err, stuck, overflow = read_capped(out_read, err_read, deadline, OUTPUT_CAP)
         finally:
@@ -230,14 +228,14 @@ class WarmWorkers:
                 continue
             self.workers[uid] = worker
 
-    def run(self, uid: int, program: bytes, timeout: float) -> RunResult | None:
+    def run(self, uid: int, program: bytes, timeout: float, stdin: bytes | None = None) -> RunResult | None:
         worker = self.workers.get(uid)
         try:
             if worker is None or not worker.alive():
                 if worker is not None:
                     self._drop(uid, "the warm worker died between executions")
                 worker = self.workers[uid] = self._new_worker(uid)
-            return worker.run(program, timeout)
+            return worker.run(program, timeout, stdin)
         except (WorkerFailed, OSError) as error:
             self._drop(uid, str(error))
             return None

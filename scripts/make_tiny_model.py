@@ -19,7 +19,7 @@ from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-installed or not (PYTHONPATH still wins)
 
-from training.prompts import SYSTEM_PROMPTS  # noqa: E402
+from training.prompts import SYSTEM_PROMPTS, TASKS  # noqa: E402
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # vLLM's CPU attention takes head sizes 32, 64, 80, ... 512 (it refuses 16), so every head is 32 wide and
@@ -38,6 +38,7 @@ CHAT_TEMPLATE = (
 def corpus(data_dir: Path):
     """Every text a prompt or a completion can contain: problems, solutions, tests and the prompt wording."""
     yield from SYSTEM_PROMPTS.values()
+    yield from TASKS.values()
     yield "Human: Problem:\nAssistant: <reasoning></reasoning> <answer></answer> ```python ```q ```"
     for path in sorted(data_dir.glob("*.jsonl")):
         for line in path.read_text().splitlines():

@@ -14,7 +14,7 @@ import pytest
 
 from judging import STATUSES, Judge, JudgeArguments, JudgeUnavailable, Test, TestResult, policy
 from judging.executors import RAN
-from judging.grading import completion_status, grade
+from judging.grading import completion_status, grade, matches
 from judging.running import RunResult
 
 FAKE_Q = str(Path(__file__).resolve().parent / "fake_q" / "q")
@@ -115,6 +115,32 @@ def test_grading_is_a_pure_function_of_the_run(result, outcome, out_of_memory, s
 def test_grading_keeps_the_start_of_stdout_and_the_end_of_stderr():
     graded = grade(ran("MARK\n" + "a" * 5000 + "b", "c" + "d" * 5000), RAN, False, "MARK", "")
     assert graded.stdout == "a" * 4096 and graded.stderr == "d" * 4096 and graded.status == "failed"
+
+
+def test_without_a_marker_all_of_stdout_is_the_answer():
+    """A test giving standard input has no marker: the program is the solution alone."""
+    assert grade(ran("6\n"), RAN, False, None, "6").status == "passed"
+    assert grade(ran("noise\n6\n"), RAN, False, None, "6").status == "failed"
+
+
+@pytest.mark.parametrize("printed, expected, tolerance, passes", [
+    ("0.30000000000000004", "0.3", 1e-9, True),
+    ("0.30000000000000004", "0.3", None, False),  # no tolerance: text
+    ("0.3001", "0.3", 1e-6, False),
+    ("6", "6.0", 0.0, True),  # numbers compared as numbers
+    ("[1.0, 2.5000001]", "[1, 2.5]", 1e-6, True),
+    ("[1.0, 2.5]", "[1, 2.5, 3]", 1.0, False),  # a number short
+    ("(1.0, 2.5)", "[1, 2.5]", 1.0, False),  # the text around the numbers differs
+    ("x1 -2.5e-3", "x1 -0.0025", 0.0, True),
+    ("x1", "x2", 5.0, False),  # a digit inside a word is text
+    ("inf -inf", "inf -inf", 0.0, True),
+    ("inf", "-inf", 1e300, False),
+    ("nan", "0.0", 1e300, False),
+    ("True 0.5", "True 0.5000001", 1e-6, True),
+])
+def test_a_tolerance_compares_the_numbers_of_the_printed_text(printed, expected, tolerance, passes):
+    assert matches(printed, expected, tolerance) is passes
+    assert (grade(ran(f"MARK\n{printed}\n"), RAN, False, "MARK", expected, tolerance).status == "passed") is passes
 
 
 def test_run_many_keeps_order_and_arun_many_matches(judge):

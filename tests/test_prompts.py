@@ -37,3 +37,16 @@ def test_training_rows_carry_the_id_and_the_records_other_fields_not_its_tests(t
     (row,) = prompt_rows([problem], use_reasoning_format=False, style="plain")
     assert row == {"id": "sum", "language": "python", "description": "Sum a list.", "difficulty": "easy",
                    "tags": ["lists"], "prompt": make_prompt("Sum a list.", "python", False, "plain")}
+
+
+def test_the_prompt_names_the_problems_function_or_asks_for_a_program_reading_standard_input():
+    from judging.records import Problem, Test
+    from training.prompts import problem_prompt
+
+    named = Problem("p", "python", "Add two numbers.", (Test("print(add(1, 2))", "3"),), entry_point="add")
+    reading = Problem("r", "python", "Add the two numbers of the input.", (Test("", "3", input="1 2\n"),))
+    assert "writing a function named `add`." in problem_prompt(named, False, "plain")
+    prompt = problem_prompt(reading, True, "plain")
+    assert "a program that reads its input from standard input and prints its answer" in prompt
+    assert "function" not in prompt and prompt.endswith("Problem:\nAdd the two numbers of the input.\n\nAssistant:")
+    assert "writing a function named `solve`." in make_prompt("Sum a list.", "q", False, "plain")

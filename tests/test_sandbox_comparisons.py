@@ -53,26 +53,53 @@ def judge(request):
         yield judge
 
 
+# Reads a constant of the test's own code, the caller's frame: the forms below compare the result with it there.
+CONSTANT_READER = """
+import sys
+
+def solve(*args):
+    for c in sys._getframe(1).f_code.co_consts:
+        if isinstance(c, (int, float)) and not isinstance(c, bool) and c not in args and c != 0:
+            return c
+        if isinstance(c, str) and c.isdigit():
+            return int(c)
+"""
+# Each prints the judged result through code that compares it with a constant of the test, in the sandbox.
+OTHER_FORMS = [
+    ("print([6].index(solve(3)))", "0"),
+    ("print(len({solve(3), 6}))", "1"),
+    ("print(round(solve(3.125) - 6.25, 9))", "0.0"),
+    ("print(not solve(4) - 8)", "True"),
+    ("print(str(solve(5)).startswith('10'))", "True"),
+]
 UNSAFE = [  # (test_code, expected_output, what the refusal names)
-    ("print(solve(3) == 6)", "True", "=="),
-    ("r = solve(21)\nassert r == 42\nprint('ok')", "ok", "assert"),
-    ("r = solve(3)\nprint(r != 6)", "False", "!="),
-    ("print(solve(3) is not None and solve(3) >= 6)", "True", "is not"),
-    ("print(solve(3).__eq__(6))", "True", "__eq__"),
-    ("print('yes' if solve(3) else 'no')", "yes", "the expected output"),
-    ("x = 6\nprint(solve(3))", "6", "the expected output"),
-    ("assert solve(3) > 5", "", "assert"),
-    ("assert solve(3) == 6.0", "", "assert"),  # a float: 6 == 6.0 but prints differently, not converted
+    ("print(solve(3) == 6)", "True", "line 1: it prints `solve(3) == 6`, not a call of solve"),
+    ("r = solve(21)\nassert r == 42\nprint('ok')", "ok", "line 1: `r` is set to `solve(21)`, not a literal"),
+    ("r = solve(3)\nprint(r != 6)", "False", "line 1: `r` is set to `solve(3)`, not a literal"),
+    ("print(solve(3) is not None and solve(3) >= 6)", "True", "not a call of solve"),
+    ("print(solve(3).__eq__(6))", "True", "line 1: it prints `solve(3).__eq__(6)`, not a call of solve"),
+    ("print('yes' if solve(3) else 'no')", "yes", "not a call of solve"),
+    ("x = 6\nprint(solve(3))", "6", "line 1: `x` is set but never passed to solve"),
+    ("assert solve(3) > 5", "", "line 1: `assert solve(3) > 5` is not print(solve(...), ...)"),
+    ("print(1)", "1", "line 1: it prints `1`, not a call of solve"),
+    ("print(sorted(solve([2, 1])))", "[1, 2]", "it prints `sorted(solve([2, 1]))`, not a call of solve"),
+    ("print(solve(3), end='')", "6", "line 1: `print(solve(3), end='')` is not print(solve(...), ...)"),
+    ("print(solve(*[3]))", "6", "`solve(*[3])` unpacks its arguments"),
+    ("print(solve(len('abc')))", "6", "`len('abc')` in `solve(len('abc'))` is not a literal or a set-up name"),
+    ("print(double(3))", "6", "it prints `double(3)`, not a call of solve"),
+    ("import sys\nprint(solve(3))", "6", "line 1: `import sys` is not print(solve(...), ...)"),
+    ("print(solve(3))\nx = 1", "6", "line 2: `x = 1` is not print(solve(...), ...)"),
+    *((code, expected, "not a call of solve") for code, expected in OTHER_FORMS),
 ]
 
 
 @pytest.mark.parametrize("test_code, expected, named", UNSAFE)
-def test_a_test_that_compares_in_the_sandbox_is_refused_with_file_and_line(tmp_path, test_code, expected, named):
+def test_a_test_that_is_not_printed_calls_is_refused_with_file_and_line(tmp_path, test_code, expected, named):
     path = write_problems(tmp_path / "p.jsonl", [("print(solve(1))", "2"), (test_code, expected)])
     with pytest.raises(DataError) as error:
         load_problems(path, "python")
     message = str(error.value)
-    assert message.startswith(f"{path}:2: tests[1] ") and "\n" not in message
+    assert message.startswith(f"{path}:2: tests[1] is not a printing test (") and "\n" not in message
     assert named in message and "--allow_in_sandbox_comparisons" in message
 
 
@@ -95,6 +122,16 @@ def test_the_cheats_pass_a_test_that_compares_in_the_sandbox(tmp_path, judge):
     problems = load_problems(path, "python", allow_in_sandbox_comparisons=True)
     scores = score(judge, problems[1:] * len(CHEATS), CHEATS, ScoringArguments(), extract=False)
     assert [s.reward for s in scores] == [2.0, 2.0]
+
+
+@pytest.mark.parametrize("test_code, expected", OTHER_FORMS)
+def test_a_constant_reader_earns_everything_on_the_other_forms_the_rule_refuses(tmp_path, judge, test_code, expected):
+    """The control for the five forms refused above: kept with the flag, a `solve` that reads the test's constant
+    from its caller's frame passes them, where the right `solve` (2 * n) does too."""
+    path = write_problems(tmp_path / "p.jsonl", [(test_code, expected)])
+    problems = load_problems(path, "python", allow_in_sandbox_comparisons=True)
+    right, cheat = score(judge, problems[1:] * 2, [RIGHT, CONSTANT_READER], ScoringArguments(), extract=False)
+    assert (right.reward, cheat.reward) == (2.0, 2.0)
 
 
 def test_the_flag_keeps_such_tests_as_they_are(tmp_path):
@@ -139,16 +176,72 @@ def test_converted_expected_output_is_what_print_writes(tmp_path, judge, literal
     assert right.status == "passed"
 
 
-@pytest.mark.parametrize("test_code, expected", [
-    ("print(solve(6))", "6"),  # an input may equal the output
-    ("nums = [1, 6]\nprint(solve(nums))", "6"),  # as may set-up data
-    ("print(solve(3), solve(4))", "6 8"),
-    ("print(1)", "1"),  # calls nothing: `data verify` lists it (a no-op passes), not a comparison
-    ("print(sorted(solve([2, 1])))", "[1, 2]"),
+@pytest.mark.parametrize("assertion, printing, expected, tolerance", [
+    ("assert solve(3) == 6.0", "print(solve(3))", "6.0", 0.0),  # 6 == 6.0: compared as numbers
+    ("assert solve(1.5) == [3.0, 1]", "print(solve(1.5))", "[3.0, 1]", 0.0),
+    ("assert abs(solve(0.1) - 0.2) < 1e-6", "print(solve(0.1))", "0.2", 1e-6),
+    ("assert math.fabs(0.2 - solve(0.1)) <= 1e-9", "print(solve(0.1))", "0.2", 1e-9),
+    ("assert abs(solve(1.0) - 2.0/3.0) < 1e-6", "print(solve(1.0))", "0.6666666666666666", 1e-6),
+    ("assert solve(3)", "print(solve(3))", "True", None),
+    ("assert not solve(3)", "print(solve(3))", "False", None),
+    ("assert solve(3) is None", "print(solve(3))", "None", None),
+    ("assert list(solve(3)) == [1, 2]", "print(solve(3))", "[1, 2]", None),
+    ("assert tuple(solve(3)) == tuple([1, 2])", "print(solve(3))", "[1, 2]", None),
+    ("assert solve(3 * 19) == 2 ** 3", "print(solve(57))", "8", None),  # literal arithmetic, worked out here
 ])
-def test_printing_tests_are_accepted(tmp_path, test_code, expected):
-    path = write_problems(tmp_path / "p.jsonl", [(test_code, expected)])
-    assert load_problems(path, "python")[1].tests == (Test(test_code, expected),)
+def test_assert_forms_convert_to_printed_calls_with_their_tolerance(tmp_path, assertion, printing, expected,
+                                                                   tolerance):
+    path = write_problems(tmp_path / "p.jsonl", [(assertion, "")])
+    (test,) = load_problems(path, "python")[1].tests
+    assert (test.test_code, test.expected_output, test.tolerance) == (printing, expected, tolerance)
+
+
+def test_numeric_tests_pass_what_the_assert_passed_and_fail_what_it_failed(tmp_path, judge):
+    path = write_problems(tmp_path / "p.jsonl", [("assert solve(3) == 6.0", ""),
+                                                 ("assert abs(solve(0.1) - 0.2) < 1e-6", "")])
+    problems = load_problems(path, "python")[1:] * 3
+    exact, rounding, wrong = score(judge, problems, ["def solve(n):\n    return 2 * n",
+                                                     "def solve(n):\n    return 2 * n + 1e-9",
+                                                     "def solve(n):\n    return 2 * n + 1e-3"],
+                                   ScoringArguments(), extract=False)
+    assert [t.status for t in exact.judgement.tests] == ["passed", "passed"]  # prints 6 for 6.0
+    assert [t.status for t in rounding.judgement.tests] == ["failed", "passed"]  # 6.000000001 is not == 6.0
+    assert [t.status for t in wrong.judgement.tests] == ["failed", "failed"]
+
+
+@pytest.mark.parametrize("test_code, kept", [
+    ("print(solve(6))", "print(solve(6))"),  # an input may equal the output
+    ("nums = [1, 6]\nprint(solve(nums))", "nums = [1, 6]\nprint(solve(nums))"),  # as may set-up data
+    ("print(solve(3), solve(4))", "print(solve(3), solve(4))"),
+    ("print(solve(3))\nprint(solve(n=4))", "print(solve(3))\nprint(solve(n=4))"),
+    ("print(solve({1: 'a'}, {2}, b'x', -1.5))", "print(solve({1: 'a'}, {2}, b'x', -1.5))"),
+    ("n = 3 * 19\nprint(solve(n, [2 ** 10, -(1 + 1)]))", "n = 57\nprint(solve(n, [1024, -2]))"),
+    ("print(solve('ab' * 2000))", "print(solve('ab' * 2000))"),  # too long to show: left as it is
+])
+def test_printing_tests_are_accepted_with_literal_arithmetic_worked_out(tmp_path, test_code, kept):
+    path = write_problems(tmp_path / "p.jsonl", [(test_code, "6")])
+    assert load_problems(path, "python")[1].tests == (Test(kept, "6"),)
+
+
+@pytest.mark.parametrize("test_code", ["print(solve(10 ** 100000))", "print(solve('a' * 10 ** 9))",
+                                       "print(solve(1 / 0))"])
+def test_arithmetic_too_large_or_failing_is_refused_without_being_worked_out(tmp_path, test_code):
+    path = write_problems(tmp_path / "p.jsonl", [(test_code, "6")])
+    with pytest.raises(DataError, match="is not a literal or a set-up name"):
+        load_problems(path, "python")
+
+
+def test_a_problem_naming_its_function_is_held_to_calls_of_that_function(tmp_path):
+    record = {"id": "d", "description": "Write double(n).", "entry_point": "double",
+              "tests": [{"test_code": "assert double(3) == 6", "expected_output": ""}]}
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    (problem,) = load_problems(path, "python")
+    assert problem.tests == (Test("print(double(3))", "6"),) and problem.entry_point == "double"
+    record["tests"] = [{"test_code": "print(solve(3))", "expected_output": "6"}]
+    path.write_text(json.dumps(record) + "\n")
+    with pytest.raises(DataError, match=r"it prints `solve\(3\)`, not a call of double"):
+        load_problems(path, "python")
 
 
 @pytest.mark.parametrize("test_code, refused", [
@@ -189,16 +282,17 @@ def test_check_refuses_and_the_flag_allows(tmp_path):
 
 
 @pytest.mark.parametrize("test_code", ["print(solve(1), '\ud800')", "print(solve(1)\x00)", "print(solve(1)", "(" * 300])
-def test_code_that_does_not_parse_is_left_to_verify(tmp_path, test_code):
+def test_code_that_does_not_parse_is_refused(tmp_path, test_code):
     path = write_problems(tmp_path / "p.jsonl", [(test_code, "2")])
-    assert load_problems(path, "python")[1].tests[0].test_code == test_code
+    with pytest.raises(DataError, match="does not parse"):
+        load_problems(path, "python")
 
 
 @pytest.mark.parametrize("test_code", ["assert solve(3 == 3) == True", "assert solve(operator.eq) == 1",
                                        "from operator import eq as same\nprint(solve(same))"])
 def test_a_comparison_left_after_conversion_is_still_refused(tmp_path, test_code):
     path = write_problems(tmp_path / "p.jsonl", [(test_code, "")])
-    with pytest.raises(DataError, match="compares inside the sandbox"):
+    with pytest.raises(DataError, match="is not a printing test"):
         load_problems(path, "python")
 
 

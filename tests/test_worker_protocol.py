@@ -20,7 +20,7 @@ WORKER_FOLDER = ROOT / "judging" / "worker"
 def test_a_request_reads_back_as_the_judge_packed_it():
     rlimits = Limits().rlimits(1.5)
     message = protocol.pack_request(1.5, rlimits)
-    assert protocol.request_is_well_formed(message, [4, 5, 6])
+    assert protocol.request_is_well_formed(message, [4, 5, 6, 7])
     timeout, limits = protocol.unpack_request(message)
     triples = [tuple(limits[index:index + 3]) for index in range(0, len(limits), 3)]
     assert timeout == 1.5
@@ -29,11 +29,11 @@ def test_a_request_reads_back_as_the_judge_packed_it():
 
 
 @pytest.mark.parametrize("message, fds", [
-    (protocol.pack_request(1.0, {"RLIMIT_CPU": (2, 3)}), [4, 5]),  # a descriptor short
-    (protocol.pack_request(1.0, {"RLIMIT_CPU": (2, 3)}), [4, 5, 6, 7]),
-    (protocol.pack_request(1.0, {"RLIMIT_CPU": (2, 3)})[:-1], [4, 5, 6]),  # a limit cut short
-    (protocol.pack_request(1.0, {}) + b"\0", [4, 5, 6]),
-    (b"1234567", [4, 5, 6]),  # not even a timeout
+    (protocol.pack_request(1.0, {"RLIMIT_CPU": (2, 3)}), [4, 5, 6]),  # a descriptor short
+    (protocol.pack_request(1.0, {"RLIMIT_CPU": (2, 3)}), [4, 5, 6, 7, 8]),
+    (protocol.pack_request(1.0, {"RLIMIT_CPU": (2, 3)})[:-1], [4, 5, 6, 7]),  # a limit cut short
+    (protocol.pack_request(1.0, {}) + b"\0", [4, 5, 6, 7]),
+    (b"1234567", [4, 5, 6, 7]),  # not even a timeout
     (b"not json", []),
 ])
 def test_what_is_not_a_request_is_refused(message, fds):
@@ -41,7 +41,7 @@ def test_what_is_not_a_request_is_refused(message, fds):
 
 
 def test_a_request_without_limits_is_one():
-    assert protocol.request_is_well_formed(protocol.pack_request(2.0, {}), [4, 5, 6])
+    assert protocol.request_is_well_formed(protocol.pack_request(2.0, {}), [4, 5, 6, 7])
 
 
 def test_a_reply_reads_back_as_the_worker_wrote_it():

@@ -139,10 +139,10 @@ def keep_only(*fds):
         os.closerange(start, end)
 
 
-def set_up_descriptors(out_fd, err_fd, report_fd):
-    """/dev/null as stdin, the test's pipes as stdout and stderr, no other descriptor but ``report_fd``."""
-    null = os.open("/dev/null", os.O_RDONLY)
-    for source, target in ((null, 0), (out_fd, 1), (err_fd, 2)):
+def set_up_descriptors(in_fd, out_fd, err_fd, report_fd):
+    """The test's standard input (the judge's /dev/null or memory file) as stdin, its pipes as stdout and stderr, no
+    other descriptor but ``report_fd``."""
+    for source, target in ((in_fd, 0), (out_fd, 1), (err_fd, 2)):
         os.dup2(source, target)
     keep_only(report_fd)
 

@@ -184,9 +184,9 @@ class Worker:
         if not message:  # the worker is gone: no execution
             os._exit(SETUP_FAILED)
         try:
-            out_fd, err_fd, held = PASSED_FDS.unpack(ancillary[0][2])
+            out_fd, err_fd, held, in_fd = PASSED_FDS.unpack(ancillary[0][2])
             source = place_program(held, self.program_path, self.program_mode)
-            set_up_descriptors(out_fd, err_fd, report_fd)  # the channel closes here
+            set_up_descriptors(in_fd, out_fd, err_fd, report_fd)  # the channel closes here
             _, limits = unpack_request(message)
             for index in range(0, len(limits), 3):
                 resource.setrlimit(limits[index], (limits[index + 1], limits[index + 2]))

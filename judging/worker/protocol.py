@@ -8,7 +8,8 @@ a SOCK_SEQPACKET socket pair, the slot's uid, and the judge's rules for every te
 - the worker's first message is ``READY``;
 - a request (``pack_request``) is the timeout in seconds, a native double, then each resource limit as (resource,
   soft, hard), native 64-bit integers, with ``REQUEST_FDS`` descriptors attached: the write ends of the test's
-  stdout and stderr pipes and a memory file holding the program;
+  stdout and stderr pipes, a memory file holding the program, and the test's standard input (a sealed memory file,
+  or /dev/null);
 - the reply is ``REPLY`` filled in, a JSON object of ``REPLY_KEYS`` (``unpack_reply``): the program's exit code
   (or 128 + the signal that ended it), whether it timed out, whether the judge stopped it, whether its set-up
   worked;
@@ -36,7 +37,7 @@ STOP = b"stop"
 TIMEOUT = struct.Struct("d")  # a request's first field
 LIMIT_FIELD = "q"  # a limit's resource, soft and hard value each
 LIMIT = struct.Struct(f"3{LIMIT_FIELD}")  # then each (resource, soft, hard)
-REQUEST_FDS = 3  # stdout's and stderr's write ends, the program's memory file
+REQUEST_FDS = 4  # stdout's and stderr's write ends, the program's memory file, its standard input
 MESSAGE_BYTES = 4096  # the most either side reads of one message
 REPLY = b'{"exit_code": %d, "timed_out": %s, "stopped": %s, "setup": %s}'
 BOOLEANS = (b"false", b"true")
