@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from data.solve_view import as_solve
 from data.trivial import cheap_programs
 from data.wrong_programs import call_text, mutants, nearby_calls, printing_test
 from judging import JudgeUnavailable
@@ -67,6 +68,8 @@ def skip_reason(problem: Problem) -> str | None:
         return "no solution"
     if problem.language != "python":
         return f"wrong programs are made for Python only, not {problem.language}"
+    if problem.reads_input:
+        return "its tests give standard input, where no nearby input is made"
     return None
 
 
@@ -85,6 +88,7 @@ def check_adequacy(problems: list[Problem], judge, max_tests: int | None = Scori
                    show_progress: bool = False) -> list[Adequacy]:
     """The adequacy of each problem's first ``max_tests`` tests (None: all), one result per problem, in order."""
     results = []
+    problems = [as_solve(problem) for problem in problems]  # the wrong programs define solve
     from tqdm import tqdm  # here, not at the top: its import costs every command that loads data ~25 ms
 
     with tqdm(total=len(problems), desc="wrong programs", unit="problem", disable=not show_progress) as progress:

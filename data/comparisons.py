@@ -339,8 +339,9 @@ def _has_float(value) -> bool:
 @functools.lru_cache(maxsize=4)
 def _parsed(test_code: str) -> ast.Module:
     """``test_code``'s tree, parsed once for ``printing_form`` and ``refusal`` in turn (neither changes it): a
-    problem's tests are checked by both, and parsing is most of what loading a large dataset costs."""
-    return ast.parse(test_code)
+    problem's tests are checked by both, and parsing is most of what loading a large dataset costs. A lone
+    surrogate is read as "?", as the judge runs it."""
+    return ast.parse(test_code.encode("utf-8", "replace").decode("utf-8"))
 
 
 def _printed_constant(statement: ast.stmt) -> str | None:

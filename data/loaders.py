@@ -2,24 +2,29 @@
 
 Sources, picked by what ``source`` is on disk:
 
-- ``.jsonl`` / ``.json`` files, in the project's record or in the published dataset's schema
-  (a ``datasets`` JSON export), one problem per line or a JSON array;
-- ``.parquet`` exports of the published dataset;
+- ``.jsonl`` / ``.json`` files (gzipped too: ``.jsonl.gz``), one problem per line or a JSON array, in the
+  project's record, the published dataset's schema (a ``datasets`` JSON export) or a public set's
+  (data/public_sets.py: HumanEval, MBPP, APPS, TACO, CodeContests, LiveCodeBench);
+- ``.parquet`` files of any of these;
 - ``Dataset.save_to_disk`` / ``DatasetDict.save_to_disk`` folders;
 - the reference's ``SFT_Data/{train,test}/<problem>/`` folders (SFT_Data itself or one split folder);
+- a folder of such files, read in name order (ids unique across them);
 - a Hugging Face hub dataset name, tried only when ``source`` is not an existing path.
 
 ``datasets`` and ``pyarrow`` are imported only by the loaders that need them: most runs read JSONL,
 and importing ``datasets`` takes about a second.
 """
 
+import gzip
 import json
 import logging
 import random
 import re
+import zlib
 from pathlib import Path
 
 from cli import LocatedError, json_lines
+from data.public_sets import Conversion, convert, schema_of
 from data.validate import LANGUAGES, SPLITS, DataError, compare_on_the_host, validate_records
 from judging.records import Problem
 
@@ -27,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 DATA_DIR = Path(__file__).resolve().parent
 DATASET_SCHEMA_FIELDS = ("problem_id", "problem_description", "q_solution", "python_solution", "test_cases")
-FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
+FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".jsonl.gz", ".json.gz")
 OFFLINE_HINT = "offline, pass a save_to_disk folder, a .parquet file or a .json/.jsonl export instead"
 SFT_TEST_FILE = re.compile(r"q_test_case_(\d+)\.q")
 SFT_ANSWER_FILE = re.compile(r"q_exact_ans_test_case_(\d+)\.txt")
@@ -45,27 +50,35 @@ def load_problems(source, language="q", allow_in_sandbox_comparisons=False) -> l
     """Load, convert and validate every problem in ``source`` (`Problem` records, each with its location); raises
     DataError on the first bad record.
 
-    Tests in the simple assert form become printing tests (logged with their count); any other test that compares
-    inside the sandbox is refused unless ``allow_in_sandbox_comparisons`` (data/comparisons.py).
+    Tests in the simple assert form become printing tests (logged with their count); any other test that is not
+    printed calls is refused unless ``allow_in_sandbox_comparisons`` (data/comparisons.py). Rows of a public set
+    are converted (data/public_sets.py), and what they made and dropped is logged, one line.
     """
     if language not in LANGUAGES:
         raise ValueError(f"language {language!r} is not one of {', '.join(LANGUAGES)}")
     path = Path(source)
+    conversion = Conversion()
     if path.is_dir():
-        problems = _load_folder(path, language)
+        problems = _load_folder(path, language, conversion)
     elif path.is_file():
-        problems = _load_file(path, language)
+        problems = _load_file(path, language, conversion)
     elif looks_like_path(str(source)):
         raise DataError(str(source), "no such file or folder")
     else:
-        problems = _load_hub(str(source), language)
+        problems = _load_hub(str(source), language, conversion)
+    summary = conversion.summary(source)
+    if summary:
+        logger.warning("%s", summary)
     if not problems:
         raise DataError(str(source), "no problems found")
-    problems, converted = compare_on_the_host(problems, allow_in_sandbox_comparisons)
-    if converted:
+    problems, changed = compare_on_the_host(problems, allow_in_sandbox_comparisons)
+    if changed["converted"]:
         logger.warning("%s: converted %d assert tests into printing tests (assert f(args) == literal became "
                        "print(f(args)), expecting the literal's printed text), so only output is compared",
-                       source, converted)
+                       source, changed["converted"])
+    if changed["worked out"]:
+        logger.warning("%s: worked out literal arithmetic in the arguments of %d tests (3 * 19 became 57)", source,
+                       changed["worked out"])
     return problems
 
 
@@ -76,9 +89,12 @@ def looks_like_path(source):
             or Path(source).exists() or (parent != Path(".") and parent.is_dir()))
 
 
-def _load_file(path, language):
+def _load_file(path, language, conversion):
     suffix = path.suffix.lower()
-    if suffix == ".parquet":
+    compressed = suffix == ".gz"
+    if compressed:
+        suffix = Path(path.stem).suffix.lower()
+    if suffix == ".parquet" and not compressed:
         import pyarrow
         import pyarrow.parquet
 
@@ -86,19 +102,24 @@ def _load_file(path, language):
             rows = pyarrow.parquet.read_table(path).to_pylist()
         except pyarrow.ArrowException as error:
             raise DataError(str(path), f"not a readable parquet file ({error})") from None
-        return _from_rows(((f"{path}:row {number}", row) for number, row in enumerate(rows, 1)), language)
+        return _from_rows(((f"{path}:row {number}", row) for number, row in enumerate(rows, 1)), language,
+                          conversion)
     if suffix not in (".jsonl", ".json"):
-        raise DataError(str(path), f"unsupported file type {suffix or '(none)'}; use .jsonl, .json or .parquet")
+        raise DataError(str(path), f"unsupported file type {''.join(path.suffixes[-2:]) or '(none)'}; use .jsonl, "
+                                   ".json (either gzipped: .jsonl.gz) or .parquet")
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        data = gzip.decompress(path.read_bytes()) if compressed else path.read_bytes()
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise DataError(str(path), f"not UTF-8 text ({error.reason} at byte {error.start})") from None
+    except (OSError, EOFError, zlib.error) as error:
+        raise DataError(str(path), f"not a readable gzip file ({error})") from None
     if suffix == ".json" and text.lstrip().startswith("["):
         located = _json_array_items(text, path)
     else:
         located = _json_lines(text, path, "write one problem object per line"
                               + (" or a JSON array of them" if suffix == ".json" else ""))
-    return _from_rows(located, language)
+    return _from_rows(located, language, conversion)
 
 
 def _json_lines(text, path, layout_hint):
@@ -131,11 +152,17 @@ def _json_array_items(text, path):
     return items
 
 
-def _from_rows(located_rows, language):
-    """Validate rows of one source unit, converting rows in the published dataset's schema first."""
+def _from_rows(located_rows, language, conversion):
+    """Validate rows of one source unit, converting rows in the published dataset's schema or a public set's first
+    (a public set's row that keeps no test is dropped, counted in ``conversion``)."""
     located = []
-    for location, row in located_rows:
-        if isinstance(row, dict) and "test_cases" in row and "tests" not in row:
+    for index, (location, row) in enumerate(located_rows):
+        schema = schema_of(row)
+        if schema:
+            row = convert(row, schema, index, conversion)
+            if row is None:
+                continue
+        elif isinstance(row, dict) and "test_cases" in row and "tests" not in row:
             row = _from_dataset_schema(row, location, language)
         located.append((location, row))
     return validate_records(located, language)
@@ -179,18 +206,23 @@ def _from_dataset_schema(row, location, language):
     }
 
 
-def _load_folder(path, language):
+def _load_folder(path, language, conversion):
     if (path / "dataset_dict.json").is_file() or (path / "state.json").is_file():
         import datasets
 
-        return _from_datasets(datasets.load_from_disk(str(path)), str(path), language)
+        return _from_datasets(datasets.load_from_disk(str(path)), str(path), language, conversion)
     split_folders = [(path / split, split) for split in SPLITS if (path / split).is_dir()]
     if not split_folders:
         split_folders = [(path, path.name if path.name in SPLITS else None)]
     if not any((problem / "problem_description.txt").is_file()
                for folder, _ in split_folders for problem in _problem_folders(folder)):
-        raise DataError(str(path), "not a problem folder; expected SFT_Data/{train,test}/<problem>/"
-                                   "problem_description.txt, one split folder of it, or a save_to_disk folder")
+        files = sorted(child for child in path.iterdir() if child.is_file() and not child.name.startswith(".")
+                       and child.name.lower().endswith(FILE_SUFFIXES))
+        if files:
+            return _load_files(files, language, conversion)
+        raise DataError(str(path), "not a problem folder; expected .jsonl, .json, .jsonl.gz or .parquet files, "
+                                   "SFT_Data/{train,test}/<problem>/problem_description.txt, one split folder of "
+                                   "it, or a save_to_disk folder")
     if language != "q":
         raise DataError(str(path), "SFT_Data folders hold q tests only; use language q, or a JSONL or "
                                    "dataset source for python")
@@ -199,6 +231,18 @@ def _load_folder(path, language):
         problems += validate_records(
             ((str(problem), _read_problem_folder(problem, split)) for problem in _problem_folders(folder)), language
         )
+    return problems
+
+
+def _load_files(files, language, conversion):
+    """Every problem of each file in turn; an id must be unique across the files."""
+    problems, first_seen = [], {}
+    for path in files:
+        for problem in _load_file(path, language, conversion):
+            if problem.id in first_seen:
+                raise DataError(problem.location, f"duplicate id {problem.id!r} (first at {first_seen[problem.id]})")
+            first_seen[problem.id] = problem.location
+            problems.append(problem)
     return problems
 
 
@@ -246,12 +290,13 @@ def _read_text(path):
         raise DataError(str(path), f"not UTF-8 text ({error.reason} at byte {error.start})") from None
 
 
-def _from_datasets(loaded, name, language):
+def _from_datasets(loaded, name, language, conversion):
     """Records from a ``datasets`` Dataset or DatasetDict; a DatasetDict's train/test become ``split``."""
     import datasets
 
     if isinstance(loaded, datasets.Dataset):
-        return _from_rows(((f"{name}:row {number}", row) for number, row in enumerate(loaded, 1)), language)
+        return _from_rows(((f"{name}:row {number}", row) for number, row in enumerate(loaded, 1)), language,
+                          conversion)
     ignored = sorted(set(loaded) - set(SPLITS))
     if ignored:
         logger.warning("%s: ignoring splits %s; only train and test are used", name, ", ".join(ignored))
@@ -262,11 +307,11 @@ def _from_datasets(loaded, name, language):
         if split in loaded:
             rows = ((f"{name}/{split}:row {number}", {**row, "split": row.get("split") or split})
                     for number, row in enumerate(loaded[split], 1))
-            problems += _from_rows(rows, language)
+            problems += _from_rows(rows, language, conversion)
     return problems
 
 
-def _load_hub(name, language):
+def _load_hub(name, language, conversion):
     import datasets
 
     try:
@@ -274,7 +319,7 @@ def _load_hub(name, language):
     except Exception as error:  # the hub client raises many types (connection, offline, not found, auth)
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise DataError(name, f"cannot load from the Hugging Face hub ({reason}); {OFFLINE_HINT}") from None
-    return _from_datasets(loaded, name, language)
+    return _from_datasets(loaded, name, language, conversion)
 
 
 def split_problems(problems: list[Problem], test_fraction=0.2, seed=42, max_train=None,

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from data.adequacy import UNMATCHABLE, check_adequacy, skip_reason
+from data.solve_view import as_solve, named_back
 from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE, PROBES, constant_passes, described_example
 from data.wrong_programs import battery, mutants, nearby_calls, printing_test, solve_calls
 from judging import JudgeUnavailable
@@ -180,6 +181,7 @@ def strengthen(problems: list[Problem], judge, max_tests: int = ScoringArguments
 
     New tests bring new nearby inputs, where a wrong program may show it is wrong again: a problem that is still weak
     after a round is strengthened again, up to ``rounds`` rounds."""
+    originals, problems = problems, [as_solve(problem) for problem in problems]  # the wrong programs define solve
     before = check_adequacy(problems, judge, max_tests, show_progress)
     out, after = list(problems), list(before)
     done = [Strengthened(skipped=skip_reason(problem)) for problem in problems]
@@ -201,7 +203,7 @@ def strengthen(problems: list[Problem], judge, max_tests: int = ScoringArguments
         todo = [index for index in todo if after[index].survivors]
         if not todo:
             break
-    return out, done, before, after
+    return [named_back(original, view) for original, view in zip(originals, out)], done, before, after
 
 
 def _strengthen_one(judge, problem: Problem, max_tests: int, max_share: float) -> tuple[tuple[Test, ...], Strengthened]:

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from data.q_values import Refused, parse_test, q_literal, q_shown_values
+from data.solve_view import as_solve
 from data.wrong_programs import BATTERY, Probe, battery, call_text, solve_calls
 from judging import JudgeUnavailable
 from judging.records import Problem, Test
@@ -69,6 +70,15 @@ PROBES: dict[str, tuple[Probe, ...]] = {
         _q_probe("printing nothing", "{exit 0}"),
     ),
 }
+# A problem whose tests give standard input is judged as a whole program: these print a constant, echo the input or
+# print nothing, whatever the input.
+STDIN_PROBES: tuple[Probe, ...] = (
+    *(Probe(f"printing {value}", f"print({value!r})\n", value)
+      for value in ("0", "1", "-1", "2", "YES", "NO", "Yes", "No", "True", "False")),
+    Probe("echoing its input", "import sys\nsys.stdout.write(sys.stdin.read())\n"),
+    Probe("printing the first line of its input", "print(input())\n"),
+    Probe("printing nothing", "", ""),
+)
 
 
 @dataclass
@@ -92,6 +102,9 @@ def probes(problem: Problem) -> tuple[Probe, ...]:
     prints ``True``), so a probe whose output no test expects passes none and is left out. What is run is
     judged; the shares are those that running every probe gives, in a fifth of the executions on the bundled
     Python set."""
+    if problem.reads_input:
+        return tuple(probe for probe in STDIN_PROBES if probe.prints is None
+                     or probe.prints in {t.expected_output.strip() for t in problem.tests})
     family = PROBES[problem.language]
     if problem.language != "python" or not all(_prints_solve_of_literals(t.test_code) for t in problem.tests):
         return family
@@ -130,7 +143,7 @@ def cheap_programs(problem: Problem) -> tuple[Probe, ...]:
     A battery program is left out, like a constant, when it certainly fails every test: every test prints
     ``solve`` of literals, and what the program would print, worked out here (it is this module's own code, run on
     the tests' literals), is no test's expected output. What is run is judged."""
-    family = battery(problem)
+    family = () if problem.reads_input else battery(problem)
     calls = [solve_calls(test.test_code) for test in problem.tests]
     if not family or not all(calls):
         return probes(problem) + family
@@ -236,6 +249,7 @@ def measure_trivial_shares(problems: list[Problem], judge, show_progress: bool =
     Raises ``JudgeUnavailable`` when the judge cannot run a probe (``sandbox_error``): that says nothing about
     the data, and a share measured through a broken sandbox would be wrong."""
     shares: list[TrivialShare] = []
+    problems = [as_solve(problem) for problem in problems]  # the probes define solve
     from tqdm import tqdm  # here, not at the top: its import costs every command that loads data ~25 ms
 
     with tqdm(total=len(problems), desc="trivial programs", unit="problem", disable=not show_progress) as progress:
@@ -286,9 +300,9 @@ def _share(passes: list[tuple[Probe, list[bool]]]) -> TrivialShare:
 
 def _key(problem: Problem) -> str:
     """What a cached share depends on: the language, the description, the tests and the programs run on them."""
+    programs = STDIN_PROBES if problem.reads_input else PROBES[problem.language] + BATTERY
     text = json.dumps([problem.language, problem.description, [test.record() for test in problem.tests],
-                       [p.program for p in PROBES[problem.language] + BATTERY], constant_passes.__name__],
-                      sort_keys=True)
+                       [p.program for p in programs], constant_passes.__name__], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -7,6 +7,7 @@ is loaded with one line that says where and what to fix.
 
 import keyword
 import math
+from collections import Counter
 from dataclasses import replace
 
 from cli import LocatedError
@@ -150,12 +151,12 @@ def validate_records(located_records, language):
     return problems
 
 
-def compare_on_the_host(problems: list[Problem], allow_in_sandbox_comparisons=False) -> tuple[list[Problem], int]:
+def compare_on_the_host(problems: list[Problem], allow_in_sandbox_comparisons=False) -> tuple[list[Problem], Counter]:
     """The problems with their assert tests rewritten as printing tests and literal arithmetic in their arguments
-    worked out (data/comparisons.py), and how many tests were rewritten; a Python test not in the printing form, or
-    a q test that compares inside the sandbox, is refused unless allowed. Tests giving standard input carry no code
-    and pass."""
-    rewritten, out = 0, []
+    worked out (data/comparisons.py), and how many tests each changed (``converted``, ``worked out``); a Python test
+    not in the printing form, or a q test that compares inside the sandbox, is refused unless allowed. Tests giving
+    standard input carry no code and pass."""
+    changed, out = Counter(), []
     for problem in problems:
         tests = []
         for index, test in enumerate(problem.tests):
@@ -165,9 +166,8 @@ def compare_on_the_host(problems: list[Problem], allow_in_sandbox_comparisons=Fa
                 if printing:
                     test = replace(test, test_code=printing.test_code, expected_output=printing.expected_output,
                                    tolerance=printing.tolerance if test.tolerance is None else test.tolerance)
+                    changed["converted"] += 1
                 found = refusal(test.test_code, problem.entry_point)
-                if not found:
-                    test = replace(test, test_code=with_literal_values(test.test_code))
                 if found and not allow_in_sandbox_comparisons:
                     raise DataError(problem.location, f"tests[{index}] is not a printing test ({found}); a Python "
                                                       "test is set-up lines `name = literal`, then lines "
@@ -176,6 +176,11 @@ def compare_on_the_host(problems: list[Problem], allow_in_sandbox_comparisons=Fa
                                                       "(docs/data.md), or pass --allow_in_sandbox_comparisons "
                                                       "(unsafe for RL: the judged code can decide a test that "
                                                       "compares in the sandbox)")
+                if not found:
+                    worked_out = with_literal_values(test.test_code)
+                    if worked_out != test.test_code:
+                        test = replace(test, test_code=worked_out)
+                        changed["worked out"] += 1
             elif test.input is None:
                 found = sandbox_comparison(test.test_code)
                 if found and not allow_in_sandbox_comparisons:
@@ -184,7 +189,6 @@ def compare_on_the_host(problems: list[Problem], allow_in_sandbox_comparisons=Fa
                                                       f"result ({PRINTING_TEST[problem.language]}) and expect its "
                                                       "text, or pass --allow_in_sandbox_comparisons (unsafe for "
                                                       "RL: the judged code can read a compared value)")
-            rewritten += test != problem.tests[index]
             tests.append(test)
         out.append(replace(problem, tests=tuple(tests)) if tests != list(problem.tests) else problem)
-    return out, rewritten
+    return out, changed

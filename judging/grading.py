@@ -5,7 +5,8 @@ A test passes when the program ends normally within its limits and the stdout pr
 stripped, equals the expected output, stripped. Output printed before the marker does not count, so a solution
 that prints answers or exits early fails. A test that gives the program its standard input has no marker: the
 program is the solution alone, so all it prints is its answer (nothing of the judge's is printed before or after
-it to forge).
+it to forge), compared as competitive-programming judges compare: the spaces at the end of each line and the
+line ends themselves (``\r\n`` or ``\n``) do not count.
 
 A test with a tolerance compares numbers: the printed text and the expected output must be the same text once
 every number in them is set aside, and each printed number must be within the tolerance of the expected one at
@@ -32,7 +33,8 @@ STATUSES = ("passed", "failed", "no_code", "syntax_error", "runtime_error", "tim
 SEVERITY = ("sandbox_error", "syntax_error", "timeout", "memory", "output_limit", "runtime_error", "failed")
 KEEP_CHARS = 4096  # of a test's stdout (from its start) and stderr (its end) kept in its result
 # A number as Python, C and most languages print one, not part of a word: 3, -2, 0.5, 1e-06, .5, 2., inf, -nan.
-NUMBER = re.compile(r"(?<![\w.])[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf(?:inity)?|nan)(?![\w.])", re.IGNORECASE)
+NUMBER = re.compile(r"(?<![\w.])[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf(?:inity)?|nan)(?![\w.])",
+                    re.IGNORECASE)
 
 
 @dataclass
@@ -76,6 +78,8 @@ def grade(result: RunResult, outcome: str, out_of_memory: bool, marker: str | No
         status = outcome
     elif after_marker is None:
         status = "failed"
+    elif marker is None:
+        status = "passed" if matches(by_lines(after_marker), by_lines(str(expected_output)), tolerance) else "failed"
     else:
         status = "passed" if matches(after_marker, str(expected_output), tolerance) else "failed"
     shown = result.stdout if after_marker is None else after_marker
@@ -84,7 +88,8 @@ def grade(result: RunResult, outcome: str, out_of_memory: bool, marker: str | No
 
 def matches(printed: str, expected: str, tolerance: float | None = None) -> bool:
     """Whether ``printed`` is the ``expected`` output: equal once stripped, or, with a ``tolerance``, equal text
-    around the numbers and each number within ``tolerance`` of the expected one (infinities of one sign equal; nan only as the same text)."""
+    around the numbers and each number within ``tolerance`` of the expected one (infinities of one sign equal; nan
+    only as the same text)."""
     printed, expected = printed.strip(), expected.strip()
     if tolerance is None or printed == expected:
         return printed == expected
@@ -95,6 +100,11 @@ def matches(printed: str, expected: str, tolerance: float | None = None) -> bool
         if not (number == reference or abs(number - reference) <= tolerance):
             return False
     return True
+
+
+def by_lines(text: str) -> str:
+    """``text`` with each line's trailing spaces and its line end (``\r\n`` or ``\n``) as one ``\n``."""
+    return "\n".join(line.rstrip() for line in text.splitlines())
 
 
 def after(stdout: str, marker: str) -> str | None:

@@ -24,7 +24,7 @@ DOUBLE = "def double(x):\n    return 2 * x"
 
 def problem(problem_id, tests, solution=DOUBLE):
     return Problem(problem_id, "python", "Write double(x) that returns 2 * x.",
-                   tuple(Test(code, expected) for code, expected in tests), solution)
+                   tuple(Test(code, expected) for code, expected in tests), solution, entry_point="double")
 
 
 # Three tests with three answers each: with fewer, printing an expected output whatever the input passes more than

@@ -121,6 +121,9 @@ def test_without_a_marker_all_of_stdout_is_the_answer():
     """A test giving standard input has no marker: the program is the solution alone."""
     assert grade(ran("6\n"), RAN, False, None, "6").status == "passed"
     assert grade(ran("noise\n6\n"), RAN, False, None, "6").status == "failed"
+    # as competitive judges compare: spaces at line ends and the line ends themselves do not count
+    assert grade(ran("1 2 \r\n3 4\n"), RAN, False, None, "1 2\n3 4  \n").status == "passed"
+    assert grade(ran("1  2\n3 4\n"), RAN, False, None, "1 2\n3 4").status == "failed"
 
 
 @pytest.mark.parametrize("printed, expected, tolerance, passes", [

@@ -118,7 +118,7 @@ def test_bad_scores_line(tmp_path):
 
 def test_lone_surrogates_in_inputs_are_scored(files):
     problems, completions, scores = files
-    surrogate_test = {"test_code": "print(solve(1), '\ud800')", "expected_output": "2 ?"}
+    surrogate_test = {"test_code": "print(solve('\ud800'))", "expected_output": "??"}  # the judge runs "?"
     problems.write_text(json.dumps({**PROBLEMS[0], "tests": [surrogate_test]}) + "\n")
     completions.write_text(json.dumps({"id": "double", "completion": "```python\ndef solve(n):\n    return 2 * n\n```"})
                            + "\n" + json.dumps({"id": "double", "completion": "```python\nx = '\ud800'\n```"}) + "\n")

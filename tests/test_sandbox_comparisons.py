@@ -281,7 +281,7 @@ def test_check_refuses_and_the_flag_allows(tmp_path):
     assert "2 problems valid" in allowed.stdout
 
 
-@pytest.mark.parametrize("test_code", ["print(solve(1), '\ud800')", "print(solve(1)\x00)", "print(solve(1)", "(" * 300])
+@pytest.mark.parametrize("test_code", ["print(solve('\ud800')", "print(solve(1)\x00)", "print(solve(1)", "(" * 300])
 def test_code_that_does_not_parse_is_refused(tmp_path, test_code):
     path = write_problems(tmp_path / "p.jsonl", [(test_code, "2")])
     with pytest.raises(DataError, match="does not parse"):
