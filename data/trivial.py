@@ -70,11 +70,9 @@ PROBES: dict[str, tuple[Probe, ...]] = {
         _q_probe("printing nothing", "{exit 0}"),
     ),
 }
-# A problem whose tests give standard input is judged as a whole program: these print a constant, echo the input or
-# print nothing, whatever the input.
+# A problem whose tests give standard input is judged as a whole program: these echo the input or print nothing,
+# whatever the input (a constant is counted as for every problem: ``constant_passes``).
 STDIN_PROBES: tuple[Probe, ...] = (
-    *(Probe(f"printing {value}", f"print({value!r})\n", value)
-      for value in ("0", "1", "-1", "2", "YES", "NO", "Yes", "No", "True", "False")),
     Probe("echoing its input", "import sys\nsys.stdout.write(sys.stdin.read())\n"),
     Probe("printing the first line of its input", "print(input())\n"),
     Probe("printing nothing", "", ""),

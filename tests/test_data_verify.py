@@ -30,8 +30,9 @@ def problem(problem_id, tests, solution=DOUBLE):
 # Three tests with three answers each: with fewer, printing an expected output whatever the input passes more than
 # a third (the best constant), and every problem would be guessable.
 PLANTED = [
-    problem("clean", [("print(double(2))", "4"), ("print(double(-1))", "-2"), ("print(double(5))", "10")]),
-    problem("wrong-expected", [("print(double(2))", "4"), ("print(double(3))", "7"), ("print(double(-4))", "-8")]),
+    problem("clean", [("print(double(3))", "6"), ("print(double(-3))", "-6"), ("print(double(5))", "10")]),
+    # two wrong answers: 2 * x, the answer, passes one test in three
+    problem("wrong-expected", [("print(double(2))", "4"), ("print(double(3))", "7"), ("print(double(-4))", "-9")]),
     problem("no-op-passes", [("print(6)", "6")]),
     problem("crashing-solution", [("print(double(2))", "4"), ("print(double(3))", "6"), ("print(double(-5))", "-10")],
             solution="def double(x):\n    return x / 0"),
@@ -87,7 +88,7 @@ def test_a_test_that_prints_without_the_solution_is_guessable_too(report):
     assert report.trivial["no-op-passes"].share == 1.0
     # clean: no probe passes a test, a constant one of its three (each answer differs).
     clean = report.trivial["clean"]
-    assert (clean.probe, clean.passed, clean.total) == ("printing '4' whatever the input", 1, 3)
+    assert (clean.probe, clean.passed, clean.total) == ("printing '6' whatever the input", 1, 3)
 
 
 def run_cli(*args):
