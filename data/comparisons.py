@@ -195,7 +195,7 @@ def _call_refusal(node: ast.AST, entry_point: str, set_up: dict) -> str | None:
 def with_literal_values(test_code: str) -> str:
     """``test_code`` (in the printing form) with each argument and set-up value that is arithmetic on literals
     replaced by its value, where that prints in at most ``SHOWN_LITERAL`` characters and reads back as itself."""
-    tree = ast.parse(test_code)
+    tree = ast.parse(test_code.encode("utf-8", "replace").decode("utf-8"))  # changed below: not _parsed's own
     changed = False
 
     class Evaluated(ast.NodeTransformer):

