@@ -40,8 +40,8 @@ def measure(variant: str, sandbox: str, runs: int) -> float:
         import judging.slots
 
         class NoCgroups(judging.slots.Cgroups):
-            def __init__(self, keys, memory_bytes, processes):
-                super().__init__([], memory_bytes, processes)
+            def __init__(self, keys, memory_bytes, processes, *rest, **named):
+                super().__init__([], memory_bytes, processes, *rest, **named)
                 self.unavailable = "switched off by the benchmark"
 
         judging.slots.Cgroups = NoCgroups
