@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-installed or not (PYTHONPATH still wins)
 PATHS = ("bwrap", "bwrap-cold")
 SOLVE = ("def solve(n):\n"
          "    total = 0\n"
