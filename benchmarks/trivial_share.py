@@ -3,8 +3,8 @@ strengthened, and how many wrong programs their judged tests reject.
 
     python benchmarks/trivial_share.py [--before REF] [--workers N] [--problems N]
 
-For each bundled set, as of git commit REF (the sets before) and as in the working tree, through the judge (the warm
-path for Python):
+For each bundled set as in the working tree, and as of git revision REF when given (the sets before), through the
+judge (the warm path for Python):
 
 1. problems, tests, problems with fewer than 5 tests, the trivial share (data/trivial.py: the most of a problem's
    tests a constant, an echo, printing nothing or a battery program passes, `copying the description's examples`
@@ -36,20 +36,20 @@ from judging import Judge, JudgeUnavailable  # noqa: E402
 from rewards import ScoringArguments, score  # noqa: E402
 from rewards.arguments import PARTIAL_CREDIT  # noqa: E402
 
-BEFORE = "e572624"  # main just before the bundled Python set was strengthened
-
-
-def sets(before: str, scratch: Path) -> list[tuple[str, str, Path]]:
-    """(language, "before"/"after", file) for each bundled set."""
+def sets(before: str | None, scratch: Path) -> list[tuple[str, str, Path]]:
+    """(language, "before"/"after", file) for each bundled set; "before" only when a git revision is given."""
     found = []
     for language in ("python", "q"):
         path = bundled_path(language)
+        if before is None:
+            found.append((language, "after", path))
+            continue
         old = scratch / f"{language}-{before}.jsonl"
         shown = subprocess.run(["git", "show", f"{before}:{path.relative_to(ROOT)}"], cwd=ROOT, capture_output=True,
                                text=True)
         if shown.returncode != 0:
             sys.exit(f"git show {before}:{path.relative_to(ROOT)} failed ({shown.stderr.strip()}); "
-                     "run inside the repository or pass --before REF")
+                     "run inside the repository, with REF in its history")
         old.write_text(shown.stdout)
         found += [(language, "before", old), (language, "after", path)]
     return found
@@ -78,7 +78,8 @@ def wrong_cheap_rewards(problems, shares, adequacy, judge, training_tests):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--before", default=BEFORE, help="git commit of the sets before (default %(default)s)")
+    parser.add_argument("--before", help="a git revision whose bundled sets are measured too, as 'before' "
+                        "(default: the working tree's only)")
     parser.add_argument("--workers", type=int, default=None, help="judge workers (default: the cores)")
     parser.add_argument("--problems", type=int, default=None, help="the first N problems of each set (default: all)")
     args = parser.parse_args()
