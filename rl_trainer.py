@@ -112,6 +112,7 @@ def train(session: Session, evaluator: PassAtKEvaluator | None) -> int:
         evaluator=evaluator if args.eval.eval_pass_at_k else None,
         tracker=tracker,
         vllm_request_timeout=args.grpo.vllm_request_timeout,
+        async_generation=args.grpo.async_generation,
     )
     use_step_lines(trainer)
     try:

@@ -17,6 +17,14 @@ Two changes, each asked for by an environment variable:
   machine without CUDA, which exists because of them. Every other request after start-up (generation, the
   prefix-cache reset) goes to the real server through TRL's real client; the server samples from the weights it
   loaded.
+- RUN_WITH_VLLM_GENERATION_DELAY=SECONDS (server mode): each generation request returns that much later, as from
+  a server that takes longer to generate (benchmarks/async_overlap.py: a generation as long as a training step).
+- RUN_WITH_VLLM_TRACE=FILE (server mode): one JSON line per event, with the rank and the time (monotonic, one
+  clock per process): each generation request to the server (`request`, its start and end, from whichever thread
+  sent it), each weight sync (`weights`), each pass@k evaluation and each checkpoint as transformers writes it
+  (`evaluate`, `checkpoint`, with the step) and, with --async_generation, each batch submitted and collected
+  (`submit`, `collect`, with the generation's index) and each time the schedule brings the server's weights up to
+  date (`sync`: a `weights` sync where the server lacks the step's); each event has a start and an end.
 """
 
 import functools
@@ -24,6 +32,8 @@ import json
 import os
 import runpy
 import sys
+import threading
+import time
 from pathlib import Path
 
 import torch
@@ -124,10 +134,69 @@ def leave_out_weight_transfer() -> None:
     training.preflight.check_vllm_server_device = lambda: None
 
 
+def delay_generation(seconds: float) -> None:
+    from trl.generation.vllm_client import VLLMClient
+
+    generate = VLLMClient.generate
+
+    @functools.wraps(generate)
+    def delayed(self, *args, **kwargs):
+        output = generate(self, *args, **kwargs)
+        time.sleep(seconds)
+        return output
+
+    VLLMClient.generate = delayed
+
+
+def trace_events(path: str) -> None:
+    """RUN_WITH_VLLM_TRACE: wraps what the events name, each recording itself into ``path``."""
+    from trl.generation.vllm_client import VLLMClient
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    from transformers import Trainer
+
+    from training.async_generation import OverlappedGeneration
+    from training.evaluation import PassAtKEvaluator
+    from training.trainer import QGRPOTrainer
+
+    lock = threading.Lock()
+
+    def record(event: str, **fields) -> None:
+        line = {"rank": int(os.environ.get("RANK", "0")), "event": event, "time": time.monotonic(), **fields}
+        with lock, open(path, "a") as out:
+            out.write(json.dumps(line) + "\n")
+
+    def spanned(owner, name: str, event: str, **describe):
+        method = getattr(owner, name)
+
+        @functools.wraps(method)
+        def wrapper(self, *args, **kwargs):
+            fields = {key: value(self, *args) for key, value in describe.items()}
+            record(event, phase="start", **fields)
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                record(event, phase="end", **fields)
+
+        setattr(owner, name, wrapper)
+
+    spanned(VLLMClient, "generate", "request", thread=lambda self, *a: threading.current_thread().name)
+    spanned(VLLMGeneration, "sync_weights", "weights")
+    spanned(QGRPOTrainer, "_sync_server_weights", "sync")
+    spanned(PassAtKEvaluator, "evaluate", "evaluate", step=lambda self, model, accelerator, step, *a: step)
+    spanned(Trainer, "_save_checkpoint", "checkpoint", step=lambda self, *a: self.state.global_step)
+    spanned(OverlappedGeneration, "_submit", "submit", generation=lambda self, batch: batch.generation)
+    spanned(OverlappedGeneration, "_collect", "collect", generation=lambda self: self.in_flight.batch.generation)
+
+
 if __name__ == "__main__":
     if os.environ.get("RUN_WITH_VLLM_SYNC_RECORD"):
         record_weights_at_generation(os.environ["RUN_WITH_VLLM_SYNC_RECORD"])
     if os.environ.get("RUN_WITH_VLLM_NO_WEIGHT_TRANSFER") == "1":
         leave_out_weight_transfer()
+    if os.environ.get("RUN_WITH_VLLM_GENERATION_DELAY"):
+        delay_generation(float(os.environ["RUN_WITH_VLLM_GENERATION_DELAY"]))
+    if os.environ.get("RUN_WITH_VLLM_TRACE"):
+        trace_events(os.environ["RUN_WITH_VLLM_TRACE"])
     sys.argv = [str(ROOT / "rl_trainer.py"), *sys.argv[1:]]
     runpy.run_path(str(ROOT / "rl_trainer.py"), run_name="__main__")

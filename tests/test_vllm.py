@@ -21,6 +21,7 @@ import requests
 from transformers import AutoModelForCausalLM
 
 from conftest import ROOT
+from training.run_folder import RunFolder, checkpoint_step
 from trained_run_checks import assert_evaluations_add_up, assert_moved, assert_trained, train_steps
 from warm_model import PYTHON_PROBLEMS as WARM_PYTHON_DATA
 
@@ -44,6 +45,7 @@ SMALL = [
     "--max_model_len", "512",
 ]
 SAMPLING_METRICS = ("sampling/sampling_logp_difference/mean", "sampling/importance_sampling_ratio/mean")
+ASYNC_METRICS = ("async/staleness", "async/generation_wait_s", "async/generation_s")
 
 
 def env(**extra) -> dict:
@@ -209,3 +211,119 @@ def test_a_stopped_server_ends_the_run_with_one_line_and_a_whole_checkpoint(vllm
     _, loading = AutoModelForCausalLM.from_pretrained(last, output_loading_info=True)
     assert not any(loading.values()), loading
     assert not (run / "final_model").exists()
+
+
+def spans(events: list[dict], event: str, rank: int = 0) -> list[tuple[float, float, dict]]:
+    """(start, end, start event) of each `event` a rank traced (tests/run_with_vllm.py, RUN_WITH_VLLM_TRACE)."""
+    starts, found = {}, []
+    for e in events:
+        if e["rank"] != rank or e["event"] != event:
+            continue
+        key = (e.get("thread"), e.get("generation"), e.get("step"))
+        if e["phase"] == "start":
+            starts[key] = e
+        else:
+            found.append((starts[key]["time"], e["time"], starts.pop(key)))
+    return found
+
+
+def assert_overlapped(trace, ranks: int) -> list[tuple]:
+    """What --async_generation did, as traced, against its schedule; returns rank 0's events in order.
+
+    On every rank: one request at a time, and no weight sync, pass@k evaluation or checkpoint while one is in
+    flight (each drains it first); each batch after the first is submitted after the previous one was collected
+    and the server's weights brought up to date. Every rank traced the same events in the same order: they took
+    part in the same collectives (gathers, broadcasts, ZeRO-3's gathers of the weights) in the same order. On the
+    server's side (rank 0's requests, whichever thread sent them): no weight sync and no evaluation's request
+    while a training request was out."""
+    events = [json.loads(line) for line in trace.read_text().splitlines()]
+    orders = []
+    for rank in range(ranks):
+        order, in_flight = [], None
+        for e in events:
+            if e["rank"] != rank or e["phase"] != "start" or e["event"] == "request":
+                continue
+            name = e["event"]
+            if name == "submit":
+                assert in_flight is None, (rank, e, order)
+                in_flight = e["generation"]
+            elif name == "collect":
+                assert in_flight == e["generation"], (rank, e, order)
+                in_flight = None
+            else:
+                assert in_flight is None, f"{name} on rank {rank} while generation {in_flight} was in flight: {order}"
+            order.append((name, e.get("generation", e.get("step"))))
+        orders.append(order)
+    assert all(order == orders[0] for order in orders), orders
+    order = orders[0]
+    for i, (name, generation) in enumerate(order):
+        if name == "submit" and generation > 0:
+            collected = max(j for j in range(i) if order[j][0] == "collect")
+            assert order[collected] == ("collect", generation - 1), order
+            assert ("sync", None) in order[collected:i], order
+    requests = spans(events, "request")
+    training = [(start, end) for start, end, e in requests if e["thread"] == "vllm-request"]
+    others = [(start, end) for start, end, e in requests if e["thread"] != "vllm-request"] + \
+        [(start, end) for start, end, _ in spans(events, "weights")]
+    assert training and all(end <= a or b <= start for start, end in training for a, b in others), (training, others)
+    return order
+
+
+def test_async_generation_under_zero3_with_two_processes(vllm_server, warm_model, tmp_path):
+    """Two ranks under ZeRO-3 train with --async_generation against the real server: every batch after the first
+    generated while the previous one trained, evaluation and a checkpoint between steps each draining the request
+    in flight, the ranks in step through every collective, and a reward signal and gradient every step could use."""
+    _, url = vllm_server
+    run, trace = tmp_path / "run", tmp_path / "trace.jsonl"
+    result = harness("--model", warm_model, "--output_dir", run, *SMALL, "--vllm_mode", "server",
+                     "--vllm_server_base_url", url, "--async_generation", "--max_steps", "4",
+                     "--per_device_train_batch_size", "2", "--eval_steps", "2", "--save_steps", "3", processes=2,
+                     timeout=600, RUN_WITH_VLLM_NO_WEIGHT_TRANSFER="1", RUN_WITH_VLLM_TRACE=str(trace))
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert_trained(run, warm_model)
+    assert_vllm_sampled(run)
+    steps = train_steps(run)
+    assert [step["async/staleness"] for step in steps] == [0, 1, 1, 1]
+    assert all(step["async/generation_s"] > 0 and step["async/generation_wait_s"] >= 0 for step in steps)
+    order = assert_overlapped(trace, ranks=2)
+    assert [e for e in order if e[0] in ("evaluate", "checkpoint")] == [
+        ("evaluate", 2), ("checkpoint", 3), ("evaluate", 4), ("checkpoint", 4)]
+    # the batches in flight at step 2's evaluation and step 3's checkpoint were drained by them, then trained on
+    assert order[order.index(("evaluate", 2)) - 1] == ("collect", 2)
+    assert order[order.index(("checkpoint", 3)) - 1] == ("collect", 3)
+    assert [e for e in order if e[0] == "submit"] == [("submit", g) for g in range(4)]
+
+
+def test_async_generation_resumes_after_a_kill_with_a_batch_in_flight(vllm_server, warm_model, tmp_path):
+    """`kill -9` once step 2 is saved and a batch is in flight: the resumed run (unchanged: --resume_from_checkpoint
+    latest) loses only that batch, generates its first one synchronously and finishes the run."""
+    _, url = vllm_server
+    run, trace = tmp_path / "run", tmp_path / "trace.jsonl"
+    args = [sys.executable, str(HARNESS), "--model", warm_model, "--output_dir", run, *SMALL, "--vllm_mode",
+            "server", "--vllm_server_base_url", url, "--async_generation", "--max_steps", "6",
+            "--per_device_train_batch_size", "4", "--eval_pass_at_k", "false", "--save_steps", "1"]
+    extra = {"RUN_WITH_VLLM_NO_WEIGHT_TRANSFER": "1", "RUN_WITH_VLLM_GENERATION_DELAY": "1"}
+    trainer = subprocess.Popen(list(map(str, args)), cwd=ROOT, env=env(RUN_WITH_VLLM_TRACE=str(trace), **extra),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+    def in_flight() -> bool:
+        events = [json.loads(line) for line in trace.read_text().splitlines()] if trace.exists() else []
+        ended = [e["event"] for e in events if e["phase"] == "end"]
+        return ended.count("submit") > ended.count("collect")
+
+    try:
+        deadline = time.monotonic() + 600
+        while not ((run / "checkpoints" / "checkpoint-2" / "trainer_state.json").exists() and in_flight()):
+            assert trainer.poll() is None and time.monotonic() < deadline, trainer.communicate()[1][-4000:]
+            time.sleep(0.2)
+    finally:
+        os.killpg(trainer.pid, signal.SIGKILL)  # the trainer and what it started (the judge's workers)
+        trainer.communicate()
+    start = checkpoint_step(RunFolder(run).latest_checkpoint())
+    assert 2 <= start < 6
+    resumed = harness("--config", run / "config.yaml", "--resume_from_checkpoint", "latest", timeout=600, **extra)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert_trained(run, warm_model, evaluated=False)
+    steps = train_steps(run)
+    assert [step["step"] for step in steps] == [1, 2, 3, 4, 5, 6]
+    assert [step["async/staleness"] for step in steps] == [0] + [1] * (start - 1) + [0] + [1] * (5 - start)

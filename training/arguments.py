@@ -301,6 +301,11 @@ class QGRPOConfig(GRPOConfig):
         metadata={"help": "Seconds the vLLM server has to answer each request; past it the run stops with the "
                   "server's name and how to check it (checkpoints stay intact)."},
     )
+    async_generation: bool = field(
+        default=False,
+        metadata={"help": "Server mode: the vLLM server generates the next batch while this one trains, so each "
+                  "batch is sampled one step off-policy (TRL's importance-sampling correction stays on)."},
+    )
     overwrite_output_dir: bool = field(
         default=False, metadata={"help": "Allow a new run into a folder that already holds a run's outputs."}
     )
@@ -403,8 +408,8 @@ HELP_GROUPS = {
                  "max_completion_length", "generation_temp", "save_steps", "seed", "bf16",
                  *_fields(DifficultyFilterArguments)),
     "evaluation": (*_fields(EvalArguments), "eval_steps", "eval_on_start"),
-    "generation with vLLM": ("use_vllm", "vllm_mode", "vllm_request_timeout", "max_model_len", "vllm_server_host",
-                             "vllm_server_port", "vllm_gpu_memory_utilization"),
+    "generation with vLLM": ("use_vllm", "vllm_mode", "async_generation", "vllm_request_timeout", "max_model_len",
+                             "vllm_server_host", "vllm_server_port", "vllm_gpu_memory_utilization"),
     "logging": (*_fields(LoggingArguments), "logging_steps"),
     "presets and config": ("preset", "config"),
 }
@@ -526,6 +531,7 @@ def parse_args(argv: list[str] | None = None) -> Arguments:
 # Settings of a training session that an evaluation of its model does not repeat: where it writes is the run's own
 # folder, and the evaluation generates without vLLM and logs nothing to wandb.
 NOT_INHERITED = ("model", "output_dir", "eval_only", "resume_from_checkpoint", "overwrite_output_dir", "use_vllm",
+                 "async_generation",
                  "use_wandb", "report_to", "log_completions", "verify_data", "test_reward_function")
 
 
@@ -566,6 +572,12 @@ def resolve(args: Arguments) -> None:
         grpo.reward_weights = [DEFAULT_REWARD_WEIGHTS[name] for name in names]
     if len(grpo.reward_weights) != len(names):
         raise UsageError(f"--reward_weights has {len(grpo.reward_weights)} values for {len(names)} reward functions")
+    if grpo.async_generation and not (grpo.use_vllm and grpo.vllm_mode == "server"):
+        raise UsageError("--async_generation overlaps generation on a vLLM server with training: it needs --use_vllm "
+                         "--vllm_mode server (colocated vLLM shares the training devices; nothing to overlap)")
+    if grpo.async_generation and not grpo.vllm_importance_sampling_correction:
+        raise UsageError("--async_generation trains on completions sampled by the previous step's weights: keep "
+                         "--vllm_importance_sampling_correction on")
     if args.eval.eval_max_tokens is None:
         args.eval.eval_max_tokens = grpo.max_completion_length
     grpo.output_dir = str(Path(args.run_dir) / "checkpoints")

@@ -1,10 +1,12 @@
-"""`QGRPOTrainer`: TRL's GRPOTrainer with pass@k evaluation, per-problem records and a bound on vLLM requests.
+"""`QGRPOTrainer`: TRL's GRPOTrainer with pass@k evaluation, per-problem records, a bound on vLLM requests and
+generation overlapped with training (`--async_generation`, training/async_generation.py).
 
 This is the one file that touches TRL's private internals. Written against trl==1.16.0 (requirements.txt). Every
 name of TRL's (and of transformers' `Trainer`, reached past TRL's overrides) that this project relies on and TRL
 does not promise to keep is listed once, in `TRL_INTERNALS` below, with what relies on it: this file, and the two
 that patch TRL outside it (benchmarks/step_overhead.py times TRL's profiling spans; tests/run_with_vllm.py reads a
-colocated engine's weights back, and leaves out the NCCL weight transfer to a server, which needs CUDA).
+colocated engine's weights back, leaves out the NCCL weight transfer to a server, which needs CUDA, and delays and
+traces the requests to a server).
 `missing_trl_internals()` checks every name listed, the trainer checks them when it is built, and
 tests/test_trainer_seam.py fails naming any an upgrade removed.
 
@@ -23,11 +25,12 @@ import torch
 from accelerate.utils import broadcast_object_list, gather_object
 from transformers import Trainer, TrainerCallback
 from trl import GRPOTrainer
-from trl.extras.profiling import ProfilingContext
+from trl.extras.profiling import ProfilingContext, profiling_context
 from trl.generation.vllm_client import VLLMClient
 from trl.generation.vllm_generation import VLLMGeneration
 
 from rewards import Rewards
+from training.async_generation import Batch, OverlappedGeneration, RequestThread, RowSchedule
 from training.canary import CanaryTripped
 from training.difficulty import ProblemTracker
 from training.evaluation import PassAtKEvaluator
@@ -65,9 +68,10 @@ class TrlInternal:
         return f"{self.owner.__name__}.{self.name}"
 
     def in_trl(self) -> bool:
-        """Whether the installed TRL still defines it (a method) or sets it (an attribute)."""
+        """Whether the installed TRL still defines it (a method, on the class itself: an override that TRL dropped
+        would leave transformers' method in its place) or sets it (an attribute)."""
         if not self.set_by:
-            return hasattr(self.owner, self.name)
+            return self.name in vars(self.owner)
         source = source_of(getattr(self.owner, self.set_by, None))
         return re.search(rf"\bself\.{re.escape(self.name)}\s*(:[^=\n]*)?=(?!=)", source) is not None
 
@@ -97,8 +101,9 @@ TRL_INTERNALS = (
     TrlInternal(GRPOTrainer, "vllm_generation", "TRL's vLLM backend, which evaluation generates with",
                 set_by="__init__", held="vllm"),
     TrlInternal(VLLMGeneration, "mode", "server or colocate", set_by="__init__", held="vllm"),
-    TrlInternal(VLLMGeneration, "sync_weights", "called before evaluation generates, so it samples current weights; "
-                "replaced on vLLM's CPU engine (sync_weights_into_cpu_engine)"),
+    TrlInternal(VLLMGeneration, "sync_weights", "called before evaluation generates, so it samples current weights, "
+                "and by --async_generation; replaced on vLLM's CPU engine (sync_weights_into_cpu_engine); traced by "
+                "tests/run_with_vllm.py"),
     TrlInternal(VLLMGeneration, "_iter_named_params", "the weights as TRL sends them (gathered under ZeRO-3, LoRA "
                 "merged), which sync_weights_into_cpu_engine loads"),
     TrlInternal(VLLMGeneration, "llm", "the colocated vLLM engine evaluation generates with", set_by="_init_vllm",
@@ -108,7 +113,8 @@ TRL_INTERNALS = (
                 "(--vllm_request_timeout, training/vllm_timeout.py)", set_by="__init__", held="server"),
     TrlInternal(VLLMClient, "base_url", "names the server in the bound's one-line error", set_by="__init__",
                 held="server"),
-    TrlInternal(VLLMClient, "generate", "evaluation's generation in server mode"),
+    TrlInternal(VLLMClient, "generate", "evaluation's generation in server mode, and --async_generation's; delayed "
+                "and traced by tests/run_with_vllm.py"),
     TrlInternal(VLLMClient, "init_communicator", "replaced by tests/run_with_vllm.py (the NCCL weight-transfer "
                 "group needs CUDA)"),
     TrlInternal(VLLMClient, "update_named_params", "replaced by tests/run_with_vllm.py (it streams through that "
@@ -118,8 +124,23 @@ TRL_INTERNALS = (
     TrlInternal(ProfilingContext, "__enter__", "wrapped by benchmarks/step_overhead.py to time a span's CPU"),
     TrlInternal(ProfilingContext, "_log_metrics", "wrapped by benchmarks/step_overhead.py to record each span"),
     TrlInternal(ProfilingContext, "name", "the span's name, read by benchmarks/step_overhead.py", set_by="__init__"),
+    TrlInternal(GRPOTrainer, "_generate_single_turn", "overridden with --async_generation: returns the completions "
+                "requested a step ahead (training/async_generation.py)"),
+    TrlInternal(GRPOTrainer, "_tokenize_prompts", "tokenizes the next batch's prompts as TRL tokenizes this one's"),
+    TrlInternal(GRPOTrainer, "_get_train_sampler", "the sampler whose order --async_generation replays a generation "
+                "ahead of the dataloader (RowSchedule)"),
+    TrlInternal(GRPOTrainer, "_step", "TRL's count of micro-steps, by which it decides when to generate; places "
+                "a generation in the run", set_by="__init__"),
+    TrlInternal(GRPOTrainer, "_last_loaded_step", "the step whose weights vLLM holds: --async_generation syncs as "
+                "TRL does, when it differs from the global step", set_by="__init__", held="vllm"),
+    *(TrlInternal(VLLMGeneration, name, "a sampling setting TRL sends with each server request, sent alike with "
+                  "the requests of --async_generation", set_by="__init__", held="vllm")
+      for name in ("repetition_penalty", "temperature", "top_p", "top_k", "min_p", "max_completion_length",
+                   "logprobs", "structured_outputs_regex", "generation_kwargs")),
     TrlInternal(Trainer, "log", "called past GRPOTrainer.log, which would flush the step's training metrics"),
     TrlInternal(Trainer, "evaluate", "overridden with pass@k; transformers calls it on the trainer's schedule"),
+    TrlInternal(Trainer, "_save_checkpoint", "transformers saves each checkpoint through it; overridden so that a "
+                "checkpoint first drains the request in flight (--async_generation)"),
     TrlInternal(Trainer, "callback_handler", "its on_evaluate is called as Trainer.evaluate would",
                 set_by="__init__"),
 )
@@ -182,6 +203,19 @@ def sync_weights_into_cpu_engine(generation) -> None:
     generation.llm.reset_prefix_cache()
 
 
+def server_sampling_params(generation, n: int) -> dict:
+    """The sampling settings TRL's `VLLMGeneration.generate` sends with a server request for ``n`` completions per
+    prompt (tests/test_async_generation.py checks them against TRL's own request)."""
+    return {
+        "n": n, "repetition_penalty": generation.repetition_penalty, "temperature": generation.temperature,
+        "top_p": generation.top_p, "top_k": generation.top_k,
+        "min_p": 0.0 if generation.min_p is None else generation.min_p,
+        "max_tokens": generation.max_completion_length, "logprobs": generation.logprobs,
+        "structured_outputs_regex": generation.structured_outputs_regex,
+        "generation_kwargs": generation.generation_kwargs,
+    }
+
+
 def vllm_runs_on_cpu() -> bool:
     from vllm.platforms import current_platform
 
@@ -206,17 +240,31 @@ class PassAtKSchedule(TrainerCallback):
             control.should_evaluate = True
 
 
+class CloseOverlap(TrainerCallback):
+    """When training ends (on every rank), waits for a request still in flight and drops its batch: training
+    stopped before the step it was generated for."""
+
+    def __init__(self, overlap: OverlappedGeneration):
+        self.overlap = overlap
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.overlap.close()
+
+
 class QGRPOTrainer(GRPOTrainer):
     """TRL's GRPOTrainer whose evaluation is pass@k (``evaluator``; none: evaluation is off), whose generation
     batches pass through ``tracker`` (training/difficulty.py), which learns which completions passed every test
-    from what the reward functions return (`rewards.Rewards`), and whose requests to a vLLM server are each bounded
-    by ``vllm_request_timeout`` seconds (server mode; the main process sends them).
+    from what the reward functions return (`rewards.Rewards`), whose requests to a vLLM server are each bounded
+    by ``vllm_request_timeout`` seconds (server mode; the main process sends them), and which, with
+    ``async_generation`` (server mode only), has the server generate the next batch while it trains on this one
+    (training/async_generation.py).
 
     When an evaluation raises `CanaryTripped` (training/canary.py), the run stops: at once at step 0 (nothing
     trained), else after saving that step's checkpoint, the weights that passed; `train` then raises it."""
 
     def __init__(self, model, reward_funcs, *args, evaluator: PassAtKEvaluator | None = None,
-                 tracker: ProblemTracker | None = None, vllm_request_timeout: float | None = None, **kwargs):
+                 tracker: ProblemTracker | None = None, vllm_request_timeout: float | None = None,
+                 async_generation: bool = False, **kwargs):
         missing = missing_trl_internals()
         if missing:
             raise TrlInternalsChanged(missing)
@@ -240,6 +288,17 @@ class QGRPOTrainer(GRPOTrainer):
         if tracker is not None:
             self.add_callback(tracker.callback())
             self._row_of_problem = {pid: i for i, pid in enumerate(self.train_dataset["id"])}
+        self.overlap, self._async_step = None, None
+        if async_generation:
+            if not (self.use_vllm and self.vllm_generation.mode == "server"):
+                raise ValueError("async_generation overlaps a vLLM server's generation with training: it needs "
+                                 "use_vllm with vllm_mode='server'")
+            self.overlap = OverlappedGeneration(submit=self._submit_generation, collect=self._collect_generation,
+                                                sync=self._sync_server_weights, step=lambda: self.state.global_step)
+            self._rows_ahead = RowSchedule(self._get_train_sampler, self.args.generation_batch_size,
+                                           self.args.steps_per_generation * self.args.num_iterations)
+            self._problem_ids = list(self.train_dataset["id"]) if tracker is not None else None
+            self.add_callback(CloseOverlap(self.overlap))
 
     def _keeping_verdicts(self, func):
         """``func`` as TRL calls it, keeping which completions passed every test when it returns `Rewards` that say
@@ -281,8 +340,26 @@ class QGRPOTrainer(GRPOTrainer):
         Path(a.output_dir).mkdir(parents=True, exist_ok=True)
         (Path(a.output_dir) / "README.md").write_text(card)
 
+    def _save_checkpoint(self, model, trial):
+        if self.overlap is not None:
+            self.overlap.drain()
+        super()._save_checkpoint(model, trial)
+
     def _generate_and_score_completions(self, inputs):
-        """The generation batch, rewritten by the difficulty filter (the same way on every rank) before generating."""
+        """The generation batch, rewritten by the difficulty filter (the same way on every rank) before generating.
+        With --async_generation, the batch generated a step ahead instead (or chosen now, if none is)."""
+        if self.overlap is not None and self.model.training:
+            generation, more = self._generation_position()
+            batch = self.overlap.ahead or self._choose_generation(generation)
+            next_batch = self._choose_generation(generation + 1) if more else None
+            if batch.extra is not None:  # the difficulty filter's check of the batch scored now
+                self.tracker.expected, self.tracker.swapped = batch.extra
+            self._async_step = (batch, next_batch)
+            try:
+                return super()._generate_and_score_completions(
+                    [self.train_dataset[row] for row in self._my_rows(batch)])
+            finally:
+                self._async_step = None
         if self.tracker is not None and self.tracker.filter is not None and self.model.training:
             ids = gather_object([row["id"] for row in inputs])
             chosen = self.tracker.rewrite(ids, self.num_generations)
@@ -290,6 +367,78 @@ class QGRPOTrainer(GRPOTrainer):
                 mine = chosen[self.accelerator.process_index * len(inputs) :][: len(inputs)]
                 inputs = [self.train_dataset[self._row_of_problem[pid]] for pid in mine]
         return super()._generate_and_score_completions(inputs)
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        """TRL's generation; with --async_generation in training, the completions of this step's batch, requested
+        a step ahead, once the next batch is requested (`OverlappedGeneration.exchange`)."""
+        if self._async_step is None:
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                 has_tool_images)
+        received = self.overlap.exchange(*self._async_step)
+        all_prompt_ids, all_completion_ids, all_logprobs = received.output
+        mine = slice(self.accelerator.process_index * len(prompt_ids), (self.accelerator.process_index + 1)
+                     * len(prompt_ids))
+        sent = [ids for ids in all_prompt_ids for _ in range(num_generations)][mine]
+        if [list(ids) for ids in sent] != [list(ids) for ids in prompt_ids]:
+            raise RuntimeError("the completions received are for other prompts than this step's batch")
+        completion_ids = all_completion_ids[mine]
+        logprobs = None if all_logprobs is None else [[lp[0] for lp in seq] for seq in all_logprobs[mine]]
+        metrics = self._metrics["train"]
+        metrics["async/staleness"].append(float(self.state.global_step - received.weights_step))
+        metrics["async/generation_wait_s"].append(received.wait_s)
+        metrics["async/generation_s"].append(received.generation_s)
+        return completion_ids, logprobs
+
+    def _generation_position(self) -> tuple[int, bool]:
+        """The index in the run of the generation made now (in training), and whether another one follows before
+        the last step. TRL generates every `steps_per_generation * num_iterations` micro-steps, and once more at
+        the first micro-step of a resumed run."""
+        accumulation = self.args.gradient_accumulation_steps
+        every = self.args.steps_per_generation * self.args.num_iterations
+        micro = self.state.global_step * accumulation + self._step % accumulation
+        return -(-micro // every), micro + every < self.state.max_steps * accumulation
+
+    def _choose_generation(self, generation: int) -> Batch:
+        """A generation's rows: the train sampler's (replayed ahead of the dataloader), then the difficulty
+        filter's rewrite, which also says what the tracker must see when the batch is scored."""
+        rows = self._rows_ahead.rows(generation)
+        if self.tracker is None or self.tracker.filter is None:
+            return Batch(generation, rows)
+        chosen = self.tracker.rewrite([self._problem_ids[row] for row in rows], self.num_generations)
+        return Batch(generation, [self._row_of_problem[pid] for pid in chosen],
+                     (self.tracker.expected, self.tracker.swapped))
+
+    def _my_rows(self, batch: Batch) -> list[int]:
+        size = self.args.per_device_train_batch_size * self.args.steps_per_generation
+        return batch.rows[self.accelerator.process_index * size :][:size]
+
+    def _submit_generation(self, batch: Batch) -> RequestThread | None:
+        """Every rank tokenizes its share of the batch's prompts, as TRL does; the main process gathers them and
+        sends the request from a thread (returned); the others return None."""
+        prompt_ids, _, _ = self._tokenize_prompts([self.train_dataset[row]["prompt"] for row in self._my_rows(batch)])
+        all_prompt_ids = gather_object(prompt_ids)
+        if not self.accelerator.is_main_process:
+            return None
+        client = self.vllm_generation.vllm_client
+        params = server_sampling_params(self.vllm_generation, self.num_generations)
+        return RequestThread(lambda: client.generate(prompts=all_prompt_ids[:: self.num_generations], **params))
+
+    def _collect_generation(self, request: RequestThread | None) -> tuple[tuple, float]:
+        """Every rank: the main process waits for the request, then sends every rank its output (prompt ids,
+        completion ids and log-probabilities of every completion) and how long the server took."""
+        payload = [None]
+        if self.accelerator.is_main_process:
+            output, seconds = request.result()
+            payload = [((output["prompt_ids"], output["completion_ids"], output["logprobs"]), seconds)]
+        broadcast_object_list(payload, from_process=0)
+        return payload[0]
+
+    def _sync_server_weights(self) -> None:
+        """TRL's weight sync to the server (every rank takes part), when the server lacks this step's weights."""
+        if self.state.global_step != self._last_loaded_step:
+            with profiling_context(self, "sync_weights"):
+                self.vllm_generation.sync_weights()
+            self._last_loaded_step = self.state.global_step
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         """TRL's rewards of the whole generation batch (gathered), shown to the tracker with the problem ids."""
@@ -310,6 +459,8 @@ class QGRPOTrainer(GRPOTrainer):
     def evaluate(self, *args, **kwargs) -> dict:
         if self.evaluator is None:
             return {}
+        if self.overlap is not None:
+            self.overlap.drain()
         generate = self._generate_with_vllm if self.use_vllm else None
         tripped = None
         try:
@@ -334,6 +485,7 @@ class QGRPOTrainer(GRPOTrainer):
         process asks for every rank's prompts; colocate: each rank asks its own engine)."""
         generation, tokenizer, accelerator = self.vllm_generation, self.processing_class, self.accelerator
         generation.sync_weights()
+        self._last_loaded_step = self.state.global_step  # training's next generation need not send them again
         prompt_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
         if generation.mode == "server":
             all_ids = gather_object([prompt_ids])

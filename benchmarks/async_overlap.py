@@ -1,0 +1,193 @@
+"""Generation overlapped with training: `rl_trainer.py --async_generation` against the synchronous trainer, in one run.
+
+Both sides train the same tiny model (scripts/make_tiny_model.py) on the bundled Python problems, in server mode,
+against one real `vllm serve` (vLLM's CPU build here, started by scripts/serve_vllm.sh), through
+tests/run_with_vllm.py: the NCCL weight transfer is left out (GPU-only in TRL and vLLM; every other request goes
+to the server), and each generation request returns `--delay` seconds later, as from a server that takes that
+long to generate (a GPU server generating a 7B or 32B step takes about as long as the step trains; the CPU
+server's own generation of this tiny model is a fraction of a second). The sides alternate, each a fresh
+process; the first `--warmup` steps of each run are left out.
+
+Per side, the median wall time of a step (from one logged step to the next) and of a generation request (the
+trainer's view: sent until answered, the delay included). Training is the rest of a synchronous step: the
+synchronous step less its generation. The async step is compared with max(generation, training), the most a
+perfect overlap can reach, with their sum, and with the synchronous step.
+
+    python benchmarks/async_overlap.py [--steps 8] [--delay 2] [--runs 1] [--threads 1]
+    python benchmarks/async_overlap.py --server_url http://127.0.0.1:8000 --model MODEL   # a server already up
+
+Targets: the async step at most 1.2x max(generation, training) and at most 0.8x the synchronous step.
+`--smoke` runs each side for 3 steps with a short delay and checks nothing but that it runs
+(tests/test_vllm.py).
+"""
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+HARNESS = ROOT / "tests" / "run_with_vllm.py"
+SIDES = ("sync", "async")
+# vLLM's CPU engine: a 1 GiB KV cache is plenty for the tiny model; its OpenMP threads unbound (shared cores).
+VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+MAX_MODEL_LEN = 1024
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(model: str, log: Path) -> tuple[subprocess.Popen, str]:
+    """`vllm serve` of ``model`` as scripts/serve_vllm.sh starts it, on a free port; waits until it is healthy."""
+    port = free_port()
+    env = {**os.environ, **VLLM_ENV, "VLLM_PORT": str(port),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    with log.open("w") as out:
+        server = subprocess.Popen(["bash", str(ROOT / "scripts" / "serve_vllm.sh"), model, "--max_model_len",
+                                   str(MAX_MODEL_LEN), "--host", "127.0.0.1"], cwd=ROOT, env=env, stdout=out,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 900
+    while True:
+        if server.poll() is not None or time.monotonic() > deadline:
+            stop_server(server)
+            sys.exit("vllm serve did not start:\n" + "\n".join(log.read_text().splitlines()[-15:]))
+        try:
+            if requests.get(f"{url}/health", timeout=2).status_code == 200:
+                return server, url
+        except requests.RequestException:
+            pass
+        time.sleep(2)
+
+
+def stop_server(server: subprocess.Popen) -> None:
+    if server.poll() is None:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
+def trainer_argv(model: str, url: str, out: Path, steps: int, asynchronous: bool) -> list[str]:
+    """The same settings on both sides but --async_generation: 4 prompts x 4 completions of 32 tokens a step."""
+    return ["--model", model, "--output_dir", str(out), "--language", "python", "--use_vllm", "--vllm_mode",
+            "server", "--vllm_server_base_url", url, "--max_model_len", str(MAX_MODEL_LEN), "--max_steps", str(steps),
+            "--num_generations", "4", "--per_device_train_batch_size", "16", "--gradient_accumulation_steps", "1",
+            "--max_completion_length", "32", "--eval_pass_at_k", "false", "--save_steps", "100000", "--seed", "42",
+            *(["--async_generation"] if asynchronous else [])]
+
+
+def run_side(side: str, model: str, url: str, work: Path, run: int, steps: int, delay: float,
+             threads: int) -> dict:
+    """One run of one side; its steps' wall times and its training requests' durations (seconds)."""
+    out, trace, log = work / f"{side}-{run}", work / f"{side}-{run}.trace", work / f"{side}-{run}.log"
+    env = {**os.environ, **VLLM_ENV, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false",
+           "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "RUN_WITH_VLLM_NO_WEIGHT_TRANSFER": "1", "RUN_WITH_VLLM_GENERATION_DELAY": str(delay),
+           "RUN_WITH_VLLM_TRACE": str(trace)}
+    argv = [sys.executable, str(HARNESS), *trainer_argv(model, url, out, steps, side == "async")]
+    with log.open("w") as output:
+        done = subprocess.run(argv, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        sys.exit(f"{side} run {run} failed (exit {done.returncode}):\n" + "\n".join(log.read_text().splitlines()[-15:]))
+    logged = [json.loads(line) for line in (out / "logs" / "metrics.jsonl").read_text().splitlines()]
+    times = [m["time"] for m in logged if "reward" in m]
+    events = [json.loads(line) for line in trace.read_text().splitlines()]
+    starts = {}
+    requests_s = []
+    for e in events:
+        if e["event"] == "request" and e["rank"] == 0:
+            if e["phase"] == "start":
+                starts[e["thread"]] = e["time"]
+            else:
+                requests_s.append(e["time"] - starts.pop(e["thread"]))
+    return {"steps": [b - a for a, b in zip(times, times[1:])], "requests": requests_s,
+            "waits": [m["async/generation_wait_s"] for m in logged if "async/generation_wait_s" in m]}
+
+
+def measured(records: list[dict], key: str, warmup: int) -> list[float]:
+    return [x for r in records for x in r[key][warmup:]]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=8, help="training steps per run")
+    parser.add_argument("--warmup", type=int, default=2, help="steps left out at the start of each run")
+    parser.add_argument("--delay", type=float, default=2.0,
+                        help="seconds added to each generation request (about a training step here)")
+    parser.add_argument("--runs", type=int, default=1, help="runs per side, alternating")
+    parser.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of the trainers")
+    parser.add_argument("--model", help="the model to train (default: a tiny random one built here)")
+    parser.add_argument("--server_url", help="a vLLM server already serving --model (default: start one)")
+    parser.add_argument("--smoke", action="store_true", help="3 steps a side, delay 0.3 s, 1 run: that it runs")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.steps, args.warmup, args.delay, args.runs = 3, 1, 0.3, 1
+    if args.server_url and not args.model:
+        parser.error("--server_url needs --model, the model that server serves")
+    if args.steps < args.warmup + 2:
+        parser.error("--steps must leave at least 2 steps after --warmup")
+
+    print(f"$ python benchmarks/async_overlap.py {shlex.join(sys.argv[1:] if argv is None else argv)}")
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="async-overlap-") as tmp:
+        work = Path(tmp)
+        model = args.model
+        if model is None:
+            model = str(work / "model")
+            subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), model], check=True,
+                           capture_output=True, text=True)
+        server, url = (None, args.server_url) if args.server_url else start_server(model, work / "server.log")
+        try:
+            records = {side: [] for side in SIDES}
+            for run in range(args.runs):
+                for side in SIDES if run % 2 == 0 else reversed(SIDES):
+                    records[side].append(run_side(side, model, url, work, run, args.steps, args.delay,
+                                                  args.threads))
+        finally:
+            if server is not None:
+                stop_server(server)
+    load_after = os.getloadavg()
+
+    median = {side: {key: statistics.median(measured(records[side], key, args.warmup))
+                     for key in ("steps", "requests")} for side in SIDES}
+    generation = statistics.median(measured(records["sync"], "requests", args.warmup)
+                                   + measured(records["async"], "requests", args.warmup))
+    sync_step, async_step = median["sync"]["steps"], median["async"]["steps"]
+    training = sync_step - median["sync"]["requests"]
+    wait = statistics.median(measured(records["async"], "waits", args.warmup))
+    steps = len(measured(records["async"], "steps", args.warmup))
+    print(f"async overlap: tiny model, 4 prompts x 4 completions of 32 tokens a step, real vllm serve (CPU build, "
+          f"weight transfer left out), each request delayed {args.delay:g} s; {args.runs} run(s) x {args.steps} "
+          f"steps a side, first {args.warmup} left out ({steps} async steps measured); OMP_NUM_THREADS="
+          f"{args.threads}; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after")
+    print(f"  synchronous step   {sync_step:7.3f} s  (generation {median['sync']['requests']:.3f} s + training "
+          f"{training:.3f} s)")
+    print(f"  --async_generation {async_step:7.3f} s  (waited for generation {wait:.3f} s a step)")
+    print(f"  generation request {generation:7.3f} s  (median over both sides)")
+    bound = max(generation, training)
+    print(f"  async / max(generation, training) = {async_step / bound:.2f}  (target <= 1.2: "
+          f"{'met' if async_step <= 1.2 * bound else 'MISSED'})")
+    print(f"  async / (generation + training)   = {async_step / (generation + training):.2f}")
+    print(f"  async / synchronous step          = {async_step / sync_step:.2f}  (target <= 0.8: "
+          f"{'met' if async_step <= 0.8 * sync_step else 'MISSED'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
