@@ -183,9 +183,9 @@ def test_async_requests_carry_the_sampling_settings_trls_own_request_carries(mon
 
 
 @pytest.mark.parametrize("flags, problem", [
-    (["--use_vllm", "--vllm_mode", "colocate"], "needs --use_vllm --vllm_mode server"),
-    ([], "needs --use_vllm --vllm_mode server"),
-    (["--use_vllm", "--vllm_importance_sampling_correction", "false"], "keep --vllm_importance_sampling_correction on"),
+    (["--use_vllm", "--vllm_mode", "colocate"], "needs --vllm_mode server, not colocate: colocated vLLM generates "),
+    ([], "overlaps a vLLM server's generation with training, but vLLM is off: add --use_vllm"),
+    (["--use_vllm", "--vllm_importance_sampling_correction", "false"], "corrects for: keep it on, or drop"),
 ])
 def test_async_generation_outside_its_setting_is_a_usage_error(flags, problem):
     with pytest.raises(UsageError, match=problem):
@@ -200,6 +200,6 @@ def test_async_generation_in_colocate_mode_exits_2_with_one_line_before_anything
                          "--vllm_mode", "colocate", "--async_generation")
     assert result.returncode == 2, result.stderr[-2000:]
     (line,) = [line for line in result.stderr.splitlines() if line.strip()]
-    assert line.startswith("rl_trainer.py: error: --async_generation overlaps generation on a vLLM server"), line
+    assert line.startswith("rl_trainer.py: error: --async_generation needs --vllm_mode server, not colocate"), line
     assert not run.exists()
     assert time.monotonic() - started < 60

@@ -28,7 +28,8 @@ from rewards import REWARD_FUNCS, ScoringArguments
 from judging.languages import LANGUAGES
 from judging.policy import DEFAULT_EVAL_TIMEOUT
 from cli.flags import unknown_flag
-from training.flag_checks import HELP, check_evaluation_only, check_generation_batch, check_vllm_settings, typed_flags
+from training.flag_checks import (HELP, check_async_generation, check_evaluation_only, check_generation_batch,
+                                  check_vllm_settings, typed_flags)
 from training.help import HelpFormatter, regroup
 from training.run_folder import run_of_model
 
@@ -524,6 +525,7 @@ def parse_args(argv: list[str] | None = None) -> Arguments:
         args.grpo.resume_from_checkpoint = None  # a --config's (a run's config.yaml): an evaluation resumes nothing
     else:
         check_vllm_settings(args.grpo, GRPO_DEFAULTS, typed)
+        check_async_generation(args.grpo)
     resolve(args)
     return args
 
@@ -572,12 +574,6 @@ def resolve(args: Arguments) -> None:
         grpo.reward_weights = [DEFAULT_REWARD_WEIGHTS[name] for name in names]
     if len(grpo.reward_weights) != len(names):
         raise UsageError(f"--reward_weights has {len(grpo.reward_weights)} values for {len(names)} reward functions")
-    if grpo.async_generation and not (grpo.use_vllm and grpo.vllm_mode == "server"):
-        raise UsageError("--async_generation overlaps generation on a vLLM server with training: it needs --use_vllm "
-                         "--vllm_mode server (colocated vLLM shares the training devices; nothing to overlap)")
-    if grpo.async_generation and not grpo.vllm_importance_sampling_correction:
-        raise UsageError("--async_generation trains on completions sampled by the previous step's weights: keep "
-                         "--vllm_importance_sampling_correction on")
     if args.eval.eval_max_tokens is None:
         args.eval.eval_max_tokens = grpo.max_completion_length
     grpo.output_dir = str(Path(args.run_dir) / "checkpoints")

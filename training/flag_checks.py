@@ -37,6 +37,23 @@ def check_vllm_settings(grpo, defaults: dict, typed: set[str]) -> None:
     raise UsageError(f"{settings} {what}, but vLLM is off: add --use_vllm to generate with vLLM, or drop {flags}")
 
 
+def check_async_generation(grpo) -> None:
+    """--async_generation has a vLLM server generate the next batch while the trainers train on this one, and trains
+    each batch on weights a step newer than the ones that sampled it."""
+    if not grpo.async_generation:
+        return
+    if not grpo.use_vllm:
+        raise UsageError("--async_generation overlaps a vLLM server's generation with training, but vLLM is off: add "
+                         "--use_vllm (server mode), or drop --async_generation")
+    if grpo.vllm_mode != "server":
+        raise UsageError(f"--async_generation needs --vllm_mode server, not {grpo.vllm_mode}: colocated vLLM "
+                         "generates on the training devices, so there is nothing to overlap; drop --async_generation "
+                         "or serve the model (scripts/serve_vllm.sh)")
+    if not grpo.vllm_importance_sampling_correction:
+        raise UsageError("--async_generation trains on completions sampled by the previous step's weights, which "
+                         "--vllm_importance_sampling_correction corrects for: keep it on, or drop --async_generation")
+
+
 def check_generation_batch(per_device: int, accumulation: int, generations: int | None,
                            steps_per_generation: int | None = None, generation_batch_size: int | None = None,
                            processes: int | None = None) -> None:
