@@ -50,7 +50,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model: str, log: Path) -> tuple[subprocess.Popen, str]:
+def cores() -> tuple[set[int], set[int]] | None:
+    """A core for the trainer and another for the server, where this process may run on two or more: on a cluster
+    they are separate devices, and here the CPU server's own generation would otherwise take the trainer's core
+    while it trains. None: one core for both."""
+    allowed = sorted(os.sched_getaffinity(0))
+    return ({allowed[0]}, {allowed[1]}) if len(allowed) >= 2 else None
+
+
+def on_cores(which: set[int] | None):
+    """A preexec_fn that keeps a child (and what it starts) on ``which``."""
+    return None if which is None else (lambda: os.sched_setaffinity(0, which))
+
+
+def start_server(model: str, log: Path, cpus: set[int] | None) -> tuple[subprocess.Popen, str]:
     """`vllm serve` of ``model`` as scripts/serve_vllm.sh starts it, on a free port; waits until it is healthy."""
     port = free_port()
     env = {**os.environ, **VLLM_ENV, "VLLM_PORT": str(port),
@@ -58,7 +71,7 @@ def start_server(model: str, log: Path) -> tuple[subprocess.Popen, str]:
     with log.open("w") as out:
         server = subprocess.Popen(["bash", str(ROOT / "scripts" / "serve_vllm.sh"), model, "--max_model_len",
                                    str(MAX_MODEL_LEN), "--host", "127.0.0.1"], cwd=ROOT, env=env, stdout=out,
-                                  stderr=subprocess.STDOUT, start_new_session=True)
+                                  stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=on_cores(cpus))
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 900
     while True:
@@ -83,26 +96,27 @@ def stop_server(server: subprocess.Popen) -> None:
             server.wait()
 
 
-def trainer_argv(model: str, url: str, out: Path, steps: int, asynchronous: bool) -> list[str]:
-    """The same settings on both sides but --async_generation: 4 prompts x 4 completions of 32 tokens a step."""
+def trainer_argv(model: str, url: str, out: Path, args, asynchronous: bool) -> list[str]:
+    """The same settings on both sides but --async_generation: groups of 4 completions, one optimizer step a
+    generation."""
     return ["--model", model, "--output_dir", str(out), "--language", "python", "--use_vllm", "--vllm_mode",
-            "server", "--vllm_server_base_url", url, "--max_model_len", str(MAX_MODEL_LEN), "--max_steps", str(steps),
-            "--num_generations", "4", "--per_device_train_batch_size", "16", "--gradient_accumulation_steps", "1",
-            "--max_completion_length", "32", "--eval_pass_at_k", "false", "--save_steps", "100000", "--seed", "42",
-            *(["--async_generation"] if asynchronous else [])]
+            "server", "--vllm_server_base_url", url, "--max_model_len", str(MAX_MODEL_LEN), "--max_steps",
+            str(args.steps), "--num_generations", "4", "--per_device_train_batch_size", str(args.completions),
+            "--gradient_accumulation_steps", "1", "--max_completion_length", str(args.tokens), "--eval_pass_at_k",
+            "false", "--save_steps", "100000", "--seed", "42", *(["--async_generation"] if asynchronous else [])]
 
 
-def run_side(side: str, model: str, url: str, work: Path, run: int, steps: int, delay: float,
-             threads: int) -> dict:
+def run_side(side: str, model: str, url: str, work: Path, run: int, args, cpus: set[int] | None) -> dict:
     """One run of one side; its steps' wall times and its training requests' durations (seconds)."""
     out, trace, log = work / f"{side}-{run}", work / f"{side}-{run}.trace", work / f"{side}-{run}.log"
-    env = {**os.environ, **VLLM_ENV, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false",
+    env = {**os.environ, **VLLM_ENV, "OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false",
            "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "RUN_WITH_VLLM_NO_WEIGHT_TRANSFER": "1", "RUN_WITH_VLLM_GENERATION_DELAY": str(delay),
+           "RUN_WITH_VLLM_NO_WEIGHT_TRANSFER": "1", "RUN_WITH_VLLM_GENERATION_DELAY": str(args.delay),
            "RUN_WITH_VLLM_TRACE": str(trace)}
-    argv = [sys.executable, str(HARNESS), *trainer_argv(model, url, out, steps, side == "async")]
+    argv = [sys.executable, str(HARNESS), *trainer_argv(model, url, out, args, side == "async")]
     with log.open("w") as output:
-        done = subprocess.run(argv, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
+        done = subprocess.run(argv, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
+                              preexec_fn=on_cores(cpus))
     if done.returncode != 0:
         sys.exit(f"{side} run {run} failed (exit {done.returncode}):\n" + "\n".join(log.read_text().splitlines()[-15:]))
     logged = [json.loads(line) for line in (out / "logs" / "metrics.jsonl").read_text().splitlines()]
@@ -131,6 +145,8 @@ def main(argv=None) -> int:
     parser.add_argument("--delay", type=float, default=2.0,
                         help="seconds added to each generation request (about a training step here)")
     parser.add_argument("--runs", type=int, default=1, help="runs per side, alternating")
+    parser.add_argument("--completions", type=int, default=16, help="completions a step (groups of 4)")
+    parser.add_argument("--tokens", type=int, default=16, help="most tokens a completion")
     parser.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of the trainers")
     parser.add_argument("--model", help="the model to train (default: a tiny random one built here)")
     parser.add_argument("--server_url", help="a vLLM server already serving --model (default: start one)")
@@ -152,13 +168,14 @@ def main(argv=None) -> int:
             model = str(work / "model")
             subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), model], check=True,
                            capture_output=True, text=True)
-        server, url = (None, args.server_url) if args.server_url else start_server(model, work / "server.log")
+        trainer_cpus, server_cpus = cores() or (None, None)
+        server, url = ((None, args.server_url) if args.server_url
+                       else start_server(model, work / "server.log", server_cpus))
         try:
             records = {side: [] for side in SIDES}
             for run in range(args.runs):
                 for side in SIDES if run % 2 == 0 else reversed(SIDES):
-                    records[side].append(run_side(side, model, url, work, run, args.steps, args.delay,
-                                                  args.threads))
+                    records[side].append(run_side(side, model, url, work, run, args, trainer_cpus))
         finally:
             if server is not None:
                 stop_server(server)
@@ -166,20 +183,19 @@ def main(argv=None) -> int:
 
     median = {side: {key: statistics.median(measured(records[side], key, args.warmup))
                      for key in ("steps", "requests")} for side in SIDES}
-    generation = statistics.median(measured(records["sync"], "requests", args.warmup)
-                                   + measured(records["async"], "requests", args.warmup))
     sync_step, async_step = median["sync"]["steps"], median["async"]["steps"]
-    training = sync_step - median["sync"]["requests"]
+    generation = median["sync"]["requests"]
+    training = sync_step - generation
     wait = statistics.median(measured(records["async"], "waits", args.warmup))
     steps = len(measured(records["async"], "steps", args.warmup))
-    print(f"async overlap: tiny model, 4 prompts x 4 completions of 32 tokens a step, real vllm serve (CPU build, "
+    print(f"async overlap: tiny model, {args.completions // 4} prompts x 4 completions of at most {args.tokens} "
+          f"tokens a step, real vllm serve (CPU build, "
           f"weight transfer left out), each request delayed {args.delay:g} s; {args.runs} run(s) x {args.steps} "
           f"steps a side, first {args.warmup} left out ({steps} async steps measured); OMP_NUM_THREADS="
           f"{args.threads}; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after")
-    print(f"  synchronous step   {sync_step:7.3f} s  (generation {median['sync']['requests']:.3f} s + training "
-          f"{training:.3f} s)")
-    print(f"  --async_generation {async_step:7.3f} s  (waited for generation {wait:.3f} s a step)")
-    print(f"  generation request {generation:7.3f} s  (median over both sides)")
+    print(f"  synchronous step   {sync_step:7.3f} s = generation {generation:.3f} s + training {training:.3f} s")
+    print(f"  --async_generation {async_step:7.3f} s  (a request took {median['async']['requests']:.3f} s beside "
+          f"training; a step waited {wait:.3f} s for it)")
     bound = max(generation, training)
     print(f"  async / max(generation, training) = {async_step / bound:.2f}  (target <= 1.2: "
           f"{'met' if async_step <= 1.2 * bound else 'MISSED'})")
