@@ -10,6 +10,7 @@ and vLLM 0.30; that module says what is left out). Every run is small: the engin
 import importlib.util
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -327,3 +328,19 @@ def test_async_generation_resumes_after_a_kill_with_a_batch_in_flight(vllm_serve
     steps = train_steps(run)
     assert [step["step"] for step in steps] == [1, 2, 3, 4, 5, 6]
     assert [step["async/staleness"] for step in steps] == [0] + [1] * (start - 1) + [0] + [1] * (5 - start)
+
+
+def test_the_async_overlap_benchmark_runs_in_its_smoke_size(vllm_server, warm_model):
+    """benchmarks/async_overlap.py --smoke against the real server: both sides train and the figures print (the
+    targets are for the full size, on a quiet machine; none is checked here)."""
+    _, url = vllm_server
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "async_overlap.py"), "--smoke", "--server_url",
+                             url, "--model", str(warm_model)], cwd=ROOT, env=env(), capture_output=True, text=True,
+                            timeout=900)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    figures = dict(re.findall(r"^  (async / [^=]+?) += ([\d.]+)", result.stdout, re.M))
+    assert sorted(figures) == ["async / (generation + training)", "async / max(generation, training)",
+                               "async / synchronous step"], result.stdout
+    assert all(float(value) > 0 for value in figures.values()), result.stdout
+    assert re.search(r"^  synchronous step +[\d.]+ s = generation [\d.]+ s \+ training -?[\d.]+ s$", result.stdout,
+                     re.M), result.stdout
