@@ -4,16 +4,18 @@ Both sides train the same tiny model (scripts/make_tiny_model.py) on the bundled
 against one real `vllm serve` (vLLM's CPU build here, started by scripts/serve_vllm.sh), through
 tests/run_with_vllm.py: the NCCL weight transfer is left out (GPU-only in TRL and vLLM; every other request goes
 to the server), and each generation request returns `--delay` seconds later, as from a server that takes that
-long to generate (a GPU server generating a 7B or 32B step takes about as long as the step trains; the CPU
-server's own generation of this tiny model is a fraction of a second). The sides alternate, each a fresh
-process; the first `--warmup` steps of each run are left out.
+long to generate. At size generation takes about as long as training (a 7B step: ~25 s against 5-10 s; 32B: ~52 s
+against 30-50 s), so by default the delay is a training step's time, measured first by a synchronous run without
+delay. The trainer runs on one core and the server on another (where this process may use two): on a cluster
+they are separate devices, and the CPU server's own generation would otherwise take the trainer's core. The
+sides alternate, each a fresh process; the first `--warmup` steps of each run are left out.
 
 Per side, the median wall time of a step (from one logged step to the next) and of a generation request (the
 trainer's view: sent until answered, the delay included). Training is the rest of a synchronous step: the
 synchronous step less its generation. The async step is compared with max(generation, training), the most a
 perfect overlap can reach, with their sum, and with the synchronous step.
 
-    python benchmarks/async_overlap.py [--steps 8] [--delay 2] [--runs 1] [--threads 1]
+    python benchmarks/async_overlap.py [--steps 8] [--runs 1] [--delay SECONDS] [--completions 16] [--tokens 16]
     python benchmarks/async_overlap.py --server_url http://127.0.0.1:8000 --model MODEL   # a server already up
 
 Targets: the async step at most 1.2x max(generation, training) and at most 0.8x the synchronous step.
@@ -96,24 +98,25 @@ def stop_server(server: subprocess.Popen) -> None:
             server.wait()
 
 
-def trainer_argv(model: str, url: str, out: Path, args, asynchronous: bool) -> list[str]:
+def trainer_argv(model: str, url: str, out: Path, args, steps: int, asynchronous: bool) -> list[str]:
     """The same settings on both sides but --async_generation: groups of 4 completions, one optimizer step a
     generation."""
     return ["--model", model, "--output_dir", str(out), "--language", "python", "--use_vllm", "--vllm_mode",
             "server", "--vllm_server_base_url", url, "--max_model_len", str(MAX_MODEL_LEN), "--max_steps",
-            str(args.steps), "--num_generations", "4", "--per_device_train_batch_size", str(args.completions),
+            str(steps), "--num_generations", "4", "--per_device_train_batch_size", str(args.completions),
             "--gradient_accumulation_steps", "1", "--max_completion_length", str(args.tokens), "--eval_pass_at_k",
             "false", "--save_steps", "100000", "--seed", "42", *(["--async_generation"] if asynchronous else [])]
 
 
-def run_side(side: str, model: str, url: str, work: Path, run: int, args, cpus: set[int] | None) -> dict:
+def run_side(side: str, model: str, url: str, work: Path, run: int, args, cpus: set[int] | None,
+             delay: float, steps: int) -> dict:
     """One run of one side; its steps' wall times and its training requests' durations (seconds)."""
     out, trace, log = work / f"{side}-{run}", work / f"{side}-{run}.trace", work / f"{side}-{run}.log"
     env = {**os.environ, **VLLM_ENV, "OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false",
            "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "RUN_WITH_VLLM_NO_WEIGHT_TRANSFER": "1", "RUN_WITH_VLLM_GENERATION_DELAY": str(args.delay),
+           "RUN_WITH_VLLM_NO_WEIGHT_TRANSFER": "1", "RUN_WITH_VLLM_GENERATION_DELAY": str(delay),
            "RUN_WITH_VLLM_TRACE": str(trace)}
-    argv = [sys.executable, str(HARNESS), *trainer_argv(model, url, out, args, side == "async")]
+    argv = [sys.executable, str(HARNESS), *trainer_argv(model, url, out, args, steps, side == "async")]
     with log.open("w") as output:
         done = subprocess.run(argv, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
                               preexec_fn=on_cores(cpus))
@@ -142,8 +145,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=8, help="training steps per run")
     parser.add_argument("--warmup", type=int, default=2, help="steps left out at the start of each run")
-    parser.add_argument("--delay", type=float, default=2.0,
-                        help="seconds added to each generation request (about a training step here)")
+    parser.add_argument("--delay", type=float,
+                        help="seconds added to each generation request (default: a training step's time, measured "
+                        "first by a synchronous run without delay)")
     parser.add_argument("--runs", type=int, default=1, help="runs per side, alternating")
     parser.add_argument("--completions", type=int, default=16, help="completions a step (groups of 4)")
     parser.add_argument("--tokens", type=int, default=16, help="most tokens a completion")
@@ -172,10 +176,17 @@ def main(argv=None) -> int:
         server, url = ((None, args.server_url) if args.server_url
                        else start_server(model, work / "server.log", server_cpus))
         try:
+            delay = args.delay
+            if delay is None:  # a training step's time: a synchronous run with no delay, less its generation
+                calibration = run_side("calibration", model, url, work, 0, args, trainer_cpus, 0.0,
+                                       args.warmup + 3)
+                delay = round(max(0.1, statistics.median(calibration["steps"][args.warmup :])
+                                  - statistics.median(calibration["requests"][args.warmup :])), 1)
             records = {side: [] for side in SIDES}
             for run in range(args.runs):
                 for side in SIDES if run % 2 == 0 else reversed(SIDES):
-                    records[side].append(run_side(side, model, url, work, run, args, trainer_cpus))
+                    records[side].append(run_side(side, model, url, work, run, args, trainer_cpus, delay,
+                                                  args.steps))
         finally:
             if server is not None:
                 stop_server(server)
@@ -190,7 +201,7 @@ def main(argv=None) -> int:
     steps = len(measured(records["async"], "steps", args.warmup))
     print(f"async overlap: tiny model, {args.completions // 4} prompts x 4 completions of at most {args.tokens} "
           f"tokens a step, real vllm serve (CPU build, "
-          f"weight transfer left out), each request delayed {args.delay:g} s; {args.runs} run(s) x {args.steps} "
+          f"weight transfer left out), each request delayed {delay:g} s{' (a training step, calibrated)' if args.delay is None else ''}; {args.runs} run(s) x {args.steps} "
           f"steps a side, first {args.warmup} left out ({steps} async steps measured); OMP_NUM_THREADS="
           f"{args.threads}; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after")
     print(f"  synchronous step   {sync_step:7.3f} s = generation {generation:.3f} s + training {training:.3f} s")

@@ -130,6 +130,26 @@ def test_the_request_thread_makes_its_error_the_collectors():
     assert value == 42 and seconds >= 0
 
 
+@pytest.mark.parametrize("accumulation, steps_per_generation, max_steps, at_steps, expected", [
+    (1, 1, 4, [0, 1, 2, 3], [(0, True), (1, True), (2, True), (3, False)]),  # TRL's default: one a step
+    (2, 4, 6, [0, 2, 4], [(0, True), (1, True), (2, False)]),  # a generation every 2 optimizer steps
+    (2, 4, 6, [3], [(2, True)]),  # resumed at step 3, between two generations: TRL generates at once, a new index
+])
+def test_a_generation_is_placed_in_the_run_as_trl_generates(accumulation, steps_per_generation, max_steps, at_steps,
+                                                            expected):
+    from types import SimpleNamespace
+
+    from training.trainer import QGRPOTrainer
+
+    args = SimpleNamespace(gradient_accumulation_steps=accumulation, steps_per_generation=steps_per_generation,
+                           num_iterations=1)
+    found = []
+    for step in at_steps:
+        trainer = SimpleNamespace(args=args, state=SimpleNamespace(global_step=step, max_steps=max_steps), _step=0)
+        found.append(QGRPOTrainer._generation_position(trainer))
+    assert found == expected
+
+
 def test_rows_ahead_are_the_rows_trls_dataloader_yields_over_epochs_and_after_a_resume(tiny_model):
     """RowSchedule against the dataloader TRL builds for GRPOTrainer (prepared by accelerate, as training runs
     it), over three epochs, with each generation reused for two steps."""

@@ -17,6 +17,7 @@ at `.llm.llm_engine.model_executor.driver_worker.model_runner` (TRL's own path t
 
 import functools
 import inspect
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -396,7 +397,7 @@ class QGRPOTrainer(GRPOTrainer):
         accumulation = self.args.gradient_accumulation_steps
         every = self.args.steps_per_generation * self.args.num_iterations
         micro = self.state.global_step * accumulation + self._step % accumulation
-        return -(-micro // every), micro + every < self.state.max_steps * accumulation
+        return math.ceil(micro / every), micro + every < self.state.max_steps * accumulation
 
     def _choose_generation(self, generation: int) -> Batch:
         """A generation's rows: the train sampler's (replayed ahead of the dataloader), then the difficulty
