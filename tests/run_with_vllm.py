@@ -19,8 +19,8 @@ Two changes, each asked for by an environment variable:
   loaded.
 - RUN_WITH_VLLM_GENERATION_DELAY=SECONDS (server mode): each generation request returns that much later, as from
   a server that takes longer to generate (benchmarks/async_overlap.py: a generation as long as a training step).
-- RUN_WITH_VLLM_TRACE=FILE (server mode): one JSON line per event, with the rank and the time (monotonic, one
-  clock per process): each generation request to the server (`request`, its start and end, from whichever thread
+- RUN_WITH_VLLM_TRACE=FILE (server mode): one JSON line per event, with the rank, its process id and the time
+  (monotonic, one clock per process): each generation request to the server (`request`, its start and end, from whichever thread
   sent it), each weight sync (`weights`), each pass@k evaluation and each checkpoint as transformers writes it
   (`evaluate`, `checkpoint`, with the step) and, with --async_generation, each batch submitted and collected
   (`submit`, `collect`, with the generation's index) and each time the schedule brings the server's weights up to
@@ -162,7 +162,8 @@ def trace_events(path: str) -> None:
     lock = threading.Lock()
 
     def record(event: str, **fields) -> None:
-        line = {"rank": int(os.environ.get("RANK", "0")), "event": event, "time": time.monotonic(), **fields}
+        line = {"rank": int(os.environ.get("RANK", "0")), "pid": os.getpid(), "event": event, "time": time.monotonic(),
+                **fields}
         with lock, open(path, "a") as out:
             out.write(json.dumps(line) + "\n")
 
