@@ -19,10 +19,11 @@ import copy
 import random
 from dataclasses import dataclass
 
+from data.input_classes import class_values
 from judging.records import Problem
 
 MAX_MUTANTS = 32
-MAX_NEARBY_CALLS = 24
+MAX_NEARBY_CALLS = 48
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,9 @@ def _nearby_values(value) -> list:
 
 # What a nearby input keeps when every test's value at its argument position has it and the description says so
 # (any of the words): a problem defined on sorted lists, or positive numbers, may answer anything elsewhere. Both
-# are needed: three sorted test lists for the first element of a list say nothing about the lists it takes.
+# are needed: three sorted test lists for the first element of a list say nothing about the lists it takes. Case is
+# not among them: "shifts every lower-case letter" says what is done to lower case, not that the text has no other
+# (a problem whose input is lower case says so with an assert or a ``domain``).
 _INVARIANTS = {
     ("non-negative", "nonnegative", "natural", "positive", "0 or more", "digit", "1 to"):
         lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
@@ -164,7 +167,6 @@ _INVARIANTS = {
     ("positive",): lambda v: isinstance(v, (list, tuple)) and all(
         isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v),
     ("letter", "alphabetic", "word"): lambda v: isinstance(v, str) and v.isalpha(),
-    ("lowercase", "lower-case", "lower case"): lambda v: isinstance(v, str) and v == v.lower(),
     ("digit",): lambda v: isinstance(v, str) and v.isdigit(),
     ("matrix", "grid", "rows"): lambda v: isinstance(v, (list, tuple)) and len(v) > 0 and all(
         isinstance(row, (list, tuple)) and len(row) == len(v[0]) for row in v),
@@ -196,27 +198,37 @@ def _keeps(value, invariants: list) -> bool:
 
 
 def nearby_calls(problem: Problem, limit: int = MAX_NEARBY_CALLS) -> list[tuple]:
-    """Argument tuples one literal away from the tests' calls (each argument perturbed in turn: +-1, 0, negated,
-    reversed, shortened, lengthened, emptied, one element), keeping what every test's argument there has and the
-    description names (sorted, distinct, positive, letters ...), the tests' own calls left out; a seeded sample of at most ``limit``, the same
-    on every run."""
+    """Argument tuples one literal away from the tests' calls, each argument changed in turn: to a nearby value of
+    its class (+-1, 0, negated, reversed, shortened, lengthened, emptied, one element) or to a value of another class
+    (data/input_classes.py: the case swapped, a digit or a space put in, 0, a power of two, a square of a prime,
+    sorted, repeated, touching intervals, a leading zero ...), keeping what every test's argument there has and the
+    description names (sorted, distinct, positive, letters ...), the tests' own calls left out. A seeded sample of at
+    most ``limit``, the same on every run, half of it of other classes where there are that many."""
     calls = [arguments for t in problem.tests for arguments in (solve_calls(t.test_code) or [])]
     positions = {}
     for arguments in calls:
         for index, value in enumerate(arguments):
             positions.setdefault((len(arguments), index), []).append(value)
     invariants = {position: _kept(values, problem.description) for position, values in positions.items()}
-    seen, nearby = {repr(arguments) for arguments in calls}, []
+    seen = {repr(arguments) for arguments in calls}
+    nearby, other_class = [], []
     for arguments in calls:
         for index, value in enumerate(arguments):
-            for other in _nearby_values(value):
-                changed = arguments[:index] + (other,) + arguments[index + 1:]
-                key = repr(changed)
-                if key not in seen and _keeps(other, invariants[(len(arguments), index)]):
-                    seen.add(key)
-                    nearby.append(changed)
-    random.Random(problem.id).shuffle(nearby)
-    return nearby[:limit]
+            for found, values in ((nearby, _nearby_values(value)), (other_class,
+                                                                   class_values(value, problem.description))):
+                for other in values:
+                    changed = arguments[:index] + (other,) + arguments[index + 1:]
+                    key = repr(changed)
+                    if key not in seen and _keeps(other, invariants[(len(arguments), index)]):
+                        seen.add(key)
+                        found.append(changed)
+    rng = random.Random(problem.id)
+    rng.shuffle(nearby)
+    rng.shuffle(other_class)
+    classes = min(len(other_class), max(limit // 2, limit - len(nearby)))
+    chosen = other_class[:classes] + nearby[:limit - classes]
+    rng.shuffle(chosen)
+    return chosen
 
 
 # Mutants of a solution.
@@ -272,42 +284,101 @@ def _local_names(tree: ast.AST) -> list[str]:
 
 
 def _shown(node: ast.AST) -> str:
-    text = ast.unparse(node).splitlines()[0]
+    text = ast.unparse(node).strip().splitlines()[0]
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+# Changes that make a program wrong on a whole class of inputs, as the first programs a model writes are: a branch
+# deleted or taken always, a guard dropped, a string method for its sibling, a normalising call left out.
+_METHOD_SWAPS = {"lower": ["upper"], "upper": ["lower"], "casefold": ["upper"], "swapcase": ["lower", "upper"],
+                 "capitalize": ["title", "upper"], "title": ["capitalize"],
+                 "isalpha": ["islower", "isdigit", "isalnum"], "islower": ["isupper", "isalpha"],
+                 "isupper": ["islower", "isalpha"], "isdigit": ["isalpha", "isalnum"], "isnumeric": ["isalpha"],
+                 "isdecimal": ["isalpha"], "isalnum": ["isalpha", "isdigit"], "isspace": ["isalpha"],
+                 "startswith": ["endswith"], "endswith": ["startswith"], "strip": ["lstrip", "rstrip"],
+                 "lstrip": ["strip"], "rstrip": ["strip"], "find": ["rfind"], "rfind": ["find"]}
+_NORMALISING = {"lower", "upper", "casefold", "strip", "lstrip", "rstrip"}  # `s.lower()` -> `s`
+
+
+def _class_changes(node: ast.AST) -> list[ast.AST]:
+    """The nodes ``node`` may become in a mutant that is wrong on a whole class of inputs."""
+    if isinstance(node, ast.If):
+        return [ast.If(ast.Constant(value), node.body, node.orelse) for value in (True, False)]
+    if isinstance(node, ast.IfExp):
+        return [node.body, node.orelse]
+    if isinstance(node, ast.BoolOp):  # a guard dropped: `n > 0 and n & (n - 1) == 0` -> `n & (n - 1) == 0`
+        return [node.values[1 - i] if len(node.values) == 2
+                else ast.BoolOp(node.op, node.values[:i] + node.values[i + 1:]) for i in range(len(node.values))]
+    if isinstance(node, ast.Compare) and len(node.ops) > 1:  # one side of `'a' <= c <= 'z'` dropped
+        return [ast.Compare(node.left, node.ops[:-1], node.comparators[:-1]),
+                ast.Compare(node.comparators[0], node.ops[1:], node.comparators[1:])]
+    if isinstance(node, ast.comprehension) and node.ifs:
+        return [ast.comprehension(node.target, node.iter, node.ifs[:i] + node.ifs[i + 1:], node.is_async)
+                for i in range(len(node.ifs))]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _METHOD_SWAPS:
+        method = node.func
+        found = [ast.Call(ast.Attribute(method.value, other, ast.Load()), node.args, node.keywords)
+                 for other in _METHOD_SWAPS[method.attr]]
+        return found + ([method.value] if method.attr in _NORMALISING and not node.args else [])
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.swapcase() != node.value:
+        return [ast.Constant(node.value.swapcase())]  # 'a' <= c -> 'A' <= c, 'aeiou' -> 'AEIOU'
+    return []
 
 
 def mutants(solution: str, limit: int = MAX_MUTANTS) -> list[Probe]:
     """Programs that differ from ``solution`` by one small change, named by it (``mutant line 3: `a + b` ->
-    `a - b```), without duplicates or programs that do not compile; an even spread of at most ``limit`` of them."""
+    `a - b```), without duplicates or programs that do not compile: an operator, a comparison, a constant, an index,
+    the returned variable, a negated condition (``_changes``), or a change that is wrong on a whole class of inputs
+    (``_class_changes``). ``assert`` statements are left alone: they state the domain. An even spread of at most
+    ``limit`` of them, half of each family where there are that many."""
     try:
         tree = ast.parse(solution)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     names = _local_names(tree)
     original = ast.unparse(tree)
-    sites = [(path, node) for path, node in _walk_with_paths(tree)]
-    found, seen = [], {original}
-    for path, node in sites:
-        for replacement in _changes(node, names):
-            mutated = copy.deepcopy(tree)
-            _replace(mutated, path, replacement)
-            try:
-                program = ast.unparse(ast.fix_missing_locations(mutated)) + "\n"
-                compile(program, "<mutant>", "exec")
-            except (SyntaxError, ValueError, TypeError, RecursionError):
-                continue
-            if program in seen:
-                continue
-            seen.add(program)
-            line = getattr(node, "lineno", None)
-            found.append(Probe(f"mutant line {line}: `{_shown(node)}` -> `{_shown(replacement)}`", program))
-    if len(found) > limit:
-        step = len(found) / limit
-        found = [found[int(i * step)] for i in range(limit)]
-    return found
+    operators, classes = families = ([], [])
+    seen = {original}
+    for path, node in _walk_with_paths(tree):
+        for family, replacements in zip(families, (_changes(node, names), _class_changes(node))):
+            for replacement in replacements:
+                mutated = copy.deepcopy(tree)
+                _replace(mutated, path, replacement)
+                try:
+                    program = ast.unparse(ast.fix_missing_locations(mutated)) + "\n"
+                    compile(program, "<mutant>", "exec")
+                except (SyntaxError, ValueError, TypeError, RecursionError):
+                    continue
+                if program in seen:
+                    continue
+                seen.add(program)
+                line = getattr(node, "lineno", None) or _line_of(tree, path)
+                name = f"mutant line {line}: `{_shown(node)}` -> `{_shown(replacement)}`"
+                named = sum(probe.name.startswith(name) for probe in (*operators, *classes))
+                family.append(Probe(name + (f" (#{named + 1} on the line)" if named else ""), program))
+    kept_classes = min(len(classes), max(limit // 2, limit - len(operators)))
+    return _spread(operators, limit - kept_classes) + _spread(classes, kept_classes)
+
+
+def _spread(items: list, count: int) -> list:
+    if len(items) <= count:
+        return items
+    step = len(items) / count
+    return [items[int(i * step)] for i in range(count)]
+
+
+def _line_of(tree: ast.AST, path: tuple):
+    """The line of the nearest node on ``path`` that has one (a comprehension has none)."""
+    node, line = tree, None
+    for name, index in path:
+        node = getattr(node, name) if index is None else getattr(node, name)[index]
+        line = getattr(node, "lineno", line)
+    return line
 
 
 def _walk_with_paths(node: ast.AST, path: tuple = ()):
+    if isinstance(node, ast.Assert):
+        return
     yield path, node
     for name, value in ast.iter_fields(node):
         if isinstance(value, list):
