@@ -5,10 +5,12 @@ Python problem with a ``solution``, the wrong programs of data/wrong_programs.py
 battery of cheap input-reading and call-order programs, the constants) are judged on the tests the training reward
 judges (the first ``--max_tests_per_problem``), one test at a time so that most stop at their first failure. A
 program that passes them all is then judged with the solution on inputs near the tests'
-(``wrong_programs.nearby_calls``, the expected output being what the solution printed there): if it prints
-something else on one of them it is wrong and survives, and the tests are weak; if it agrees everywhere it is
-counted as equivalent. A problem's mutation score is the share of the wrong programs (equivalent ones left out)
-that its judged tests reject.
+(``wrong_programs.nearby_calls``, of the tests' classes and of others, the expected output being what the solution
+printed there): if it prints something else on one of them it is wrong and survives, and the tests are weak, the
+simplest such input shown; if it agrees everywhere it is counted as equivalent. Inputs the solution does not answer
+well inside the time limit (data/domain.py: it raises, fails an assert or the problem's ``domain``, runs long) are
+outside the problem's domain and left out, and counted. A problem's mutation score is the share of the wrong
+programs (equivalent ones left out) that its judged tests reject.
 
 Everything runs through the judge's parallel path, every problem's programs in one batch per round.
 """
@@ -17,11 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from data.domain import answered, reference_program
 from data.solve_view import as_solve
 from data.trivial import cheap_programs
 from data.wrong_programs import call_text, mutants, nearby_calls, printing_test
 from judging import JudgeUnavailable
-from judging.grading import KEEP_CHARS
 from judging.records import Problem, Test
 from rewards import ScoringArguments, score
 
@@ -35,7 +37,7 @@ class Survivor:
     program: str  # its name: "returning x[0]", "mutant line 3: `a + b` -> `a - b`"
     passed: int
     total: int
-    differs_on: str  # the first nearby call where it prints something else than the solution: "solve([0, 1, 3])"
+    differs_on: str  # the simplest nearby call where it prints something else than the solution: "solve([0, 1])"
     source: str = ""
 
     def __str__(self):
@@ -52,6 +54,7 @@ class Adequacy:
     equivalent: int = 0
     survivors: list[Survivor] = field(default_factory=list)
     skipped: str | None = None
+    outside_domain: int = 0  # nearby inputs left out: the solution does not answer them (data/domain.py)
 
     @property
     def wrong(self) -> int:
@@ -99,7 +102,7 @@ def check_adequacy(problems: list[Problem], judge, max_tests: int | None = Scori
     return results
 
 
-def _run(judge, runs: list[tuple[Problem, str, list[Test]]]) -> list:
+def judge_runs(judge, runs: list[tuple[Problem, str, list[Test]]]) -> list:
     """Judge each ``(problem, program, tests)``; the judgements, in order."""
     problems = [replace(problem, tests=tuple(tests)) for problem, _, tests in runs]
     judgements = [s.judgement for s in score(judge, problems, [program for _, program, _ in runs],
@@ -121,7 +124,8 @@ def _check_batch(batch: list[Problem], judge, max_tests: int | None) -> list[Ade
     for round_ in range(max((len(tests) for tests in judged.values()), default=0)):
         runs = [(index, program) for index, programs in alive.items() for program in programs
                 if round_ < len(judged[index])]
-        judgements = _run(judge, [(batch[index], program.program, [judged[index][round_]]) for index, program in runs])
+        judgements = judge_runs(judge, [(batch[index], program.program, [judged[index][round_]])
+                                        for index, program in runs])
         for (index, program), judgement in zip(runs, judgements):
             if judgement.status != "passed":
                 alive[index].remove(program)
@@ -129,15 +133,14 @@ def _check_batch(batch: list[Problem], judge, max_tests: int | None) -> list[Ade
     # What passed every judged test: wrong where it prints something else than the solution near the tests.
     suspects = [index for index, programs in alive.items() if programs]
     inputs = {index: nearby_calls(batch[index]) for index in suspects}
-    solved = _run(judge, [(batch[index], batch[index].solution, _tests(inputs[index])) for index in suspects])
+    solved = judge_runs(judge, [(batch[index], reference_program(batch[index]), call_tests(inputs[index]))
+                                for index in suspects])
     runs = []
     for index, judgement in zip(suspects, solved):
-        # Inputs where the solution fails say nothing (outside what the problem allows): left out.
-        inputs[index] = [(arguments, result.stdout) for arguments, result in zip(inputs[index], judgement.tests)
-                         if result.status == "failed" and len(result.stdout) < KEEP_CHARS]
+        inputs[index], results[index].outside_domain = in_domain(inputs[index], judgement, judge.timeout)
         runs += [(index, program) for program in alive[index]]
-    judgements = _run(judge, [(batch[index], program.program, _tests(*zip(*inputs[index])) if inputs[index] else [])
-                              for index, program in runs if inputs[index]])
+    judgements = judge_runs(judge, [(batch[index], program.program, call_tests(*zip(*inputs[index])))
+                                    for index, program in runs if inputs[index]])
     judgements = iter(judgements)
     for index, program in runs:
         judgement = next(judgements) if inputs[index] else None
@@ -146,12 +149,25 @@ def _check_batch(batch: list[Problem], judge, max_tests: int | None) -> list[Ade
             results[index].equivalent += 1
             continue
         total = len(judged[index])
-        results[index].survivors.append(Survivor(program.name, total, total, call_text(inputs[index][failing[0]][0]),
-                                                 program.program))
+        results[index].survivors.append(Survivor(program.name, total, total,
+                                                 simplest([inputs[index][i][0] for i in failing]), program.program))
     return results
 
 
-def _tests(calls: list[tuple], expected: list[str] | None = None) -> list[Test]:
+def in_domain(calls: list[tuple], judgement, timeout: float) -> tuple[list[tuple], int]:
+    """The calls the solution answered well inside the time limit, each with what it printed, and how many it did
+    not answer (data/domain.py: it raised, failed its own assert or the problem's ``domain``, or took too long)."""
+    answers = [(arguments, result.stdout) for arguments, result in zip(calls, judgement.tests)
+               if answered(result, timeout)]
+    return answers, len(calls) - len(answers)
+
+
+def simplest(calls: list[tuple]) -> str:
+    """The simplest of the calls, as source: the shortest, then the first in text order."""
+    return min((call_text(arguments) for arguments in calls), key=lambda text: (len(text), text))
+
+
+def call_tests(calls: list[tuple], expected: list[str] | None = None) -> list[Test]:
     return [Test(printing_test([arguments]), UNMATCHABLE if expected is None else expected[i])
             for i, arguments in enumerate(calls)]
 

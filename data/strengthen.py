@@ -24,11 +24,11 @@ import re
 from dataclasses import dataclass, field, replace
 
 from data.adequacy import UNMATCHABLE, check_adequacy, skip_reason
+from data.domain import answered, reference_program
 from data.solve_view import as_solve, named_back
 from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE, PROBES, constant_passes, described_example
 from data.wrong_programs import battery, mutants, nearby_calls, printing_test, solve_calls
 from judging import JudgeUnavailable
-from judging.grading import KEEP_CHARS
 from judging.records import Problem, Test
 from rewards import ScoringArguments, score
 
@@ -75,7 +75,9 @@ def digest(text: str) -> str:
 @dataclass
 class Strengthened:
     """What ``strengthen`` did to one problem: tests ``added``, whether it ``reordered`` them, and what it could not
-    reach (``left``: a line per wrong program still passing the judged tests or cheap program above the share)."""
+    reach (``left``: a line per cheap program above the share, naming it, and per given wrong program that passes
+    more judged tests than a cheap program). The wrong programs still passing the judged tests are those of the
+    ``Adequacy`` after."""
 
     added: int = 0
     reordered: bool = False
@@ -112,24 +114,26 @@ def outputs_on(judge, programs: list[str], tests: list[str], timeout: float) -> 
 
 
 def _solution_outputs(judge, problem: Problem, codes: list[str]) -> list[str | None]:
-    """What the solution prints on each test code, through the judge; None where it fails or prints what a test
+    """What the solution prints on each test code, through the judge; None outside the problem's domain (the
+    solution raises, fails an assert or the ``domain``, or runs long: data/domain.py) or where it prints what a test
     should not expect."""
     if not codes:
         return []
     # One judged item per test, so that they run in parallel.
     problems = [replace(problem, tests=(Test(code, UNMATCHABLE),)) for code in codes]
     results = []
-    for s in score(judge, problems, [problem.solution] * len(codes), ScoringArguments(), all_tests=True,
+    for s in score(judge, problems, [reference_program(problem)] * len(codes), ScoringArguments(), all_tests=True,
                    extract=False):
         if s.status == "sandbox_error":
             raise JudgeUnavailable(f"{problem.id}: the judge could not run the solution")
         results.append(s.judgement.tests[0])
-    return [result.stdout.strip() if result.status == "failed" and len(result.stdout) < min(KEEP_CHARS,
-            MAX_OUTPUT_CHARS) and not UNSTABLE_OUTPUT.search(result.stdout) else None for result in results]
+    return [result.stdout.strip() if answered(result, judge.timeout) and len(result.stdout) < MAX_OUTPUT_CHARS
+            and not UNSTABLE_OUTPUT.search(result.stdout) else None for result in results]
 
 
-def _candidates(judge, problem: Problem) -> tuple[list[Candidate], list[int]]:
-    """Candidate tests and, for each own test, the indexes of its variants."""
+def _candidates(judge, problem: Problem, given: list[str] = ()) -> tuple[list[Candidate], list[int]]:
+    """Candidate tests and, for each own test, the indexes of its variants. ``given``: programs a model wrote
+    (data/given_programs.py), whose counter-examples the tests printing several calls hold too."""
     rng = random.Random(problem.id)
     candidates, variants = [], []
     own = list({(t.test_code, t.expected_output): t for t in problem.tests}.values())  # once each
@@ -141,7 +145,7 @@ def _candidates(judge, problem: Problem) -> tuple[list[Candidate], list[int]]:
         calls = solve_calls(test.test_code)
         if calls and len(calls) > 1 and calls != calls[::-1]:
             reversed_codes.append((index, printing_test(calls[::-1])))
-    calls = nearby_calls(problem, NEARBY_CALLS)
+    calls = _own_calls(own) + nearby_calls(problem, NEARBY_CALLS)
     singles = [printing_test([arguments]) for arguments in calls]
     outputs = _solution_outputs(judge, problem, [code for _, code in reversed_codes] + singles)
     for (index, code), output in zip(reversed_codes, outputs):
@@ -161,11 +165,46 @@ def _candidates(judge, problem: Problem) -> tuple[list[Candidate], list[int]]:
                 if all(by_answer.get(answer) for answer in pattern):
                     for _ in range(COMBINED_PER_PATTERN):
                         combined.append(printing_test([rng.choice(by_answer[answer]) for answer in pattern]))
+        combined += _with_counter_examples(judge, given, answered, by_answer, answers, rng)
         combined = list(dict.fromkeys(combined))
         candidates += [Candidate(Test(code, output))
                        for code, output in zip(combined, _solution_outputs(judge, problem, combined))
                        if output is not None]
     return candidates, variants
+
+
+def _own_calls(own: list[Test]) -> list[tuple]:
+    """The calls of the tests printing several, each to be printed alone (``solve(0)`` of ``print(solve(16),
+    solve(0))``), less those a test prints alone already."""
+    alone = {repr(calls[0]) for calls in map(solve_calls, (t.test_code for t in own)) if calls and len(calls) == 1}
+    found = {}
+    for test in own:
+        for arguments in solve_calls(test.test_code) or []:
+            if repr(arguments) not in alone:
+                found.setdefault(repr(arguments), arguments)
+    return list(found.values())
+
+
+def _with_counter_examples(judge, given: list[str], answered: list[tuple], by_answer: dict, answers: list[str],
+                           rng: random.Random) -> list[str]:
+    """Tests printing two or three calls, one of them an input where a given program is wrong: so that most tests
+    reject a wrong program a model writes first, not one test of five (which pays it 0.8)."""
+    if not given or not answered:
+        return []
+    codes = [printing_test([arguments]) for arguments, _ in answered]
+    rows = outputs_on(judge, given, codes, timeout=PER_TEST_SECONDS * len(codes) + judge.timeout)
+    wrong_on = [(arguments, output) for i, (arguments, output) in enumerate(answered)
+                if any(row[i] != digest(output) for row in rows)]
+    tests = []
+    for size in (2, 3):
+        for pattern in _patterns(answers, size):
+            for position, answer in enumerate(pattern):
+                found = [arguments for arguments, output in wrong_on if output == answer]
+                if found and all(by_answer.get(a) for a in pattern):
+                    calls = [rng.choice(by_answer[a]) for a in pattern]
+                    calls[position] = rng.choice(found)
+                    tests.append(printing_test(calls))
+    return tests
 
 
 def _patterns(answers: list[str], size: int) -> list[tuple]:
@@ -175,9 +214,13 @@ def _patterns(answers: list[str], size: int) -> list[tuple]:
 
 
 def strengthen(problems: list[Problem], judge, max_tests: int = ScoringArguments().max_tests_per_problem,
-               max_share: float = DEFAULT_MAX_TRIVIAL_SHARE, show_progress: bool = False, rounds: int = ROUNDS):
+               max_share: float = DEFAULT_MAX_TRIVIAL_SHARE, show_progress: bool = False, rounds: int = ROUNDS,
+               given: dict | None = None):
     """The problems with strengthened tests (new records; the others as they are), a ``Strengthened`` per problem, and
     each problem's ``Adequacy`` before and after.
+
+    ``given`` maps problem ids to programs a model wrote (data/given_programs.py, ``GivenProgram``): the first
+    ``max_tests`` tests are chosen so that each that is wrong passes as few as can be, no more than a cheap program.
 
     New tests bring new nearby inputs, where a wrong program may show it is wrong again: a problem that is still weak
     after a round is strengthened again, up to ``rounds`` rounds."""
@@ -190,7 +233,8 @@ def strengthen(problems: list[Problem], judge, max_tests: int = ScoringArguments
 
     for round_ in range(rounds):
         for index in tqdm(todo, desc=f"strengthening (round {round_ + 1})", unit="problem", disable=not show_progress):
-            tests, record = _strengthen_one(judge, out[index], max_tests, max_share)
+            tests, record = _strengthen_one(judge, out[index], max_tests, max_share,
+                                            (given or {}).get(problems[index].id, []))
             if record.skipped is None:
                 out[index] = replace(out[index], tests=tests)
                 record.added += done[index].added
@@ -206,20 +250,25 @@ def strengthen(problems: list[Problem], judge, max_tests: int = ScoringArguments
     return [named_back(original, view) for original, view in zip(originals, out)], done, before, after
 
 
-def _strengthen_one(judge, problem: Problem, max_tests: int, max_share: float) -> tuple[tuple[Test, ...], Strengthened]:
-    candidates, variants = _candidates(judge, problem)
+def _strengthen_one(judge, problem: Problem, max_tests: int, max_share: float,
+                    given: list = ()) -> tuple[tuple[Test, ...], Strengthened]:
+    candidates, variants = _candidates(judge, problem, [program.program for program in given])
     codes = [c.test.test_code for c in candidates]
     cheap = [*PROBES["python"], *battery(problem)]
     wrong = [*mutants(problem.solution), *cheap]
-    outputs = outputs_on(judge, [program.program for program in wrong], codes,
+    outputs = outputs_on(judge, [program.program for program in [*wrong, *given]], codes,
                          timeout=PER_TEST_SECONDS * len(codes) + judge.timeout)
     expected = [digest(c.test.expected_output) for c in candidates]
     passes = [[o == e for o, e in zip(row, expected)] for row in outputs]
+    given_rows = [(program.name, row) for program, row in zip(given, passes[len(wrong):]) if not all(row)]
+    passes = passes[:len(wrong)]
     described = [described_example(problem, c.test) for c in candidates]
     # Cheap programs: the constants, the battery (less any that is right everywhere), copying the description.
-    cheap_passes = [row for row in passes[len(wrong) - len(cheap):] if not all(row)] + [described]
+    cheap_named = [(program.name, row) for program, row in zip(cheap, passes[len(wrong) - len(cheap):])
+                   if not all(row)] + [("copying the description's examples", described)]
     # A program printing an expected output whatever its input passes every test expecting it: the constants.
-    cheap_passes += [row for _, row in constant_passes(expected)]
+    cheap_named += [(probe.name, row) for probe, row in constant_passes([c.test.expected_output for c in candidates])]
+    cheap_passes = [row for _, row in cheap_named]
     wrong_passes = [row for row in passes if not all(row)]  # a program right on every candidate: equivalent here
     judged = max_tests
     limit = math.floor(max_share * judged)
@@ -242,10 +291,14 @@ def _strengthen_one(judge, problem: Problem, max_tests: int, max_share: float) -
     def excess(tests):
         return sum(max(0.0, count - max_share * len(tests)) for count in counts(tests))
 
+    def given_counts(tests):
+        return [sum(row[i] for i in tests) for _, row in given_rows]
+
     def adequate(tests):
         return (len(tests) >= judged and not any(all(row[i] for i in tests[:judged]) for row in wrong_passes)
                 and all(count <= max_share * len(tests) for count in counts(tests))
-                and all(count <= max_share * judged for count in counts(tests[:judged])))
+                and all(count <= max_share * judged for count in counts(tests[:judged]))
+                and all(count <= max(counts(tests[:judged])) for count in given_counts(tests[:judged])))
 
     if adequate([options[0] for options in variants]):
         return problem.tests, Strengthened(skipped="already adequate")
@@ -260,7 +313,8 @@ def _strengthen_one(judge, problem: Problem, max_tests: int, max_share: float) -
         def value(i):
             over = sum(max(0, current[k] + row[i] - limit) for k, row in enumerate(cheap_passes))
             killed = sum(not row[i] for row in alive)
-            return (over, -killed, candidates[i].old is None, sum(row[i] for row in cheap_passes))
+            paid = sum(row[i] for _, row in given_rows)  # a given wrong program's passes: each one pays it
+            return (over, paid, -killed, candidates[i].old is None, sum(row[i] for row in cheap_passes))
 
         best = min(options, key=value)
         chosen.append(best)
@@ -294,13 +348,14 @@ def _strengthen_one(judge, problem: Problem, max_tests: int, max_share: float) -
             break
         tests = kept
     record = Strengthened()
-    survivors = [row for row in wrong_passes if all(row[i] for i in tests[:judged])]
-    record.left += [f"{len(survivors)} wrong programs pass the first {judged} tests"] if survivors else []
     shares = counts(tests)
     first = counts(tests[:judged])
-    for k, row in enumerate(cheap_passes):
+    for k, (name, _) in enumerate(cheap_named):
         if shares[k] > max_share * len(tests) or first[k] > max_share * judged:
-            record.left.append(f"a cheap program passes {first[k]}/{judged} judged, {shares[k]}/{len(tests)} in all")
+            record.left.append(f"{name} passes {first[k]}/{judged} judged tests, {shares[k]}/{len(tests)} in all")
+    for (name, _), count in zip(given_rows, given_counts(tests[:judged])):
+        if count > max(first, default=0):
+            record.left.append(f"{name} passes {count}/{judged} judged tests, more than a cheap program")
     new_tests = tuple(candidates[i].test for i in tests)
     record.added = sum(candidates[i].old is None for i in tests)
     record.reordered = True

@@ -5,6 +5,7 @@ Every loader hands raw records here together with a location string (``file:line
 is loaded with one line that says where and what to fix.
 """
 
+import ast
 import keyword
 import math
 from collections import Counter
@@ -16,7 +17,7 @@ from judging.languages import LANGUAGES
 from judging.records import Problem, Test
 
 SPLITS = ("train", "test")
-PROBLEM_FIELDS = ("id", "language", "description", "tests", "solution", "split", "entry_point")
+PROBLEM_FIELDS = ("id", "language", "description", "tests", "solution", "split", "entry_point", "domain")
 TEST_FIELDS = ("test_code", "expected_output", "input", "tolerance")
 ALLOW_COMPARISONS_HELP = ("Keep tests that are not printed calls (print(solve(...)) of literals) as they are, "
                           "instead of refusing them. Unsafe for RL: the judged code decides a comparison made in "
@@ -134,8 +135,27 @@ def validate_record(record, location, language) -> Problem:
     split = record.get("split")
     if split is not None and split not in SPLITS:
         raise DataError(location, f"split {split!r} is not one of {', '.join(SPLITS)} (or leave it out)")
+    domain = _check_domain(record.get("domain"), location, entry_point, kinds[0])
     extra = {key: value for key, value in record.items() if key not in PROBLEM_FIELDS}
-    return Problem(problem_id, problem_language, description, tests, solution, split, extra, location, entry_point)
+    return Problem(problem_id, problem_language, description, tests, solution, split, extra, location, entry_point,
+                   domain)
+
+
+def _check_domain(domain, location, entry_point, reads_input):
+    """A ``domain`` is a Python expression over the judged function's arguments (data/domain.py), or absent."""
+    if domain is None:
+        return None
+    if reads_input:
+        raise DataError(location, "'domain' names the arguments of a function, and these tests give standard input; "
+                                  "leave it out")
+    if not isinstance(domain, str) or not domain.strip():
+        raise DataError(location, f"'domain' must be a Python expression over {entry_point}'s arguments, such as "
+                                  "\"n >= 0\"")
+    try:
+        ast.parse(domain.strip(), mode="eval")
+    except SyntaxError as error:
+        raise DataError(location, f"'domain' is not a Python expression ({error.msg}): {domain!r}") from None
+    return domain.strip()
 
 
 def validate_records(located_records, language):

@@ -6,12 +6,15 @@ problem's ``solution`` must pass every test and a no-op solution must fail at le
 share an answer pay for guessing: a problem whose trivial share (data/trivial.py) is above
 ``max_trivial_share`` is listed too, with the trivial program that scores. Tests that a wrong program passes pay
 it in full: a problem whose judged tests let one through (data/adequacy.py) is listed as weak, with the program
-and an input where it is wrong.
+and an input where it is wrong. Programs a model wrote (``given``, data/given_programs.py) that are wrong and earn more
+from the judged tests than a constant are listed too.
 """
 
 from dataclasses import dataclass, field
 
 from data.adequacy import check_adequacy
+from data.domain import reference_program
+from data.given_programs import check_given_programs
 from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE, TrivialShare, measure_trivial_shares
 from judging import JudgeUnavailable
 from judging.records import Problem
@@ -42,35 +45,45 @@ class VerifyReport:
     guessable: list = field(default_factory=list)
     adequacy: dict = field(default_factory=dict)  # id -> Adequacy of every problem checked
     weak: list = field(default_factory=list)
+    given: dict = field(default_factory=dict)  # id -> the GivenPrograms judged on it
+    locations: dict = field(default_factory=dict)  # id -> where the problem was read
+
+    @property
+    def paid(self) -> dict:
+        """id -> the given programs that are wrong and earn more than a constant on its judged tests."""
+        return {i: [p for p in found if p.paid] for i, found in self.given.items() if any(p.paid for p in found)}
 
     @property
     def clean(self):
-        return not self.broken and not self.guessable and not self.weak
+        return not self.broken and not self.guessable and not self.weak and not self.paid
 
     def summary(self):
         listed = ({p["id"] for p in self.broken} | {p["id"] for p in self.guessable} | {p["id"] for p in self.weak}
-                  | set(self.unverifiable))
+                  | set(self.unverifiable) | set(self.paid))
+        paid = f"{len(self.paid)} paying a given wrong program, " if self.given else ""
         return (f"verified {self.checked} problems: {len(self.broken)} broken, "
                 f"{len(self.guessable)} guessable (trivial share above {self.max_trivial_share:g}), "
-                f"{len(self.weak)} weak (a wrong program passes the judged tests), "
+                f"{len(self.weak)} weak (a wrong program passes the judged tests), {paid}"
                 f"{len(self.unverifiable)} unverifiable (no solution), {self.checked - len(listed)} clean")
 
 
 def verify_problems(problems: list[Problem], judge, show_progress=True, max_trivial_share=DEFAULT_MAX_TRIVIAL_SHARE,
                     trivial: list[TrivialShare] | None = None,
-                    max_tests: int | None = ScoringArguments().max_tests_per_problem):
+                    max_tests: int | None = ScoringArguments().max_tests_per_problem, given: dict | None = None):
     """Judge every problem's solution and a no-op solution on all its tests, then the trivial programs, then the
     wrong programs on the first ``max_tests`` tests (the training reward's; None: all) of every problem whose
     solution passes.
 
     Problems without a ``solution`` are listed as unverifiable; their tests are still run against the
     no-op, which marks them broken if it passes. ``trivial`` gives the problems' trivial shares when they are
-    already measured. Raises the judge's ``JudgeUnavailable`` from its preflight when a language's interpreter
+    already measured. ``given`` maps problem ids to programs a model wrote (data/given_programs.py), judged last.
+    Raises the judge's ``JudgeUnavailable`` from its preflight when a language's interpreter
     is missing, and when the judge cannot run a problem (``sandbox_error``, e.g. a q licence lapsing mid-way):
     that says nothing about the data.
     """
     judge.preflight(*{problem.language for problem in problems})
-    report = VerifyReport(max_trivial_share=max_trivial_share)
+    report = VerifyReport(max_trivial_share=max_trivial_share,
+                          locations={problem.id: problem.location for problem in problems})
     from tqdm import tqdm  # here, not at the top: its import costs every command that loads data ~25 ms
 
     with tqdm(total=len(problems), desc="verifying", unit="problem", disable=not show_progress) as progress:
@@ -91,7 +104,18 @@ def verify_problems(problems: list[Problem], judge, show_progress=True, max_triv
         report.adequacy[problem.id] = adequacy
         if adequacy.survivors:
             report.weak.append({"id": problem.id, "location": problem.location, "adequacy": adequacy})
+    if given:
+        report.given = check_given_programs(sound, given, judge, max_tests, cheap_counts(report.trivial, max_tests))
     return report
+
+
+def cheap_counts(trivial: dict, max_tests: int | None) -> dict[str, int]:
+    """The judged tests each problem's best cheap program passes, by id."""
+    counts = {}
+    for problem_id, share in trivial.items():
+        judged = share.total if max_tests is None else min(max_tests, share.total)
+        counts[problem_id] = round(share.by_tests[judged - 1] * judged)
+    return counts
 
 
 def _verify_batch(batch, judge, report):
@@ -99,7 +123,7 @@ def _verify_batch(batch, judge, report):
     for problem in batch:
         if problem.solution is not None:
             judged.append(problem)
-            programs.append(problem.solution)
+            programs.append(reference_program(problem))  # a test outside the problem's domain breaks it
         judged.append(problem)
         programs.append(NO_OP_SOLUTION)
     scores = score(judge, judged, programs, ScoringArguments(), all_tests=True, extract=False)

@@ -56,6 +56,10 @@ class Problem:
     ``entry_point`` is the function its tests call (``solve`` unless the source names another); a problem whose
     tests give standard input (`Test.input`) is judged as a whole program instead.
 
+    ``domain``, when the record gives one, is a Python expression over the solution's arguments that is true on the
+    inputs the problem allows (``n >= 0``, ``set(s) <= set('()')``); the checks of its tests (data/domain.py) make no
+    counter-example and no test outside it.
+
     Two problems are equal when their records are (the location is not compared). Problems hash by their fields
     other than ``extra``, so they key the mappings of what is measured about them."""
 
@@ -68,6 +72,7 @@ class Problem:
     extra: dict[str, Any] = field(default_factory=dict, hash=False)  # the record's other fields, as read
     location: str | None = field(default=None, compare=False)
     entry_point: str = "solve"
+    domain: str | None = None
 
     @property
     def reads_input(self) -> bool:
@@ -78,8 +83,8 @@ class Problem:
         """The problem as the JSONL record writes it; a field left out of the source stays out."""
         record = {"id": self.id, "language": self.language, "description": self.description,
                   "tests": [test.record() for test in self.tests]}
-        record.update((name, value) for name, value in (("solution", self.solution), ("split", self.split))
-                      if value is not None)
+        record.update((name, value) for name, value in (("solution", self.solution), ("split", self.split),
+                                                        ("domain", self.domain)) if value is not None)
         if self.entry_point != "solve":
             record["entry_point"] = self.entry_point
         return {**record, **self.extra}
