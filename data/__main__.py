@@ -2,16 +2,18 @@
 
     python -m data check  [SOURCE] [--language q|python] [--allow_in_sandbox_comparisons]
     python -m data verify [SOURCE] [--language q|python] [--allow_in_sandbox_comparisons] [--max_trivial_share X]
-                          [--max_tests_per_problem N] [--python_twins FILE ...] [--timeout S] [--q_binary PATH]
-                          [every judge setting]
+                          [--max_tests_per_problem N] [--python_twins FILE ...] [--wrong_programs COMPLETIONS]
+                          [--timeout S] [--q_binary PATH] [every judge setting]
     python -m data strengthen IN OUT [--language q|python] [--allow_in_sandbox_comparisons] [--max_trivial_share X]
-                          [--max_tests_per_problem N] [--python_twins FILE ...] [every judge setting]
+                          [--max_tests_per_problem N] [--python_twins FILE ...] [--wrong_programs COMPLETIONS]
+                          [every judge setting]
 
 SOURCE is anything ``load_problems`` accepts; without it, the bundled set for ``--language``.
 ``check`` validates and counts. ``verify`` also runs each problem's solution, a no-op, the trivial programs
 (data/trivial.py) and the wrong programs (data/adequacy.py) through the judge, and exits 1 when a problem is
 broken, a trivial program passes more than ``--max_trivial_share`` of its tests, or a wrong program passes its
-first ``--max_tests_per_problem``. ``strengthen`` writes IN's problems to OUT with tests that reject the wrong
+first ``--max_tests_per_problem``, or a program of ``--wrong_programs`` is wrong and earns more than a constant
+(data/given_programs.py). ``strengthen`` writes IN's problems to OUT with tests that reject the wrong
 programs (data/strengthen.py) and prints the mutation scores before and after. For q problems with a Python twin
 (``--python_twins``, or a published row's own ``python_solution``), ``verify`` also cross-checks every q test against
 the twin, and where no q runs checks what it can without q; ``strengthen`` makes their tests from the twin
@@ -21,17 +23,20 @@ the twin, and where no q runs checks what it can without q; ``strengthen`` makes
 import argparse
 import json
 import logging
+import os
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
+from data.given_programs import check_given_programs, read_given_programs
 from data.loaders import bundled_path, load_problems
 from data.q_strengthen import describe, strengthen_q
 from data.q_twins import TWINS_HELP, cross_check, load_twins, read_without_q
 from data.strengthen import strengthen
 from data.validate import ALLOW_COMPARISONS_HELP, DataError
-from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE
-from data.verify import verify_problems
+from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE, measure_trivial_shares
+from data.verify import cheap_counts, verify_problems
 from cli import CommandParser, UsageError, positive
 from rewards import ScoringArguments
 from judging import JudgeArguments, JudgeUnavailable
@@ -41,6 +46,9 @@ from judging.policy import DEFAULT_EVAL_TIMEOUT
 SHOWN_CHARS = 200
 SHOWN_IDS = 10
 SHOWN_SURVIVORS = 3
+WRONG_PROGRAMS_HELP = ('JSONL of {"id", "completion"} (as `python -m rewards score` reads): programs a model wrote, '
+                       "such as its first samples; each that prints something else than the solution on an input of "
+                       "the problem's domain must earn no more from the judged tests than a constant")
 
 
 def _parser():
@@ -66,6 +74,8 @@ def _parser():
     for command in (check, verify):
         command.add_argument("source", nargs="?", help="problem file, folder or dataset name "
                                                        "(default: the bundled set for --language)")
+    for command in (verify, strengthen):
+        command.add_argument("--wrong_programs", metavar="COMPLETIONS", help=WRONG_PROGRAMS_HELP)
     for command in (check, verify, strengthen):
         command.add_argument("--language", choices=list(LANGUAGES), default="q",
                              help="language of records that do not name one, and of the fields to pick")
@@ -109,6 +119,7 @@ def main(argv=None):
         if args.command == "strengthen" and _same_file(args.source, args.out):
             raise UsageError("OUT is the source itself; write the strengthened set to another file")
         problems = load_problems(source, args.language, args.allow_in_sandbox_comparisons)
+        given = _given_programs(args, problems)
         if args.command == "check":
             splits = Counter(problem.split or "unsplit" for problem in problems)
             print(f"{source}: {len(problems)} problems valid ("
@@ -117,8 +128,8 @@ def main(argv=None):
         twins = load_twins(args.python_twins, problems, args.allow_in_sandbox_comparisons)
         with judge_args[0].make_judge() as judge:
             if args.command == "strengthen":
-                return _strengthen(problems, judge, args, twins)
-            report, cross = _verify(problems, judge, args, twins)
+                return _strengthen(problems, judge, args, twins, given)
+            report, cross = _verify(problems, judge, args, twins, given)
     except UsageError as error:
         print(error if isinstance(error, DataError) else f"{source}: {error}", file=sys.stderr)
         return 2
@@ -130,7 +141,7 @@ def main(argv=None):
     return 0 if report.clean and (cross is None or cross.clean) else 1
 
 
-def _verify(problems, judge, args, twins):
+def _verify(problems, judge, args, twins, given):
     """The verify report, and the cross-check against the Python twins where there are any. Where q cannot run
     and twins check the q problems, what needs no q is checked and the rest is said to be skipped."""
     q_problems = [problem for problem in problems if problem.language == "q"]
@@ -142,7 +153,7 @@ def _verify(problems, judge, args, twins):
             without_q = str(error)
     if without_q is None:
         report = verify_problems(problems, judge, max_trivial_share=args.max_trivial_share,
-                                 max_tests=args.max_tests_per_problem)
+                                 max_tests=args.max_tests_per_problem, given=given)
     else:
         print(f"no q here ({without_q}): the q solutions, the no-op and the wrong programs are not run; the trivial "
               "shares are read off the tests (the most frequent expected output, the identity, the description's "
@@ -151,7 +162,7 @@ def _verify(problems, judge, args, twins):
         report = read_without_q(q_problems, args.max_trivial_share, without_q)
         if others:
             extra = verify_problems(others, judge, max_trivial_share=args.max_trivial_share,
-                                    max_tests=args.max_tests_per_problem)
+                                    max_tests=args.max_tests_per_problem, given=given)
             report = _merged(report, extra)
     if not twins and not args.python_twins:
         return report, None
@@ -162,10 +173,23 @@ def _verify(problems, judge, args, twins):
 def _merged(read, judged):
     for name in ("broken", "unverifiable", "guessable", "weak"):
         getattr(read, name).extend(getattr(judged, name))
-    read.trivial.update(judged.trivial)
-    read.adequacy.update(judged.adequacy)
+    for name in ("trivial", "adequacy", "given", "locations"):
+        getattr(read, name).update(getattr(judged, name))
     read.checked += judged.checked
     return read
+
+
+def _given_programs(args, problems):
+    """The programs of ``--wrong_programs`` by problem id, read before anything is judged; None without it."""
+    path = getattr(args, "wrong_programs", None)
+    if path is None:
+        return None
+    given = read_given_programs(path, args.language)
+    unknown = sorted(set(given) - {problem.id for problem in problems})
+    if unknown:
+        raise UsageError(f"--wrong_programs {path}: no problem with id {', '.join(map(repr, unknown[:SHOWN_IDS]))}; "
+                         "give programs of the problems verified")
+    return given
 
 
 def _same_file(source, out):
@@ -185,6 +209,8 @@ def _print_report(report, source, max_tests):
         more = len(weak["adequacy"].survivors) - SHOWN_SURVIVORS
         if more > 0:
             print(f"{weak['location'] or source}: {weak['id']}: weak tests: {more} more wrong programs pass")
+    _print_given(report, source)
+    _print_outside_domain(report.adequacy)
     if report.trivial:
         shares = [share.share for share in report.trivial.values()]
         print(f"trivial share (the most of a problem's tests a constant, an echo, printing nothing or a cheap "
@@ -199,6 +225,31 @@ def _print_report(report, source, max_tests):
     print(report.summary())
 
 
+def _print_given(report, source):
+    """Each given program that is wrong and paid, then one line of counts."""
+    if not report.given:
+        return
+    for problem_id, programs in report.paid.items():
+        for program in programs:
+            print(f"{report.locations.get(problem_id) or source}: {problem_id}: a wrong program earns more than a "
+                  f"constant: {program}")
+    programs = [p for found in report.given.values() for p in found]
+    wrong = [p for p in programs if p.differs_on is not None]
+    print(f"given programs: {len(programs)} on {len(report.given)} problems: {len(wrong)} wrong, of which "
+          f"{sum(p.paid for p in wrong)} earn more than a constant on the judged tests; "
+          f"{len(programs) - len(wrong)} agree with the solution on every input tried")
+
+
+def _print_outside_domain(adequacy: dict):
+    """Where nearby inputs were left out because the solution does not answer them (data/domain.py)."""
+    outside = {i: a.outside_domain for i, a in adequacy.items() if a.outside_domain}
+    if outside:
+        shown = ", ".join(f"{i} ({n})" for i, n in list(outside.items())[:SHOWN_IDS])
+        print(f"nearby inputs left out as outside the domain (the solution raises, fails an assert or the problem's "
+              f"domain, or takes over a quarter of the time limit there): {sum(outside.values())} on {len(outside)} "
+              f"problems: {shown}" + (" ..." if len(outside) > SHOWN_IDS else ""))
+
+
 def _mutation_scores(adequacy: dict, max_tests) -> str:
     """One line: the mean and lowest mutation score, and every problem's below 1."""
     checked = {i: a for i, a in adequacy.items() if a.skipped is None}
@@ -211,11 +262,12 @@ def _mutation_scores(adequacy: dict, max_tests) -> str:
             f"{checked[worst].score:.2f}" + (f"; below 1: {', '.join(below)}" if below else ""))
 
 
-def _strengthen(problems, judge, args, twins):
+def _strengthen(problems, judge, args, twins, given):
     # q problems are strengthened from their Python twins, with no q run.
     judge.preflight(*({problem.language for problem in problems} - {"q"}) | ({"python"} if twins else set()))
+    started = time.monotonic()
     strengthened, records, before, after = strengthen(problems, judge, args.max_tests_per_problem,
-                                                      args.max_trivial_share, show_progress=True)
+                                                      args.max_trivial_share, show_progress=True, given=given)
     if twins:
         strengthened, q_records = strengthen_q(strengthened, twins, judge, args.max_tests_per_problem,
                                                args.max_trivial_share, show_progress=True)
@@ -228,9 +280,14 @@ def _strengthen(problems, judge, args, twins):
         if record.skipped is None and problem.language == "q":
             print(f"{where}: {describe(problem, record, args.max_tests_per_problem)}")
         elif record.skipped is None:
+            still = [f"{survivor.program} (differs on {survivor.differs_on})" for survivor in new.survivors]
             print(f"{where}: {problem.id}: {record.added} tests added, "
                   f"mutation score {old.killed}/{old.wrong} -> {new.killed}/{new.wrong}"
+                  + (f"; passing the first {args.max_tests_per_problem} tests still: {', '.join(still)}"
+                     if still else "")
                   + "".join(f"; {left}" for left in record.left))
+    if given:
+        _print_given_after(strengthened, given, judge, args)
     skipped = Counter(record.skipped for record in records if record.skipped)
     if skipped:
         print("left as they are: " + ", ".join(f"{count} ({reason})" for reason, count in skipped.items()))
@@ -243,11 +300,26 @@ def _strengthen(problems, judge, args, twins):
               f"{args.max_tests_per_problem} tests reject: {sum(r.killed_before for r in made)}/"
               f"{sum(r.wrong for r in made)} before, {sum(r.killed_after for r in made)}/{sum(r.wrong for r in made)} "
               "after")
+    seconds = time.monotonic() - started
+    print(f"strengthened {len(problems)} problems in {seconds:.0f} s ({seconds / max(len(problems), 1):.1f} s a "
+          f"problem, {judge.workers} judge workers, load average {os.getloadavg()[1]:.1f})")
     twins = " --python_twins " + " ".join(args.python_twins) if args.python_twins else ""
     print(f"wrote {out}: {len(strengthened)} problems, {sum(len(p.tests) for p in strengthened)} tests (was "
           f"{sum(len(p.tests) for p in problems)}); check it with `python -m data verify {out} --language "
           f"{args.language}{twins}`")
     return 0
+
+
+def _print_given_after(problems, given, judge, args):
+    """How each program of ``--wrong_programs`` fares on the strengthened tests, judged."""
+    checked = [problem for problem in problems if problem.id in given]
+    cheap = cheap_counts({p.id: s for p, s in zip(checked, measure_trivial_shares(checked, judge))},
+                         args.max_tests_per_problem)
+    for problem_id, programs in check_given_programs(checked, given, judge, args.max_tests_per_problem, cheap).items():
+        for program in programs:
+            verdict = ("agrees with the solution on every input tried" if program.differs_on is None else
+                       "earns more than a constant" if program.paid else "earns no more than a constant")
+            print(f"{problem_id}: {program}: {verdict}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,93 @@
+"""Programs a model wrote, checked against a problem's tests: wrong ones must earn no more than a constant.
+
+The wrong programs a model samples first (a Caesar shift that also shifts upper case, a prime test that only rules
+out 2 and 3) are where GRPO starts climbing: partial credit for them is a gradient toward them. ``python -m data
+verify --wrong_programs FILE`` reads such programs (a completions file, ``{"id", "completion"}`` per line, as
+``python -m rewards score`` reads) and judges each on its problem's judged tests and, with the solution, on the
+inputs of those tests and near them (data/wrong_programs.py, ``nearby_calls``, in the problem's domain:
+data/domain.py). A program is wrong where it prints something else than the solution; a wrong one that passes more
+of the judged tests than the problem's best cheap program (its trivial share, data/trivial.py) earns reward under
+every ``--partial_credit`` mode and is listed, with the simplest input where it is wrong. One that agrees with the
+solution everywhere tried is counted as right.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cli import read_json_objects
+from data.adequacy import call_tests, in_domain, judge_runs, simplest
+from data.domain import reference_program
+from data.wrong_programs import nearby_calls, solve_calls
+from judging.records import Problem
+from rewards.extract import extract_code
+
+PROBLEMS_PER_BATCH = 16
+
+
+@dataclass
+class GivenProgram:
+    """One given program on its problem: ``passed`` of the ``total`` judged tests, where the best cheap program
+    passes ``cheap``; ``differs_on`` is the simplest input where it prints something else than the solution (None:
+    it agrees everywhere tried)."""
+
+    name: str  # where it was read: "completions.jsonl:3"
+    program: str
+    passed: int = 0
+    total: int = 0
+    cheap: int = 0
+    differs_on: str | None = None
+
+    @property
+    def paid(self) -> bool:
+        """Wrong, and paid more than a constant by the judged tests."""
+        return self.differs_on is not None and self.passed > self.cheap
+
+    def __str__(self):
+        return (f"{self.name} passes {self.passed}/{self.total} judged tests (a cheap program {self.cheap}); "
+                f"differs on {self.differs_on}")
+
+
+def read_given_programs(path: str, language: str = "python") -> dict[str, list[GivenProgram]]:
+    """The programs of a completions file by problem id, each named ``path:line``; a completion without code is
+    left out."""
+    given: dict[str, list[GivenProgram]] = {}
+    for record in read_json_objects(path, {"id": (str, int), "completion": str},
+                                    hint='each line is {"id": ..., "completion": ...}'):
+        code = extract_code(record["completion"], language)
+        if code is not None:
+            given.setdefault(str(record["id"]), []).append(GivenProgram(f"{path}:{record['_line']}", code))
+    return given
+
+
+def check_given_programs(problems: list[Problem], given: dict[str, list[GivenProgram]], judge, max_tests: int | None,
+                         cheap: dict[str, int]) -> dict[str, list[GivenProgram]]:
+    """Judge the given programs of each problem with a solution (``cheap``: the judged tests its best cheap program
+    passes, by id); the programs by problem id, their fields filled in."""
+    checked = [problem for problem in problems if problem.solution is not None and given.get(problem.id)]
+    for start in range(0, len(checked), PROBLEMS_PER_BATCH):
+        _check_batch(checked[start:start + PROBLEMS_PER_BATCH], given, judge, max_tests, cheap)
+    return {problem.id: given[problem.id] for problem in checked}
+
+
+def _check_batch(batch: list[Problem], given, judge, max_tests, cheap) -> None:
+    runs = [(problem, program) for problem in batch for program in given[problem.id]]
+    judged = {problem.id: problem.tests[:max_tests] for problem in batch}
+    verdicts = judge_runs(judge, [(problem, program.program, judged[problem.id]) for problem, program in runs])
+    for (problem, program), judgement in zip(runs, verdicts):
+        program.passed, program.total, program.cheap = judgement.passed, judgement.total, cheap.get(problem.id, 0)
+    # The judged tests' own calls, one at a time, and the inputs near them: where a wrong program shows it is.
+    inputs = {}
+    for problem in batch:
+        own = [arguments for test in judged[problem.id] for arguments in (solve_calls(test.test_code) or [])]
+        inputs[problem.id] = list({repr(arguments): arguments for arguments in own + nearby_calls(problem)}.values())
+    solved = judge_runs(judge, [(problem, reference_program(problem), call_tests(inputs[problem.id]))
+                                for problem in batch])
+    answers = {problem.id: in_domain(inputs[problem.id], judgement, judge.timeout)[0]
+               for problem, judgement in zip(batch, solved)}
+    runs = [(problem, program) for problem, program in runs if answers[problem.id]]
+    judgements = judge_runs(judge, [(problem, program.program, call_tests(*zip(*answers[problem.id])))
+                                    for problem, program in runs])
+    for (problem, program), judgement in zip(runs, judgements):
+        failing = [answers[problem.id][i][0] for i, t in enumerate(judgement.tests) if t.status != "passed"]
+        program.differs_on = simplest(failing) if failing else None
