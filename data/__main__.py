@@ -187,8 +187,9 @@ def _given_programs(args, problems):
     given = read_given_programs(path, args.language)
     unknown = sorted(set(given) - {problem.id for problem in problems})
     if unknown:
-        raise UsageError(f"--wrong_programs {path}: no problem with id {', '.join(map(repr, unknown[:SHOWN_IDS]))}; "
-                         "give programs of the problems verified")
+        source = args.source or "the bundled set"
+        raise DataError(path, f"no problem with id {', '.join(map(repr, unknown[:SHOWN_IDS]))} in {source}; give "
+                              "--wrong_programs programs of the problems verified")
     return given
 
 

@@ -44,7 +44,7 @@ class GivenProgram:
         return self.differs_on is not None and self.passed > self.cheap
 
     def __str__(self):
-        return (f"{self.name} passes {self.passed}/{self.total} judged tests (a cheap program {self.cheap}); "
+        return (f"{self.name} passes {self.passed}/{self.total} judged tests (the best cheap program {self.cheap}); "
                 f"differs on {self.differs_on}")
 
 
