@@ -184,7 +184,7 @@ def test_cli_lists_each_guessable_problem_at_file_and_line_with_the_program_that
     assert lines[:4] == [f"{path}:3: one-in-three: returning True, then False, alternating passes 2/3 tests",
                          f"{path}:4: all-true: returning True passes 3/3 tests",
                          f"{path}:5: is-palindrome: returning True passes 3/4 tests",
-                         f"{path}:4: all-true: weak tests: mutant line 2: `2` -> `1` passes 3/3; differs on solve(3)"]
+                         f"{path}:4: all-true: weak tests: mutant line 2: `2` -> `1` passes 3/3; differs on solve(1)"]
     assert lines[-1] == ("verified 4 problems: 0 broken, 3 guessable (trivial share above 0.34), 1 weak (a wrong "
                          "program passes the judged tests), 0 unverifiable (no solution), 1 clean")
     result = run_cli(str(path), "--language", "python", "--max_trivial_share", "0.8")

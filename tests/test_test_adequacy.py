@@ -165,6 +165,15 @@ def test_strengthen_command_writes_out_never_in(tmp_path):
     assert source.read_text() == before
     lines = result.stdout.splitlines()
     assert re.fullmatch(r"before: mutation score .* of 2 problems: mean 0\.\d+, min 0\.\d+; below 1: double \d+/\d+, "
-                        r"last \d+/\d+", lines[-3])
-    assert re.fullmatch(r"after:  mutation score .* of 2 problems: mean 1\.000, min 1\.00", lines[-2])
+                        r"last \d+/\d+", lines[-4])
+    assert re.fullmatch(r"after:  mutation score .* of 2 problems: mean 1\.000, min 1\.00", lines[-3])
+    assert re.fullmatch(r"strengthened 2 problems in \d+ s \(\d+\.\d s a problem, \d+ judge workers, load average "
+                        r"\d+\.\d\)", lines[-2])
+    # Nothing it does not mean: every problem was strengthened, so no "left as they are" line, and each problem's
+    # line agrees with its mutation score after (1: nothing passes the first 5 tests still).
+    assert not any(line.startswith("left as they are") for line in lines)
+    strengthened = [line for line in lines if ": double: " in line or ": last: " in line]
+    assert len(strengthened) == 2 and all(re.search(r": \d+ tests added, mutation score (\d+)/(\d+) -> (\d+)/\3$", line)
+                                          for line in strengthened), strengthened
     assert run_data("verify", out, "--language", "python").returncode == 0
+
