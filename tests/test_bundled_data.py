@@ -3,11 +3,13 @@ than a third of any problem's tests; the q set agrees with its Python twins and,
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from data import DEFAULT_MAX_TRIVIAL_SHARE, bundled_path, load_problems, measure_trivial_shares, split_problems, \
     verify_problems
+from data.given_programs import read_given_programs
 from data.q_twins import cross_check, load_twins
 from data.trivial import read_trivial_shares
 from judging import Judge
@@ -16,17 +18,20 @@ from rewards import ScoringArguments
 from trainer_runs import run_trainer
 
 TRAINING_TESTS = ScoringArguments().max_tests_per_problem
+FIRST_WRONG = str(Path(__file__).parent / "fixtures" / "data" / "first_wrong_programs.jsonl")
 
 
 def test_bundled_python_set_verifies_clean():
     problems = load_problems(bundled_path("python"), "python")
     judge = Judge(timeout=2.0)
     try:
-        report = verify_problems(problems, judge, show_progress=False)
+        report = verify_problems(problems, judge, show_progress=False, given=read_given_programs(FIRST_WRONG))
     finally:
         judge.close()
     assert report.clean, (report.broken[:3], report.guessable[:3], [(w["id"], w["adequacy"].survivors[:1])
-                                                                     for w in report.weak[:3]])
+                                                                     for w in report.weak[:3]], report.paid)
+    # The natural wrong programs a model writes first earn no more than a constant on the judged tests.
+    assert len(report.given) == 6 and all(p.differs_on for found in report.given.values() for p in found)
     # The first five tests reject every wrong program tried: mutants of the solution, the cheap battery.
     assert all(a.score == 1 and a.wrong > 0 for a in report.adequacy.values())
     assert report.checked == len(problems) >= 80 and not report.unverifiable

@@ -11,6 +11,7 @@ import pytest
 
 from data import Problem, Test, bundled_path, cached_trivial_shares, load_problems, measure_trivial_shares, \
     verify_problems
+from data.strengthen import strengthen
 from data.trivial import PROBES, cheap_programs, constant_passes, described_example
 from data.wrong_programs import BATTERY
 from judging import Judge
@@ -277,3 +278,31 @@ def test_cached_shares_are_read_back_and_a_changed_problem_is_measured_again(tmp
     assert (share.passed, share.total) == (3, 4)
     assert sorted(entry["id"] for entry in json.loads(cache.read_text()).values()) == [
         "all-true", "all-true", "is-palindrome"]
+
+
+# count-uppercase as it was: a program printing 2 whatever its input passed 3 of its 5 tests.
+COUNT_UPPERCASE = Problem("count-uppercase", "python", "Write a Python function `solve(s)` that returns how many "
+                          "upper-case letters the string `s` contains.",
+                          tuple(Test(f"print(solve({s!r}))", str(sum(c.isupper() for c in s)))
+                                for s in ("ABC def G", "Hello World", "abc", "Hello Worl", "lrolWoedlH ")),
+                          "def solve(s):\n    return sum(1 for c in s if c.isupper())\n", "train")
+TWO = "def solve(*args):\n    return 2\n"
+
+
+def test_the_constant_two_is_the_best_constant_and_pays_nothing_above_it():
+    with Judge(timeout=5.0) as judge:
+        report = verify_problems([COUNT_UPPERCASE], judge, show_progress=False)
+        (guessable,) = report.guessable
+        assert (guessable["probe"], guessable["passed"], guessable["total"]) == \
+               ("printing '2' whatever the input", 3, 5)
+        shares = {COUNT_UPPERCASE: report.trivial[COUNT_UPPERCASE.id].by_tests}
+        rewards = [score(judge, [COUNT_UPPERCASE], [TWO], ScoringArguments(partial_credit=mode),
+                         trivial_shares=shares, extract=False)[0].reward for mode in ("fraction", "above_trivial")]
+        assert rewards == [0.6, 0.0]
+        # strengthen adds no test expecting 2 beyond a third: the constant pays no more, in the first five or in all.
+        ((strong,), (record,), _, _) = strengthen([COUNT_UPPERCASE], judge)
+        first = [test.expected_output for test in strong.tests[:5]]
+        everything = [test.expected_output for test in strong.tests]
+        assert record.added > 0 and first.count("2") <= 1 and everything.count("2") <= len(everything) / 3
+        (after,) = measure_trivial_shares([strong], judge)
+        assert after.by_tests[4] <= 1 / 5 and after.share <= 1 / 3

@@ -210,6 +210,23 @@ def verify_first_problems(command: str, context: Context) -> None:
     assert "verified 3 problems: 0 broken" in output, output
 
 
+def verify_given_programs(command: str, context: Context) -> None:
+    """The bundled set with the wrong programs a model writes first: the same command on the problems the programs
+    file names, beside it."""
+    words = shlex.split(command)
+    problems, programs = (next(word for word in words if word.endswith(".jsonl")),
+                          words[words.index("--wrong_programs") + 1])
+    folder = context.folder / "given"
+    for path in (problems, programs):
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+    ids = {json.loads(line)["id"] for line in (ROOT / programs).read_text().splitlines()}
+    (folder / problems).write_text("".join(line for line in (ROOT / problems).read_text().splitlines(keepends=True)
+                                           if json.loads(line)["id"] in ids))
+    (folder / programs).write_text((ROOT / programs).read_text())
+    output = context.run(command, cwd=folder)
+    assert f"verified {len(ids)} problems: 0 broken" in output and "0 paying a given wrong program" in output, output
+
+
 def verify_q_with_twins(command: str, context: Context) -> None:
     """Cross-checking every bundled q test takes a while: the same command on the set's first 3 problems, beside the
     twin files it names."""
@@ -299,6 +316,7 @@ CHECKS: list[tuple[str, Callable[[str, Context], None]]] = [
     (r"python -m data (verify|strengthen) +my_q_", in_user_folder),
     (r"python -m data verify data/q_problems\.jsonl --language q$", verify_q),
     (r"python -m data verify data/q_problems\.jsonl --language q --python_twins ", verify_q_with_twins),
+    (r"python -m data verify data/python_problems\.jsonl --language python --wrong_programs ", verify_given_programs),
     (r"python -m data verify data/", verify_first_problems),
     (r"python -m rewards (score|passk) ", in_user_folder),
     (r"python -m training\.memory_plan ", run_as_written),

@@ -33,6 +33,10 @@ WRONG_ONE_LINERS = [
     ("is-palindrome", ALTERNATING),  # True, then False: the order of the paired yes/no tests
     ("is-even", ALTERNATING),
 ]
+# The natural wrong programs a model writes first (the textbook Caesar that shifts upper case too, the prime test that
+# rules out 2 and 3 only, `n & (n - 1) == 0` ...), each of which once passed 4 or 5 of its problem's judged tests.
+FIRST_WRONG = [(record["id"], record["completion"].removeprefix("```python\n").removesuffix("```"))
+               for record in map(json.loads, (REPO / "tests/fixtures/data/first_wrong_programs.jsonl").open())]
 
 
 @pytest.fixture(scope="module")
@@ -46,16 +50,17 @@ def python_problem(problem_id, description, tests, solution=None, split=None):
                    solution, split)
 
 
-def test_the_cheap_wrong_programs_earn_nothing_on_the_bundled_set(judge):
+def test_the_cheap_and_the_first_wrong_programs_earn_nothing_on_the_bundled_set(judge):
+    wrong = WRONG_ONE_LINERS + FIRST_WRONG
     by_id = {p.id: p for p in load_problems(bundled_path("python"), "python")}
-    problems = [by_id[problem_id] for problem_id, _ in WRONG_ONE_LINERS]
+    problems = [by_id[problem_id] for problem_id, _ in wrong]
     shares = {p: s.by_tests for p, s in zip(problems, measure_trivial_shares(problems, judge))}
-    programs = [program for _, program in WRONG_ONE_LINERS]
+    programs = [program for _, program in wrong]
     for mode in ("above_trivial", "none"):
         scores = score(judge, problems, programs, ScoringArguments(partial_credit=mode), trivial_shares=shares,
                        extract=False)
-        assert [(problem_id, s.reward) for (problem_id, _), s in zip(WRONG_ONE_LINERS, scores)] == \
-               [(problem_id, 0.0) for problem_id, _ in WRONG_ONE_LINERS], mode
+        assert [(problem_id, s.reward) for (problem_id, _), s in zip(wrong, scores)] == \
+               [(problem_id, 0.0) for problem_id, _ in wrong], mode
         assert all(s.judgement.total == 5 and s.judgement.passed < 5 for s in scores)
 
 
