@@ -91,7 +91,7 @@ def check_adequacy(problems: list[Problem], judge, max_tests: int | None = Scori
                    show_progress: bool = False) -> list[Adequacy]:
     """The adequacy of each problem's first ``max_tests`` tests (None: all), one result per problem, in order."""
     results = []
-    problems = [as_solve(problem) for problem in problems]  # the wrong programs define solve
+    originals, problems = problems, [as_solve(problem) for problem in problems]  # the wrong programs define solve
     from tqdm import tqdm  # here, not at the top: its import costs every command that loads data ~25 ms
 
     with tqdm(total=len(problems), desc="wrong programs", unit="problem", disable=not show_progress) as progress:
@@ -99,7 +99,15 @@ def check_adequacy(problems: list[Problem], judge, max_tests: int | None = Scori
             batch = problems[start:start + PROBLEMS_PER_BATCH]
             results += _check_batch(batch, judge, max_tests)
             progress.update(len(batch))
+    for original, result in zip(originals, results):
+        for survivor in result.survivors:
+            survivor.differs_on = called_as(original, survivor.differs_on)
     return results
+
+
+def called_as(problem: Problem, call: str) -> str:
+    """A call of the checks' ``solve`` as the problem's tests write it (``has_close_elements(...)``)."""
+    return problem.entry_point + call[len("solve"):] if call.startswith("solve(") else call
 
 
 def judge_runs(judge, runs: list[tuple[Problem, str, list[Test]]]) -> list:

@@ -13,11 +13,12 @@ solution everywhere tried is counted as right.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cli import read_json_objects
-from data.adequacy import call_tests, in_domain, judge_runs, simplest
+from data.adequacy import call_tests, called_as, in_domain, judge_runs, simplest, skip_reason
 from data.domain import reference_program
+from data.solve_view import CHECKED_NAME, as_solve
 from data.wrong_programs import nearby_calls, solve_calls
 from judging.records import Problem
 from rewards.extract import extract_code
@@ -62,12 +63,27 @@ def read_given_programs(path: str, language: str = "python") -> dict[str, list[G
 
 def check_given_programs(problems: list[Problem], given: dict[str, list[GivenProgram]], judge, max_tests: int | None,
                          cheap: dict[str, int]) -> dict[str, list[GivenProgram]]:
-    """Judge the given programs of each problem with a solution (``cheap``: the judged tests its best cheap program
-    passes, by id); the programs by problem id, their fields filled in."""
-    checked = [problem for problem in problems if problem.solution is not None and given.get(problem.id)]
+    """Judge the given programs of each problem whose wrong programs can be checked (data/adequacy.py,
+    ``skip_reason``; ``cheap``: the judged tests its best cheap program passes, by id); the programs by problem id,
+    their fields filled in."""
+    checked = [problem for problem in problems if skip_reason(problem) is None and given.get(problem.id)]
+    views = {problem.id: as_solve_programs(problem, given[problem.id]) for problem in checked}
+    originals, checked = checked, [as_solve(problem) for problem in checked]  # the checks call solve
     for start in range(0, len(checked), PROBLEMS_PER_BATCH):
-        _check_batch(checked[start:start + PROBLEMS_PER_BATCH], given, judge, max_tests, cheap)
-    return {problem.id: given[problem.id] for problem in checked}
+        _check_batch(checked[start:start + PROBLEMS_PER_BATCH], views, judge, max_tests, cheap)
+    for problem in originals:
+        for program, view in zip(given[problem.id], views[problem.id]):
+            program.passed, program.total, program.cheap = view.passed, view.total, view.cheap
+            program.differs_on = view.differs_on and called_as(problem, view.differs_on)
+    return {problem.id: given[problem.id] for problem in originals}
+
+
+def as_solve_programs(problem: Problem, programs: list[GivenProgram]) -> list[GivenProgram]:
+    """The programs as the checks of ``problem``'s view (data/solve_view.py) call them: defining ``solve``."""
+    if problem.entry_point == CHECKED_NAME:
+        return programs
+    return [replace(program, program=f"{program.program}\n{CHECKED_NAME} = {problem.entry_point}\n")
+            for program in programs]
 
 
 def _check_batch(batch: list[Problem], given, judge, max_tests, cheap) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from data.adequacy import UNMATCHABLE, check_adequacy, skip_reason
 from data.domain import answered, reference_program
+from data.given_programs import as_solve_programs
 from data.solve_view import as_solve, named_back
 from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE, PROBES, constant_passes, described_example
 from data.wrong_programs import battery, mutants, nearby_calls, printing_test, solve_calls
@@ -234,7 +235,7 @@ def strengthen(problems: list[Problem], judge, max_tests: int = ScoringArguments
     for round_ in range(rounds):
         for index in tqdm(todo, desc=f"strengthening (round {round_ + 1})", unit="problem", disable=not show_progress):
             tests, record = _strengthen_one(judge, out[index], max_tests, max_share,
-                                            (given or {}).get(problems[index].id, []))
+                                            as_solve_programs(originals[index], (given or {}).get(out[index].id, [])))
             if record.skipped is None:
                 out[index] = replace(out[index], tests=tests)
                 record.added += done[index].added

@@ -56,6 +56,16 @@ def test_a_domain_is_a_python_expression_and_travels_with_the_record():
             validate_record({**record, "domain": bad}, "f.jsonl:1", "python")
 
 
+def test_a_domain_on_standard_input_tests_is_refused():
+    """Standard-input tests feed the program text, not arguments: a domain over arguments cannot apply to them."""
+    record = {"id": "d", "description": "Read n; print n + 1.", "domain": "n >= 0",
+              "tests": [{"input": "3\n", "expected_output": "4"}], "solution": "print(int(input()) + 1)\n"}
+    with pytest.raises(DataError, match="^f.jsonl:1: 'domain' names the arguments of a function, and these tests "
+                                        "give standard input; leave it out$"):
+        validate_record(record, "f.jsonl:1", "python")
+    assert validate_record({k: v for k, v in record.items() if k != "domain"}, "f.jsonl:1", "python").reads_input
+
+
 @pytest.mark.parametrize("planted", [TRIANGLE, ASSERTED, SLOW], ids=lambda p: p.id)
 def test_verify_finds_no_counter_example_where_the_solution_does_not_answer(judge, planted):
     report = verify_problems([planted], judge, show_progress=False)

@@ -92,3 +92,22 @@ def test_verify_finds_the_wrong_programs_a_model_writes_first(tmp_path):
         weak = next(line for line in lines if f": {problem_id}: weak tests: " in line)
         assert re.search(r"differs on solve\('[^']*[A-Z][^']*'", weak), weak
     assert "8 wrong, of which 8 earn more than a constant" in result.stdout
+
+
+def test_a_named_function_is_checked_as_its_problem_names_it():
+    """A problem whose tests call `count_vowels` (HumanEval's entry_point): a given program defines that name too."""
+    from data import verify_problems
+    from data.given_programs import GivenProgram
+    from judging import Judge, Problem, Test
+
+    solution = "def count_vowels(s):\n    return sum(1 for c in s.lower() if c in 'aeiou')\n"
+    words = ("education", "hello", "sky", "rhythm and blues", "queue")
+    problem = Problem("named", "python", "Write count_vowels(s): the vowels of s, in either case.",
+                      tuple(Test(f"print(count_vowels({w!r}))", answer(solution, f"count_vowels({w!r})"))
+                            for w in words),
+                      solution, entry_point="count_vowels", domain="isinstance(s, str)")
+    wrong = GivenProgram("lower case only", "def count_vowels(s):\n    return sum(1 for c in s if c in 'aeiou')\n")
+    with Judge(timeout=2.0) as judge:
+        report = verify_problems([problem], judge, show_progress=False, given={"named": [wrong]})
+    assert wrong.paid and re.fullmatch(r"count_vowels\('[^']*[A-Z][^']*'\)", wrong.differs_on), wrong
+    assert report.weak[0]["adequacy"].survivors[0].differs_on.startswith("count_vowels(") and not report.broken
