@@ -41,6 +41,7 @@ import importlib.util
 import json
 import os
 import resource
+import socket
 import statistics
 import subprocess
 import sys
@@ -197,9 +198,18 @@ def prepare(work: Path, reward: str, problems: int, steps: int, use_vllm: bool) 
     return {"rows": len(rows), "prompt_tokens": tokens}
 
 
+def free_port() -> int:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        return listener.getsockname()[1]
+
+
 def launch(side: str, work: Path, run: int, threads: int) -> dict:
     record_path, log_path = work / f"{side}-{run}.json", work / f"{side}-{run}.log"
-    env = {**VLLM_ENV, **os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
+    # A colocated vLLM engine rendezvouses on MASTER_PORT; left unset, TRL takes 29500 whenever it is free at that
+    # moment, so two runs starting together on one machine (this one and another job's) bind the same port.
+    env = {**VLLM_ENV, "MASTER_PORT": str(free_port()), **os.environ, "OMP_NUM_THREADS": str(threads),
+           "TOKENIZERS_PARALLELISM": "false"}
     with log_path.open("w") as log:
         started = time.time()
         done = subprocess.run([sys.executable, __file__, "--child", side, str(work / "spec.json"), str(record_path)],

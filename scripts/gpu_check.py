@@ -40,6 +40,7 @@ import platform
 import re
 import resource
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -121,6 +122,13 @@ class Log:
             last = [line for line in output.splitlines() if line.strip()][-1:] or ["no output"]
             raise StepFailed(f"exit {process.returncode}: {last[0][:300]}")
         return output
+
+
+def free_port() -> int:
+    """A port for the launch's rendezvous: accelerate's default, 29500, is another job's on a shared machine."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        return listener.getsockname()[1]
 
 
 class GpuMemoryWatch:
@@ -295,7 +303,7 @@ def train(check: "Check", layout: str) -> dict:
     launcher = [sys.executable]
     if config:
         launcher = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", ROOT / config,
-                    "--num_processes", "1", "--num_machines", "1"]
+                    "--num_processes", "1", "--num_machines", "1", "--main_process_port", free_port()]
     watch = GpuMemoryWatch() if check.gpu else None
     started = time.monotonic()
     try:
