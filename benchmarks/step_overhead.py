@@ -26,7 +26,7 @@ here, with VLLM_CPU_KVCACHE_SPACE=1 and its OpenMP threads unbound unless the en
 per-step figures then include the weight sync into the engine. On vLLM's CPU engine TRL's own sync fails, so the
 bare side syncs as rl_trainer.py does there (training/trainer.py, `sync_weights_into_cpu_engine`). One untimed run
 of the bare side comes first: vLLM compiles the model on its first start for a model folder and caches the result
-(under VLLM_CACHE_ROOT, ~/.cache/vllm), so otherwise the first timed run, always rl_trainer.py's, pays 10-15 CPU
+(under VLLM_CACHE_ROOT, ~/.cache/vllm), so otherwise the first timed run, always rl_trainer.py's, pays 15-30 CPU
 seconds of torch.compile that every later run of either side reads from the cache.
 
 Targets: at most 1.05x bare TRL per step and for generation; start-up at most bare TRL + 1 s.
