@@ -281,7 +281,7 @@ def comparison(ours: float, bare: float, pairs: list[float], name: str) -> str:
     return f"{ours / bare:.2f}x (pairs {pairs[0]:.2f}..{pairs[-1]:.2f}) {verdict}"
 
 
-def report(stats: dict, records: dict, meta: dict, args, loads: tuple) -> None:
+def report(stats: dict, records: dict, meta: dict, args, loads: tuple, warm_up: dict | None) -> None:
     ours, bare = stats["ours"], stats["bare"]
     print(f"trainer overhead: rl_trainer.py vs bare TRL GRPOTrainer; tiny model, {meta['rows']} python problems "
           f"(prompts {meta['prompt_tokens']} tokens on average), reward {args.reward}")
@@ -308,6 +308,10 @@ def report(stats: dict, records: dict, meta: dict, args, loads: tuple) -> None:
               f"construction, {init:.2f} ({init_cpu:.2f}) constructing it, {first:.2f} ({first_cpu:.2f}) from there "
               f"to step 1; {stats[side]['steps measured']} steps measured, completions of "
               f"{stats[side]['completion length']:.1f} tokens on average")
+    if warm_up:
+        init, init_cpu = samples(warm_up)["phases"][1]
+        print(f"  untimed first run of bare TRL (vLLM compiling the model into its empty cache), wall (CPU) seconds: "
+              f"{init:.2f} ({init_cpu:.2f}) constructing the trainer")
 
 
 def main(argv=None) -> int:
@@ -334,14 +338,14 @@ def main(argv=None) -> int:
         work = Path(tmp)
         meta = prepare(work, args.reward, args.problems, args.steps, args.use_vllm)
         load_before = os.getloadavg()[0]
-        if args.use_vllm:
-            launch("bare", work, "warm-up", args.threads)  # fills vLLM's compile cache for this model folder
+        # With vLLM, an untimed run fills its compile cache for this model folder first; its start-up is reported.
+        warm_up = launch("bare", work, "warm-up", args.threads) if args.use_vllm else None
         records = {side: [] for side in SIDES}
         for run in range(args.runs):
             for side in SIDES if run % 2 == 0 else reversed(SIDES):
                 records[side].append(launch(side, work, run, args.threads))
         stats = {side: figures(records[side]) for side in SIDES}
-        report(stats, records, meta, args, (load_before, os.getloadavg()[0]))
+        report(stats, records, meta, args, (load_before, os.getloadavg()[0]), warm_up)
     return 0
 
 
