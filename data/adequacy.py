@@ -141,12 +141,12 @@ def _check_batch(batch: list[Problem], judge, max_tests: int | None) -> list[Ade
     # What passed every judged test: wrong where it prints something else than the solution near the tests.
     suspects = [index for index, programs in alive.items() if programs]
     inputs = {index: nearby_calls(batch[index]) for index in suspects}
+    tried = [index for index in suspects if inputs[index]]  # none near float arguments: nowhere to differ
     solved = judge_runs(judge, [(batch[index], reference_program(batch[index]), call_tests(inputs[index]))
-                                for index in suspects])
-    runs = []
-    for index, judgement in zip(suspects, solved):
+                                for index in tried])
+    for index, judgement in zip(tried, solved):
         inputs[index], results[index].outside_domain = in_domain(inputs[index], judgement, judge.timeout)
-        runs += [(index, program) for program in alive[index]]
+    runs = [(index, program) for index in suspects for program in alive[index]]
     judgements = judge_runs(judge, [(batch[index], program.program, call_tests(*zip(*inputs[index])))
                                     for index, program in runs if inputs[index]])
     judgements = iter(judgements)

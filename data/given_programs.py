@@ -97,10 +97,12 @@ def _check_batch(batch: list[Problem], given, judge, max_tests, cheap) -> None:
     for problem in batch:
         own = [arguments for test in judged[problem.id] for arguments in (solve_calls(test.test_code) or [])]
         inputs[problem.id] = list({repr(arguments): arguments for arguments in own + nearby_calls(problem)}.values())
+    tried = [problem for problem in batch if inputs[problem.id]]  # tests that are not printed calls: no input
     solved = judge_runs(judge, [(problem, reference_program(problem), call_tests(inputs[problem.id]))
-                                for problem in batch])
-    answers = {problem.id: in_domain(inputs[problem.id], judgement, judge.timeout)[0]
-               for problem, judgement in zip(batch, solved)}
+                                for problem in tried])
+    answers = {problem.id: [] for problem in batch}
+    answers.update({problem.id: in_domain(inputs[problem.id], judgement, judge.timeout)[0]
+                    for problem, judgement in zip(tried, solved)})
     runs = [(problem, program) for problem, program in runs if answers[problem.id]]
     judgements = judge_runs(judge, [(problem, program.program, call_tests(*zip(*answers[problem.id])))
                                     for problem, program in runs])

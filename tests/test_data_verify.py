@@ -306,3 +306,19 @@ def test_the_constant_two_is_the_best_constant_and_pays_nothing_above_it():
         assert record.added > 0 and first.count("2") <= 1 and everything.count("2") <= len(everything) / 3
         (after,) = measure_trivial_shares([strong], judge)
         assert after.by_tests[4] <= 1 / 5 and after.share <= 1 / 3
+
+
+def test_a_problem_with_no_nearby_input_is_verified():
+    """Float arguments have no nearby inputs (HumanEval's truncate_number): the wrong programs that pass its tests,
+    generated or given, have nowhere to show a difference, and verify says so instead of raising."""
+    from data.given_programs import GivenProgram
+
+    solution = "def solve(x):\n    if x > 100:\n        return 0.0\n    return x - int(x)\n"
+    floats = Problem("fraction", "python", "Write solve(x): the fractional part of the positive float x.",
+                     tuple(Test(f"print(solve({x}))", str(x - int(x))) for x in (3.5, 1.25, 7.75, 2.0, 9.5)), solution)
+    given = GivenProgram("rounds", "def solve(x):\n    return x % 1\n")
+    with Judge(timeout=2.0) as judge:
+        report = verify_problems([floats], judge, show_progress=False, given={"fraction": [given]})
+    adequacy = report.adequacy["fraction"]
+    assert adequacy.killed > 0 and adequacy.equivalent > 0 and not adequacy.survivors and not report.broken
+    assert (given.passed, given.total, given.differs_on) == (5, 5, None)
