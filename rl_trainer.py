@@ -24,10 +24,12 @@ from training.arguments import Arguments, parse_args
 from training.canary import CanaryTripped
 from training.console import use_step_lines
 from training.evaluation import PassAtKEvaluator
+from training.hidden_tests import HiddenTestsStopped
 from training.prompts import prompt_rows
 from training.run_folder import RunLogCallback
-from training.session import (ENTRY, Session, canary_stopped, check_reward_function, evaluate_only, interrupted,
-                              main_rank, make_evaluator, make_tracker, open_session, prepare, stopped_weights, summary)
+from training.session import (ENTRY, Session, canary_stopped, check_reward_function, evaluate_only,
+                              hidden_tests_stopped, interrupted, main_rank, make_evaluator, make_hidden_watch,
+                              make_tracker, open_session, prepare, stopped_weights, summary, watches_hidden_tests)
 from training.vllm_timeout import VLLMServerUnresponsive
 
 logger = logging.getLogger("rl_trainer")
@@ -103,7 +105,8 @@ def train(session: Session, evaluator: PassAtKEvaluator | None) -> int:
     trainer = QGRPOTrainer(
         model=args.model.model,
         reward_funcs=make_reward_funcs(args.rewards.reward_funcs, session.judge, args.scoring, session.train,
-                                       args.data.use_reasoning_format, session.trivial_shares),
+                                       args.data.use_reasoning_format, session.trivial_shares,
+                                       watch_hidden_tests=watches_hidden_tests(args)),
         args=args.grpo,
         train_dataset=dataset,
         processing_class=session.tokenizer,
@@ -111,6 +114,7 @@ def train(session: Session, evaluator: PassAtKEvaluator | None) -> int:
         callbacks=[RunLogCallback(run)],
         evaluator=evaluator if args.eval.eval_pass_at_k else None,
         tracker=tracker,
+        hidden_watch=make_hidden_watch(session),
         vllm_request_timeout=args.grpo.vllm_request_timeout,
         async_generation=args.grpo.async_generation,
     )
@@ -122,8 +126,8 @@ def train(session: Session, evaluator: PassAtKEvaluator | None) -> int:
         # stopped by the launcher when this one exits.
         print(f"{ENTRY}: {e}", file=sys.stderr)
         return 1
-    except CanaryTripped as tripped:
-        alarm = tripped.alarm
+    except (CanaryTripped, HiddenTestsStopped) as stop:
+        stopped = stop
     else:
         trainer.save_model(str(run.final_model))
         if state.is_main_process:
@@ -133,7 +137,9 @@ def train(session: Session, evaluator: PassAtKEvaluator | None) -> int:
     # The stopped trainer's progress bar prints its last state when it is freed: free it before the line.
     del trainer
     gc.collect()
-    return canary_stopped(alarm, stopped_weights(run, alarm, args.model.model))
+    if isinstance(stopped, HiddenTestsStopped):
+        return hidden_tests_stopped(stopped.alarm, run)
+    return canary_stopped(stopped.alarm, stopped_weights(run, stopped.alarm, args.model.model))
 
 
 if __name__ == "__main__":

@@ -89,7 +89,8 @@ def wrong_programs(problem: Problem) -> list:
 
 def check_adequacy(problems: list[Problem], judge, max_tests: int | None = ScoringArguments().max_tests_per_problem,
                    show_progress: bool = False) -> list[Adequacy]:
-    """The adequacy of each problem's first ``max_tests`` tests (None: all), one result per problem, in order."""
+    """The adequacy of each problem's judged tests (its first ``max_tests`` not marked hidden; None: all of them),
+    one result per problem, in order."""
     results = []
     originals, problems = problems, [as_solve(problem) for problem in problems]  # the wrong programs define solve
     from tqdm import tqdm  # here, not at the top: its import costs every command that loads data ~25 ms
@@ -128,7 +129,7 @@ def _check_batch(batch: list[Problem], judge, max_tests: int | None) -> list[Ade
     checked = [(index, problem) for index, problem in enumerate(batch) if results[index].skipped is None]
     # Round n: the programs still alive on the n-th judged test.
     alive = {index: wrong_programs(problem) for index, problem in checked}
-    judged = {index: problem.tests[:max_tests] for index, problem in checked}
+    judged = {index: problem.judged_tests(max_tests) for index, problem in checked}
     for round_ in range(max((len(tests) for tests in judged.values()), default=0)):
         runs = [(index, program) for index, programs in alive.items() for program in programs
                 if round_ < len(judged[index])]

@@ -18,7 +18,7 @@ from judging.records import Problem, Test
 
 SPLITS = ("train", "test")
 PROBLEM_FIELDS = ("id", "language", "description", "tests", "solution", "split", "entry_point", "domain")
-TEST_FIELDS = ("test_code", "expected_output", "input", "tolerance")
+TEST_FIELDS = ("test_code", "expected_output", "input", "tolerance", "hidden")
 ALLOW_COMPARISONS_HELP = ("Keep tests that are not printed calls (print(solve(...)) of literals) as they are, "
                           "instead of refusing them. Unsafe for RL: the judged code decides a comparison made in "
                           "the sandbox (a result whose == is always true passes). Simple `assert f(x) == literal` "
@@ -83,9 +83,25 @@ def _check_test(test, index, location):
                                   or not 0 <= tolerance < math.inf):
         raise DataError(location, f"{name}.tolerance must be a number 0 or above (the largest absolute difference "
                                   f"accepted between printed and expected numbers), got {tolerance!r}")
+    hidden = test.get("hidden", False)
+    if not isinstance(hidden, bool):
+        raise DataError(location, f"{name}.hidden must be true or false, got {type(hidden).__name__}")
     extra = {k: v for k, v in test.items() if k not in TEST_FIELDS}
     return Test(test.get("test_code") or "", expected, extra, test.get("input"),
-                None if tolerance is None else float(tolerance))
+                None if tolerance is None else float(tolerance), hidden)
+
+
+def _check_hidden_last(tests, location):
+    """Hidden tests come after every judged one, so the reward's tests are the first ones (their trivial shares
+    and adequacy are measured over the first tests), and at least one test is judged."""
+    if all(test.hidden for test in tests):
+        raise DataError(location, "every test is hidden; the reward needs at least one test it judges "
+                                  "(leave \"hidden\" out of one)")
+    hidden = [index for index, test in enumerate(tests) if test.hidden]
+    judged_after = [index for index in range(hidden[0] + 1, len(tests)) if not tests[index].hidden] if hidden else []
+    if judged_after:
+        raise DataError(location, f"tests[{judged_after[0]}] is judged but comes after hidden tests[{hidden[0]}]; "
+                                  "put the hidden tests last")
 
 
 def _check_entry_point(record, location):
@@ -117,6 +133,7 @@ def validate_record(record, location, language) -> Problem:
     if not tests:
         raise DataError(location, "'tests' is empty; a problem needs at least one test")
     tests = tuple(_check_test(test, index, location) for index, test in enumerate(tests))
+    _check_hidden_last(tests, location)
     kinds = [test.input is not None for test in tests]
     if len(set(kinds)) > 1:
         other = kinds.index(not kinds[0])

@@ -28,7 +28,8 @@ class Test:
 
     A test with an ``input`` (``test_code`` is then empty) gives the judged program that text as its standard input
     and counts all it prints. A ``tolerance`` compares the numbers in the printed text to those of the expected
-    output within that absolute difference, the rest of the text exactly."""
+    output within that absolute difference, the rest of the text exactly. A ``hidden`` test never enters the
+    reward: training judges it only to watch the completions that passed every judged test."""
 
     __test__ = False  # not a pytest test class
 
@@ -37,20 +38,25 @@ class Test:
     extra: dict[str, Any] = field(default_factory=dict, hash=False)  # the test's other fields, as read
     input: str | None = None
     tolerance: float | None = None
+    hidden: bool = False
 
     def record(self) -> dict[str, Any]:
-        """The test as the JSONL record writes it: ``test_code`` or ``input``, and a tolerance only when it has one."""
+        """The test as the JSONL record writes it: ``test_code`` or ``input``, and a tolerance and ``hidden`` only
+        when it has them."""
         record = {"test_code": self.test_code} if self.input is None else {"input": self.input}
         record["expected_output"] = self.expected_output
         if self.tolerance is not None:
             record["tolerance"] = self.tolerance
+        if self.hidden:
+            record["hidden"] = True
         return {**record, **self.extra}
 
 
 @dataclass(frozen=True)
 class Problem:
-    """A validated problem: its tests in order (the training reward judges the first ``--max_tests_per_problem``),
-    its canonical ``solution`` when it has one, its ``split`` when the source gives one, and ``location``, where it
+    """A validated problem: its tests in order, any marked hidden after the others (the training reward judges
+    the first ``--max_tests_per_problem`` of the others, `judged_tests`; the rest are its `hidden_tests`), its
+    canonical ``solution`` when it has one, its ``split`` when the source gives one, and ``location``, where it
     was read (``file:line``, ``path/to/folder``, ``file:row N``), for every message about it.
 
     ``entry_point`` is the function its tests call (``solve`` unless the source names another); a problem whose
@@ -78,6 +84,18 @@ class Problem:
     def reads_input(self) -> bool:
         """Whether its tests give the program standard input (a whole program is judged, not a function)."""
         return any(test.input is not None for test in self.tests)
+
+    def judged_tests(self, max_tests: int | None) -> tuple[Test, ...]:
+        """The tests the reward judges: the first ``max_tests`` (None: all) of those not marked hidden."""
+        return tuple(self.tests[i] for i in self._judged(max_tests))
+
+    def hidden_tests(self, max_tests: int | None) -> tuple[Test, ...]:
+        """The tests that never enter the reward under ``max_tests``: those marked hidden and those beyond it."""
+        judged = set(self._judged(max_tests))
+        return tuple(test for i, test in enumerate(self.tests) if i not in judged)
+
+    def _judged(self, max_tests: int | None) -> list[int]:
+        return [i for i, test in enumerate(self.tests) if not test.hidden][:max_tests]
 
     def record(self) -> dict[str, Any]:
         """The problem as the JSONL record writes it; a field left out of the source stays out."""

@@ -13,7 +13,8 @@ class ScoringArguments:
     perfect-solution bonus when all pass."""
 
     max_tests_per_problem: int | None = field(
-        default=5, metadata={"help": "Training reward uses the first N tests of each problem."}
+        default=5, metadata={"help": "Training reward uses the first N tests of each problem, of those not marked "
+                             "hidden; the rest are its hidden tests, which never enter the reward."}
     )
     perfect_bonus: float = field(default=1.0, metadata={"help": "Bonus when every test passes."})
     base_reward_weight: float = field(default=1.0, metadata={"help": "Weight of the partial credit."})

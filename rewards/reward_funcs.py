@@ -39,24 +39,30 @@ def completion_text(completion) -> str:
 class Rewards(list):
     """A reward function's rewards, one per completion (what TRL reads), and which of the completions passed every
     judged test (``passed_all``; None from a function that judges nothing): the judge's fact, for the trainer's
-    per-problem records, since a reward alone cannot say it under every weighting."""
+    per-problem records, since a reward alone cannot say it under every weighting. ``passed_hidden`` says, for each
+    completion that passed every judged test, whether it passed its problem's hidden tests too (None where it was
+    not judged on them: not perfect, a problem without hidden tests, a judge fault); None when none were judged."""
 
-    def __init__(self, rewards: Iterable[float | None], passed_all: list[bool] | None = None):
+    def __init__(self, rewards: Iterable[float | None], passed_all: list[bool] | None = None,
+                 passed_hidden: list[bool | None] | None = None):
         super().__init__(rewards)
         self.passed_all = passed_all
+        self.passed_hidden = passed_hidden
 
 
 @dataclass(frozen=True)
 class RewardSetup:
     """What every reward function is made with: the judge, how a judgement becomes a reward, the problems trained
-    on by id (a dataset row's ``id`` names its problem), whether prompts ask for the reasoning format, and the
-    problems' trivial shares under ``--partial_credit above_trivial``."""
+    on by id (a dataset row's ``id`` names its problem), whether prompts ask for the reasoning format, the
+    problems' trivial shares under ``--partial_credit above_trivial``, and whether completions that pass every
+    judged test are judged on their problem's hidden tests too (``watch_hidden_tests``)."""
 
     judge: Judge
     scoring: ScoringArguments
     problems: Mapping[str, Problem] = field(default_factory=dict)
     use_reasoning_format: bool = False
     trivial_shares: TrivialShares | None = None
+    watch_hidden_tests: bool = False
 
     def problem(self, problem_id: str) -> Problem:
         try:
@@ -67,14 +73,15 @@ class RewardSetup:
 
 
 def make_test_cases(setup: RewardSetup) -> Callable:
-    """The test-case reward: judges each completion on its problem's tests; returns `Rewards`."""
+    """The test-case reward: judges each completion on its problem's judged tests (and, watching hidden tests, each
+    that passed them all on the hidden ones); returns `Rewards`."""
     judge, scoring = setup.judge, setup.scoring
     judge_counts = judge.counters()
 
     async def test_cases(prompts, completions, log_metric=None, log_extra=None, **columns) -> Rewards:
         problems = [setup.problem(problem_id) for problem_id in columns["id"]]
         scores = await ascore(judge, problems, [completion_text(c) for c in completions], scoring,
-                              trivial_shares=setup.trivial_shares)
+                              trivial_shares=setup.trivial_shares, hidden_tests=setup.watch_hidden_tests)
         counts = Counter(s.status for s in scores)
         if log_metric is not None:
             for status in STATUSES:
@@ -87,8 +94,12 @@ def make_test_cases(setup: RewardSetup) -> Callable:
         if log_extra is not None:
             log_extra("status", [s.status for s in scores])
             log_extra("tests_passed", [f"{s.judgement.passed}/{s.judgement.total}" for s in scores])
+            if setup.watch_hidden_tests:
+                log_extra("hidden_tests_passed", [f"{s.hidden.passed}/{s.hidden.total}" if s.hidden else ""
+                                                  for s in scores])
         return Rewards([None if s.status == "sandbox_error" else s.reward for s in scores],
-                       passed_all=[s.status == "passed" for s in scores])
+                       passed_all=[s.status == "passed" for s in scores],
+                       passed_hidden=[s.passed_hidden for s in scores] if setup.watch_hidden_tests else None)
 
     return test_cases
 
@@ -128,8 +139,8 @@ REWARD_FUNCS: dict[str, Callable[[RewardSetup], Callable]] = {
 
 
 def make_reward_funcs(names: list[str], judge: Judge, scoring: ScoringArguments, problems: Iterable[Problem] = (),
-                      use_reasoning_format: bool = False,
-                      trivial_shares: TrivialShares | None = None) -> list[Callable]:
+                      use_reasoning_format: bool = False, trivial_shares: TrivialShares | None = None,
+                      watch_hidden_tests: bool = False) -> list[Callable]:
     """The reward functions named, made for training on ``problems`` (their ids unique)."""
     unknown = [name for name in names if name not in REWARD_FUNCS]
     if unknown:
@@ -138,5 +149,5 @@ def make_reward_funcs(names: list[str], judge: Judge, scoring: ScoringArguments,
     for problem in problems:
         if by_id.setdefault(problem.id, problem) != problem:
             raise ValueError(f"two problems trained on share the id {problem.id!r}; a row's id must name one")
-    setup = RewardSetup(judge, scoring, by_id, use_reasoning_format, trivial_shares)
+    setup = RewardSetup(judge, scoring, by_id, use_reasoning_format, trivial_shares, watch_hidden_tests)
     return [REWARD_FUNCS[name](setup) for name in names]

@@ -2,14 +2,17 @@
 
 Training rewards, pass@k evaluation, `--test_reward_function`, `python -m rewards score` and
 `python -m data verify` all call `score` (or `ascore` inside TRL's async reward functions), so a completion
-earns the same reward wherever it is judged. Under `--partial_credit above_trivial` the caller gives each problem's
-trivial shares (data/trivial.py) in a mapping keyed by the problem, and the share read is the one over exactly the
-tests judged.
+earns the same reward wherever it is judged: on a problem's `judged_tests` (the first ``--max_tests_per_problem``
+of those not marked hidden), or on all its tests where a caller asks (evaluation, verification). Its hidden tests
+never enter the reward; ``ascore`` judges them, when asked, for the completions that passed every judged test
+(`Score.hidden`), where they tell a program that learned the tests from one that solves the problem. Under
+`--partial_credit above_trivial` the caller gives each problem's trivial shares (data/trivial.py) in a mapping keyed
+by the problem, and the share read is the one over exactly the tests judged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rewards.arguments import ScoringArguments
@@ -25,17 +28,28 @@ TrivialShares = Mapping[Problem, Sequence[float]]
 class Score:
     judgement: Judgement
     reward: float  # the test-case reward; 0.0 without extractable code
+    # The judgement on the problem's hidden tests of a completion that passed every judged test, when asked for
+    # (ascore's ``hidden_tests``) and the problem has any; never part of the reward.
+    hidden: Judgement | None = None
 
     @property
     def status(self) -> str:
         return self.judgement.status
 
+    @property
+    def passed_hidden(self) -> bool | None:
+        """Whether a completion that passed every judged test passed every hidden test too; None when it was not
+        judged on them, or the judge itself failed there (``sandbox_error``)."""
+        if self.hidden is None or self.hidden.status == "sandbox_error":
+            return None
+        return self.hidden.status == "passed"
 
-def _items(problems: Sequence[Problem], texts: Sequence[str | None], max_tests: int | None,
+
+def _items(problems: Sequence[Problem], texts: Sequence[str | None], tests: Callable[[Problem], Sequence],
            extract: bool) -> list[tuple]:
     if len(problems) != len(texts):
         raise ValueError(f"{len(texts)} completions for {len(problems)} problems")
-    return [(extract_code(text, problem.language) if extract else text, problem.tests[:max_tests], problem.language)
+    return [(extract_code(text, problem.language) if extract else text, tests(problem), problem.language)
             for problem, text in zip(problems, texts)]
 
 
@@ -62,16 +76,40 @@ def _scores(judgements: list[Judgement], problems: Sequence[Problem], scoring: S
 def score(judge: Judge, problems: Sequence[Problem], texts: Sequence[str | None], scoring: ScoringArguments, *,
           trivial_shares: TrivialShares | None = None, all_tests: bool = False, timeout: float | None = None,
           extract: bool = True, progress: bool = False) -> list[Score]:
-    """Judge ``texts[i]`` against ``problems[i]``'s tests (its first ``scoring.max_tests_per_problem`` unless
+    """Judge ``texts[i]`` against ``problems[i]``'s judged tests (all its tests, hidden ones included, with
     ``all_tests``). ``extract=False`` runs each text as it is (canonical solutions, verification's no-op).
     ``trivial_shares`` is read under ``--partial_credit above_trivial`` only."""
-    max_tests = None if all_tests else scoring.max_tests_per_problem
-    items = _items(problems, texts, max_tests, extract)
+    items = _items(problems, texts, _tests(scoring, all_tests), extract)
     return _scores(judge.run_many(items, progress=progress, timeout=timeout), problems, scoring, trivial_shares)
 
 
+def _tests(scoring: ScoringArguments, all_tests: bool = False) -> Callable[[Problem], Sequence]:
+    if all_tests:
+        return lambda problem: problem.tests
+    return lambda problem: problem.judged_tests(scoring.max_tests_per_problem)
+
+
 async def ascore(judge: Judge, problems: Sequence[Problem], texts: Sequence[str | None], scoring: ScoringArguments,
-                 *, trivial_shares: TrivialShares | None = None, timeout: float | None = None) -> list[Score]:
-    """`score` for TRL's async reward functions: the first ``scoring.max_tests_per_problem`` tests, extracted code."""
-    items = _items(problems, texts, scoring.max_tests_per_problem, extract=True)
-    return _scores(await judge.arun_many(items, timeout=timeout), problems, scoring, trivial_shares)
+                 *, trivial_shares: TrivialShares | None = None, timeout: float | None = None,
+                 hidden_tests: bool = False) -> list[Score]:
+    """`score` for TRL's async reward functions: the judged tests, extracted code. With ``hidden_tests``, each
+    completion that passes every judged test is then judged on its problem's hidden tests too (`Score.hidden`),
+    as soon as it has passed, while the others are still being judged."""
+    items = _items(problems, texts, _tests(scoring), extract=True)
+    if not hidden_tests:
+        return _scores(await judge.arun_many(items, timeout=timeout), problems, scoring, trivial_shares)
+    import asyncio  # here, not at the top, as in Judge.arun_many
+
+    async def judged(item: tuple, problem: Problem) -> tuple[Judgement, Judgement | None]:
+        judgement = (await judge.arun_many([item], timeout=timeout))[0]
+        hidden = problem.hidden_tests(scoring.max_tests_per_problem)
+        if judgement.status != "passed" or not hidden:
+            return judgement, None
+        code, _, language = item
+        return judgement, (await judge.arun_many([(code, hidden, language)], timeout=timeout))[0]
+
+    both = await asyncio.gather(*(judged(item, problem) for item, problem in zip(items, problems)))
+    scores = _scores([judgement for judgement, _ in both], problems, scoring, trivial_shares)
+    for scored, (_, hidden) in zip(scores, both):
+        scored.hidden = hidden
+    return scores

@@ -31,6 +31,7 @@ from cli.flags import unknown_flag
 from training.flag_checks import (HELP, check_async_generation, check_evaluation_only, check_generation_batch,
                                   check_vllm_settings, typed_flags)
 from training.help import HelpFormatter, regroup
+from training.hidden_tests import ACTIONS as HIDDEN_TESTS_ACTIONS, DEFAULT_THRESHOLD as DEFAULT_HIDDEN_TESTS_THRESHOLD
 from training.run_folder import run_of_model
 
 # TRL 1.16 still uses transformers' gradient_checkpointing names (field and methods), each use warning of the v6
@@ -147,8 +148,26 @@ class RewardFunctionArguments:
         default=False,
         metadata={"help": "Judge every problem's canonical solution with the training reward, print it, and exit."},
     )
+    hidden_tests_action: str = field(
+        default="warn",
+        metadata={"help": "The hidden-test watch: each completion that passes every judged test is also judged on "
+                  "its problem's hidden tests (those beyond --max_tests_per_problem and those marked hidden), which "
+                  "never enter the reward. When more than --hidden_tests_threshold of a step's such completions fail "
+                  "one: warn (log it and go on), stop (save that step's checkpoint, print one line, exit code 4), "
+                  "or off (judge no hidden test).", "choices": list(HIDDEN_TESTS_ACTIONS)},
+    )
+    hidden_tests_threshold: float = field(
+        default=DEFAULT_HIDDEN_TESTS_THRESHOLD,
+        metadata={"help": "The share of a step's completions passing every judged test that may fail a hidden "
+                  "test before the watch sounds (--hidden_tests_action), in [0, 1)."},
+    )
 
     def __post_init__(self):
+        if self.hidden_tests_action not in HIDDEN_TESTS_ACTIONS:
+            raise UsageError(f"--hidden_tests_action {self.hidden_tests_action}: choose one of "
+                             f"{', '.join(HIDDEN_TESTS_ACTIONS)}")
+        if not 0 <= self.hidden_tests_threshold < 1:
+            raise UsageError(f"--hidden_tests_threshold {self.hidden_tests_threshold}: must be a share in [0, 1)")
         names, weights = [], []
         for item in self.reward_funcs:
             name, _, weight = item.partition(":")

@@ -6,8 +6,10 @@ works on the gathered rewards and the gathered problem ids of a generation batch
 Records: `logs/problem_stats.jsonl` gets one line per problem per step in which it was sampled: the step the
 generation trains (`global_step + 1` when it is made; with TRL's default `steps_per_generation =
 gradient_accumulation_steps` every step has its own generation), the problem id, the samples, the mean and the
-(sample) std of the weighted total reward, and how many completions passed every test (`passed`, null when the
-run has no `test_cases` reward). `scripts/plot_run.py` draws them as problems x steps.
+(sample) std of the weighted total reward, how many completions passed every test (`passed`, null when the
+run has no `test_cases` reward), and of those, how many were judged on the problem's hidden tests and how many
+failed one (`hidden_checked`, `hidden_failed`; null without the hidden-test watch, training/hidden_tests.py).
+`scripts/plot_run.py` draws them as problems x steps.
 
 Filter: a group is zero-signal when all its scored completions earned the same total reward (all passed, or all
 failed alike): its advantages are zero, so it costs a generation and judging and teaches nothing. TRL's
@@ -50,12 +52,15 @@ STATE_FILE = "difficulty_filter.json"
 
 @dataclass
 class Group:
-    """One problem's completions in one generation: their total rewards (NaN: unscorable, e.g. a sandbox error)
-    and how many passed every test (None without the test_cases reward)."""
+    """One problem's completions in one generation: their total rewards (NaN: unscorable, e.g. a sandbox error),
+    how many passed every test (None without the test_cases reward), and of those how many were judged on hidden
+    tests and how many failed one (None without the hidden-test watch)."""
 
     id: str
     rewards: list[float]
     passed: int | None
+    hidden_checked: int | None = None
+    hidden_failed: int | None = None
 
     @property
     def zero_signal(self) -> bool:
@@ -63,8 +68,10 @@ class Group:
         return len(scored) < 2 or math.isclose(max(scored) - min(scored), 0.0, abs_tol=1e-8)
 
 
-def groups_of(ids: list[str], rewards: list[float], passed_all: list[bool] | None, size: int) -> list[Group]:
-    """Split a gathered generation batch into its groups of `size` consecutive completions.
+def groups_of(ids: list[str], rewards: list[float], passed_all: list[bool] | None, size: int,
+              passed_hidden: list[bool | None] | None = None) -> list[Group]:
+    """Split a gathered generation batch into its groups of `size` consecutive completions; `passed_hidden` says
+    which passed their problem's hidden tests (None: not judged on them), for the whole batch or None.
 
     Raises RuntimeError when a group mixes problems: TRL's layout (each prompt `num_generations` times in a row,
     over all ranks) is broken, so the rewards would be normalised across different problems.
@@ -78,7 +85,11 @@ def groups_of(ids: list[str], rewards: list[float], passed_all: list[bool] | Non
             raise RuntimeError(f"a group of {size} completions mixes problems {sorted(set(block))}: the ranks "
                                "disagree on the order of the generation batch")
         passed = None if passed_all is None else sum(passed_all[start : start + size])
-        groups.append(Group(block[0], rewards[start : start + size], passed))
+        group = Group(block[0], rewards[start : start + size], passed)
+        if passed_hidden is not None:
+            verdicts = [v for v in passed_hidden[start : start + size] if v is not None]
+            group.hidden_checked, group.hidden_failed = len(verdicts), verdicts.count(False)
+        groups.append(group)
     return groups
 
 
@@ -87,11 +98,14 @@ def problem_record(step: int, problem_id: str, groups: list[Group]) -> dict:
     rewards = [r for g in groups for r in g.rewards]
     scored = [r for r in rewards if not math.isnan(r)]
     passed = None if groups[0].passed is None else sum(g.passed for g in groups)
+    watched = groups[0].hidden_checked is not None
     return {
         "step": step, "id": problem_id, "samples": len(rewards),
         "mean_reward": round(statistics.fmean(scored), 6) if scored else None,
         "reward_std": round(statistics.stdev(scored), 6) if len(scored) > 1 else None,
         "passed": passed,
+        "hidden_checked": sum(g.hidden_checked for g in groups) if watched else None,
+        "hidden_failed": sum(g.hidden_failed for g in groups) if watched else None,
     }
 
 
@@ -160,9 +174,10 @@ class ProblemTracker:
         return self.expected
 
     def observe(self, step: int, ids: list[str], rewards: list[float], passed_all: list[bool] | None,
-                size: int) -> dict[str, float]:
+                size: int, passed_hidden: list[bool | None] | None = None) -> dict[str, float]:
         """Record one judged generation batch for `step`; returns the metrics to log with the step. `passed_all`
-        says which completions passed every test (None without the test_cases reward), as the judge found.
+        says which completions passed every test (None without the test_cases reward), `passed_hidden` which of
+        those passed their hidden tests (None without the hidden-test watch), as the judge found.
 
         Raises RuntimeError when the batch the ranks generated for (gathered `ids`) is not the one this rank chose:
         the ranks disagreed on the rewrite.
@@ -171,7 +186,7 @@ class ProblemTracker:
             raise RuntimeError("the ranks generated for a different batch than this rank chose: the difficulty "
                                "filter's state differs between ranks")
         self.expected = None
-        groups = groups_of(ids, rewards, passed_all, size)
+        groups = groups_of(ids, rewards, passed_all, size, passed_hidden)
         self.pending[step] += groups
         if self.filter is None:
             return {}

@@ -265,8 +265,9 @@ def _fmt(value) -> str:
 
 
 READABLE_KEYS = ("reward", "reward_std", "rewards/test_cases/mean", "rewards/format/mean", "status/passed",
-                 "status/syntax_error", "status/timeout", "frac_reward_zero_std", "difficulty/settled", "kl", "entropy",
-                 "completions/mean_length", "learning_rate", "step_time", "async/generation_wait_s")
+                 "status/syntax_error", "status/timeout", "hidden_tests/failed_share", "frac_reward_zero_std",
+                 "difficulty/settled", "kl", "entropy", "completions/mean_length", "learning_rate", "step_time",
+                 "async/generation_wait_s")
 
 
 def readable_line(step: int, max_steps: int, logs: dict, keys: tuple[str, ...] = READABLE_KEYS) -> str:

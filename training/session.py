@@ -5,8 +5,8 @@ first (`open_session`): the data, the run folder, the model's config and the mem
 packages, the vLLM server, wandb, the judge. Then, with the judge: each language runs 1+1 (`preflight`), the
 problems' trivial shares are measured when the reward reads them (`measure_trivial_shares`) and the data is
 verified with `--verify_data` (`verify_data`). Bad input raises `UsageError`, which the entry point prints as one
-line and exits 2. The exits after that are here too: `--test_reward_function`, `--eval_only`, a canary that
-stopped the run, Ctrl-C, and the summary of a finished run.
+line and exits 2. The exits after that are here too: `--test_reward_function`, `--eval_only`, a canary or the
+hidden-test watch that stopped the run, Ctrl-C, and the summary of a finished run.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from training.arguments import Arguments, bf16_supported
 from training.canary import CANARY_EXIT_CODE, Alarm, CanaryTripped, CanaryWatch, build_canaries
 from training.difficulty import DifficultyFilter, ProblemTracker
 from training.evaluation import PassAtKEvaluator
+from training.hidden_tests import HIDDEN_TESTS_EXIT_CODE, HiddenTestsAlarm, HiddenTestWatch
 from training.preflight import (check_memory, check_model, check_packages, check_vllm_server, check_vllm_server_device,
                                 check_wandb, load_tokenizer)
 from training.prompts import problem_prompt
@@ -216,6 +217,20 @@ def make_tracker(session: Session) -> ProblemTracker:
     return ProblemTracker(session.run.problem_stats if session.state.is_main_process else None, difficulty)
 
 
+def watches_hidden_tests(args: Arguments) -> bool:
+    """Whether completions are judged on their hidden tests: the watch is on and the test-case reward judges."""
+    return args.rewards.hidden_tests_action != "off" and "test_cases" in args.rewards.reward_funcs
+
+
+def make_hidden_watch(session: Session) -> HiddenTestWatch | None:
+    """The hidden-test watch (training/hidden_tests.py), naming the per-problem records in its line."""
+    args = session.args
+    if not watches_hidden_tests(args):
+        return None
+    return HiddenTestWatch(args.rewards.hidden_tests_threshold, args.rewards.hidden_tests_action,
+                           str(session.run.problem_stats))
+
+
 def evaluate_only(session: Session, evaluator: PassAtKEvaluator) -> int:
     """pass@k of a model, a run's checkpoint or final model, or a LoRA adapter folder (loaded onto its base model),
     recorded at the step the model stands for (training/run_folder.py, `model_step`)."""
@@ -260,6 +275,15 @@ def canary_stopped(alarm: Alarm, weights: str) -> int:
     if main_rank():
         print(f"{ENTRY}: {alarm.line(weights)}", file=sys.stderr)
     return CANARY_EXIT_CODE
+
+
+def hidden_tests_stopped(alarm: HiddenTestsAlarm, run: RunFolder) -> int:
+    """The hidden-test watch stopped the run (--hidden_tests_action stop): one line naming the last checkpoint, the
+    one saved at the end of the step that sounded it (main process), exit HIDDEN_TESTS_EXIT_CODE."""
+    if main_rank():
+        weights = f"last checkpoint {run.latest_checkpoint()} (trained on that step's completions)"
+        print(f"{ENTRY}: {alarm.line(weights)}", file=sys.stderr)
+    return HIDDEN_TESTS_EXIT_CODE
 
 
 def interrupted(args: Arguments) -> str:

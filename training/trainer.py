@@ -35,6 +35,7 @@ from training.async_generation import Batch, OverlappedGeneration, RequestThread
 from training.canary import CanaryTripped
 from training.difficulty import ProblemTracker
 from training.evaluation import PassAtKEvaluator
+from training.hidden_tests import HiddenTestsStopped, HiddenTestWatch
 from training.vllm_timeout import bound_session
 
 TRL_VERSION = "1.16.0"
@@ -91,8 +92,8 @@ TRL_INTERNALS = (
                 "overridden: the generation batch passes through the difficulty filter before generating"),
     TrlInternal(GRPOTrainer, "_calculate_rewards", "overridden: the gathered rewards go to the per-problem tracker; "
                 "its profiling span is the reward time of benchmarks/step_overhead.py"),
-    TrlInternal(GRPOTrainer, "_metrics", "where the tracker's metrics are appended for TRL to log with the step",
-                set_by="__init__"),
+    TrlInternal(GRPOTrainer, "_metrics", "where the tracker's and the hidden-test watch's metrics are appended for "
+                "TRL to log with the step", set_by="__init__"),
     TrlInternal(GRPOTrainer, "reward_func_names", "read to form the total reward as TRL does", set_by="__init__"),
     TrlInternal(GRPOTrainer, "reward_weights", "read to form the total reward as TRL does", set_by="__init__"),
     TrlInternal(GRPOTrainer, "num_generations", "the group size the tracker and the filter count in",
@@ -261,16 +262,21 @@ class QGRPOTrainer(GRPOTrainer):
     (training/async_generation.py).
 
     When an evaluation raises `CanaryTripped` (training/canary.py), the run stops: at once at step 0 (nothing
-    trained), else after saving that step's checkpoint, the weights that passed; `train` then raises it."""
+    trained), else after saving that step's checkpoint, the weights that passed; `train` then raises it.
+
+    ``hidden_watch`` (training/hidden_tests.py) reads which perfect completions passed their hidden tests from the
+    same `Rewards`; when it says stop, the run stops after saving the checkpoint of the step whose completions
+    sounded it, and `train` raises `HiddenTestsStopped`."""
 
     def __init__(self, model, reward_funcs, *args, evaluator: PassAtKEvaluator | None = None,
-                 tracker: ProblemTracker | None = None, vllm_request_timeout: float | None = None,
-                 async_generation: bool = False, **kwargs):
+                 tracker: ProblemTracker | None = None, hidden_watch: HiddenTestWatch | None = None,
+                 vllm_request_timeout: float | None = None, async_generation: bool = False, **kwargs):
         missing = missing_trl_internals()
         if missing:
             raise TrlInternalsChanged(missing)
-        self._passed_all: list[bool] | None = None
+        self._verdicts: Rewards | None = None
         self._canary_tripped: CanaryTripped | None = None
+        self._hidden_tests_stopped: HiddenTestsStopped | None = None
         funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
         super().__init__(model, [self._keeping_verdicts(f) for f in funcs], *args, **kwargs)
         missing = missing_trl_internals(self)
@@ -286,6 +292,7 @@ class QGRPOTrainer(GRPOTrainer):
         if evaluator is not None:
             self.add_callback(PassAtKSchedule(int(self.args.eval_steps or 0)))
         self.tracker = tracker
+        self.hidden_watch = hidden_watch
         if tracker is not None:
             self.add_callback(tracker.callback())
             self._row_of_problem = {pid: i for i, pid in enumerate(self.train_dataset["id"])}
@@ -302,8 +309,9 @@ class QGRPOTrainer(GRPOTrainer):
             self.add_callback(CloseOverlap(self.overlap))
 
     def _keeping_verdicts(self, func):
-        """``func`` as TRL calls it, keeping which completions passed every test when it returns `Rewards` that say
-        so, for `_calculate_rewards` to read once TRL has called every reward function."""
+        """``func`` as TRL calls it, keeping the `Rewards` it returns when they say which completions passed every
+        test (and their hidden tests), for `_calculate_rewards` to read once TRL has called every reward
+        function."""
         if not inspect.iscoroutinefunction(func):
             return func
 
@@ -311,16 +319,18 @@ class QGRPOTrainer(GRPOTrainer):
         async def keeping(*args, **kwargs):
             rewards = await func(*args, **kwargs)
             if isinstance(rewards, Rewards) and rewards.passed_all is not None:
-                self._passed_all = rewards.passed_all
+                self._verdicts = rewards
             return rewards
 
         return keeping
 
     def train(self, *args, **kwargs):
-        self._canary_tripped = None
+        self._canary_tripped = self._hidden_tests_stopped = None
         output = super().train(*args, **kwargs)
         if self._canary_tripped is not None:
             raise self._canary_tripped
+        if self._hidden_tests_stopped is not None:
+            raise self._hidden_tests_stopped
         return output
 
     def create_model_card(self, *args, **kwargs) -> None:
@@ -442,17 +452,32 @@ class QGRPOTrainer(GRPOTrainer):
             self._last_loaded_step = self.state.global_step
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        """TRL's rewards of the whole generation batch (gathered), shown to the tracker with the problem ids."""
-        self._passed_all = None
+        """TRL's rewards of the whole generation batch (gathered), shown to the tracker and the hidden-test watch
+        with the problem ids."""
+        self._verdicts = None
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        if self.tracker is not None and self.model.training:
+        if (self.tracker is not None or self.hidden_watch is not None) and self.model.training:
+            step, verdicts = self.state.global_step + 1, self._verdicts
             ids = gather_object([row["id"] for row in inputs])
-            # The total reward as TRL forms it for the advantage; a row no function could score stays NaN.
-            total = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
-            total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
-            passed_all = None if self._passed_all is None else gather_object(list(self._passed_all))
-            metrics = self.tracker.observe(self.state.global_step + 1, ids, total.tolist(), passed_all,
-                                           self.num_generations)
+            passed_all = None if verdicts is None else gather_object(list(verdicts.passed_all))
+            passed_hidden = None
+            if verdicts is not None and verdicts.passed_hidden is not None:
+                passed_hidden = gather_object(list(verdicts.passed_hidden))
+            metrics = {}
+            if self.tracker is not None:
+                # The total reward as TRL forms it for the advantage; a row no function could score stays NaN.
+                weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
+                total = (rewards_per_func * weights).nansum(dim=1)
+                total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+                metrics.update(self.tracker.observe(step, ids, total.tolist(), passed_all, self.num_generations,
+                                                    passed_hidden))
+            if self.hidden_watch is not None and passed_hidden is not None:
+                watched, alarm = self.hidden_watch.observe(step, ids, passed_hidden)
+                metrics.update(watched)
+                if alarm is not None and self.hidden_watch.sound(alarm, log=self.accelerator.is_main_process):
+                    # Every rank decided alike on the gathered verdicts: each finishes this step, saves, stops.
+                    self._hidden_tests_stopped = HiddenTestsStopped(alarm)
+                    self.control.should_save = self.control.should_training_stop = True
             for name, value in metrics.items():
                 self._metrics["train"][name].append(value)
         return rewards_per_func
