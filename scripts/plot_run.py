@@ -14,6 +14,8 @@ and `logs/problem_stats.jsonl` (each training problem's groups per step) and wri
                                  the problems that moved most named under their columns
     canary.png                   the canary at each evaluation: the share of completions passing an impossible
                                  problem (any is a hack), and its completions per status
+    hidden_tests.png             the hidden-test watch per step: the share of completions passing every judged test
+                                 that failed a hidden test (with the run's alarm threshold), and the counts behind it
     status_shares.png            share of each judging status per step (stacked)
     completion_length.png        mean completion length, and the share clipped at the length limit
     kl_entropy.png               KL to the reference model and policy entropy
@@ -313,6 +315,47 @@ def plot_canary(evaluations: list[dict]) -> Figure | None:
     return fig
 
 
+def plot_hidden_tests(rows: list[dict], threshold: float | None = None) -> Figure | None:
+    """The hidden-test watch (training/hidden_tests.py) per step: above, the share of the completions that passed
+    every judged test and failed a hidden one (near 0 while the policy solves the problems), with the run's
+    threshold; below, how many were checked and how many failed."""
+    steps, checked = series(rows, "hidden_tests/checked")
+    if not steps:
+        return None
+    failed = [row.get("hidden_tests/failed", 0) for row in rows if isinstance(row.get("hidden_tests/checked"),
+                                                                                (int, float))]
+    fig = Figure(figsize=(8, 6), layout="constrained")
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(1, 1))
+    top.set_title("Hidden tests: perfect completions judged on tests the reward never sees")
+    top.plot(*series(rows, "hidden_tests/failed_share"), marker=".", color="#d62728",
+             label="hidden_tests/failed_share")
+    if threshold is not None:
+        top.axhline(threshold, color="black", linestyle="--", linewidth=1, label=f"alarm threshold {threshold:g}")
+    fit_share(top)
+    top.set_ylabel("share that failed")
+    top.legend(loc="upper left", fontsize="small")
+    bottom.bar(steps, checked, color="#9e9e9e", label="checked (passed every judged test)")
+    bottom.bar(steps, failed, color="#d62728", label="failed a hidden test")
+    bottom.set_ylabel("completions")
+    bottom.set_xlabel("step")
+    bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
+    bottom.yaxis.set_major_locator(MaxNLocator(integer=True))
+    bottom.legend(loc="upper left", fontsize="small")
+    fit_steps(bottom, steps, pad=0.5)
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3)
+    return fig
+
+
+def run_setting(run_dir: Path, name: str):
+    """A setting from the run's config.yaml, None when the file or the setting is absent or unreadable."""
+    try:
+        settings = yaml.safe_load((run_dir / "config.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    return settings.get(name) if isinstance(settings, dict) else None
+
+
 def plot_status_shares(rows: list[dict]) -> Figure | None:
     """Stacked shares of the statuses that occur at all; steps that logged no status are left out."""
     keys = keys_matching(rows, re.compile(r"status/(.+)"))
@@ -439,6 +482,8 @@ def plot_run(run_dir: Path, out_dir: Path | None = None) -> tuple[list[Path], li
         ("eval_problem_pass_rates.png", plot_eval_problem_pass_rates(evaluations),
          f"no two evaluations with per-problem results in {eval_path}"),
         ("canary.png", plot_canary(evaluations), f"no canary in the evaluations of {eval_path}"),
+        ("hidden_tests.png", plot_hidden_tests(training, run_setting(run_dir, "hidden_tests_threshold")),
+         f"no hidden_tests/checked in {metrics_path} (--hidden_tests_action off, or no test_cases reward)"),
         ("status_shares.png", plot_status_shares(training), f"no status/<name> shares in {metrics_path}"),
         ("completion_length.png", plot_completion_length(training),
          f"no completions/mean_length or completions/clipped_ratio in {metrics_path}"),
@@ -484,7 +529,7 @@ def send_to_wandb(run_dir: Path, written: list[Path]) -> str:
     run.log({path.stem: wandb.Image(str(path)) for path in written})
     records = read_problem_stats(run_dir / "logs" / "problem_stats.jsonl")
     if records:
-        columns = ["step", "id", "samples", "mean_reward", "reward_std", "passed"]
+        columns = ["step", "id", "samples", "mean_reward", "reward_std", "passed", "hidden_checked", "hidden_failed"]
         run.log({"problem_stats": wandb.Table(columns=columns, data=[[r.get(c) for c in columns] for r in records])})
     run.finish()
     return name

@@ -9,10 +9,12 @@ hidden test, which one of the two fails: a completion that passes the judged tes
 import asyncio
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import ROOT
 from trained_run_checks import lines
 from trainer_runs import run_trainer
 from warm_model import PYTHON_PROBLEMS as WARM_PYTHON_DATA
@@ -25,6 +27,9 @@ from rewards.scoring import ascore
 from training.arguments import parse_args
 from cli import UsageError
 from training.hidden_tests import HIDDEN_TESTS_EXIT_CODE, HiddenTestWatch
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import plot_run  # noqa: E402
 
 PLUS_ONE = "```python\nsolve = lambda x: x + 1\n```"
 TIMES_TWO = "```python\nsolve = lambda x: x * 2\n```"
@@ -193,6 +198,8 @@ def test_a_planted_weak_problem_sounds_the_watch_and_warn_trains_on(warm_model, 
     assert any(r["hidden_checked"] for r in records if not r["id"].startswith("weak"))
     assert "hidden_tests/failed_share=" in (run / "logs/training_log.txt").read_text()
     assert (run / "final_model/config.json").exists()
+    written, _ = plot_run.plot_run(run, tmp_path / "plots")
+    assert tmp_path / "plots/hidden_tests.png" in written
 
 
 @pytest.mark.slow

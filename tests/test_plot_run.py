@@ -17,6 +17,7 @@ PLOTS = ("rewards.png", "eval_pass_at_k.png", "pass_at_k_before_after.png", "eva
          "status_shares.png", "completion_length.png", "kl_entropy.png", "problem_pass_rates.png")
 # An empty titled axes saves to about 17 kB at this size; every real plot of the recorded run is well above.
 DRAWN_PLOT_BYTES = 25_000
+NO_HIDDEN_TESTS = "no hidden_tests/checked in {} (--hidden_tests_action off, or no test_cases reward)"
 
 sys.path.insert(0, str(SCRIPT.parent))
 import plot_run  # noqa: E402
@@ -40,9 +41,10 @@ def test_writes_every_plot_next_to_the_logs(run_dir):
     result = subprocess.run([sys.executable, str(SCRIPT), str(run_dir)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     plots = run_dir / "logs" / "plots"
-    # The recorded run predates the canary (training/canary.py): its plot is the one skipped.
-    evals = run_dir / "logs" / "eval_results.json"
+    # The recorded run predates the canary (training/canary.py) and the hidden-test watch: their plots are skipped.
+    evals, metrics = run_dir / "logs" / "eval_results.json", run_dir / "logs" / "metrics.jsonl"
     assert result.stdout.splitlines() == [f"skipped canary.png: no canary in the evaluations of {evals}",
+                                          f"skipped hidden_tests.png: {NO_HIDDEN_TESTS.format(metrics)}",
                                           *(str(plots / name) for name in PLOTS)]
     for name in PLOTS:
         width, height = png_size(plots / name)
@@ -75,6 +77,7 @@ def test_absent_data_is_skipped_with_a_reason(run_dir, tmp_path, capsys):
         f"skipped pass_at_k_before_after.png: no two pass@k evaluations at different steps in {evals}",
         f"skipped eval_problem_pass_rates.png: no two evaluations with per-problem results in {evals}",
         f"skipped canary.png: no canary in the evaluations of {evals}",
+        f"skipped hidden_tests.png: {NO_HIDDEN_TESTS.format(metrics)}",
         f"skipped kl_entropy.png: no kl or entropy in {metrics}",
         f"skipped problem_pass_rates.png: no records with a pass count in {run_dir / 'logs' / 'problem_stats.jsonl'} "
         "(a run without the test_cases reward has none)",
@@ -88,7 +91,8 @@ def test_only_entropy_logged_gives_a_one_panel_plot(run_dir, tmp_path):
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
     assert not any("kl" in r for r in rows) and any("entropy" in r for r in rows)
     written, skipped = plot_run.plot_run(run_dir, tmp_path / "entropy")
-    assert [line.split(":")[0] for line in skipped] == ["skipped canary.png"] and len(written) == len(PLOTS)
+    assert [line.split(":")[0] for line in skipped] == ["skipped canary.png", "skipped hidden_tests.png"]
+    assert len(written) == len(PLOTS)
 
     with_kl = [{**r, "kl": 0.001 * r["step"]} if "entropy" in r else r for r in rows]
     metrics.write_text("".join(json.dumps(r) + "\n" for r in with_kl))
@@ -156,6 +160,34 @@ def with_canary(evaluations: list[dict]) -> list[dict]:
     return [{**e, "metrics": {**e["metrics"], **canary}} for e in evaluations]
 
 
+def with_hidden_tests(rows: list[dict]) -> list[dict]:
+    """The recorded training steps with the hidden-test watch's metrics a run of today logs: a step that checked
+    nothing logs no share."""
+    out = []
+    for row in rows:
+        if "reward" in row:
+            checked = row["step"] % 5
+            row = {**row, "hidden_tests/checked": float(checked), "hidden_tests/failed": float(checked > 3),
+                   **({"hidden_tests/failed_share": float(checked > 3) / checked} if checked else {})}
+        out.append(row)
+    return out
+
+
+def test_the_hidden_test_plot_draws_the_share_the_threshold_and_the_counts(run_dir, tmp_path):
+    metrics = run_dir / "logs" / "metrics.jsonl"
+    rows = with_hidden_tests([json.loads(line) for line in metrics.read_text().splitlines()])
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run_dir / "config.yaml").write_text("hidden_tests_threshold: 0.3\n")
+    written, skipped = plot_run.plot_run(run_dir, tmp_path)
+    assert tmp_path / "hidden_tests.png" in written and not [line for line in skipped if "hidden_tests.png" in line]
+    assert (tmp_path / "hidden_tests.png").stat().st_size > DRAWN_PLOT_BYTES
+    share, counts = plot_run.plot_hidden_tests(rows, 0.3).axes
+    line, threshold = share.get_lines()
+    steps = [r["step"] for r in rows if "reward" in r]
+    assert list(line.get_xdata()) == [s for s in steps if s % 5] and list(threshold.get_ydata()) == [0.3, 0.3]
+    assert len(counts.patches) == 2 * len(steps)
+
+
 def test_the_per_problem_plot_names_the_problems_that_moved_most_and_keeps_its_legend_off_the_data(run_dir):
     evaluations = json.loads((run_dir / "logs" / "eval_results.json").read_text())
     rates = [{p["id"]: (p["c"] / p["n"], f"{p['c']}/{p['n']}") for p in e["problems"]} for e in evaluations]
@@ -187,9 +219,10 @@ def test_every_plot_starts_its_axes_where_the_data_does(run_dir):
     first_step = min(r["step"] for r in rows if "reward" in r)
     figures = {"rewards": plot_run.plot_rewards(rows), "pass@k": plot_run.plot_pass_at_k(evaluations),
                "canary": plot_run.plot_canary(evaluations), "status": plot_run.plot_status_shares(rows),
-               "length": plot_run.plot_completion_length(rows), "entropy": plot_run.plot_kl_entropy(rows)}
+               "length": plot_run.plot_completion_length(rows), "entropy": plot_run.plot_kl_entropy(rows),
+               "hidden": plot_run.plot_hidden_tests(with_hidden_tests(rows), 0.2)}
     starts = {"rewards": first_step, "pass@k": 0, "canary": 0, "status": first_step, "length": first_step,
-              "entropy": first_step}
+              "entropy": first_step, "hidden": first_step}
     for name, fig in figures.items():
         fig.draw_without_rendering()
         for ax in fig.axes:
@@ -198,7 +231,8 @@ def test_every_plot_starts_its_axes_where_the_data_does(run_dir):
             shown = [t for t in ax.get_xticks() if low <= t <= high]
             assert min(shown) >= starts[name], (name, shown)
     canary_rate, _ = figures["canary"].axes
-    for ax in (figures["pass@k"].axes[0], canary_rate):
+    hidden_share, _ = figures["hidden"].axes
+    for ax in (figures["pass@k"].axes[0], canary_rate, hidden_share):
         assert ax.get_ylim() == (0, 1)
     per_problem = plot_run.plot_eval_problem_pass_rates(evaluations).axes[0]
     assert per_problem.get_ylim() == (0, 1) and per_problem.get_xlim() == (-0.5, 62.5)
