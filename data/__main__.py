@@ -61,6 +61,10 @@ def _parser():
                                      dataclass_types=[JudgeArguments])
     strengthen.add_argument("source", help="problem file, folder or dataset name")
     strengthen.add_argument("out", help="the JSONL file to write (never the source)")
+    strengthen.add_argument("--hidden_tests", type=int, default=0, metavar="N",
+                            help="also write new tests marked hidden, up to N hidden tests a problem (its own "
+                                 "counted): inputs near its tests, answered by its solution, that the reward never "
+                                 "judges and the trainer's hidden-test watch does (default %(default)s)")
     for command in (verify, strengthen):
         command.set_defaults(judge_timeout=DEFAULT_EVAL_TIMEOUT)  # not training: the evaluation's timeout
         command.add_argument("--max_trivial_share", type=_share, default=DEFAULT_MAX_TRIVIAL_SHARE,
@@ -116,6 +120,8 @@ def main(argv=None):
         judge_args = args.parser.dataclasses_from(args)
         if args.command != "check":
             positive("--max_tests_per_problem", args.max_tests_per_problem)
+        if args.command == "strengthen" and args.hidden_tests < 0:
+            raise UsageError(f"--hidden_tests {args.hidden_tests}: must be 0 (none) or more")
         if args.command == "strengthen" and _same_file(args.source, args.out):
             raise UsageError("OUT is the source itself; write the strengthened set to another file")
         problems = load_problems(source, args.language, args.allow_in_sandbox_comparisons)
@@ -263,12 +269,17 @@ def _mutation_scores(adequacy: dict, max_tests) -> str:
             f"{checked[worst].score:.2f}" + (f"; below 1: {', '.join(below)}" if below else ""))
 
 
+def _hidden_added(record) -> str:
+    return f", {record.hidden} hidden tests added" if record.hidden else ""
+
+
 def _strengthen(problems, judge, args, twins, given):
     # q problems are strengthened from their Python twins, with no q run.
     judge.preflight(*({problem.language for problem in problems} - {"q"}) | ({"python"} if twins else set()))
     started = time.monotonic()
     strengthened, records, before, after = strengthen(problems, judge, args.max_tests_per_problem,
-                                                      args.max_trivial_share, show_progress=True, given=given)
+                                                      args.max_trivial_share, show_progress=True, given=given,
+                                                      hidden=args.hidden_tests)
     if twins:
         strengthened, q_records = strengthen_q(strengthened, twins, judge, args.max_tests_per_problem,
                                                args.max_trivial_share, show_progress=True)
@@ -282,11 +293,13 @@ def _strengthen(problems, judge, args, twins, given):
             print(f"{where}: {describe(problem, record, args.max_tests_per_problem)}")
         elif record.skipped is None:
             still = [f"{survivor.program} (differs on {survivor.differs_on})" for survivor in new.survivors]
-            print(f"{where}: {problem.id}: {record.added} tests added, "
+            print(f"{where}: {problem.id}: {record.added} tests added{_hidden_added(record)}, "
                   f"mutation score {old.killed}/{old.wrong} -> {new.killed}/{new.wrong}"
                   + (f"; passing the first {args.max_tests_per_problem} tests still: {', '.join(still)}"
                      if still else "")
                   + "".join(f"; {left}" for left in record.left))
+        elif _hidden_added(record):
+            print(f"{where}: {problem.id}: {record.skipped}{_hidden_added(record)}")
     if given:
         _print_given_after(strengthened, given, judge, args)
     skipped = Counter(record.skipped for record in records if record.skipped)

@@ -13,6 +13,11 @@ the tests are chosen greedily: the first ``max_tests`` (the ones the training re
 program fails one of them while no cheap program passes more than ``max_share`` of them; then the problem's other
 tests, then more candidates until no cheap program passes more than ``max_share`` of all of them. The problem's old
 tests are all kept, once each (their order may change); a problem that is already adequate is left as it is.
+
+A problem's hidden tests (docs/data.md) are never chosen: they stay last, as they are. With ``hidden``, each problem
+with a solution gets new hidden tests after them, up to that many hidden tests in all: spare candidates that no
+cheap program passes and the most wrong programs fail first. The reward never judges them; the trainer's hidden-test
+watch does, for each completion that passes every judged test (training/hidden_tests.py).
 """
 
 from __future__ import annotations
@@ -81,6 +86,7 @@ class Strengthened:
     ``Adequacy`` after."""
 
     added: int = 0
+    hidden: int = 0
     reordered: bool = False
     skipped: str | None = None
     left: list[str] = field(default_factory=list)
@@ -216,7 +222,7 @@ def _patterns(answers: list[str], size: int) -> list[tuple]:
 
 def strengthen(problems: list[Problem], judge, max_tests: int = ScoringArguments().max_tests_per_problem,
                max_share: float = DEFAULT_MAX_TRIVIAL_SHARE, show_progress: bool = False, rounds: int = ROUNDS,
-               given: dict | None = None):
+               given: dict | None = None, hidden: int = 0):
     """The problems with strengthened tests (new records; the others as they are), a ``Strengthened`` per problem, and
     each problem's ``Adequacy`` before and after.
 
@@ -235,12 +241,15 @@ def strengthen(problems: list[Problem], judge, max_tests: int = ScoringArguments
     for round_ in range(rounds):
         for index in tqdm(todo, desc=f"strengthening (round {round_ + 1})", unit="problem", disable=not show_progress):
             tests, record = _strengthen_one(judge, out[index], max_tests, max_share,
-                                            as_solve_programs(originals[index], (given or {}).get(out[index].id, [])))
+                                            as_solve_programs(originals[index], (given or {}).get(out[index].id, [])),
+                                            hidden)
             if record.skipped is None:
                 out[index] = replace(out[index], tests=tests)
                 record.added += done[index].added
+                record.hidden += done[index].hidden
                 done[index] = record
             elif round_ == 0:
+                out[index] = replace(out[index], tests=tests) if record.hidden else out[index]
                 done[index] = record
         for index, adequacy in zip(todo, check_adequacy([out[index] for index in todo], judge, max_tests,
                                                         show_progress)):
@@ -252,7 +261,9 @@ def strengthen(problems: list[Problem], judge, max_tests: int = ScoringArguments
 
 
 def _strengthen_one(judge, problem: Problem, max_tests: int, max_share: float,
-                    given: list = ()) -> tuple[tuple[Test, ...], Strengthened]:
+                    given: list = (), hidden: int = 0) -> tuple[tuple[Test, ...], Strengthened]:
+    kept = tuple(test for test in problem.tests if test.hidden)
+    problem = replace(problem, tests=tuple(test for test in problem.tests if not test.hidden))
     candidates, variants = _candidates(judge, problem, [program.program for program in given])
     codes = [c.test.test_code for c in candidates]
     cheap = [*PROBES["python"], *battery(problem)]
@@ -301,8 +312,18 @@ def _strengthen_one(judge, problem: Problem, max_tests: int, max_share: float,
                 and all(count <= max_share * judged for count in counts(tests[:judged]))
                 and all(count <= max(counts(tests[:judged])) for count in given_counts(tests[:judged])))
 
+    def with_hidden(tests: tuple[Test, ...], record: Strengthened) -> tuple[tuple[Test, ...], Strengthened]:
+        """``tests``, the problem's own hidden tests, then new ones up to ``hidden`` hidden tests in all."""
+        taken = {(t.test_code, t.expected_output) for t in (*tests, *kept)}
+        spare = [i for i in order if candidates[i].old is None
+                 and (candidates[i].test.test_code, candidates[i].test.expected_output) not in taken]
+        spare.sort(key=lambda i: (sum(row[i] for row in cheap_passes), -sum(not row[i] for row in wrong_passes)))
+        new = tuple(replace(candidates[i].test, hidden=True) for i in spare[:max(0, hidden - len(kept))])
+        record.hidden = len(new)
+        return (*tests, *kept, *new), record
+
     if adequate([options[0] for options in variants]):
-        return problem.tests, Strengthened(skipped="already adequate")
+        return with_hidden(problem.tests, Strengthened(skipped="already adequate"))
 
     while len(chosen) < judged:
         current = counts(chosen)
@@ -360,4 +381,4 @@ def _strengthen_one(judge, problem: Problem, max_tests: int, max_share: float,
     new_tests = tuple(candidates[i].test for i in tests)
     record.added = sum(candidates[i].old is None for i in tests)
     record.reordered = True
-    return new_tests, record
+    return with_hidden(new_tests, record)

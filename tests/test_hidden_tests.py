@@ -9,6 +9,7 @@ hidden test, which one of the two fails: a completion that passes the judged tes
 import asyncio
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -118,6 +119,33 @@ def test_hidden_tests_do_not_make_weak_judged_tests_adequate(judge):
     weak, = check_adequacy([WEAK_DOUBLE], judge, max_tests=1)
     strong, = check_adequacy([WEAK_DOUBLE], judge, max_tests=2)
     assert weak.survivors and not strong.survivors
+
+
+def test_strengthen_writes_new_tests_as_hidden_after_the_problem_s_own(tmp_path):
+    """`python -m data strengthen --hidden_tests N`: each problem gets up to N hidden tests (its own counted), last,
+    answered by its solution; the judged tests are chosen from the others, so the reward never sees them."""
+    lists = ([1, 2, 3], [4, -5], [-1, 2, 0])
+    count = Problem("count", "python", "Write solve(xs) that returns how many items of xs are positive.",
+                    (*(Test(f"print(solve({xs}))", str(sum(x > 0 for x in xs))) for xs in lists),
+                     Test("print(solve([-3, 5, 6, 7]))", "3", hidden=True)),
+                    "def solve(xs):\n    return sum(x > 0 for x in xs)\n")
+    source, out = write(tmp_path / "in.jsonl", [count.record()]), tmp_path / "out.jsonl"
+    result = subprocess.run([sys.executable, "-m", "data", "strengthen", source, out, "--language", "python",
+                             "--hidden_tests", "4"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert re.search(r": count: \d+ tests added, 3 hidden tests added, mutation score", result.stdout)
+    (strong,) = load_problems(str(out), "python")
+    hidden = [test for test in strong.tests if test.hidden]
+    assert [t.hidden for t in strong.tests] == [False] * (len(strong.tests) - 4) + [True] * 4
+    assert hidden[0] == count.tests[-1] and len(set(hidden)) == 4
+    assert strong.hidden_tests(5)[-4:] == tuple(hidden), "tests beyond the judged 5 are hidden tests too"
+    assert not {(t.test_code, t.expected_output) for t in hidden} & {(t.test_code, t.expected_output)
+                                                                     for t in strong.judged_tests(None)}
+    with Judge(timeout=2.0) as judge:
+        (solved,) = score(judge, [strong], [strong.solution], ScoringArguments(), all_tests=True, extract=False)
+        (adequacy,) = check_adequacy([strong], judge)
+    assert solved.judgement.passed == solved.judgement.total == len(strong.tests)
+    assert not adequacy.survivors, "the judged tests alone reject the wrong programs"
 
 
 def test_the_watch_counts_a_step_and_sounds_above_its_threshold():
