@@ -13,7 +13,9 @@ model writes the right program for a description it never saw, of a kind of task
 
 Records follow the design's problem record; each has one test that prints three to five calls on one line (one
 sandboxed execution per completion keeps judging cheap on 2 cores), chosen so that no other generated computation
-passes it, and a canonical `solution`.
+passes it, a hidden test of three other calls, which the reward never judges (the trainer's hidden-test watch judges
+it for the completions that pass the first, training/hidden_tests.py), and a canonical `solution`. The tokenizer
+corpus leaves the hidden tests out, as no prompt or completion shows them.
 """
 
 import argparse
@@ -30,22 +32,31 @@ CONSTANTS = tuple(range(2, 10))
 ARITHMETIC = (("plus", "+"), ("minus", "-"), ("times", "*"))
 COMPARISONS = (("greater than", ">"), ("less than", "<"), ("equal to", "=="))
 INPUTS = (3, 10, -4)
+HIDDEN_INPUTS = (0, 7, -11)
 # A comparison's inputs around its constant: with fewer, `n == 4` would pass the test of `n < 5` (inputs 4, 5, 6).
 AROUND = (-2, -1, 0, 1, 2)
+# The hidden test's inputs for a comparison: well below and above its constant (then its negation).
+HIDDEN_AROUND = (-5, 5)
+PAIR_INPUTS = ((3, 10), (7, 2), (-4, 5))
+HIDDEN_PAIR_INPUTS = ((0, 6), (9, -3), (-8, -2))
 
 
 def record(family: str, slots: tuple, description: str, argument_list: str, expression: str,
-           calls: tuple[str, ...]) -> dict:
-    """One problem: its canonical solution is evaluated here to give the expected output of its test."""
+           calls: tuple[str, ...], hidden_calls: tuple[str, ...]) -> dict:
+    """One problem: its canonical solution is evaluated here to give the expected output of its tests."""
     solution = f"def solve({argument_list}):\n    return {expression}\n"
     scope: dict = {}
     exec(solution, scope)  # our own generated one-liner, to compute the expected output
-    expected = " ".join(str(eval(call, scope)) for call in calls)
+
+    def test(calls: tuple[str, ...]) -> dict:
+        return {"test_code": f"print({', '.join(calls)})",
+                "expected_output": " ".join(str(eval(call, scope)) for call in calls)}
+
     return {
         "id": "-".join([family, *(str(slot).replace(" ", "") for slot in slots)]),
         "language": "python",
         "description": f"Write a Python function `solve({argument_list})` {description}",
-        "tests": [{"test_code": f"print({', '.join(calls)})", "expected_output": expected}],
+        "tests": [test(calls), {**test(hidden_calls), "hidden": True}],
         "solution": solution,
         "difficulty": "easy",
         "tags": ["demo", family],
@@ -57,7 +68,8 @@ def arithmetic() -> Iterator[dict]:
     for (word, op), constant, name in product(ARITHMETIC, CONSTANTS, NAMES):
         yield record("arith", (word, constant, name),
                      f"that takes an integer `{name}` and returns {name} {word} {constant}.",
-                     name, f"{name} {op} {constant}", tuple(f"solve({i})" for i in INPUTS))
+                     name, f"{name} {op} {constant}", tuple(f"solve({i})" for i in INPUTS),
+                     tuple(f"solve({i})" for i in HIDDEN_INPUTS))
 
 
 def comparison() -> Iterator[dict]:
@@ -66,7 +78,8 @@ def comparison() -> Iterator[dict]:
         yield record("compare", (word, constant, name),
                      f"that takes an integer `{name}` and returns True when {name} is {word} {constant}, "
                      "else False.",
-                     name, f"{name} {op} {constant}", tuple(f"solve({constant + d})" for d in AROUND))
+                     name, f"{name} {op} {constant}", tuple(f"solve({constant + d})" for d in AROUND),
+                     tuple(f"solve({i})" for i in (*(constant + d for d in HIDDEN_AROUND), -constant)))
 
 
 def pair() -> Iterator[dict]:
@@ -77,7 +90,8 @@ def pair() -> Iterator[dict]:
             yield record("pair", (word, left, right),
                          f"that takes two integers `{first}` and `{second}` and returns {left} {word} {right}.",
                          f"{first}, {second}", f"{left} {op} {right}",
-                         tuple(f"solve({i}, {j})" for i, j in ((3, 10), (7, 2), (-4, 5))))
+                         tuple(f"solve({i}, {j})" for i, j in PAIR_INPUTS),
+                         tuple(f"solve({i}, {j})" for i, j in HIDDEN_PAIR_INPUTS))
 
 
 FAMILIES = {"arith": arithmetic, "compare": comparison, "pair": pair}
@@ -120,7 +134,8 @@ def main(argv=None) -> int:
     write_jsonl(args.out, problems)
     train = [p for p in problems if p["split"] == "train"]
     if args.tokenizer_corpus:
-        write_jsonl(args.tokenizer_corpus / "train.jsonl", train)
+        shown = [{**p, "tests": [t for t in p["tests"] if not t.get("hidden")]} for p in train]
+        write_jsonl(args.tokenizer_corpus / "train.jsonl", shown)
     print(f"{len(problems)} problems ({len(train)} train, {len(problems) - len(train)} held out; families "
           f"{', '.join(FAMILIES)}; seed {args.seed}) written to {args.out}")
     return 0

@@ -7,6 +7,7 @@ tests/test_eval_only.py, benchmarks/canary_false_alarms.py in tests/test_canary.
 """
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -152,6 +153,27 @@ def test_difficulty_filter(tmp_path, warm_model):
     for arm in ("off", "on"):
         assert_prints(output, rf"^seed 1 filter {arm} *: zero-signal {NUMBER}, pass@1 {NUMBER} -> {NUMBER}, ",
                       rf"^mean +{arm} +{NUMBER} +{NUMBER} +{NUMBER} +\d+$")
+
+
+@pytest.mark.slow
+@ROOT_ONLY
+def test_hidden_tests_cost(tmp_path, warm_model):
+    """The demo's GRPO command on the warm model and its fixture problems, each judged on `solve(1)` alone (both of
+    the model's programs pass) with its own test kept hidden (one of them fails): the watch has failures to count."""
+    from warm_model import PYTHON_PROBLEMS
+
+    records = [json.loads(line) for line in PYTHON_PROBLEMS.read_text().splitlines()]
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text("".join(json.dumps({**r, "tests": [{"test_code": "print(solve(1))", "expected_output": "2"},
+                                                           {**r["tests"][0], "hidden": True}]}) + "\n"
+                                for r in records))
+    output = run_benchmark("hidden_tests_cost.py", tmp_path, "--runs", "1", "--steps", "2", "--model", warm_model,
+                           "--problems", problems, cwd=tmp_path)
+    assert_prints(output, rf"^watch +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER} +0\.\d+$",
+                  rf"^without +{NUMBER} +{NUMBER} +{NUMBER} +0\.0 +-$",
+                  *(rf"^watch / without, {name}: {NUMBER} \(pairs " for name in ("reward s/step", "step s/step",
+                                                                                  "CPU s/step")),
+                  r"^same rewards on both sides at every step: yes$")
 
 
 STEP_FIGURES = [rf"^  {clock} {name} +{NUMBER} +{NUMBER} +{NUMBER}x \(pairs {NUMBER}\.\.{NUMBER}\)"

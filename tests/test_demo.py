@@ -169,7 +169,9 @@ def test_generated_file_loads_with_its_splits_and_every_solution_passes_the_real
     assert [p.id for p in test] == [p.id for p in problems if p.split == "test"]
     assert f"{len(problems)} problems ({len(train)} train, {len(test)} held out" in result.stdout
     corpus = [json.loads(line) for line in (tmp_path / "corpus" / "train.jsonl").read_text().splitlines()]
-    assert corpus == [p.record() for p in train]
+    # The tokenizer reads what a prompt or a completion may show: every field but the hidden tests.
+    assert corpus == [{**p.record(), "tests": [t.record() for t in p.tests if not t.hidden]} for p in train]
+    assert all([t.hidden for t in p.tests] == [False, True] for p in problems)
 
     judge = Judge(timeout=5.0)
     try:
