@@ -295,10 +295,13 @@ def strengthen_q(problems: list[Problem], twins: dict[str, Twin], judge,
         if twin is None:
             records.append(QStrengthened(skipped="no Python twin" if problem.language == "q" else "not q"))
             continue
-        tests, record = _strengthen_one(judge, problem, twin, max_tests, max_share)
+        # Its hidden tests are never chosen: they stay last, as they are (data/strengthen.py).
+        hidden = tuple(test for test in problem.tests if test.hidden)
+        judged = replace(problem, tests=tuple(test for test in problem.tests if not test.hidden))
+        tests, record = _strengthen_one(judge, judged, twin, max_tests, max_share)
         if record.skipped is None:
             # A published row's per-test Python outputs no longer line up with its tests; its twin stays.
-            out[index] = replace(problem, tests=tests,
+            out[index] = replace(problem, tests=(*tests, *hidden),
                                  extra={k: v for k, v in problem.extra.items() if k != "python_tests"})
         records.append(record)
     return out, records

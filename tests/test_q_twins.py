@@ -163,6 +163,19 @@ def test_strengthen_adds_no_test_the_description_shows(tmp_path, judge):
     assert "show solve[4 10 3 11]" not in [t.test_code for t in strengthened.tests]
 
 
+def test_strengthen_keeps_a_q_problem_s_hidden_tests_last_as_they_are(tmp_path, judge):
+    hidden = {"test_code": "show solve[1 2]", "expected_output": "2", "hidden": True}
+    problems = load_problems(write_jsonl(tmp_path / "q.jsonl", [{**MAX_Q, "tests": [*MAX_Q["tests"], hidden]}]), "q")
+    twins = twins_of(problems, load_problems(write_jsonl(tmp_path / "twins.jsonl", [MAX_PY]), "python"))
+    (strengthened,), (record,) = strengthen_q(problems, twins, judge)
+    assert record.skipped is None and record.added >= 2
+    assert [t.hidden for t in strengthened.tests] == [False] * (len(strengthened.tests) - 1) + [True]
+    assert strengthened.tests[-1] == problems[0].tests[-1]
+    # What strengthen writes loads again: the hidden test after every judged one.
+    reread = load_problems(write_jsonl(tmp_path / "out.jsonl", [strengthened.record()]), "q")
+    assert reread[0].tests == strengthened.tests
+
+
 def test_verify_with_twins_runs_without_q_and_names_a_changed_expected_output(tmp_path):
     """The q solutions cannot run here; the cross-check and the trivial shares by reading can, and a q expected
     output changed in a copy makes verify exit 1 naming its file:line."""
