@@ -1,6 +1,6 @@
 """The hidden-test watch's cost and value on the CPU demo: its GRPO phase with the watch and without, side by side.
 
-    python benchmarks/hidden_tests_cost.py [RUN_DIR] [--runs 3] [--steps 10] [--model M] [--problems P]
+    python benchmarks/hidden_tests_cost.py [RUN_DIR] [--runs N] [--steps N] [--model M] [--problems P]
 
 RUN_DIR is a CPU demo's folder (`bash scripts/cpu_demo.sh RUN_DIR`; default final_outputs/demo): its problems.jsonl
 (every problem with one hidden test) and its warm start (`--problems`, `--model`: others). Each run is the demo's
