@@ -7,8 +7,9 @@ RUN_DIR is a CPU demo's folder (`bash scripts/cpu_demo.sh RUN_DIR`; default fina
 own GRPO command, read from scripts/cpu_demo.sh, for `--steps` steps without evaluation, into a folder of its own,
 with `--hidden_tests_action warn` (the watch) or `off`; the two alternate, each a fresh process, with the demo's
 seed. Judging draws nothing from the random state and hidden tests never enter the reward, so both sides sample the
-same completions and train alike (checked: the rewards of every step must match), and what differs is the judging
-of the hidden tests of the completions that passed the judged one.
+same completions and train alike (checked: the rewards of every step must match, else it names the step where a
+pair parts and the steps with a verdict the load can decide, timeout or sandbox_error, and exits 1), and what
+differs is the judging of the hidden tests of the completions that passed the judged one.
 
 Printed per side, as medians over the runs: the reward's seconds per step (TRL's `_calculate_rewards` span, where
 the judging happens, timed by benchmarks/step_overhead.py's hooks), the whole step's (the trainer's step_time;
@@ -106,7 +107,14 @@ def run(command: list[str], out: Path, steps: int, action: str) -> dict:
             "checked": sum(row.get("hidden_tests/checked", 0) for row in steps_logged) / len(steps_logged),
             "failed": sum(row.get("hidden_tests/failed", 0) for row in steps_logged),
             "checked_total": sum(row.get("hidden_tests/checked", 0) for row in steps_logged),
-            "reward": [round(row["reward"], 6) for row in steps_logged]}
+            "reward": [round(row["reward"], 6) for row in steps_logged],
+            # Verdicts that follow the machine's load, not the completions: where two runs' rewards part.
+            "load_bound": [any(row.get(f"status/{status}", 0) for status in ("timeout", "sandbox_error"))
+                           for row in steps_logged]}
+
+
+def _steps(flags: list[bool]) -> str:
+    return ", ".join(str(step) for step, flag in enumerate(flags, 1) if flag) or "none"
 
 
 def main(argv=None) -> int:
@@ -159,6 +167,11 @@ def main(argv=None) -> int:
         ratios = [w[key] / o[key] for w, o in zip(results["watch"], results["without"])]
         print(f"watch / without, {name}: {statistics.median(ratios):.3f} (pairs {min(ratios):.3f} to "
               f"{max(ratios):.3f})")
+    for index, (watch, without) in enumerate(zip(results["watch"], results["without"])):
+        parted = [step for step, (w, o) in enumerate(zip(watch["reward"], without["reward"]), 1) if w != o]
+        if parted:
+            print(f"  pair {index + 1}: rewards part at step {parted[0]}; steps with a timeout or sandbox_error "
+                  f"verdict: watch {_steps(watch['load_bound'])}, without {_steps(without['load_bound'])}")
     print("same rewards on both sides at every step: " + ("yes" if same else "NO (the watch changed training)"))
     return 0 if same else 1
 
