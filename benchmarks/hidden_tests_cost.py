@@ -36,6 +36,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-installed or not (PYTHONPATH still wins)
 DEMO_SCRIPT = ROOT / "scripts" / "cpu_demo.sh"
 SIDES = {"watch": "warn", "without": "off"}
 
