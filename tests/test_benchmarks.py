@@ -6,6 +6,7 @@ The two scripts that read a finished run are run on the suite's own runs: benchm
 tests/test_eval_only.py, benchmarks/canary_false_alarms.py in tests/test_canary.py.
 """
 
+import ast
 import importlib.util
 import json
 import os
@@ -38,11 +39,21 @@ def assert_prints(output: str, *patterns: str) -> None:
         assert re.search(pattern, output, re.M), f"no line matches {pattern!r} in:\n{output[-4000:]}"
 
 
+def code_strings(path: Path) -> set[str]:
+    """The string constants of a test file's code: what runs, not what is said (docstrings left out)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return {node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings}
+
+
 def test_every_benchmark_is_run_by_a_test():
-    """A benchmark no test runs rots unseen: each must be named by a test file (this one or another)."""
-    tests = "\n".join(path.read_text().split('"""', 2)[-1] for path in (ROOT / "tests").glob("test_*.py")
-                      if path.name != "test_scripts_from_checkout.py")  # code only: what runs, not what is said
-    unrun = [path.name for path in sorted((ROOT / "benchmarks").glob("*.py")) if path.name not in tests]
+    """A benchmark no test runs rots unseen: each must be named in the code of a test file (this one or another)."""
+    strings = "\n".join(text for path in (ROOT / "tests").glob("test_*.py")
+                        if path.name != "test_scripts_from_checkout.py" for text in code_strings(path))
+    unrun = [path.name for path in sorted((ROOT / "benchmarks").glob("*.py")) if path.name not in strings]
     assert not unrun, f"benchmarks no test runs: {unrun}"
 
 
@@ -74,6 +85,17 @@ def test_judge_protection_cost(tmp_path):
     cell = rf"{NUMBER} ms \({NUMBER}-{NUMBER}\) +{NUMBER}x"
     for variant in ("all", "no cgroup", "no hidden site-packages", "before"):
         assert_prints(output, rf"^{variant} +{cell} +{cell}$")
+
+
+@ROOT_ONLY
+def test_saboteur_cpu(tmp_path):
+    output = run_benchmark("saboteur_cpu.py", "--runs", "1", "--work", "0.05", "--sessions", "2", "--baseline", "HEAD",
+                           cwd=tmp_path)
+    assert_prints(output, r"^the honest program .* alone and beside a saboteur of 2 sessions, 1 pairs each")
+    for variant in ("before", "after"):
+        for sandbox in ("bwrap ", "bwrap-cold"):
+            assert_prints(output, rf"^{variant} +{sandbox} +honest alone +{NUMBER}% passed {NUMBER} s \| beside the "
+                                  rf"saboteur +{NUMBER}% passed {NUMBER} s, {NUMBER}x \| saboteur {NUMBER}% passed$")
 
 
 @ROOT_ONLY
