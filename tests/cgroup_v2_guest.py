@@ -76,6 +76,14 @@ echo o > /proc/sysrq-trigger
 sleep 10
 """
 
+# The guest's /tmp and /run are its own: a current folder under them (a checkout in /tmp) comes in over a share of
+# its own, read-only, at the same path.
+CWD_SHARE = r"""cwd="$(cat /guest-out/cwd)"
+if [ ! -d "$cwd" ]; then
+  mkdir -p "$cwd" && mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 cwd "$cwd" && cd "$cwd"
+fi
+"""
+
 
 class GuestUnavailable(RuntimeError):
     """The guest cannot be built or booted here; the message says why (a test skips with it)."""
@@ -212,7 +220,7 @@ def run_in_guest(script: str, timeout: float = 600, cpus: int = GUEST_CPUS) -> t
     folder holding what it wrote under ``$GUEST_OUT`` (the caller removes its parent)."""
     guest = cached_guest()
     out = Path(tempfile.mkdtemp(prefix="cgroup-v2-guest-out-"))
-    (out / "script").write_text(f"export GUEST_OUT=/guest-out/files\nmkdir -p $GUEST_OUT\n{script}")
+    (out / "script").write_text(f"export GUEST_OUT=/guest-out/files\nmkdir -p $GUEST_OUT\n{CWD_SHARE}{script}")
     (out / "cwd").write_text(os.getcwd())
     (out / "path").write_text(os.environ.get("PATH", "/usr/bin:/bin"))
     command = ["qemu-system-x86_64", "-accel", "tcg,thread=multi", "-cpu", "max", "-smp", str(cpus),
@@ -221,7 +229,8 @@ def run_in_guest(script: str, timeout: float = 600, cpus: int = GUEST_CPUS) -> t
                "-append", "console=ttyS0 quiet panic=-1 random.trust_cpu=on",
                "-serial", f"file:{out / 'console'}",
                "-virtfs", "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap",
-               "-virtfs", f"local,path={out},mount_tag=out,security_model=none"]
+               "-virtfs", f"local,path={out},mount_tag=out,security_model=none",
+               "-virtfs", f"local,path={os.getcwd()},mount_tag=cwd,security_model=none,readonly=on,multidevs=remap"]
     started = time.monotonic()
     try:
         subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False)
