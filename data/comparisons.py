@@ -272,9 +272,8 @@ def asserted_value(statement: ast.stmt, entry_point: str = "solve") -> tuple[ast
         call, literal, as_list = _unwrapped(call, literal)
         if not _call_of(call, entry_point):
             continue
-        try:
-            value = literal_value(literal)
-        except (NotLiteral, RecursionError, MemoryError):
+        value = _literal_or_unreadable(literal)
+        if value is UNREADABLE:
             continue
         if as_list:
             if not isinstance(value, (list, tuple)):
@@ -283,6 +282,17 @@ def asserted_value(statement: ast.stmt, entry_point: str = "solve") -> tuple[ast
         if _convertible(value):
             return call, str(value), 0.0 if _has_float(value) else None
     return None
+
+
+UNREADABLE = object()
+
+
+def _literal_or_unreadable(node: ast.AST):
+    """The literal's value, or ``UNREADABLE`` where it is not a literal (or too deep or too big to make)."""
+    try:
+        return literal_value(node)
+    except (NotLiteral, RecursionError, MemoryError):
+        return UNREADABLE
 
 
 def _unwrapped(call: ast.AST, literal: ast.AST) -> tuple[ast.AST, ast.AST, bool]:
@@ -300,18 +310,14 @@ def _within_tolerance(left: ast.AST, right: ast.AST, entry_point: str):
             and isinstance(left.args[0].op, ast.Sub)):
         return None
     difference = left.args[0]
-    try:
-        tolerance = literal_value(right)
-    except (NotLiteral, RecursionError, MemoryError):
-        return None
-    if not (_is_number(tolerance) and not isinstance(tolerance, complex) and 0 < tolerance < math.inf):
+    tolerance = _literal_or_unreadable(right)
+    if tolerance is UNREADABLE or not (_is_number(tolerance) and not isinstance(tolerance, complex) and 0 < tolerance < math.inf):
         return None
     for call, literal in ((difference.left, difference.right), (difference.right, difference.left)):
         if not _call_of(call, entry_point):
             continue
-        try:
-            value = literal_value(literal)
-        except (NotLiteral, RecursionError, MemoryError):
+        value = _literal_or_unreadable(literal)
+        if value is UNREADABLE:
             continue
         if _is_number(value) and not isinstance(value, complex) and math.isfinite(value):
             return call, repr(value), float(tolerance)
