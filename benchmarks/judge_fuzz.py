@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from data.loaders import bundled_path, load_problems  # noqa: E402
+from data.loading.loaders import bundled_path, load_problems  # noqa: E402
 from judging import Judge  # noqa: E402
 
 ESCAPE = "/tmp/judge-fuzz-escaped"  # a host file the programs try to create

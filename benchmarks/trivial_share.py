@@ -6,11 +6,11 @@ strengthened, and how many wrong programs their judged tests reject.
 For each bundled set as in the working tree, and as of git revision REF when given (the sets before), through the
 judge (the warm path for Python):
 
-1. problems, tests, problems with fewer than 5 tests, the trivial share (data/trivial.py: the most of a problem's
+1. problems, tests, problems with fewer than 5 tests, the trivial share (data/quality/trivial.py: the most of a problem's
    tests a constant, an echo, printing nothing or a battery program passes, `copying the description's examples`
    included): problems above `--max_trivial_share` 0.34, mean and largest over all tests and over the first
    `--max_tests_per_problem` (5, the training reward's); then the mutation score over those first 5 tests
-   (data/adequacy.py: the share of wrong programs, mutants and battery, that the judged tests reject): its mean,
+   (data/quality/adequacy.py: the share of wrong programs, mutants and battery, that the judged tests reject): its mean,
    lowest, and the problems with a wrong program that passes them all (weak);
 2. the training reward (first 5 tests, default weights: best 2.0) of each problem's best wrong cheap program (the
    probes and the battery, less those that agree with the solution), per `--partial_credit` mode: the mean over
@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-installed or not (PYTHONPATH still wins)
 
 from data import DEFAULT_MAX_TRIVIAL_SHARE, bundled_path, load_problems, measure_trivial_shares  # noqa: E402
-from data.adequacy import check_adequacy  # noqa: E402
-from data.trivial import cheap_programs  # noqa: E402
+from data.quality.adequacy import check_adequacy  # noqa: E402
+from data.quality.trivial import cheap_programs  # noqa: E402
 from judging import Judge, JudgeUnavailable  # noqa: E402
 from rewards import ScoringArguments, score  # noqa: E402
 from rewards.arguments import PARTIAL_CREDIT  # noqa: E402

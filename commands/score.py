@@ -6,7 +6,7 @@
 
 ``score`` writes one line per completion, in input order: id, sample, reward, passed, total, status and each
 test's status and seconds. The reward is the trainer's test-case reward under the same weights and
-``--partial_credit`` (``above_trivial`` first measures each scored problem's trivial share, data/trivial.py). ``passk``
+``--partial_credit`` (``above_trivial`` first measures each scored problem's trivial share, data/quality/trivial.py). ``passk``
 prints the unbiased pass@k per problem, averaged. Bad input exits 2 with one line.
 """
 

@@ -10,14 +10,14 @@
 
 SOURCE is anything ``load_problems`` accepts; without it, the bundled set for ``--language``.
 ``check`` validates and counts. ``verify`` also runs each problem's solution, a no-op, the trivial programs
-(data/trivial.py) and the wrong programs (data/adequacy.py) through the judge, and exits 1 when a problem is
+(data/quality/trivial.py) and the wrong programs (data/quality/adequacy.py) through the judge, and exits 1 when a problem is
 broken, a trivial program passes more than ``--max_trivial_share`` of its tests, or a wrong program passes its
 first ``--max_tests_per_problem``, or a program of ``--wrong_programs`` is wrong and earns more than a constant
-(data/given_programs.py). ``strengthen`` writes IN's problems to OUT with tests that reject the wrong
-programs (data/strengthen.py) and prints the mutation scores before and after. For q problems with a Python twin
+(data/quality/given_programs.py). ``strengthen`` writes IN's problems to OUT with tests that reject the wrong
+programs (data/generation/strengthen.py) and prints the mutation scores before and after. For q problems with a Python twin
 (``--python_twins``, or a published row's own ``python_solution``), ``verify`` also cross-checks every q test against
 the twin, and where no q runs checks what it can without q; ``strengthen`` makes their tests from the twin
-(data/q_twins.py, data/q_strengthen.py). Bad input (data or a missing interpreter) exits 2.
+(data/quality/q_twins.py, data/generation/q_strengthen.py). Bad input (data or a missing interpreter) exits 2.
 """
 
 import argparse
@@ -29,14 +29,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from data.given_programs import check_given_programs, read_given_programs
-from data.loaders import bundled_path, load_problems
-from data.q_strengthen import describe, strengthen_q
-from data.q_twins import TWINS_HELP, cross_check, load_twins, read_without_q
-from data.strengthen import strengthen
-from data.validate import ALLOW_COMPARISONS_HELP, DataError
-from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE, measure_trivial_shares
-from data.verify import cheap_counts, verify_problems
+from data.quality.given_programs import check_given_programs, read_given_programs
+from data.loading.loaders import bundled_path, load_problems
+from data.generation.q_strengthen import describe, strengthen_q
+from data.quality.q_twins import TWINS_HELP, cross_check, load_twins, read_without_q
+from data.generation.strengthen import strengthen
+from data.loading.validate import ALLOW_COMPARISONS_HELP, DataError
+from data.quality.trivial import DEFAULT_MAX_TRIVIAL_SHARE, measure_trivial_shares
+from data.quality.verify import cheap_counts, verify_problems
 from cli import CommandParser, UsageError, positive
 from rewards import ScoringArguments
 from judging import JudgeArguments, JudgeUnavailable
@@ -248,7 +248,7 @@ def _print_given(report, source):
 
 
 def _print_outside_domain(adequacy: dict):
-    """Where nearby inputs were left out because the solution does not answer them (data/domain.py)."""
+    """Where nearby inputs were left out because the solution does not answer them (data/quality/domain.py)."""
     outside = {i: a.outside_domain for i, a in adequacy.items() if a.outside_domain}
     if outside:
         shown = ", ".join(f"{i} ({n})" for i, n in list(outside.items())[:SHOWN_IDS])

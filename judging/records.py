@@ -1,6 +1,6 @@
 """The problem record as typed values: a `Problem` and its `Test`s, frozen, from the loaders to the judge and back.
 
-The JSONL record (data/README.md, "Record format") is the published form; `data/validate.py` is the one way in
+The JSONL record (data/README.md, "Record format") is the published form; `data/loading/validate.py` is the one way in
 (it checks a raw record and says ``file:line`` when it is wrong) and `Problem.record` the one way out. In between
 a problem is never changed in place: a changed problem (strengthened tests, a canary's impossible variant) is a
 new one, made with `dataclasses.replace`. What is measured about a problem (its trivial shares) is kept beside it,
@@ -11,7 +11,7 @@ expected output kept on the host), `rewards` scores a `Problem`, `data` loads th
 all above. Nothing here runs code or imports more than the standard library.
 
 A field the record gains is a field here with a default (so every record without it still loads), read by
-`data/validate.py` and written back by `record`; until then, fields this module does not know are kept in
+`data/loading/validate.py` and written back by `record`; until then, fields this module does not know are kept in
 ``extra`` and travel with the problem: back into the JSONL file, and to the reward functions as dataset columns.
 """
 
@@ -63,7 +63,7 @@ class Problem:
     tests give standard input (`Test.input`) is judged as a whole program instead.
 
     ``domain``, when the record gives one, is a Python expression over the solution's arguments that is true on the
-    inputs the problem allows (``n >= 0``, ``set(s) <= set('()')``); the checks of its tests (data/domain.py) make no
+    inputs the problem allows (``n >= 0``, ``set(s) <= set('()')``); the checks of its tests (data/quality/domain.py) make no
     counter-example and no test outside it.
 
     Two problems are equal when their records are (the location is not compared). Problems hash by their fields

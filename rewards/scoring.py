@@ -6,7 +6,7 @@ earns the same reward wherever it is judged: on a problem's `judged_tests` (the 
 of those not marked hidden), or on all its tests where a caller asks (evaluation, verification). Its hidden tests
 never enter the reward; ``ascore`` judges them, when asked, for the completions that passed every judged test
 (`Score.hidden`), where they tell a program that learned the tests from one that solves the problem. Under
-`--partial_credit above_trivial` the caller gives each problem's trivial shares (data/trivial.py) in a mapping keyed
+`--partial_credit above_trivial` the caller gives each problem's trivial shares (data/quality/trivial.py) in a mapping keyed
 by the problem, and the share read is the one over exactly the tests judged.
 """
 
@@ -54,11 +54,11 @@ def _items(problems: Sequence[Problem], texts: Sequence[str | None], tests: Call
 
 
 def trivial_share(problem: Problem, tests: int, trivial_shares: TrivialShares | None) -> float:
-    """The share of ``problem``'s first ``tests`` tests that a trivial program passes (data/trivial.py)."""
+    """The share of ``problem``'s first ``tests`` tests that a trivial program passes (data/quality/trivial.py)."""
     shares = None if trivial_shares is None else trivial_shares.get(problem)
     if shares is None:
         raise ValueError(f"problem {problem.id!r} has no trivial_shares, which --partial_credit above_trivial "
-                         "needs; measure them with data.trivial first")
+                         "needs; measure them with data.quality.trivial first")
     return shares[tests - 1]
 
 

@@ -9,9 +9,9 @@ import pytest
 
 from data import DEFAULT_MAX_TRIVIAL_SHARE, bundled_path, load_problems, measure_trivial_shares, split_problems, \
     verify_problems
-from data.given_programs import read_given_programs
-from data.q_twins import cross_check, load_twins
-from data.trivial import read_trivial_shares
+from data.quality.given_programs import read_given_programs
+from data.quality.q_twins import cross_check, load_twins
+from data.quality.trivial import read_trivial_shares
 from judging import Judge
 from judging.executors import find_q
 from rewards import ScoringArguments

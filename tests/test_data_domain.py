@@ -1,4 +1,4 @@
-"""verify and strengthen stay inside a problem's domain (data/domain.py), judged for real: an input where the
+"""verify and strengthen stay inside a problem's domain (data/quality/domain.py), judged for real: an input where the
 solution raises (its own assert, or the record's ``domain`` expression), or that it answers only near the time
 limit, is never a counter-example and never a new test."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from data import verify_problems
-from data.strengthen import strengthen
-from data.validate import DataError, validate_record
-from data.wrong_programs import solve_calls
+from data.generation.strengthen import strengthen
+from data.loading.validate import DataError, validate_record
+from data.quality.wrong_programs import solve_calls
 from judging import Judge, Problem, Test
 
 REPO = Path(__file__).resolve().parent.parent

@@ -371,7 +371,7 @@ def test_overlap_between_train_and_test_is_warned_with_count_and_ids(caplog):
         Problem("fresh", "python", "  Problem   2. ", (Test(**GOOD_TEST),), split="test"),
         Problem("clean", "python", "New.", (Test(**GOOD_TEST),), split="test"),
     ]
-    with caplog.at_level(logging.WARNING, logger="data.loaders"):
+    with caplog.at_level(logging.WARNING, logger="data.loading.loaders"):
         split_problems(problems)
     assert [record.getMessage() for record in caplog.records] == [
         "1 test problems share their id with a train problem: p1",

@@ -11,9 +11,9 @@ import pytest
 
 from data import Problem, Test, bundled_path, cached_trivial_shares, load_problems, measure_trivial_shares, \
     verify_problems
-from data.strengthen import strengthen
-from data.trivial import PROBES, cheap_programs, constant_passes, described_example
-from data.wrong_programs import BATTERY
+from data.generation.strengthen import strengthen
+from data.quality.trivial import PROBES, cheap_programs, constant_passes, described_example
+from data.quality.wrong_programs import BATTERY
 from judging import Judge
 from judging.executors import find_q
 from rewards import ScoringArguments, score
@@ -149,7 +149,7 @@ def test_cli_exits_2_with_the_preflight_message_when_q_is_missing(tmp_path):
     assert message.startswith(f"{path}: ") and "\n" not in message
 
 
-# Trivial programs (data/trivial.py): constants, echoing the first argument and printing nothing, judged for real.
+# Trivial programs (data/quality/trivial.py): constants, echoing the first argument and printing nothing, judged for real.
 
 def solve_problem(problem_id, tests, solution):
     return Problem(problem_id, "python", "Write solve.", tuple(Test(code, expected) for code, expected in tests),
@@ -311,7 +311,7 @@ def test_the_constant_two_is_the_best_constant_and_pays_nothing_above_it():
 def test_a_problem_with_no_nearby_input_is_verified():
     """Float arguments have no nearby inputs (HumanEval's truncate_number): the wrong programs that pass its tests,
     generated or given, have nowhere to show a difference, and verify says so instead of raising."""
-    from data.given_programs import GivenProgram
+    from data.quality.given_programs import GivenProgram
 
     solution = "def solve(x):\n    if x > 100:\n        return 0.0\n    return x - int(x)\n"
     floats = Problem("fraction", "python", "Write solve(x): the fractional part of the positive float x.",

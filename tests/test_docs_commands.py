@@ -361,7 +361,7 @@ def user_folder(folder: Path) -> None:
 
 def published_row(q_problem: dict, twin: dict) -> dict:
     """A q problem and its twin as a row of the published dataset's schema, the Python side of each test computed."""
-    from data.q_values import parse_test
+    from data.q.values import parse_test
 
     namespace: dict = {}
     exec(twin["solution"], namespace)  # a bundled solution

@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from data.input_classes import class_values
-from data.wrong_programs import mutants
+from data.quality.input_classes import class_values
+from data.quality.wrong_programs import mutants
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "data"
@@ -97,7 +97,7 @@ def test_verify_finds_the_wrong_programs_a_model_writes_first(tmp_path):
 def test_a_named_function_is_checked_as_its_problem_names_it():
     """A problem whose tests call `count_vowels` (HumanEval's entry_point): a given program defines that name too."""
     from data import verify_problems
-    from data.given_programs import GivenProgram
+    from data.quality.given_programs import GivenProgram
     from judging import Judge, Problem, Test
 
     solution = "def count_vowels(s):\n    return sum(1 for c in s.lower() if c in 'aeiou')\n"

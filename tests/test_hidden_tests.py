@@ -21,7 +21,7 @@ from trainer_runs import run_trainer
 from warm_model import PYTHON_PROBLEMS as WARM_PYTHON_DATA
 
 from data import DataError, load_problems
-from data.adequacy import check_adequacy
+from data.quality.adequacy import check_adequacy
 from judging import Judge, Problem, Test
 from rewards import ScoringArguments, make_reward_funcs, score
 from rewards.scoring import ascore

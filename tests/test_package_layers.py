@@ -45,13 +45,34 @@ def imported(path: Path, top_level_only: bool = False) -> set[str]:
 @pytest.mark.parametrize("package", sorted(BELOW))
 def test_a_package_imports_only_the_layers_below_it(package):
     wrong = {}
-    for path in sorted((ROOT / package).glob("*.py")):
+    for path in sorted((ROOT / package).rglob("*.py")):
         relative = path.relative_to(ROOT).as_posix()
         allowed = BELOW[package] | {package} | ENTRY_SHIMS.get(relative, set())
         upward = (imported(path) & set(BELOW)) - allowed
         if upward:
             wrong[relative] = sorted(upward)
     assert not wrong, f"imports from a layer above or beside: {wrong}"
+
+
+# data/'s rooms, each importing only those before it (and itself), never a private name of another.
+DATA_ROOMS = ["loading", "q", "quality", "generation"]
+
+
+def test_data_rooms_import_only_the_rooms_before_them_and_no_private_name():
+    wrong = {}
+    for index, room in enumerate(DATA_ROOMS):
+        allowed = set(DATA_ROOMS[:index + 1])
+        for path in sorted((ROOT / "data" / room).glob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not (isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("data.")):
+                    continue
+                other = node.module.split(".")[1]
+                private = [alias.name for alias in node.names if alias.name.startswith("_")]
+                if other not in allowed or (private and other != room):
+                    wrong[path.relative_to(ROOT).as_posix()] = (node.module, private)
+    assert not wrong, f"data/ rooms importing a later room or another room's private name: {wrong}"
+    assert not sorted((ROOT / "data").glob("*.py")) or {p.name for p in (ROOT / "data").glob("*.py")} == {
+        "__init__.py", "__main__.py"}, "data/'s modules belong in its rooms"
 
 
 WORKER = ROOT / "judging" / "worker"

@@ -1,4 +1,4 @@
-"""The public code sets load as they are published (data/public_sets.py): each from a small file in its own schema,
+"""The public code sets load as they are published (data/loading/public_sets.py): each from a small file in its own schema,
 written here, with what was converted and what was dropped and why; their problems judge their own solutions."""
 
 import base64
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from data import DataError, load_problems, measure_trivial_shares
-from data.adequacy import check_adequacy
-from data.strengthen import strengthen
+from data.quality.adequacy import check_adequacy
+from data.generation.strengthen import strengthen
 from judging import Judge, Problem, Test
 from rewards import ScoringArguments, score
 
@@ -101,7 +101,7 @@ def judge():
 
 def test_human_eval_loads_as_published_with_floats_entry_points_and_what_was_dropped(tmp_path, caplog):
     path = write_jsonl(tmp_path / "HumanEval.jsonl", HUMAN_EVAL_ROWS)
-    with caplog.at_level(logging.WARNING, logger="data.loaders"):
+    with caplog.at_level(logging.WARNING, logger="data.loading.loaders"):
         truncate, is_even = load_problems(path, "q")  # the language of the set, not the run's
     assert (truncate.id, truncate.language, truncate.entry_point) == ("Fixture/0", "python", "truncate_number")
     assert truncate.description == HUMAN_EVAL_ROWS[0]["prompt"]
@@ -136,7 +136,7 @@ def test_human_eval_gzipped_loads_like_the_jsonl_and_a_folder_of_sets_loads_ever
 
 
 def test_mbpp_names_its_function_and_puts_literal_set_up_before_the_tests_that_use_it(tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="data.loaders"):
+    with caplog.at_level(logging.WARNING, logger="data.loading.loaders"):
         (problem,) = load_problems(write_jsonl(tmp_path / "mbpp.jsonl", MBPP_ROWS), "python")
     assert (problem.id, problem.entry_point) == ("11", "remove_Occ")
     assert problem.description.endswith("Write it as a function named `remove_Occ`, for example "
@@ -163,7 +163,7 @@ def test_stdin_sets_load_as_standard_input_tests(tmp_path):
 
 
 def test_live_code_bench_reads_compressed_tests_without_running_pickled_code(tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="data.loaders"):
+    with caplog.at_level(logging.WARNING, logger="data.loading.loaders"):
         (problem,) = load_problems(write_jsonl(tmp_path / "lcb.jsonl", LIVE_CODE_BENCH_ROWS), "python")
     assert problem.id == "abc301_a" and [t.input for t in problem.tests] == ["3 5\n", "9 -1\n"]
     assert "functional tests of a class method (LeetCode): 2847" in caplog.text
@@ -174,7 +174,7 @@ def test_live_code_bench_reads_compressed_tests_without_running_pickled_code(tmp
 
     hostile = {**LIVE_CODE_BENCH_ROWS[0], "question_id": "x",
                "private_test_cases": base64.b64encode(zlib.compress(pickle.dumps(Planted()))).decode()}
-    with caplog.at_level(logging.WARNING, logger="data.loaders"), pytest.raises(DataError, match="no problems found"):
+    with caplog.at_level(logging.WARNING, logger="data.loading.loaders"), pytest.raises(DataError, match="no problems found"):
         load_problems(write_jsonl(tmp_path / "hostile.jsonl", [hostile]), "python")
     assert not (tmp_path / "ran").exists()
     assert "private_test_cases that cannot be read: x" in caplog.text
@@ -264,7 +264,7 @@ NAMED_DOUBLE = Problem("named-double", "python", "Write double(n) that returns 2
 
 
 def test_verify_and_strengthen_check_a_problem_that_names_its_function_as_one_named_solve(judge):
-    """The wrong programs define `solve`: a problem naming `double` is checked through its view (data/solve_view.py),
+    """The wrong programs define `solve`: a problem naming `double` is checked through its view (data/quality/solve_view.py),
     and what strengthen writes calls `double` again, the solution as it was."""
     (adequacy,) = check_adequacy([NAMED_DOUBLE], judge)
     survivors = [s.program for s in adequacy.survivors]

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from data import load_problems
-from data.q_strengthen import strengthen_q
-from data.q_twins import cross_check, twins_of
-from data.q_values import QForms, parse_test, q_shown_calls
-from data.trivial import read_trivial_shares
+from data.generation.q_strengthen import strengthen_q
+from data.quality.q_twins import cross_check, twins_of
+from data.q.values import QForms, parse_test, q_shown_calls
+from data.quality.trivial import read_trivial_shares
 from judging import Judge
 
 REPO = Path(__file__).resolve().parents[1]

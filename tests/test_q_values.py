@@ -1,10 +1,10 @@
-"""The Python-to-q value map (data/q_values.py): every documented form both ways, a refusal for each form outside the
+"""The Python-to-q value map (data/q/values.py): every documented form both ways, a refusal for each form outside the
 printing convention, and the q tests deciding what Python cannot tell (a char, a string or a symbol)."""
 
 import pytest
 
 from data import Test
-from data.q_values import (BOOLEANS, CHAR, LIST, LONG, LONGS, STRING, SYMBOL, SYMBOLS, Form, QForms, Refused,
+from data.q.values import (BOOLEANS, CHAR, LIST, LONG, LONGS, STRING, SYMBOL, SYMBOLS, Form, QForms, Refused,
                            parse_literal, parse_shown, parse_test, q_literal, q_shown, q_shown_calls)
 
 AS_STRING = {Form(STRING): "tests[0]"}

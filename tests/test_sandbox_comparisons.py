@@ -148,7 +148,7 @@ def test_the_simple_assert_form_becomes_a_printing_test(tmp_path, judge, caplog)
         ("assert 8 == solve(4)\nassert solve(0) == 0", ""),
         ("assert solve(3) == 6; print('ok')", "ok"),
     ], solution="def solve(n):\n    return 2 * n")
-    with caplog.at_level(logging.INFO, logger="data.loaders"):
+    with caplog.at_level(logging.INFO, logger="data.loading.loaders"):
         problems = load_problems(path, "python")
     assert [(t.test_code, t.expected_output) for t in problems[1].tests] == [
         ("print(solve(21))", "42"),

@@ -1,4 +1,4 @@
-"""Tests that reject wrong programs (data/adequacy.py, data/strengthen.py, the battery in data/trivial.py), judged
+"""Tests that reject wrong programs (data/quality/adequacy.py, data/generation/strengthen.py, the battery in data/quality/trivial.py), judged
 for real: the cheap wrong programs a policy finds first earn nothing on the bundled set, verify lists a planted weak
 problem with an input where its wrong program is wrong, and strengthen adds the test that rejects it."""
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from data import bundled_path, load_problems, measure_trivial_shares
-from data.adequacy import check_adequacy
-from data.strengthen import strengthen
-from data.trivial import described_example
-from data.wrong_programs import mutants, nearby_calls
+from data.quality.adequacy import check_adequacy
+from data.generation.strengthen import strengthen
+from data.quality.trivial import described_example
+from data.quality.wrong_programs import mutants, nearby_calls
 from judging import Judge, Problem, Test
 from rewards import ScoringArguments, score
 

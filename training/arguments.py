@@ -21,8 +21,8 @@ import yaml
 from trl import GRPOConfig, TrlParser
 
 from cli import UsageError, positive
-from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE
-from data.validate import ALLOW_COMPARISONS_HELP
+from data.quality.trivial import DEFAULT_MAX_TRIVIAL_SHARE
+from data.loading.validate import ALLOW_COMPARISONS_HELP
 from judging import JudgeArguments
 from rewards import REWARD_FUNCS, ScoringArguments
 from judging.languages import LANGUAGES

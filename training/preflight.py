@@ -8,7 +8,7 @@ from pathlib import Path
 import requests
 from transformers import AutoConfig, AutoTokenizer
 
-from data.loaders import looks_like_path
+from data.loading.loaders import looks_like_path
 from cli import UsageError
 
 GPU_REQUIREMENTS = "pip install -r requirements-gpu.txt"

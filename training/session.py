@@ -127,7 +127,7 @@ def prepare(session: Session) -> None:
 
 def measure_trivial_shares(problems: list[Problem], judge: Judge | None, state: PartialState,
                            cache: Path | None) -> dict[Problem, TrivialShare]:
-    """--partial_credit above_trivial: each problem's trivial share (data/trivial.py), keyed by the problem. The main
+    """--partial_credit above_trivial: each problem's trivial share (data/quality/trivial.py), keyed by the problem. The main
     process measures them and writes the run folder's ``cache``; the other ranks then read it, and a resumed run
     measures nothing."""
     with state.main_process_first():

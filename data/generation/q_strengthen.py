@@ -1,8 +1,8 @@
-"""q tests made from a problem's Python twin (data/q_twins.py), without q: ``python -m data strengthen`` for q.
+"""q tests made from a problem's Python twin (data/quality/q_twins.py), without q: ``python -m data strengthen`` for q.
 
 For each q problem with a twin, candidate inputs are the twin's own tests' calls, the inputs near them and near the
 q problem's own tests (``wrong_programs.nearby_calls``, where the twin's mutants show themselves), each mapped to q
-(data/q_values.py) and kept only where it stays inside what the q problem takes: the forms its q tests show at that
+(data/q/values.py) and kept only where it stays inside what the q problem takes: the forms its q tests show at that
 argument, the character classes of their strings (lower case, upper case, digits, spaces, others), the signs of
 their numbers, lists of no or one item only where a q test has one, and what the q description names (positive,
 non-empty, sorted ... as for Python). A Python twin often takes more than its q problem (0 where q says positive,
@@ -12,8 +12,8 @@ convention is dropped. Where the answers are few (yes/no problems), tests show t
 ``show (solve[a];solve[b])``, in mixed orders.
 
 The q programs a policy writes first cannot run here; the twin's stand in for them: its mutants, constants, battery
-and call-order answers (data/wrong_programs.py) are run on every candidate in Python. The tests are then chosen as
-for Python (data/strengthen.py): the first ``max_tests`` so that every such wrong program fails one, no expected
+and call-order answers (data/quality/wrong_programs.py) are run on every candidate in Python. The tests are then chosen as
+for Python (data/generation/strengthen.py): the first ``max_tests`` so that every such wrong program fails one, no expected
 output appears more than ``max_share`` of them (the best constant) and no cheap program (a twin constant, the
 battery, the identity, the description's examples) passes more; then the q problem's own tests, each once; then more
 candidates while a cheap program or a constant passes more than ``max_share`` of all. A test whose input and output
@@ -28,12 +28,12 @@ import math
 import random
 from dataclasses import dataclass, replace
 
-from data.q_twins import UNMATCHABLE, Twin, call_code
-from data.q_twins import entry_point as q_entry_point
-from data.q_values import QForms, Refused, parse_test, q_literal, q_shown_calls, q_shown_values
-from data.strengthen import Strengthened, outputs_on
-from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE, PROBES, described_example
-from data.wrong_programs import _kept, _keeps, battery, mutants, nearby_calls, printing_test, solve_calls
+from data.quality.q_twins import UNMATCHABLE, Twin, call_code
+from data.quality.q_twins import entry_point as q_entry_point
+from data.q.values import QForms, Refused, parse_test, q_literal, q_shown_calls, q_shown_values
+from data.generation.strengthen import Strengthened, answer_patterns, outputs_on
+from data.quality.trivial import DEFAULT_MAX_TRIVIAL_SHARE, PROBES, described_example
+from data.quality.wrong_programs import kept_values, keeps_invariants, battery, mutants, nearby_calls, printing_test, solve_calls
 from judging import JudgeUnavailable
 from judging.records import Problem, Test
 from rewards import ScoringArguments, score
@@ -120,14 +120,14 @@ class _Shape:
             for position, argument in enumerate(arguments):
                 values.setdefault(position, []).append(argument)
         return cls({p: set().union(*map(_classes, v)) for p, v in values.items()},
-                   {p: _kept(v, problem.description) for p, v in values.items()},
+                   {p: kept_values(v, problem.description) for p, v in values.items()},
                    {p: all(map(_rectangular, v)) and any(isinstance(x, list) and x and isinstance(x[0], list)
                                                           for x in v) for p, v in values.items()})
 
     def fits(self, arguments: tuple) -> bool:
         if len(arguments) != len(self.features):
             return False
-        return all(_classes(value) <= self.features[position] and _keeps(value, self.invariants[position])
+        return all(_classes(value) <= self.features[position] and keeps_invariants(value, self.invariants[position])
                    and (not self.rectangular[position] or _rectangular(value))
                    for position, value in enumerate(arguments))
 
@@ -254,7 +254,7 @@ def _combined(problem, forms, entry_point, answered, answers) -> list[Candidate]
     by_answer = {answer: [(a, v) for a, v, expected in answered if expected == answer] for answer in answers}
     combined, seen = [], set()
     for size in (2, 3):
-        for pattern in _patterns(answers, size):
+        for pattern in answer_patterns(answers, size):
             if not all(by_answer.get(answer) for answer in pattern):
                 continue
             for _ in range(COMBINED_PER_PATTERN):
@@ -265,11 +265,6 @@ def _combined(problem, forms, entry_point, answered, answers) -> list[Candidate]
                     combined.append(candidate)
     return combined
 
-
-def _patterns(answers: list[str], size: int) -> list[tuple]:
-    if size == 0:
-        return [()]
-    return [(answer, *rest) for answer in answers for rest in _patterns(answers, size - 1)]
 
 
 def _echo(candidate: Candidate) -> bool:
@@ -295,7 +290,7 @@ def strengthen_q(problems: list[Problem], twins: dict[str, Twin], judge,
         if twin is None:
             records.append(QStrengthened(skipped="no Python twin" if problem.language == "q" else "not q"))
             continue
-        # Its hidden tests are never chosen: they stay last, as they are (data/strengthen.py).
+        # Its hidden tests are never chosen: they stay last, as they are (data/generation/strengthen.py).
         hidden = tuple(test for test in problem.tests if test.hidden)
         judged = replace(problem, tests=tuple(test for test in problem.tests if not test.hidden))
         tests, record = _strengthen_one(judge, judged, twin, max_tests, max_share)

@@ -12,7 +12,7 @@ completions are, are the probes, which ignore the input:
 - printing nothing: ``solve`` ends the program, so nothing at all is printed after the judge's marker. (Returning
   ``None`` prints ``None``, and returning ``""`` prints an empty line; both are probes of their own.)
 
-then, for Python, the battery of data/wrong_programs.py (element picks, min/max/len/sum, parity, sortedness, the
+then, for Python, the battery of data/quality/wrong_programs.py (element picks, min/max/len/sum, parity, sortedness, the
 call-order answers), less any battery program that passes every test (``max(x)`` is the answer to the maximum of a
 list); and a test whose input and output the description shows counts as passed by copying them.
 
@@ -34,9 +34,9 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from data.q_values import Refused, parse_test, q_literal, q_shown_values
-from data.solve_view import as_solve
-from data.wrong_programs import BATTERY, Probe, battery, call_text, solve_calls
+from data.q.values import Refused, parse_test, q_literal, q_shown_values
+from data.quality.solve_view import as_solve
+from data.quality.wrong_programs import BATTERY, Probe, battery, call_text, solve_calls
 from judging import JudgeUnavailable
 from judging.records import Problem, Test
 from rewards import ScoringArguments, score
@@ -136,7 +136,7 @@ def _call_of(node: ast.AST, name: str, arguments: int | None = None) -> bool:
 
 def cheap_programs(problem: Problem) -> tuple[Probe, ...]:
     """The programs whose best share is the problem's trivial share: the probes worth running, then the battery
-    of cheap input-reading and call-order programs (data/wrong_programs.py) worth running.
+    of cheap input-reading and call-order programs (data/quality/wrong_programs.py) worth running.
 
     A battery program is left out, like a constant, when it certainly fails every test: every test prints
     ``solve`` of literals, and what the program would print, worked out here (it is this module's own code, run on
@@ -278,7 +278,7 @@ def _measure_batch(batch: list[Problem], judge) -> list[TrivialShare]:
                                        f"({detail or 'sandbox error'}); fix the judge (q licence, sandbox) and retry")
             tests = [t.status == "passed" for t in judgement.tests]
             # A battery program that passes every test is the problem's answer (`max(x)` for the maximum), not a
-            # guess; one that is wrong all the same is for data/adequacy.py to find.
+            # guess; one that is wrong all the same is for data/quality/adequacy.py to find.
             if probe not in BATTERY or not all(tests):
                 passes.append((probe, tests))
         examples = [described_example(problem, test) for test in problem.tests]

@@ -4,10 +4,10 @@ Under GRPO a small model samples cheap programs long before the algorithm: the f
 then False". Tests that such a program passes pay it. This module makes those programs for Python problems:
 
 - ``BATTERY``: cheap programs that read their input (element picks, min/max/len/sum, parity, sortedness) or keep
-  state across calls (the call-order answers "True, then False"); data/trivial.py counts them in a problem's trivial
-  share and data/adequacy.py checks that the judged tests reject them;
+  state across calls (the call-order answers "True, then False"); data/quality/trivial.py counts them in a problem's trivial
+  share and data/quality/adequacy.py checks that the judged tests reject them;
 - ``mutants(solution)``: the solution with one small change (an operator, a comparison, a constant +-1, an index,
-  the returned variable, a negated condition, min for max), which data/adequacy.py checks the same way;
+  the returned variable, a negated condition, min for max), which data/quality/adequacy.py checks the same way;
 - ``nearby_calls(problem)``: the tests' calls with one literal argument perturbed, plus edge cases (empty, one
   element, zero, negatives), where a wrong program shows that it is wrong.
 """
@@ -19,7 +19,7 @@ import copy
 import random
 from dataclasses import dataclass
 
-from data.input_classes import class_values
+from data.quality.input_classes import class_values
 from judging.records import Problem
 
 MAX_MUTANTS = 32
@@ -175,7 +175,7 @@ _INVARIANTS = {
 }
 
 
-def _kept(values: list, description: str) -> list:
+def kept_values(values: list, description: str) -> list:
     """The invariants every one of ``values`` has that the description names."""
     kept = []
     description = description.lower()
@@ -190,7 +190,7 @@ def _kept(values: list, description: str) -> list:
     return kept
 
 
-def _keeps(value, invariants: list) -> bool:
+def keeps_invariants(value, invariants: list) -> bool:
     try:
         return all(check(value) for check in invariants)
     except TypeError:
@@ -200,7 +200,7 @@ def _keeps(value, invariants: list) -> bool:
 def nearby_calls(problem: Problem, limit: int = MAX_NEARBY_CALLS) -> list[tuple]:
     """Argument tuples one literal away from the tests' calls, each argument changed in turn: to a nearby value of
     its class (+-1, 0, negated, reversed, shortened, lengthened, emptied, one element) or to a value of another class
-    (data/input_classes.py: the case swapped, a digit or a space put in, 0, a power of two, a square of a prime,
+    (data/quality/input_classes.py: the case swapped, a digit or a space put in, 0, a power of two, a square of a prime,
     sorted, repeated, touching intervals, a leading zero ...), keeping what every test's argument there has and the
     description names (sorted, distinct, positive, letters ...), the tests' own calls left out. A seeded sample of at
     most ``limit``, the same on every run, half of it of other classes where there are that many."""
@@ -209,7 +209,7 @@ def nearby_calls(problem: Problem, limit: int = MAX_NEARBY_CALLS) -> list[tuple]
     for arguments in calls:
         for index, value in enumerate(arguments):
             positions.setdefault((len(arguments), index), []).append(value)
-    invariants = {position: _kept(values, problem.description) for position, values in positions.items()}
+    invariants = {position: kept_values(values, problem.description) for position, values in positions.items()}
     seen = {repr(arguments) for arguments in calls}
     nearby, other_class = [], []
     for arguments in calls:
@@ -219,7 +219,7 @@ def nearby_calls(problem: Problem, limit: int = MAX_NEARBY_CALLS) -> list[tuple]
                 for other in values:
                     changed = arguments[:index] + (other,) + arguments[index + 1:]
                     key = repr(changed)
-                    if key not in seen and _keeps(other, invariants[(len(arguments), index)]):
+                    if key not in seen and keeps_invariants(other, invariants[(len(arguments), index)]):
                         seen.add(key)
                         found.append(changed)
     rng = random.Random(problem.id)

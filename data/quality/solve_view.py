@@ -1,7 +1,7 @@
 """A problem that names its function, seen as the checks of a problem's tests see every problem: a function `solve`.
 
-The cheap and wrong programs (data/trivial.py, data/wrong_programs.py) define ``solve``, and the tests the checks
-write (data/adequacy.py, data/strengthen.py) call it. A problem whose ``entry_point`` is another name (HumanEval's
+The cheap and wrong programs (data/quality/trivial.py, data/quality/wrong_programs.py) define ``solve``, and the tests the checks
+write (data/quality/adequacy.py, data/generation/strengthen.py) call it. A problem whose ``entry_point`` is another name (HumanEval's
 ``has_close_elements``) is checked through its view: its tests call ``solve`` where they called the entry point, and
 its solution ends ``solve = <entry point>``, so the solution, its mutants and every cheap program answer the same
 calls. ``named_back`` turns what strengthening wrote for the view into tests of the problem itself.

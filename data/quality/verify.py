@@ -3,19 +3,19 @@
 Wrong tests teach wrong code: a problem whose canonical solution fails its own tests punishes
 correct completions forever, and a test that an empty program passes rewards doing nothing. Each
 problem's ``solution`` must pass every test and a no-op solution must fail at least one. Tests that
-share an answer pay for guessing: a problem whose trivial share (data/trivial.py) is above
+share an answer pay for guessing: a problem whose trivial share (data/quality/trivial.py) is above
 ``max_trivial_share`` is listed too, with the trivial program that scores. Tests that a wrong program passes pay
-it in full: a problem whose judged tests let one through (data/adequacy.py) is listed as weak, with the program
-and an input where it is wrong. Programs a model wrote (``given``, data/given_programs.py) that are wrong and earn more
+it in full: a problem whose judged tests let one through (data/quality/adequacy.py) is listed as weak, with the program
+and an input where it is wrong. Programs a model wrote (``given``, data/quality/given_programs.py) that are wrong and earn more
 from the judged tests than a constant are listed too.
 """
 
 from dataclasses import dataclass, field
 
-from data.adequacy import check_adequacy
-from data.domain import reference_program
-from data.given_programs import check_given_programs
-from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE, TrivialShare, measure_trivial_shares
+from data.quality.adequacy import check_adequacy
+from data.quality.domain import reference_program
+from data.quality.given_programs import check_given_programs
+from data.quality.trivial import DEFAULT_MAX_TRIVIAL_SHARE, TrivialShare, measure_trivial_shares
 from judging import JudgeUnavailable
 from judging.records import Problem
 from rewards import ScoringArguments, score
@@ -76,7 +76,7 @@ def verify_problems(problems: list[Problem], judge, show_progress=True, max_triv
 
     Problems without a ``solution`` are listed as unverifiable; their tests are still run against the
     no-op, which marks them broken if it passes. ``trivial`` gives the problems' trivial shares when they are
-    already measured. ``given`` maps problem ids to programs a model wrote (data/given_programs.py), judged last.
+    already measured. ``given`` maps problem ids to programs a model wrote (data/quality/given_programs.py), judged last.
     Raises the judge's ``JudgeUnavailable`` from its preflight when a language's interpreter
     is missing, and when the judge cannot run a problem (``sandbox_error``, e.g. a q licence lapsing mid-way):
     that says nothing about the data.

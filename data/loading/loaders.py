@@ -4,7 +4,7 @@ Sources, picked by what ``source`` is on disk:
 
 - ``.jsonl`` / ``.json`` files (gzipped too: ``.jsonl.gz``), one problem per line or a JSON array, in the
   project's record, the published dataset's schema (a ``datasets`` JSON export) or a public set's
-  (data/public_sets.py: HumanEval, MBPP, APPS, TACO, CodeContests, LiveCodeBench);
+  (data/loading/public_sets.py: HumanEval, MBPP, APPS, TACO, CodeContests, LiveCodeBench);
 - ``.parquet`` files of any of these;
 - ``Dataset.save_to_disk`` / ``DatasetDict.save_to_disk`` folders;
 - the reference's ``SFT_Data/{train,test}/<problem>/`` folders (SFT_Data itself or one split folder);
@@ -24,13 +24,13 @@ import zlib
 from pathlib import Path
 
 from cli import LocatedError, json_lines
-from data.public_sets import Conversion, convert, schema_of
-from data.validate import LANGUAGES, SPLITS, DataError, compare_on_the_host, validate_records
+from data.loading.public_sets import Conversion, convert, schema_of
+from data.loading.validate import LANGUAGES, SPLITS, DataError, compare_on_the_host, validate_records
 from judging.records import Problem
 
 logger = logging.getLogger(__name__)
 
-DATA_DIR = Path(__file__).resolve().parent
+DATA_DIR = Path(__file__).resolve().parent.parent  # the bundled sets lie in data/ itself
 DATASET_SCHEMA_FIELDS = ("problem_id", "problem_description", "q_solution", "python_solution", "test_cases")
 FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".jsonl.gz", ".json.gz")
 OFFLINE_HINT = "offline, pass a save_to_disk folder, a .parquet file or a .json/.jsonl export instead"
@@ -51,8 +51,8 @@ def load_problems(source, language="q", allow_in_sandbox_comparisons=False) -> l
     DataError on the first bad record.
 
     Tests in the simple assert form become printing tests (logged with their count); any other test that is not
-    printed calls is refused unless ``allow_in_sandbox_comparisons`` (data/comparisons.py). Rows of a public set
-    are converted (data/public_sets.py), and what they made and dropped is logged, one line.
+    printed calls is refused unless ``allow_in_sandbox_comparisons`` (data/loading/comparisons.py). Rows of a public set
+    are converted (data/loading/public_sets.py), and what they made and dropped is logged, one line.
     """
     if language not in LANGUAGES:
         raise ValueError(f"language {language!r} is not one of {', '.join(LANGUAGES)}")
@@ -190,7 +190,7 @@ def _from_dataset_schema(row, location, language):
         tests.sort(key=lambda numbered: numbered[0])
     extras = {key: value for key, value in row.items() if key not in DATASET_SCHEMA_FIELDS}
     if language == "q" and row.get("python_solution"):
-        # The row's Python twin, for `python -m data verify|strengthen` (data/q_twins.py): its tests in the q order.
+        # The row's Python twin, for `python -m data verify|strengthen` (data/quality/q_twins.py): its tests in the q order.
         extras["python_solution"] = row["python_solution"]
         extras["python_tests"] = [{"test_code": test_cases[index].get("python_test_code"),
                                    "expected_output": test_cases[index].get("python_expected_output")}

@@ -1,6 +1,6 @@
 """A problem's domain: the inputs its solution answers, where the checks of its tests may look.
 
-`python -m data verify` and `strengthen` run the solution on inputs of their own making (data/wrong_programs.py,
+`python -m data verify` and `strengthen` run the solution on inputs of their own making (data/quality/wrong_programs.py,
 ``nearby_calls``). An input the problem does not allow (a malformed bracket string, a negative index into a
 sequence defined for n >= 0) is no counter-example and no test: a wrong program may answer anything there. An input
 is outside the domain when the solution, run through the judge, raises there (an ``assert`` of its own, or the
@@ -53,6 +53,6 @@ def reference_program(problem: Problem) -> str | None:
 
 
 def answered(result, timeout: float) -> bool:
-    """Whether the solution's run of a test whose expected output nothing prints (data/adequacy.py, UNMATCHABLE) is
+    """Whether the solution's run of a test whose expected output nothing prints (data/quality/adequacy.py, UNMATCHABLE) is
     an answer inside the domain: it ended normally, printed less than the judge keeps, well under ``timeout``."""
     return result.status == "failed" and len(result.stdout) < KEEP_CHARS and result.seconds <= WELL_UNDER * timeout

@@ -4,7 +4,7 @@ A q problem's twin is a Python solution of the same problem: a problem with the 
 ``--python_twins`` (the bundled q set's twins are in data/python_problems.jsonl and data/q_twins.jsonl), or, in the
 published dataset's schema, the row's own ``python_solution``, whose tests carry ``python_test_code`` and
 ``python_expected_output`` beside their q code and output. Python runs here, through the judge, where q may not:
-``cross_check`` calls the twin's solution on each q test's arguments (read by data/q_values.py), maps its results to
+``cross_check`` calls the twin's solution on each q test's arguments (read by data/q/values.py), maps its results to
 what q's ``show`` prints, and lists every q test whose ``expected_output`` says otherwise; for a published row it
 also compares each test's ``q_expected_output`` with its mapped ``python_expected_output``.
 
@@ -18,14 +18,14 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from data.q_values import QForms, Refused, parse_test, q_shown_calls
-from data.validate import DataError
-from data.verify import VerifyReport
+from data.q.values import QForms, Refused, parse_test, q_shown_calls
+from data.loading.validate import DataError
+from data.quality.verify import VerifyReport
 from judging import JudgeUnavailable
 from judging.records import Problem, Test
 from rewards import ScoringArguments, score
 
-# What no program prints (as data/adequacy.py's): a test with it as expected output shows what the program printed.
+# What no program prints (as data/quality/adequacy.py's): a test with it as expected output shows what the program printed.
 UNMATCHABLE = "\0unmatchable expected output\0"
 SHOWN_CHARS = 60
 TWINS_HELP = ("Python files whose problems are the q problems' twins (the same id, a solution): each q test's "
@@ -250,7 +250,7 @@ def load_twins(paths: list[str], problems: list[Problem], allow_in_sandbox_compa
                ) -> dict[str, Twin]:
     """The twins of ``problems``'s q problems: their own ``python_solution`` where they carry one, else a problem of
     their id in the Python files ``paths``. Raises ``DataError`` for a bad file or an id given twice."""
-    from data.loaders import load_problems
+    from data.loading.loaders import load_problems
 
     twin_problems = []
     for path in paths:
@@ -273,11 +273,11 @@ class ReadReport(VerifyReport):
 
 def read_without_q(problems: list[Problem], max_trivial_share: float, reason: str):
     """A ``VerifyReport`` of what can be checked of q problems where no q runs: their trivial shares read off the
-    tests (data/trivial.py's ``read_trivial_shares``: the best constant, the identity, the description's examples),
+    tests (data/quality/trivial.py's ``read_trivial_shares``: the best constant, the identity, the description's examples),
     every problem above ``max_trivial_share`` listed; the solutions, the no-op and the wrong programs not run,
     ``reason`` saying why."""
-    from data.adequacy import Adequacy
-    from data.trivial import read_trivial_shares
+    from data.quality.adequacy import Adequacy
+    from data.quality.trivial import read_trivial_shares
 
     report = ReadReport(checked=len(problems), max_trivial_share=max_trivial_share)
     for problem, share in zip(problems, read_trivial_shares(problems)):

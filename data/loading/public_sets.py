@@ -6,7 +6,7 @@ A row's schema is told by its fields (``schema_of``):
 - **HumanEval** (``task_id``, ``prompt``, ``entry_point``, ``test``, ``canonical_solution``): the id is the
   ``task_id``; the description is the prompt (the signature and docstring); the solution the prompt and the
   canonical solution; each assert of ``check(candidate)`` becomes one printing test of the entry point
-  (data/comparisons.py: ``asserted_value``; ``abs(candidate(x) - y) < 1e-6`` a numeric test of that tolerance).
+  (data/loading/comparisons.py: ``asserted_value``; ``abs(candidate(x) - y) < 1e-6`` a numeric test of that tolerance).
 - **MBPP** (``task_id``, ``text``, ``code``, ``test_list``, ``test_setup_code``, ``challenge_test_list``): the
   function its asserts call is the entry point, named in the description with the first test's call; set-up code
   of literal assignments goes before each test that passes its names.
@@ -38,7 +38,7 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 
-from data.comparisons import asserted_value, literal_value, NotLiteral, printing_form, refusal
+from data.loading.comparisons import asserted_value, literal_value, NotLiteral, printing_form, refusal
 
 SHOWN_DROPPED = 8  # problem ids named per reason in the summary
 PYTHON3 = 3  # CodeContests' language number for Python 3 solutions

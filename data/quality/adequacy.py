@@ -1,14 +1,14 @@
 """Test adequacy: whether a problem's judged tests reject the wrong programs a policy can reach cheaply.
 
 A test set that a wrong program passes pays it the full reward, and GRPO climbs toward whatever pays. For each
-Python problem with a ``solution``, the wrong programs of data/wrong_programs.py (mutants of the solution, the
+Python problem with a ``solution``, the wrong programs of data/quality/wrong_programs.py (mutants of the solution, the
 battery of cheap input-reading and call-order programs, the constants) are judged on the tests the training reward
 judges (the first ``--max_tests_per_problem``), one test at a time so that most stop at their first failure. A
 program that passes them all is then judged with the solution on inputs near the tests'
 (``wrong_programs.nearby_calls``, of the tests' classes and of others, the expected output being what the solution
 printed there): if it prints something else on one of them it is wrong and survives, and the tests are weak, the
 simplest such input shown; if it agrees everywhere it is counted as equivalent. Inputs the solution does not answer
-well inside the time limit (data/domain.py: it raises, fails an assert or the problem's ``domain``, runs long) are
+well inside the time limit (data/quality/domain.py: it raises, fails an assert or the problem's ``domain``, runs long) are
 outside the problem's domain and left out, and counted. A problem's mutation score is the share of the wrong
 programs (equivalent ones left out) that its judged tests reject.
 
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from data.domain import answered, reference_program
-from data.solve_view import as_solve
-from data.trivial import cheap_programs
-from data.wrong_programs import call_text, mutants, nearby_calls, printing_test
+from data.quality.domain import answered, reference_program
+from data.quality.solve_view import as_solve
+from data.quality.trivial import cheap_programs
+from data.quality.wrong_programs import call_text, mutants, nearby_calls, printing_test
 from judging import JudgeUnavailable
 from judging.records import Problem, Test
 from rewards import ScoringArguments, score
@@ -54,7 +54,7 @@ class Adequacy:
     equivalent: int = 0
     survivors: list[Survivor] = field(default_factory=list)
     skipped: str | None = None
-    outside_domain: int = 0  # nearby inputs left out: the solution does not answer them (data/domain.py)
+    outside_domain: int = 0  # nearby inputs left out: the solution does not answer them (data/quality/domain.py)
 
     @property
     def wrong(self) -> int:
@@ -78,7 +78,7 @@ def skip_reason(problem: Problem) -> str | None:
 
 def wrong_programs(problem: Problem) -> list:
     """The wrong programs tried on ``problem``: the mutants of its solution, then the constants and the battery that
-    can pass one of its tests (data/trivial.py's ``cheap_programs``), less any with the solution's own text."""
+    can pass one of its tests (data/quality/trivial.py's ``cheap_programs``), less any with the solution's own text."""
     found, seen = [], {problem.solution.strip()}
     for program in (*mutants(problem.solution), *cheap_programs(problem)):
         if program.program.strip() not in seen:
@@ -165,7 +165,7 @@ def _check_batch(batch: list[Problem], judge, max_tests: int | None) -> list[Ade
 
 def in_domain(calls: list[tuple], judgement, timeout: float) -> tuple[list[tuple], int]:
     """The calls the solution answered well inside the time limit, each with what it printed, and how many it did
-    not answer (data/domain.py: it raised, failed its own assert or the problem's ``domain``, or took too long)."""
+    not answer (data/quality/domain.py: it raised, failed its own assert or the problem's ``domain``, or took too long)."""
     answers = [(arguments, result.stdout) for arguments, result in zip(calls, judgement.tests)
                if answered(result, timeout)]
     return answers, len(calls) - len(answers)

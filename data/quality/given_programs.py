@@ -4,9 +4,9 @@ The wrong programs a model samples first (a Caesar shift that also shifts upper 
 out 2 and 3) are where GRPO starts climbing: partial credit for them is a gradient toward them. ``python -m data
 verify --wrong_programs FILE`` reads such programs (a completions file, ``{"id", "completion"}`` per line, as
 ``python -m rewards score`` reads) and judges each on its problem's judged tests and, with the solution, on the
-inputs of those tests and near them (data/wrong_programs.py, ``nearby_calls``, in the problem's domain:
-data/domain.py). A program is wrong where it prints something else than the solution; a wrong one that passes more
-of the judged tests than the problem's best cheap program (its trivial share, data/trivial.py) earns reward under
+inputs of those tests and near them (data/quality/wrong_programs.py, ``nearby_calls``, in the problem's domain:
+data/quality/domain.py). A program is wrong where it prints something else than the solution; a wrong one that passes more
+of the judged tests than the problem's best cheap program (its trivial share, data/quality/trivial.py) earns reward under
 every ``--partial_credit`` mode and is listed, with the simplest input where it is wrong. One that agrees with the
 solution everywhere tried is counted as right.
 """
@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from cli import read_json_objects
-from data.adequacy import call_tests, called_as, in_domain, judge_runs, simplest, skip_reason
-from data.domain import reference_program
-from data.solve_view import CHECKED_NAME, as_solve
-from data.wrong_programs import nearby_calls, solve_calls
+from data.quality.adequacy import call_tests, called_as, in_domain, judge_runs, simplest, skip_reason
+from data.quality.domain import reference_program
+from data.quality.solve_view import CHECKED_NAME, as_solve
+from data.quality.wrong_programs import nearby_calls, solve_calls
 from judging.records import Problem
 from rewards.extract import extract_code
 
@@ -63,7 +63,7 @@ def read_given_programs(path: str, language: str = "python") -> dict[str, list[G
 
 def check_given_programs(problems: list[Problem], given: dict[str, list[GivenProgram]], judge, max_tests: int | None,
                          cheap: dict[str, int]) -> dict[str, list[GivenProgram]]:
-    """Judge the given programs of each problem whose wrong programs can be checked (data/adequacy.py,
+    """Judge the given programs of each problem whose wrong programs can be checked (data/quality/adequacy.py,
     ``skip_reason``; ``cheap``: the judged tests its best cheap program passes, by id); the programs by problem id,
     their fields filled in."""
     checked = [problem for problem in problems if skip_reason(problem) is None and given.get(problem.id)]
@@ -79,7 +79,7 @@ def check_given_programs(problems: list[Problem], given: dict[str, list[GivenPro
 
 
 def as_solve_programs(problem: Problem, programs: list[GivenProgram]) -> list[GivenProgram]:
-    """The programs as the checks of ``problem``'s view (data/solve_view.py) call them: defining ``solve``."""
+    """The programs as the checks of ``problem``'s view (data/quality/solve_view.py) call them: defining ``solve``."""
     if problem.entry_point == CHECKED_NAME:
         return programs
     return [replace(program, program=f"{program.program}\n{CHECKED_NAME} = {problem.entry_point}\n")

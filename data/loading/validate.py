@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import replace
 
 from cli import LocatedError
-from data.comparisons import printing_form, refusal, sandbox_comparison, with_literal_values
+from data.loading.comparisons import printing_form, refusal, sandbox_comparison, with_literal_values
 from judging.languages import LANGUAGES
 from judging.records import Problem, Test
 
@@ -159,7 +159,7 @@ def validate_record(record, location, language) -> Problem:
 
 
 def _check_domain(domain, location, entry_point, reads_input):
-    """A ``domain`` is a Python expression over the judged function's arguments (data/domain.py), or absent."""
+    """A ``domain`` is a Python expression over the judged function's arguments (data/quality/domain.py), or absent."""
     if domain is None:
         return None
     if reads_input:
@@ -190,7 +190,7 @@ def validate_records(located_records, language):
 
 def compare_on_the_host(problems: list[Problem], allow_in_sandbox_comparisons=False) -> tuple[list[Problem], Counter]:
     """The problems with their assert tests rewritten as printing tests and literal arithmetic in their arguments
-    worked out (data/comparisons.py), and how many tests each changed (``converted``, ``worked out``); a Python test
+    worked out (data/loading/comparisons.py), and how many tests each changed (``converted``, ``worked out``); a Python test
     not in the printing form, or a q test that compares inside the sandbox, is refused unless allowed. Tests giving
     standard input carry no code and pass."""
     changed, out = Counter(), []

@@ -1,4 +1,4 @@
-"""Strengthening a problem set's tests: tests that reject the wrong programs data/adequacy.py finds, and that no
+"""Strengthening a problem set's tests: tests that reject the wrong programs data/quality/adequacy.py finds, and that no
 cheap program passes more than a third of.
 
 For each Python problem with a solution, candidate tests are the problem's own tests (a test printing several calls
@@ -28,12 +28,12 @@ import random
 import re
 from dataclasses import dataclass, field, replace
 
-from data.adequacy import UNMATCHABLE, check_adequacy, skip_reason
-from data.domain import answered, reference_program
-from data.given_programs import as_solve_programs
-from data.solve_view import as_solve, named_back
-from data.trivial import DEFAULT_MAX_TRIVIAL_SHARE, PROBES, constant_passes, described_example
-from data.wrong_programs import battery, mutants, nearby_calls, printing_test, solve_calls
+from data.quality.adequacy import UNMATCHABLE, check_adequacy, skip_reason
+from data.quality.domain import answered, reference_program
+from data.quality.given_programs import as_solve_programs
+from data.quality.solve_view import as_solve, named_back
+from data.quality.trivial import DEFAULT_MAX_TRIVIAL_SHARE, PROBES, constant_passes, described_example
+from data.quality.wrong_programs import battery, mutants, nearby_calls, printing_test, solve_calls
 from judging import JudgeUnavailable
 from judging.records import Problem, Test
 from rewards import ScoringArguments, score
@@ -122,7 +122,7 @@ def outputs_on(judge, programs: list[str], tests: list[str], timeout: float) -> 
 
 def _solution_outputs(judge, problem: Problem, codes: list[str]) -> list[str | None]:
     """What the solution prints on each test code, through the judge; None outside the problem's domain (the
-    solution raises, fails an assert or the ``domain``, or runs long: data/domain.py) or where it prints what a test
+    solution raises, fails an assert or the ``domain``, or runs long: data/quality/domain.py) or where it prints what a test
     should not expect."""
     if not codes:
         return []
@@ -140,7 +140,7 @@ def _solution_outputs(judge, problem: Problem, codes: list[str]) -> list[str | N
 
 def _candidates(judge, problem: Problem, given: list[str] = ()) -> tuple[list[Candidate], list[int]]:
     """Candidate tests and, for each own test, the indexes of its variants. ``given``: programs a model wrote
-    (data/given_programs.py), whose counter-examples the tests printing several calls hold too."""
+    (data/quality/given_programs.py), whose counter-examples the tests printing several calls hold too."""
     rng = random.Random(problem.id)
     candidates, variants = [], []
     own = list({(t.test_code, t.expected_output): t for t in problem.tests}.values())  # once each
@@ -168,7 +168,7 @@ def _candidates(judge, problem: Problem, given: list[str] = ()) -> tuple[list[Ca
         by_answer = {answer: [arguments for arguments, output in answered if output == answer] for answer in answers}
         combined = []
         for size in (2, 3):
-            for pattern in _patterns(answers, size):
+            for pattern in answer_patterns(answers, size):
                 if all(by_answer.get(answer) for answer in pattern):
                     for _ in range(COMBINED_PER_PATTERN):
                         combined.append(printing_test([rng.choice(by_answer[answer]) for answer in pattern]))
@@ -204,7 +204,7 @@ def _with_counter_examples(judge, given: list[str], answered: list[tuple], by_an
                 if any(row[i] != digest(output) for row in rows)]
     tests = []
     for size in (2, 3):
-        for pattern in _patterns(answers, size):
+        for pattern in answer_patterns(answers, size):
             for position, answer in enumerate(pattern):
                 found = [arguments for arguments, output in wrong_on if output == answer]
                 if found and all(by_answer.get(a) for a in pattern):
@@ -214,10 +214,11 @@ def _with_counter_examples(judge, given: list[str], answered: list[tuple], by_an
     return tests
 
 
-def _patterns(answers: list[str], size: int) -> list[tuple]:
+def answer_patterns(answers: list[str], size: int) -> list[tuple]:
+    """Every sequence of ``size`` answers, each from ``answers`` (repeats allowed), in order."""
     if size == 0:
         return [()]
-    return [(answer, *rest) for answer in answers for rest in _patterns(answers, size - 1)]
+    return [(answer, *rest) for answer in answers for rest in answer_patterns(answers, size - 1)]
 
 
 def strengthen(problems: list[Problem], judge, max_tests: int = ScoringArguments().max_tests_per_problem,
@@ -226,7 +227,7 @@ def strengthen(problems: list[Problem], judge, max_tests: int = ScoringArguments
     """The problems with strengthened tests (new records; the others as they are), a ``Strengthened`` per problem, and
     each problem's ``Adequacy`` before and after.
 
-    ``given`` maps problem ids to programs a model wrote (data/given_programs.py, ``GivenProgram``): the first
+    ``given`` maps problem ids to programs a model wrote (data/quality/given_programs.py, ``GivenProgram``): the first
     ``max_tests`` tests are chosen so that each that is wrong passes as few as can be, no more than a cheap program.
 
     New tests bring new nearby inputs, where a wrong program may show it is wrong again: a problem that is still weak
