@@ -10,6 +10,6 @@ nothing from ``rewards``, ``data`` or ``training`` and nothing heavier than tqdm
 
 from judging.arguments import JudgeArguments
 from judging.judge import STATUSES, Judge, Judgement, JudgeUnavailable, TestResult
-from judging.records import Problem, Test
+from judging.records import Calls, Problem, Test
 
-__all__ = ["JudgeArguments", "Judge", "Judgement", "JudgeUnavailable", "Problem", "STATUSES", "Test", "TestResult"]
+__all__ = ["Calls", "JudgeArguments", "Judge", "Judgement", "JudgeUnavailable", "Problem", "STATUSES", "Test", "TestResult"]

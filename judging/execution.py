@@ -1,4 +1,4 @@
-"""One test, the way every test runs (the judge's, and the set-up's probes of a level, of warm workers and of
+"""One test (or one run of calls), the way every test runs (the judge's, and the set-up's probes of a level, of warm workers and of
 licence egress): take a free slot, write the program (solution, a random marker line, the test code), put it where
 it runs (a warm worker's folder, the bwrap sandbox's own /scratch, or a host folder on the weaker levels), run it,
 run it again while a licensed language's licence check fails, note an OOM kill in the slot's cgroup, hand the slot
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from judging import languages
 from judging.executors import LICENCE_FAILURE, RAN, Executor
-from judging.grading import TestResult, grade
+from judging.grading import TestResult, grade, grade_calls
 from judging.policy import SCRATCH
-from judging.records import Test
+from judging.records import Calls, Test
 from judging.running import RunResult, run_cold
 from judging.sandbox import Sandbox
 from judging.scratch import new_scratch, remove_tree
@@ -51,28 +51,35 @@ class Counter:
             return self._value
 
 
-def execute(runner: Runner, code: str, test: Test, timeout: float, slots: Slots, warm: WarmWorkers | None,
-            licence_retries: Counter) -> TestResult:
-    """Run ``test`` on ``code`` in a free slot of ``slots`` (Python in ``warm`` workers when there are some) and grade
-    it; a fault of the judge's own (a host folder it cannot write) is ``sandbox_error``."""
+def execute(runner: Runner, code: str, test: Test | Calls, timeout: float, slots: Slots, warm: WarmWorkers | None,
+            licence_retries: Counter) -> list[TestResult]:
+    """Run ``test`` (or a run of calls) on ``code`` in a free slot of ``slots`` (Python in ``warm`` workers when there
+    are some) and grade it: one verdict per test, a call being one; a fault of the judge's own (a host folder it
+    cannot write) is ``sandbox_error``."""
+    tests = test.tests if isinstance(test, Calls) else (test,)
     free = slots.free  # the queue of the moment (explicit rlimits may swap it while probing)
     uid = free.get()
     try:  # the slot goes back whatever happens below, cleanup included
         # A test giving standard input has no marker: the program is the solution alone, all its output counts.
-        marker = secrets.token_hex(16) if test.input is None else None
+        reads_input = isinstance(test, Test) and test.input is not None
+        marker = None if reads_input else secrets.token_hex(16)
+        test_code = runner.executor.calls_code(marker, tests) if isinstance(test, Calls) else test.test_code
         # Model text can hold lone surrogates, which UTF-8 cannot encode: judge them as "?", never crash.
-        program = (runner.executor.program(code, marker, test.test_code) if marker
+        program = (runner.executor.program(code, marker, test_code) if marker
                    else runner.executor.whole_program(code)).encode("utf-8", "replace")
-        stdin = None if test.input is None else test.input.encode("utf-8", "replace")
+        stdin = test.input.encode("utf-8", "replace") if reads_input else None
         warm = warm if runner.executor.language == "python" else None
         try:
             result, outcome, out_of_memory = _run(runner, program, marker or "", uid, timeout, slots, warm,
                                                   licence_retries, stdin)
         except (OSError, SandboxUnavailable) as error:
-            return TestResult("sandbox_error", 0.0, "", f"{type(error).__name__}: {error}")
+            return [TestResult("sandbox_error", 0.0, "", f"{type(error).__name__}: {error}") for _ in tests]
     finally:
         free.put(uid)
-    return grade(result, outcome, out_of_memory, marker, test.expected_output, test.tolerance)
+    if isinstance(test, Calls):
+        failed_call = runner.executor.failed_call(result, marker) if outcome != RAN else None
+        return grade_calls(result, outcome, out_of_memory, marker, tests, failed_call)
+    return [grade(result, outcome, out_of_memory, marker, test.expected_output, test.tolerance, test.compare)]
 
 
 def _run(runner: Runner, program: bytes, marker: str, uid: int | None, timeout: float, slots: Slots,

@@ -20,6 +20,7 @@ import warnings
 from pathlib import Path
 from typing import Protocol
 
+from judging.records import call_separator
 from judging.running import RunResult
 from judging.seccomp import SECCOMP_FILTER, SECCOMP_FILTER_PYTHON
 
@@ -67,6 +68,13 @@ class Executor(Protocol):
         """The program of a test that gives standard input: the solution alone, all of whose output counts (only
         where ``reads_input``)."""
 
+    def calls_code(self, marker: str, tests) -> str:
+        """The test code of a run of calls (judging/records.py, `Calls`): before each test's code, a line printing
+        its separator (judging/grading.py, `call_separator`), flushed, so what each call printed is told apart."""
+
+    def failed_call(self, result: RunResult, marker: str) -> int | None:
+        """The call a failed run of calls failed in, where this language goes on after an error (q), else None."""
+
     def outcome(self, result: RunResult, marker: str) -> str:
         """``RAN`` (compare the stdout after the marker) or a failure status, ``LICENCE_FAILURE`` included."""
 
@@ -112,6 +120,13 @@ class PythonExecutor:
 
     def whole_program(self, solution: str) -> str:
         return f"{solution}\n"
+
+    def calls_code(self, marker: str, tests) -> str:
+        return "\n".join(f"print({call_separator(marker, index)!r}, flush=True)\n{test.test_code}"
+                         for index, test in enumerate(tests))
+
+    def failed_call(self, result: RunResult, marker: str) -> int | None:
+        return None  # a Python program stops at its first uncaught error: the last call it reached
 
     def outcome(self, result: RunResult, marker: str) -> str:
         if result.returncode == 0:
@@ -194,6 +209,23 @@ class QExecutor:
         # q reads a line that starts with white space as the continuation of the line before: the "::" (a no-op)
         # between the marker's line and the solution is what an indented first line of the solution continues.
         return f'-2 "{marker}";\n::\n{solution}\n-1 "{marker}";\n{test_code}\nexit 0;\n'
+
+    def calls_code(self, marker: str, tests) -> str:
+        # The separator goes to stderr too: q goes on after an error, so the call whose stderr shows one is found.
+        return "\n".join(f'-1 "{call_separator(marker, index)}";\n-2 "{call_separator(marker, index)}";\n'
+                         f"{test.test_code}" for index, test in enumerate(tests))
+
+    def failed_call(self, result: RunResult, marker: str) -> int | None:
+        """The first call after whose separator q wrote an error (``'type``, ``'wsfull`` ...) to stderr."""
+        index, position = 0, 0
+        while True:
+            separator = call_separator(marker, index) + "\n"
+            found = result.stderr.find(separator, position)
+            if index and _Q_ERROR.search(result.stderr, position, len(result.stderr) if found < 0 else found):
+                return index - 1
+            if found < 0:
+                return None
+            index, position = index + 1, found + len(separator)
 
     def outcome(self, result: RunResult, marker: str) -> str:
         """A licence failure is q's licence text on stderr before q ever ran the script's first line (which

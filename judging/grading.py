@@ -16,12 +16,14 @@ the printed text here, on the host, never by code in the sandbox.
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from judging.executors import RAN
+from judging.records import call_separator
 
 if TYPE_CHECKING:
     from judging.running import RunResult
@@ -62,28 +64,108 @@ def completion_status(results: list[TestResult]) -> str:
     return next(status for status in SEVERITY if status in statuses)
 
 
+def run_status(result: RunResult, outcome: str, out_of_memory: bool) -> str | None:
+    """How a run ended, as a test status, or None when it ended normally (its output is then compared)."""
+    if out_of_memory:  # the kernel killed one of its processes: the test passed the slot's memory bound
+        return "memory"
+    if result.output_overflow:
+        return "output_limit"
+    if result.timed_out:
+        return "timeout"
+    return None if outcome == RAN else outcome
+
+
 def grade(result: RunResult, outcome: str, out_of_memory: bool, marker: str | None, expected_output,
-          tolerance: float | None = None) -> TestResult:
+          tolerance: float | None = None, compare: str = "text") -> TestResult:
     """One test's verdict: ``result`` of its run, ``outcome`` as its executor read it (``RAN`` or a failure status),
     whether the kernel killed one of its processes for memory, the run's ``marker`` (None: all of stdout counts),
-    the expected output and the test's tolerance (None: the text must be equal)."""
+    the expected output, the test's tolerance (None: the text must be equal) and how it compares (``"value"``:
+    as Python literals, `equal_values`)."""
     after_marker = result.stdout if marker is None else after(result.stdout, marker)
-    if out_of_memory:  # the kernel killed one of its processes: the test passed the slot's memory bound
-        status = "memory"
-    elif result.output_overflow:
-        status = "output_limit"
-    elif result.timed_out:
-        status = "timeout"
-    elif outcome != RAN:
-        status = outcome
+    status = run_status(result, outcome, out_of_memory)
+    if status is not None:
+        pass
     elif after_marker is None:
         status = "failed"
     elif marker is None:
         status = "passed" if matches(by_lines(after_marker), by_lines(str(expected_output)), tolerance) else "failed"
     else:
-        status = "passed" if matches(after_marker, str(expected_output), tolerance) else "failed"
+        status = "passed" if output_matches(after_marker, str(expected_output), tolerance, compare) else "failed"
     shown = result.stdout if after_marker is None else after_marker
     return TestResult(status, round(result.seconds, 4), shown[:KEEP_CHARS], result.stderr[-KEEP_CHARS:])
+
+
+def grade_calls(result: RunResult, outcome: str, out_of_memory: bool, marker: str, tests,
+                failed_call: int | None = None) -> list[TestResult]:
+    """The verdicts of a run of calls, one per test of ``tests``: what was printed between call ``i``'s separator
+    line and the next is call ``i``'s output, graded as one test's. A run that ended normally grades every call it
+    reached (one it never reached, the program having ended first, fails). A run that failed (raised, ran out of
+    time or memory, printed past the limit) fails with its status the call it failed in and every later one:
+    ``failed_call`` when the executor can tell which (q goes on after an error), else the last call reached. The
+    calls before it are graded on what they printed."""
+    status = run_status(result, outcome, out_of_memory)
+    text = after(result.stdout, marker)
+    spans: list[tuple[int, int]] = []  # where each reached call's output starts and ends in ``text``
+    position = 0
+    for index in range(len(tests)):
+        separator = call_separator(marker, index) + "\n"
+        found = -1 if text is None else text.find(separator, position)
+        if found < 0:
+            break
+        if spans:
+            spans[-1] = (spans[-1][0], found)
+        position = found + len(separator)
+        spans.append((position, len(text)))
+    first_failed = len(spans)
+    if status is not None:
+        first_failed = max(len(spans) - 1, 0) if failed_call is None else min(failed_call, max(len(spans) - 1, 0))
+    seconds = round(result.seconds / max(len(tests), 1), 4)
+    results = []
+    for index, test in enumerate(tests):
+        if index < first_failed:
+            printed = text[spans[index][0]:spans[index][1]]
+            verdict = "passed" if output_matches(printed, str(test.expected_output), test.tolerance,
+                                                 test.compare) else "failed"
+            results.append(TestResult(verdict, seconds, printed[:KEEP_CHARS], ""))
+        elif status is None:
+            results.append(TestResult("failed", seconds, "", "not reached: the program ended before this call"))
+        else:
+            printed = text[spans[index][0]:spans[index][1]] if index < len(spans) else ""
+            why = result.stderr[-KEEP_CHARS:] if index == first_failed else f"not run: call {first_failed} ended " \
+                                                                             f"the run ({status})"
+            results.append(TestResult(status, seconds, printed[:KEEP_CHARS], why))
+    return results
+
+
+def output_matches(printed: str, expected: str, tolerance: float | None = None, compare: str = "text") -> bool:
+    """Whether a test's printed output is its expected output, under its rule (text, tolerance or value)."""
+    if compare == "value":
+        return equal_values(printed, expected)
+    return matches(printed, expected, tolerance)
+
+
+# Printed text longer than this many times the expected text (plus a margin) is not read as a value: no literal a
+# program prints needs it, and reading one costs time in the judge's thread.
+VALUE_TEXT_FACTOR, VALUE_TEXT_MARGIN = 4, 1024
+
+
+def equal_values(printed: str, expected: str) -> bool:
+    """Whether the printed text and the expected output are equal Python values (``ast.literal_eval`` of each,
+    compared with ``==``: ``240.0`` for ``240``, ``{2, 1}`` for ``{1, 2}``, a tuple never for a list); where either
+    is no literal, whether they are equal text. Read on the host, never by code in the sandbox."""
+    printed, expected = printed.strip(), expected.strip()
+    if printed == expected:
+        return True
+    if len(printed) > VALUE_TEXT_FACTOR * len(expected) + VALUE_TEXT_MARGIN:
+        return False
+    try:
+        wanted, got = ast.literal_eval(expected), ast.literal_eval(printed)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    try:
+        return bool(wanted == got)  # literals' == never runs judged code; only deep nesting can make it raise
+    except RecursionError:
+        return False
 
 
 def matches(printed: str, expected: str, tolerance: float | None = None) -> bool:

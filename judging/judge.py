@@ -18,7 +18,7 @@ from judging.grading import STATUSES, Judgement, TestResult, completion_status
 from judging.licence_proxy import FLAG, parse_licence_hosts
 from judging.policy import (COMPLETION_BUDGET_TIMEOUTS, DEFAULT_DISK_MB, DEFAULT_LICENCE_HOSTS, DEFAULT_MEMORY_MB,
                              DEFAULT_SANDBOX, DEFAULT_TIMEOUT, Limits, default_workers)
-from judging.records import Test
+from judging.records import Calls, Test, count
 from judging.setup import SANDBOX_CHOICES, JudgeSetup, JudgeUnavailable
 
 __all__ = ["STATUSES", "Judge", "JudgeUnavailable", "Judgement", "TestResult", "completion_status"]
@@ -115,37 +115,44 @@ class Judge:
             raise JudgeUnavailable(f"{name} cannot run 1+1 in the sandbox ({self.isolation}): "
                                    f"{judgement.status}: {detail}")
 
-    def run(self, code: str | None, tests: Sequence[Test], language: str, timeout: float | None = None) -> Judgement:
-        """Judge ``code`` on ``tests``; ``timeout`` (default: the judge's) bounds each test, three times it the
-        completion."""
+    def run(self, code: str | None, tests: Sequence[Test | Calls], language: str,
+            timeout: float | None = None) -> Judgement:
+        """Judge ``code`` on ``tests``, each a `Test` or a run of `Calls` (each call counting as a test); ``timeout``
+        (default: the judge's) bounds each test or run, and ``completion_budget`` (default three times it) all of
+        them together."""
         if not tests:
             raise ValueError("a problem needs at least one test")
         runner = self.setup.get(language)
-        total = len(tests)
-        if not runner.executor.reads_input and any(test.input is not None for test in tests):
+        total = count(tests)
+        flat = [call for test in tests for call in (test.tests if isinstance(test, Calls) else (test,))]
+        if not runner.executor.reads_input and any(test.input is not None for test in flat):
             raise ValueError(f"{language} programs are not judged on standard input (a test with an input)")
+        if any(test.input is not None for each in tests if isinstance(each, Calls) for test in each.tests):
+            raise ValueError("a run of calls holds printed calls only, not a test giving standard input")
         if runner.executor.missing:
             return Judgement("sandbox_error", 0, total,
-                             [TestResult("sandbox_error", 0.0, "", runner.executor.missing) for _ in tests])
+                             [TestResult("sandbox_error", 0.0, "", runner.executor.missing) for _ in flat])
         if code is None:
-            return Judgement("no_code", 0, total, [TestResult("no_code", 0.0, "", "") for _ in tests])
+            return Judgement("no_code", 0, total, [TestResult("no_code", 0.0, "", "") for _ in flat])
         problem = runner.executor.syntax_error(code)
         if problem:
-            return Judgement("syntax_error", 0, total, [TestResult("syntax_error", 0.0, "", problem) for _ in tests])
+            return Judgement("syntax_error", 0, total, [TestResult("syntax_error", 0.0, "", problem) for _ in flat])
         results: list[TestResult] = []
         timeout = self.timeout if timeout is None else timeout
         budget_end = time.monotonic() + (self.completion_budget or COMPLETION_BUDGET_TIMEOUTS * timeout)
         for test in tests:
             left = budget_end - time.monotonic()
             if left <= 0 or (results and results[-1].status == "timeout"):
-                results.append(TestResult("timeout", 0.0, "", "not run: an earlier test timed out or the "
-                                                              "completion's time budget is spent"))
-                continue
-            results.append(self.setup.execute(runner, code, test, min(timeout, left)))
+                results.extend(TestResult("timeout", 0.0, "", "not run: an earlier test timed out or the completion's "
+                                                              "time budget is spent") for _ in range(count([test])))
+            elif isinstance(test, Calls):
+                results.extend(self.setup.execute_calls(runner, code, test, min(timeout, left)))
+            else:
+                results.append(self.setup.execute(runner, code, test, min(timeout, left)))
         passed = sum(result.status == "passed" for result in results)
         return Judgement(completion_status(results), passed, total, results)
 
-    def run_many(self, items: list[tuple[str | None, Sequence[Test], str]], progress: bool = False,
+    def run_many(self, items: list[tuple[str | None, Sequence[Test | Calls], str]], progress: bool = False,
                  timeout: float | None = None) -> list[Judgement]:
         from tqdm import tqdm  # here, not at the top: its import reads every installed package's metadata (~25 ms)
 
@@ -159,7 +166,7 @@ class Judge:
                     future.result()  # a judge's own fault raises here, as soon as it happens
         return [future.result() for future in futures]
 
-    async def arun_many(self, items: list[tuple[str | None, Sequence[Test], str]],
+    async def arun_many(self, items: list[tuple[str | None, Sequence[Test | Calls], str]],
                         timeout: float | None = None) -> list[Judgement]:
         import asyncio  # here, not at the top: only TRL's async reward functions need it, and it costs a CLI ~35 ms
 

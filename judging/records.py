@@ -28,8 +28,11 @@ class Test:
 
     A test with an ``input`` (``test_code`` is then empty) gives the judged program that text as its standard input
     and counts all it prints. A ``tolerance`` compares the numbers in the printed text to those of the expected
-    output within that absolute difference, the rest of the text exactly. A ``hidden`` test never enters the
-    reward: training judges it only to watch the completions that passed every judged test."""
+    output within that absolute difference, the rest of the text exactly. ``compare="value"`` reads both the printed
+    text and the expected output as Python literals and compares the values with ``==``, as the ``assert`` a test
+    was converted from did (``240.0`` for ``240``, a set in any printed order); text that is no literal is compared
+    as text. A ``hidden`` test never enters the reward: training judges it only to watch the completions that passed
+    every judged test."""
 
     __test__ = False  # not a pytest test class
 
@@ -39,17 +42,59 @@ class Test:
     input: str | None = None
     tolerance: float | None = None
     hidden: bool = False
+    compare: str = "text"  # or "value" (COMPARE)
 
     def record(self) -> dict[str, Any]:
-        """The test as the JSONL record writes it: ``test_code`` or ``input``, and a tolerance and ``hidden`` only
-        when it has them."""
+        """The test as the JSONL record writes it: ``test_code`` or ``input``, and a tolerance, ``hidden`` and
+        ``compare`` only when they are not the default."""
         record = {"test_code": self.test_code} if self.input is None else {"input": self.input}
         record["expected_output"] = self.expected_output
         if self.tolerance is not None:
             record["tolerance"] = self.tolerance
         if self.hidden:
             record["hidden"] = True
+        if self.compare != "text":
+            record["compare"] = self.compare
         return {**record, **self.extra}
+
+
+COMPARE = ("text", "value")
+# The most calls one run judges (`Calls`): a pool's tests are judged in runs of at most this many.
+MAX_CALLS = 64
+
+
+@dataclass(frozen=True)
+class Calls:
+    """Tests judged in one run of the program: the solution, then each test's code (a printed call) after a line of
+    its own that the judge prints, so that what each call printed is graded on the host against its own expected
+    output (judging/execution.py). The calls share the program's state, as the calls of one test do; none sees an
+    expected output. A call that raises, runs out of time or memory, or prints past the output limit fails with that
+    status, and so does every call after it: they are not run. Each call counts as one test in the reward.
+
+    A problem's generated pool (`Problem.pool`) is judged so: fifty inputs cost about what one test does."""
+
+    __test__ = False
+
+    tests: tuple[Test, ...]
+
+    def __len__(self) -> int:
+        return len(self.tests)
+
+
+def call_separator(marker: str, index: int) -> str:
+    """The line the judge prints before call ``index`` of a run of calls (its marker is random per run)."""
+    return f"{marker}:{index}"
+
+
+def in_runs(tests, size: int = MAX_CALLS) -> tuple[Calls, ...]:
+    """``tests`` (printed calls, none giving standard input) as runs of at most ``size`` calls each."""
+    tests = tuple(tests)
+    return tuple(Calls(tests[start:start + size]) for start in range(0, len(tests), size))
+
+
+def count(tests) -> int:
+    """How many tests a sequence of `Test` and `Calls` holds, each call one."""
+    return sum(len(test) if isinstance(test, Calls) else 1 for test in tests)
 
 
 @dataclass(frozen=True)
@@ -61,6 +106,10 @@ class Problem:
 
     ``entry_point`` is the function its tests call (``solve`` unless the source names another); a problem whose
     tests give standard input (`Test.input`) is judged as a whole program instead.
+
+    ``pool``, when the record has one, holds tests generated from the solution (data/generation/pool.py): printed
+    calls on inputs inside the domain, their expected outputs what the solution printed. Training judges a fresh
+    sample of it each step beside the judged tests, evaluation all of it, in runs of many calls (`Calls`).
 
     ``domain``, when the record gives one, is a Python expression over the solution's arguments that is true on the
     inputs the problem allows (``n >= 0``, ``set(s) <= set('()')``); the checks of its tests (data/quality/domain.py) make no
@@ -79,6 +128,7 @@ class Problem:
     location: str | None = field(default=None, compare=False)
     entry_point: str = "solve"
     domain: str | None = None
+    pool: tuple[Test, ...] = field(default=(), hash=False)  # equal problems have equal ids: hashing it adds nothing
 
     @property
     def reads_input(self) -> bool:
@@ -105,4 +155,6 @@ class Problem:
                                                         ("domain", self.domain)) if value is not None)
         if self.entry_point != "solve":
             record["entry_point"] = self.entry_point
+        if self.pool:
+            record["pool"] = [test.record() for test in self.pool]
         return {**record, **self.extra}

@@ -25,7 +25,7 @@ from judging.grading import TestResult
 from judging.licence_proxy import (FLAG, PROXY_ENV, TLS_TRUST, LicenceEgressUnavailable, LicenceProxy,
                                    describe_hosts)
 from judging.policy import Limits, frozen_proc
-from judging.records import Test
+from judging.records import Calls, Test
 from judging.sandbox import LEVEL_TOOLS, LEVELS, NAMESPACE_LEVELS, Sandbox
 from judging.slots import Slots, blocked_for_others
 from judging.warm import WarmWorkers
@@ -71,7 +71,11 @@ class JudgeSetup:
 
     def execute(self, runner: Runner, code: str, test: Test, timeout: float) -> TestResult:
         """Run and grade one test in a free slot, the way every test runs."""
-        return execute(runner, code, test, timeout, self.slots, self.warm, self.licence_retries)
+        return execute(runner, code, test, timeout, self.slots, self.warm, self.licence_retries)[0]
+
+    def execute_calls(self, runner: Runner, code: str, calls: Calls, timeout: float) -> list[TestResult]:
+        """Run a run of calls in one program in a free slot and grade each call (judging/records.py, `Calls`)."""
+        return execute(runner, code, calls, timeout, self.slots, self.warm, self.licence_retries)
 
     def _choose(self, sandbox: str) -> None:
         self.warm_missing = COLD_BWRAP if sandbox == COLD_BWRAP else None

@@ -14,11 +14,11 @@ from dataclasses import replace
 from cli import LocatedError
 from data.loading.comparisons import printing_form, refusal, sandbox_comparison, with_literal_values
 from judging.languages import LANGUAGES
-from judging.records import Problem, Test
+from judging.records import COMPARE, Problem, Test
 
 SPLITS = ("train", "test")
-PROBLEM_FIELDS = ("id", "language", "description", "tests", "solution", "split", "entry_point", "domain")
-TEST_FIELDS = ("test_code", "expected_output", "input", "tolerance", "hidden")
+PROBLEM_FIELDS = ("id", "language", "description", "tests", "solution", "split", "entry_point", "domain", "pool")
+TEST_FIELDS = ("test_code", "expected_output", "input", "tolerance", "hidden", "compare")
 ALLOW_COMPARISONS_HELP = ("Keep tests that are not printed calls (print(solve(...)) of literals) as they are, "
                           "instead of refusing them. Unsafe for RL: the judged code decides a comparison made in "
                           "the sandbox (a result whose == is always true passes). Simple `assert f(x) == literal` "
@@ -54,8 +54,8 @@ def _check_id(record, location):
     return value
 
 
-def _check_test(test, index, location):
-    name = f"tests[{index}]"
+def _check_test(test, index, location, field="tests"):
+    name = f"{field}[{index}]"
     if not isinstance(test, dict):
         raise DataError(location, f"{name} must be an object with test_code (or input) and expected_output")
     if test.get("input") is not None:
@@ -86,9 +86,14 @@ def _check_test(test, index, location):
     hidden = test.get("hidden", False)
     if not isinstance(hidden, bool):
         raise DataError(location, f"{name}.hidden must be true or false, got {type(hidden).__name__}")
+    compare = test.get("compare", "text")
+    if compare not in COMPARE:
+        raise DataError(location, f"{name}.compare must be one of {', '.join(map(repr, COMPARE))} (\"value\" reads "
+                                  f"printed and expected output as Python literals and compares them with ==), "
+                                  f"got {compare!r}")
     extra = {k: v for k, v in test.items() if k not in TEST_FIELDS}
     return Test(test.get("test_code") or "", expected, extra, test.get("input"),
-                None if tolerance is None else float(tolerance), hidden)
+                None if tolerance is None else float(tolerance), hidden, compare)
 
 
 def _check_hidden_last(tests, location):
@@ -153,9 +158,25 @@ def validate_record(record, location, language) -> Problem:
     if split is not None and split not in SPLITS:
         raise DataError(location, f"split {split!r} is not one of {', '.join(SPLITS)} (or leave it out)")
     domain = _check_domain(record.get("domain"), location, entry_point, kinds[0])
+    pool = _check_pool(record.get("pool"), location)
     extra = {key: value for key, value in record.items() if key not in PROBLEM_FIELDS}
     return Problem(problem_id, problem_language, description, tests, solution, split, extra, location, entry_point,
-                   domain)
+                   domain, pool)
+
+
+def _check_pool(pool, location) -> tuple:
+    """A ``pool`` is a list of printed-call tests (no standard input, none hidden), or absent."""
+    if pool is None:
+        return ()
+    if not isinstance(pool, list):
+        raise DataError(location, f"'pool' must be a list of tests, got {type(pool).__name__}")
+    tests = tuple(_check_test(test, index, location, "pool") for index, test in enumerate(pool))
+    for index, test in enumerate(tests):
+        if test.input is not None or test.hidden:
+            raise DataError(location, f"pool[{index}] {'is hidden' if test.hidden else 'gives standard input'}"
+                                      "; a pool holds printed calls only, every one judged in runs (leave "
+                                      "'input' and 'hidden' out)")
+    return tests
 
 
 def _check_domain(domain, location, entry_point, reads_input):
