@@ -106,7 +106,7 @@ def train(session: Session, evaluator: PassAtKEvaluator | None) -> int:
         model=args.model.model,
         reward_funcs=make_reward_funcs(args.rewards.reward_funcs, session.judge, args.scoring, session.train,
                                        args.data.use_reasoning_format, session.trivial_shares,
-                                       watch_hidden_tests=watches_hidden_tests(args)),
+                                       watch_hidden_tests=watches_hidden_tests(args), pool_seed=args.grpo.seed),
         args=args.grpo,
         train_dataset=dataset,
         processing_class=session.tokenizer,

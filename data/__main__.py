@@ -33,6 +33,7 @@ from data.quality.given_programs import check_given_programs, read_given_program
 from data.loading.loaders import bundled_path, load_problems
 from data.generation.q_strengthen import describe, strengthen_q
 from data.quality.q_twins import TWINS_HELP, cross_check, load_twins, read_without_q
+from data.generation.pool import POOL_SIZE, build_pool, build_q_pool, suggested_domain, with_pool
 from data.generation.strengthen import strengthen
 from data.loading.validate import ALLOW_COMPARISONS_HELP, DataError
 from data.quality.trivial import DEFAULT_MAX_TRIVIAL_SHARE, measure_trivial_shares
@@ -65,6 +66,14 @@ def _parser():
                             help="also write new tests marked hidden, up to N hidden tests a problem (its own "
                                  "counted): inputs near its tests, answered by its solution, that the reward never "
                                  "judges and the trainer's hidden-test watch does (default %(default)s)")
+    pool = commands.add_parser("pool", help="write the problems with a pool of tests generated from each solution",
+                               dataclass_types=[JudgeArguments])
+    pool.add_argument("source", help="problem file, folder or dataset name")
+    pool.add_argument("out", help="the JSONL file to write (never the source)")
+    pool.add_argument("--pool_size", type=int, default=POOL_SIZE, metavar="N",
+                      help="inputs a pool aims at (default %(default)s)")
+    pool.add_argument("--python_twins", nargs="+", default=[], metavar="FILE", help=TWINS_HELP)
+    pool.set_defaults(judge_timeout=DEFAULT_EVAL_TIMEOUT)
     for command in (verify, strengthen):
         command.set_defaults(judge_timeout=DEFAULT_EVAL_TIMEOUT)  # not training: the evaluation's timeout
         command.add_argument("--max_trivial_share", type=_share, default=DEFAULT_MAX_TRIVIAL_SHARE,
@@ -80,7 +89,7 @@ def _parser():
                                                        "(default: the bundled set for --language)")
     for command in (verify, strengthen):
         command.add_argument("--wrong_programs", metavar="COMPLETIONS", help=WRONG_PROGRAMS_HELP)
-    for command in (check, verify, strengthen):
+    for command in (check, verify, strengthen, pool):
         command.add_argument("--language", choices=list(LANGUAGES), default="q",
                              help="language of records that do not name one, and of the fields to pick")
         command.add_argument("--allow_in_sandbox_comparisons", action="store_true", help=ALLOW_COMPARISONS_HELP)
@@ -118,14 +127,16 @@ def main(argv=None):
     source = args.source or str(bundled_path(args.language))
     try:
         judge_args = args.parser.dataclasses_from(args)
-        if args.command != "check":
+        if args.command in ("verify", "strengthen"):
             positive("--max_tests_per_problem", args.max_tests_per_problem)
         if args.command == "strengthen" and args.hidden_tests < 0:
             raise UsageError(f"--hidden_tests {args.hidden_tests}: must be 0 (none) or more")
-        if args.command == "strengthen" and _same_file(args.source, args.out):
-            raise UsageError("OUT is the source itself; write the strengthened set to another file")
+        if args.command in ("strengthen", "pool") and _same_file(args.source, args.out):
+            raise UsageError(f"OUT is the source itself; write the {args.command} output to another file")
+        if args.command == "pool" and args.pool_size < 1:
+            raise UsageError(f"--pool_size {args.pool_size}: must be 1 or more")
         problems = load_problems(source, args.language, args.allow_in_sandbox_comparisons)
-        given = _given_programs(args, problems)
+        given = _given_programs(args, problems) if args.command != "pool" else {}
         if args.command == "check":
             splits = Counter(problem.split or "unsplit" for problem in problems)
             print(f"{source}: {len(problems)} problems valid ("
@@ -135,6 +146,8 @@ def main(argv=None):
         with judge_args[0].make_judge() as judge:
             if args.command == "strengthen":
                 return _strengthen(problems, judge, args, twins, given)
+            if args.command == "pool":
+                return _pool(problems, judge, args, twins)
             report, cross = _verify(problems, judge, args, twins, given)
     except UsageError as error:
         print(error if isinstance(error, DataError) else f"{source}: {error}", file=sys.stderr)
@@ -145,6 +158,44 @@ def main(argv=None):
             print(line)
         print(cross.summary())
     return 0 if report.clean and (cross is None or cross.clean) else 1
+
+
+def _pool(problems, judge, args, twins):
+    """Build each problem's pool (q problems from their twins), write OUT and say what was built and left out."""
+    start = time.monotonic()
+    pools = []
+    from tqdm import tqdm
+
+    for problem in tqdm(problems, desc="pools", unit="problem"):
+        if problem.language == "q":
+            pools.append(build_q_pool(problem, twins.get(problem.id), judge, args.pool_size))
+        else:
+            pools.append(build_pool(problem, judge, args.pool_size))
+    seconds = time.monotonic() - start
+    out = Path(args.out)
+    out.write_text("".join(json.dumps(with_pool(problem, pool).record(), ensure_ascii=False) + "\n"
+                           for problem, pool in zip(problems, pools)), encoding="utf-8")
+    for pool in pools:
+        for line in pool.disagreements:
+            print(f"DISAGREES {pool.problem.id}: {line}")
+        if pool.unstable:
+            print(f"UNSTABLE {pool.problem.id}: the solution printed differently in two runs on "
+                  f"{len(pool.unstable)} inputs (left out), e.g. {pool.unstable[0]}")
+        if pool.skipped:
+            print(f"no pool for {pool.problem.id}: {pool.skipped}")
+        elif not pool.problem.domain:
+            print(f"{pool.problem.id}: no domain: its pool keeps to the types and classes its tests show; "
+                  f"suggested: {suggested_domain(pool.problem) or 'none'}")
+    sizes = sorted(len(pool.tests) for pool in pools if pool.tests)
+    if sizes:
+        print(f"pools for {len(sizes)} of {len(problems)} problems: {sizes[0]} to {sizes[-1]} tests (median "
+              f"{sizes[len(sizes) // 2]}), {sum(sizes)} in all, in {seconds:.0f} s ({seconds / len(problems):.2f} s a "
+              f"problem); {sum(len(p.unstable) for p in pools)} unstable and "
+              f"{sum(len(p.disagreements) for p in pools)} disagreeing inputs left out")
+    else:
+        print(f"no pool built for any of {len(problems)} problems")
+    print(f"wrote {out}")
+    return 0
 
 
 def _verify(problems, judge, args, twins, given):

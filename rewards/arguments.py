@@ -30,14 +30,31 @@ class ScoringArguments:
         },
     )
 
+    pool_tests_per_problem: int = field(
+        default=50, metadata={"help": "Besides its first --max_tests_per_problem tests, the training reward judges "
+                              "this many tests of each problem's generated pool (python -m data pool), a fresh "
+                              "sample each step from a seeded generator (the run's --seed), all in one run of the "
+                              "program; the rest of the pool are hidden tests for the watch. Evaluation judges the "
+                              "whole pool. 0: the given tests only. Not used with --partial_credit above_trivial, "
+                              "whose trivial share is measured over the given tests."}
+    )
+
     def __post_init__(self):
         positive("--max_tests_per_problem", self.max_tests_per_problem)
+        if self.pool_tests_per_problem < 0:
+            raise UsageError(f"--pool_tests_per_problem {self.pool_tests_per_problem}: give 0 (the given tests only) "
+                             "or a positive number of pool tests")
         if self.partial_credit not in PARTIAL_CREDIT:
             raise UsageError(f"--partial_credit {self.partial_credit}: choose one of {', '.join(PARTIAL_CREDIT)}")
 
     @property
     def needs_trivial_shares(self) -> bool:
         return self.partial_credit == "above_trivial"
+
+    @property
+    def pool_sample_size(self) -> int:
+        """How many pool tests the reward judges a problem on each step (none under above_trivial)."""
+        return 0 if self.needs_trivial_shares else self.pool_tests_per_problem
 
     @property
     def best(self) -> float:

@@ -14,6 +14,7 @@ the code was wrong. The ``status/sandbox_error`` metric shows how often that hap
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -63,6 +64,7 @@ class RewardSetup:
     use_reasoning_format: bool = False
     trivial_shares: TrivialShares | None = None
     watch_hidden_tests: bool = False
+    pool_seed: int = 0  # the pool samples of a run follow from it (rewards/scoring.py, pool_sample)
 
     def problem(self, problem_id: str) -> Problem:
         try:
@@ -77,11 +79,14 @@ def make_test_cases(setup: RewardSetup) -> Callable:
     that passed them all on the hidden ones); returns `Rewards`."""
     judge, scoring = setup.judge, setup.scoring
     judge_counts = judge.counters()
+    # Every rank calls the reward once a generation batch, in step: the n-th call draws the same pool sample on each.
+    draws = itertools.count()
 
     async def test_cases(prompts, completions, log_metric=None, log_extra=None, **columns) -> Rewards:
         problems = [setup.problem(problem_id) for problem_id in columns["id"]]
         scores = await ascore(judge, problems, [completion_text(c) for c in completions], scoring,
-                              trivial_shares=setup.trivial_shares, hidden_tests=setup.watch_hidden_tests)
+                              trivial_shares=setup.trivial_shares, hidden_tests=setup.watch_hidden_tests,
+                              draw=f"{setup.pool_seed}:{next(draws)}")
         counts = Counter(s.status for s in scores)
         if log_metric is not None:
             for status in STATUSES:
@@ -140,7 +145,7 @@ REWARD_FUNCS: dict[str, Callable[[RewardSetup], Callable]] = {
 
 def make_reward_funcs(names: list[str], judge: Judge, scoring: ScoringArguments, problems: Iterable[Problem] = (),
                       use_reasoning_format: bool = False, trivial_shares: TrivialShares | None = None,
-                      watch_hidden_tests: bool = False) -> list[Callable]:
+                      watch_hidden_tests: bool = False, pool_seed: int = 0) -> list[Callable]:
     """The reward functions named, made for training on ``problems`` (their ids unique)."""
     unknown = [name for name in names if name not in REWARD_FUNCS]
     if unknown:
@@ -149,5 +154,5 @@ def make_reward_funcs(names: list[str], judge: Judge, scoring: ScoringArguments,
     for problem in problems:
         if by_id.setdefault(problem.id, problem) != problem:
             raise ValueError(f"two problems trained on share the id {problem.id!r}; a row's id must name one")
-    setup = RewardSetup(judge, scoring, by_id, use_reasoning_format, trivial_shares, watch_hidden_tests)
+    setup = RewardSetup(judge, scoring, by_id, use_reasoning_format, trivial_shares, watch_hidden_tests, pool_seed)
     return [REWARD_FUNCS[name](setup) for name in names]

@@ -13,12 +13,13 @@ by the problem, and the share read is the one over exactly the tests judged.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+import random
 from dataclasses import dataclass
 
 from rewards.arguments import ScoringArguments
 from rewards.extract import extract_code
 from judging.judge import Judge, Judgement
-from judging.records import Problem
+from judging.records import Problem, Test, in_runs
 
 # Each problem's trivial shares: [n - 1] is the share of its first n tests that a trivial program passes.
 TrivialShares = Mapping[Problem, Sequence[float]]
@@ -59,7 +60,9 @@ def trivial_share(problem: Problem, tests: int, trivial_shares: TrivialShares | 
     if shares is None:
         raise ValueError(f"problem {problem.id!r} has no trivial_shares, which --partial_credit above_trivial "
                          "needs; measure them with data.quality.trivial first")
-    return shares[tests - 1]
+    # A judgement over a problem's pool too (evaluation) counts more tests than its shares cover: the share of all
+    # its given tests stands for it, the pool's own share being unmeasured.
+    return shares[min(tests, len(shares)) - 1]
 
 
 def _scores(judgements: list[Judgement], problems: Sequence[Problem], scoring: ScoringArguments,
@@ -75,34 +78,48 @@ def _scores(judgements: list[Judgement], problems: Sequence[Problem], scoring: S
 
 def score(judge: Judge, problems: Sequence[Problem], texts: Sequence[str | None], scoring: ScoringArguments, *,
           trivial_shares: TrivialShares | None = None, all_tests: bool = False, timeout: float | None = None,
-          extract: bool = True, progress: bool = False) -> list[Score]:
-    """Judge ``texts[i]`` against ``problems[i]``'s judged tests (all its tests, hidden ones included, with
-    ``all_tests``). ``extract=False`` runs each text as it is (canonical solutions, verification's no-op).
-    ``trivial_shares`` is read under ``--partial_credit above_trivial`` only."""
-    items = _items(problems, texts, _tests(scoring, all_tests), extract)
+          extract: bool = True, progress: bool = False, draw: str = "0") -> list[Score]:
+    """Judge ``texts[i]`` against ``problems[i]``'s judged tests and the sample of its pool drawn for ``draw`` (all
+    its tests, hidden ones and its whole pool included, with ``all_tests``). ``extract=False`` runs each text as it
+    is (canonical solutions, verification's no-op). ``trivial_shares`` is read under ``--partial_credit
+    above_trivial`` only."""
+    items = _items(problems, texts, _tests(scoring, all_tests, draw), extract)
     return _scores(judge.run_many(items, progress=progress, timeout=timeout), problems, scoring, trivial_shares)
 
 
-def _tests(scoring: ScoringArguments, all_tests: bool = False) -> Callable[[Problem], Sequence]:
+def _tests(scoring: ScoringArguments, all_tests: bool = False, draw: str = "0") -> Callable[[Problem], Sequence]:
     if all_tests:
-        return lambda problem: problem.tests
-    return lambda problem: problem.judged_tests(scoring.max_tests_per_problem)
+        return lambda problem: (*problem.tests, *in_runs(problem.pool))
+    return lambda problem: (*problem.judged_tests(scoring.max_tests_per_problem),
+                            *in_runs(pool_sample(problem, scoring.pool_sample_size, draw)[0]))
+
+
+def pool_sample(problem: Problem, size: int, draw: str) -> tuple[tuple[Test, ...], tuple[Test, ...]]:
+    """``size`` tests of the problem's pool drawn for ``draw`` (a step's: the same draw gives the same tests, on
+    every rank, to every completion of the problem), in pool order, and the rest of its pool."""
+    if not problem.pool or size <= 0:
+        return (), problem.pool
+    chosen = set(random.Random(f"{draw}:{problem.id}").sample(range(len(problem.pool)), min(size, len(problem.pool))))
+    return (tuple(test for index, test in enumerate(problem.pool) if index in chosen),
+            tuple(test for index, test in enumerate(problem.pool) if index not in chosen))
 
 
 async def ascore(judge: Judge, problems: Sequence[Problem], texts: Sequence[str | None], scoring: ScoringArguments,
                  *, trivial_shares: TrivialShares | None = None, timeout: float | None = None,
-                 hidden_tests: bool = False) -> list[Score]:
-    """`score` for TRL's async reward functions: the judged tests, extracted code. With ``hidden_tests``, each
-    completion that passes every judged test is then judged on its problem's hidden tests too (`Score.hidden`),
-    as soon as it has passed, while the others are still being judged."""
-    items = _items(problems, texts, _tests(scoring), extract=True)
+                 hidden_tests: bool = False, draw: str = "0") -> list[Score]:
+    """`score` for TRL's async reward functions: the judged tests and the pool's sample for ``draw``, extracted
+    code. With ``hidden_tests``, each completion that passes every judged test is then judged on its problem's
+    hidden tests too (`Score.hidden`: the tests beyond the judged ones and the rest of its pool), as soon as it has
+    passed, while the others are still being judged."""
+    items = _items(problems, texts, _tests(scoring, draw=draw), extract=True)
     if not hidden_tests:
         return _scores(await judge.arun_many(items, timeout=timeout), problems, scoring, trivial_shares)
     import asyncio  # here, not at the top, as in Judge.arun_many
 
     async def judged(item: tuple, problem: Problem) -> tuple[Judgement, Judgement | None]:
         judgement = (await judge.arun_many([item], timeout=timeout))[0]
-        hidden = problem.hidden_tests(scoring.max_tests_per_problem)
+        hidden = (*problem.hidden_tests(scoring.max_tests_per_problem),
+                  *in_runs(pool_sample(problem, scoring.pool_sample_size, draw)[1]))
         if judgement.status != "passed" or not hidden:
             return judgement, None
         code, _, language = item

@@ -169,7 +169,7 @@ def _q_call(entry_point: str, literals: list[str]) -> str:
     return f"{entry_point}[{';'.join(literals)}]"
 
 
-def _candidate(problem: Problem, forms: QForms, entry_point: str, calls: list[tuple], values: list
+def q_candidate(problem: Problem, forms: QForms, entry_point: str, calls: list[tuple], values: list
                ) -> Candidate | None:
     """A q test of these calls, its expected output the twin's ``values`` mapped; None where the map refuses or the
     q test does not read back as the calls."""
@@ -231,7 +231,7 @@ def _candidates(judge, problem: Problem, twin: Twin) -> tuple[list[Candidate], s
     answered = []  # (arguments, the twin's result, what q shows) of every call with an answer, the old ones too
     codes = {c.test_code for c in candidates}
     for arguments, value in zip(known, twin_values(judge, twin, known)):
-        candidate = None if value is UNMATCHABLE else _candidate(problem, forms, entry_point, [arguments], [value])
+        candidate = None if value is UNMATCHABLE else q_candidate(problem, forms, entry_point, [arguments], [value])
         if candidate is None:
             continue
         answered.append((arguments, value, candidate.expected))
@@ -259,7 +259,7 @@ def _combined(problem, forms, entry_point, answered, answers) -> list[Candidate]
                 continue
             for _ in range(COMBINED_PER_PATTERN):
                 picked = [rng.choice(by_answer[answer]) for answer in pattern]
-                candidate = _candidate(problem, forms, entry_point, [a for a, _ in picked], [v for _, v in picked])
+                candidate = q_candidate(problem, forms, entry_point, [a for a, _ in picked], [v for _, v in picked])
                 if candidate is not None and candidate.test_code not in seen:
                     seen.add(candidate.test_code)
                     combined.append(candidate)
