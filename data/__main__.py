@@ -178,9 +178,6 @@ def _pool(problems, judge, args, twins):
     for pool in pools:
         for line in pool.disagreements:
             print(f"DISAGREES {pool.problem.id}: {line}")
-        if pool.unstable:
-            print(f"UNSTABLE {pool.problem.id}: the solution printed differently in two runs on "
-                  f"{len(pool.unstable)} inputs (left out), e.g. {pool.unstable[0]}")
         if pool.skipped:
             print(f"no pool for {pool.problem.id}: {pool.skipped}")
         elif not pool.problem.domain:
@@ -190,7 +187,7 @@ def _pool(problems, judge, args, twins):
     if sizes:
         print(f"pools for {len(sizes)} of {len(problems)} problems: {sizes[0]} to {sizes[-1]} tests (median "
               f"{sizes[len(sizes) // 2]}), {sum(sizes)} in all, in {seconds:.0f} s ({seconds / len(problems):.2f} s a "
-              f"problem); {sum(len(p.unstable) for p in pools)} unstable and "
+              f"problem); {sum(bool(p.unstable) for p in pools)} solutions not trusted (unstable) and "
               f"{sum(len(p.disagreements) for p in pools)} disagreeing inputs left out")
     else:
         print(f"no pool built for any of {len(problems)} problems")

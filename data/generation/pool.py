@@ -14,7 +14,7 @@ nothing else says what the problem allows.
 The expected outputs are what the solution prints, run by the judge in its sandbox, many calls a run. An input on
 which it raises (its own ``assert`` or the domain), runs longer than `PER_CALL_SECONDS`, or prints more than
 `LONGEST_OUTPUT` characters never becomes a test; a second run, the calls in the other order in a fresh program, must
-print the same, else the input is reported as unstable and left out. A problem whose record gives a
+print the same: a solution that prints otherwise on any input is reported and gets no pool. A problem whose record gives a
 ``second_solution`` has it run on the whole pool: an input where the two disagree is reported and left out.
 """
 
@@ -531,6 +531,10 @@ def answered_calls(pool: Pool, view: Problem, seeds: list[tuple], judge, size: i
             pool.unstable.append(_call_text(call))
         else:
             stable.append((call, printed))
+    if pool.unstable:  # a solution that prints differently once may anywhere: none of its answers is trusted
+        pool.skipped = (f"the solution printed differently in two runs on {len(pool.unstable)} inputs (say "
+                        f"{pool.unstable[0]}): not trusted")
+        return []
     second = view.extra.get("second_solution")
     if second and stable:
         second_view = as_solve(replace(pool.problem, solution=second))

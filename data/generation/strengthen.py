@@ -263,7 +263,7 @@ def strengthen(problems: list[Problem], judge, max_tests: int = ScoringArguments
 
 def _strengthen_one(judge, problem: Problem, max_tests: int, max_share: float,
                     given: list = (), hidden: int = 0) -> tuple[tuple[Test, ...], Strengthened]:
-    kept = tuple(test for test in problem.tests if test.hidden)
+    own_hidden = tuple(test for test in problem.tests if test.hidden)
     problem = replace(problem, tests=tuple(test for test in problem.tests if not test.hidden))
     candidates, variants = _candidates(judge, problem, [program.program for program in given])
     codes = [c.test.test_code for c in candidates]
@@ -315,13 +315,13 @@ def _strengthen_one(judge, problem: Problem, max_tests: int, max_share: float,
 
     def with_hidden(tests: tuple[Test, ...], record: Strengthened) -> tuple[tuple[Test, ...], Strengthened]:
         """``tests``, the problem's own hidden tests, then new ones up to ``hidden`` hidden tests in all."""
-        taken = {(t.test_code, t.expected_output) for t in (*tests, *kept)}
+        taken = {(t.test_code, t.expected_output) for t in (*tests, *own_hidden)}
         spare = [i for i in order if candidates[i].old is None
                  and (candidates[i].test.test_code, candidates[i].test.expected_output) not in taken]
         spare.sort(key=lambda i: (sum(row[i] for row in cheap_passes), -sum(not row[i] for row in wrong_passes)))
-        new = tuple(replace(candidates[i].test, hidden=True) for i in spare[:max(0, hidden - len(kept))])
+        new = tuple(replace(candidates[i].test, hidden=True) for i in spare[:max(0, hidden - len(own_hidden))])
         record.hidden = len(new)
-        return (*tests, *kept, *new), record
+        return (*tests, *own_hidden, *new), record
 
     if adequate([options[0] for options in variants]):
         return with_hidden(problem.tests, Strengthened(skipped="already adequate"))
@@ -366,10 +366,10 @@ def _strengthen_one(judge, problem: Problem, max_tests: int, max_share: float,
         if not over or not added:
             break
         drop = max(added, key=lambda i: sum(cheap_passes[k][i] for k in over))
-        kept = [i for i in tests if i != drop]
-        if excess(kept) >= excess(tests):
+        fewer = [i for i in tests if i != drop]
+        if excess(fewer) >= excess(tests):
             break
-        tests = kept
+        tests = fewer
     record = Strengthened()
     shares = counts(tests)
     first = counts(tests[:judged])
