@@ -35,8 +35,8 @@ HUMAN_EVAL_ROWS = [
              "    assert True, 'This prints if this assert fails'\n"
              "    for x in range(3):\n        assert candidate(x) == 0\n"},
     {"task_id": "Fixture/1", "entry_point": "histogram", "prompt": "def histogram(text):\n    \"\"\"Counts.\"\"\"\n",
-     "canonical_solution": "    return {}\n",
-     "test": "def check(candidate):\n    assert candidate('a') == {'a': 1}\n"},
+     "canonical_solution": "    return {c: text.count(c) for c in text}\n",
+     "test": "def check(candidate):\n    assert candidate('ab') == {'b': 1, 'a': 1}\n"},
     {"task_id": "Fixture/2", "entry_point": "is_even",
      "prompt": "def is_even(n):\n    \"\"\"Whether n is even.\"\"\"\n",
      "canonical_solution": "    return n % 2 == 0\n",
@@ -102,19 +102,20 @@ def judge():
 def test_human_eval_loads_as_published_with_floats_entry_points_and_what_was_dropped(tmp_path, caplog):
     path = write_jsonl(tmp_path / "HumanEval.jsonl", HUMAN_EVAL_ROWS)
     with caplog.at_level(logging.WARNING, logger="data.loading.loaders"):
-        truncate, is_even = load_problems(path, "q")  # the language of the set, not the run's
+        truncate, histogram, is_even = load_problems(path, "q")  # the language of the set, not the run's
     assert (truncate.id, truncate.language, truncate.entry_point) == ("Fixture/0", "python", "truncate_number")
     assert truncate.description == HUMAN_EVAL_ROWS[0]["prompt"]
     assert truncate.solution == HUMAN_EVAL_ROWS[0]["prompt"] + HUMAN_EVAL_ROWS[0]["canonical_solution"]
-    assert truncate.tests == (Test("print(truncate_number(3.5))", "0.5", tolerance=0.0),
+    # An assert of one value is compared as values, as == did: 0.5 as a float, the dict in any printed order.
+    assert truncate.tests == (Test("print(repr(truncate_number(3.5)))", "0.5", compare="value"),
                               Test("print(truncate_number(1.33))", "0.33", tolerance=1e-6),
                               Test("print(truncate_number(0.6666666666666666))", "0.6666666666666666", tolerance=1e-6))
+    assert histogram.tests == (Test("print(repr(histogram('ab')))", "{'b': 1, 'a': 1}", compare="value"),)
     assert is_even.tests == (Test("print(is_even(4))", "True"), Test("print(is_even(3))", "False"))
     summary = next(r.getMessage() for r in caplog.records if "HumanEval rows" in r.getMessage())
-    assert summary == (f"{path}: 3 HumanEval rows: 2 problems with 5 tests loaded; 5 tests dropped (1 asserts of a "
-                       "constant (assert True), 1 loops, 1 dict or set results (their printed order varies), 1 "
-                       "comparisons of one call with another, 1 arguments that are not literals); 1 problems dropped "
-                       "(1 no test converts: Fixture/1)")
+    assert summary == (f"{path}: 3 HumanEval rows: 3 problems with 6 tests loaded; 4 tests dropped (1 asserts of a "
+                       "constant (assert True), 1 loops, 1 comparisons of one call with another, 1 arguments that are "
+                       "not literals)")
 
 
 def test_human_eval_gzipped_loads_like_the_jsonl_and_a_folder_of_sets_loads_every_file(tmp_path):
@@ -125,7 +126,8 @@ def test_human_eval_gzipped_loads_like_the_jsonl_and_a_folder_of_sets_loads_ever
     write_jsonl(folder / "mbpp.jsonl", MBPP_ROWS)
     write_jsonl(folder / "apps.jsonl", APPS_ROWS)
     assert load_problems(folder / "HumanEval.jsonl.gz", "python") == plain
-    assert [p.id for p in load_problems(folder, "python")] == ["Fixture/0", "Fixture/2", "901", "902", "11"]
+    assert [p.id for p in load_problems(folder, "python")] == ["Fixture/0", "Fixture/1", "Fixture/2", "901", "902",
+                                                               "11"]
     write_jsonl(folder / "more.jsonl", APPS_ROWS[:1])
     with pytest.raises(DataError,
                        match=rf"^{folder}/more.jsonl:1: duplicate id '901' \(first at {folder}/apps.jsonl:1\)"):
@@ -154,7 +156,8 @@ def test_stdin_sets_load_as_standard_input_tests(tmp_path):
     assert apps.tests == (Test("", "3\n", input="1 2\n"), Test("", "0\n", input="5 -5\n"))
     assert apps.solution.startswith("a, b = map(int")
     assert (call_based.entry_point, call_based.reads_input) == ("square", False)
-    assert call_based.tests == (Test("print(square(3))", "9"), Test("print(square(1.5))", "2.25", tolerance=0.0))
+    assert call_based.tests == (Test("print(repr(square(3)))", "9", compare="value"),
+                                Test("print(repr(square(1.5)))", "2.25", compare="value"))
     (taco,) = load_problems(write_jsonl(tmp_path / "taco.jsonl", [TACO_ROW]), "python")
     assert taco.id == "0" and taco.tests == (Test("", "cba", input="abc"), Test("", "yx\n", input="xy\n"))
     (contest,) = load_problems(write_jsonl(tmp_path / "cc.jsonl", [CODE_CONTESTS_ROW]), "python")
@@ -188,7 +191,7 @@ def test_every_loaded_set_judges_its_own_solutions_and_refuses_a_wrong_one(tmp_p
                        ("lcb.jsonl", LIVE_CODE_BENCH_ROWS)):
         write_jsonl(folder / name, rows)
     problems = [problem for problem in load_problems(folder, "python") if problem.solution]
-    assert len(problems) == 7  # LiveCodeBench carries no solutions
+    assert len(problems) == 8  # LiveCodeBench carries no solutions
     right = score(judge, problems, [p.solution for p in problems], ScoringArguments(), all_tests=True, extract=False)
     assert {p.id: s.status for p, s in zip(problems, right)} == {p.id: "passed" for p in problems}
     wrong = score(judge, problems, ["print(0)"] * len(problems), ScoringArguments(), all_tests=True, extract=False)
@@ -204,9 +207,9 @@ def run_data(*args):
 def test_check_accepts_human_evals_shipped_file_as_it_is():
     checked = run_data("check", str(HUMAN_EVAL), "--language", "python")
     assert checked.returncode == 0, checked.stderr
-    assert checked.stdout.strip() == f"{HUMAN_EVAL}: 160 problems valid (160 unsplit)"
-    assert "164 HumanEval rows: 160 problems with 1116 tests loaded" in checked.stderr
-    assert "4 no test converts: HumanEval/32, HumanEval/38, HumanEval/50, HumanEval/111" in checked.stderr
+    assert checked.stdout.strip() == f"{HUMAN_EVAL}: 161 problems valid (161 unsplit)"
+    assert "164 HumanEval rows: 161 problems with 1124 tests loaded" in checked.stderr
+    assert "3 no test converts: HumanEval/32, HumanEval/38, HumanEval/50" in checked.stderr
 
 
 def human_eval_row(task_id, prompt, body, test):

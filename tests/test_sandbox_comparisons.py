@@ -150,11 +150,12 @@ def test_the_simple_assert_form_becomes_a_printing_test(tmp_path, judge, caplog)
     ], solution="def solve(n):\n    return 2 * n")
     with caplog.at_level(logging.INFO, logger="data.loading.loaders"):
         problems = load_problems(path, "python")
-    assert [(t.test_code, t.expected_output) for t in problems[1].tests] == [
-        ("print(solve(21))", "42"),
-        ("print(solve(-1))", "-2"),
-        ("print(solve(4))\nprint(solve(0))", "8\n0"),
-        ("print(solve(3))", "6"),
+    # One assert of a number is compared as a value (print(repr(...)), ==); several in one test as printed text.
+    assert [(t.test_code, t.expected_output, t.compare) for t in problems[1].tests] == [
+        ("print(repr(solve(21)))", "42", "value"),
+        ("print(repr(solve(-1)))", "-2", "value"),
+        ("print(solve(4))\nprint(solve(0))", "8\n0", "text"),
+        ("print(repr(solve(3)))", "6", "value"),
     ]
     assert f"{path}: converted 4 assert tests into printing tests" in caplog.text
     right, *cheats = score(judge, problems[1:] * 3, [RIGHT, *CHEATS], ScoringArguments(), extract=False)
@@ -162,23 +163,28 @@ def test_the_simple_assert_form_becomes_a_printing_test(tmp_path, judge, caplog)
     assert [c.judgement.passed for c in cheats] == [0, 0]
 
 
-@pytest.mark.parametrize("literal, printed", [
-    ("'ba'", "ba"), ("[1, 3]", "[1, 3]"), ("('a', 2)", "('a', 2)"), ("True", "True"), ("None", "None"),
-    ("[['x'], []]", "[['x'], []]"), ("-3", "-3"),
+@pytest.mark.parametrize("literal, test", [
+    ("'ba'", Test("print(solve(0))", "ba")), ("[1, 3]", Test("print(repr(solve(0)))", "[1, 3]", compare="value")),
+    ("('a', 2)", Test("print(repr(solve(0)))", "('a', 2)", compare="value")), ("True", Test("print(solve(0))", "True")),
+    ("None", Test("print(solve(0))", "None")), ("[['x'], []]", Test("print(solve(0))", "[['x'], []]")),
+    ("-3", Test("print(repr(solve(0)))", "-3", compare="value")),
+    ("{2, 1}", Test("print(repr(solve(0)))", "{1, 2}", compare="value")),
+    ("{'b': 1, 'a': 2.0}", Test("print(repr(solve(0)))", "{'b': 1, 'a': 2.0}", compare="value")),
 ])
-def test_converted_expected_output_is_what_print_writes(tmp_path, judge, literal, printed):
+def test_converted_expected_output_is_what_print_writes(tmp_path, judge, literal, test):
+    """Text where printed text is equal exactly when the values are; a number, set or dict compared as a value."""
     path = write_problems(tmp_path / "p.jsonl", [(f"assert solve(0) == {literal}", "")],
                           solution=f"def solve(n):\n    return {literal}")
-    (test,) = load_problems(path, "python")[1].tests
-    assert test == Test("print(solve(0))", printed)
+    (loaded,) = load_problems(path, "python")[1].tests
+    assert loaded == test
     (right,) = score(judge, load_problems(path, "python")[1:], [f"def solve(n):\n    return {literal}"],
                      ScoringArguments(), extract=False)
     assert right.status == "passed"
 
 
 @pytest.mark.parametrize("assertion, printing, expected, tolerance", [
-    ("assert solve(3) == 6.0", "print(solve(3))", "6.0", 0.0),  # 6 == 6.0: compared as numbers
-    ("assert solve(1.5) == [3.0, 1]", "print(solve(1.5))", "[3.0, 1]", 0.0),
+    ("assert solve(3) == 6.0", "print(repr(solve(3)))", "6.0", None),  # 6 == 6.0: compared as values
+    ("assert solve(1.5) == [3.0, 1]", "print(repr(solve(1.5)))", "[3.0, 1]", None),
     ("assert abs(solve(0.1) - 0.2) < 1e-6", "print(solve(0.1))", "0.2", 1e-6),
     ("assert math.fabs(0.2 - solve(0.1)) <= 1e-9", "print(solve(0.1))", "0.2", 1e-9),
     ("assert abs(solve(1.0) - 2.0/3.0) < 1e-6", "print(solve(1.0))", "0.6666666666666666", 1e-6),
@@ -187,7 +193,7 @@ def test_converted_expected_output_is_what_print_writes(tmp_path, judge, literal
     ("assert solve(3) is None", "print(solve(3))", "None", None),
     ("assert list(solve(3)) == [1, 2]", "print(solve(3))", "[1, 2]", None),
     ("assert tuple(solve(3)) == tuple([1, 2])", "print(solve(3))", "[1, 2]", None),
-    ("assert solve(3 * 19) == 2 ** 3", "print(solve(57))", "8", None),  # literal arithmetic, worked out here
+    ("assert solve(3 * 19) == 2 ** 3", "print(repr(solve(57)))", "8", None),  # literal arithmetic, worked out here
 ])
 def test_assert_forms_convert_to_printed_calls_with_their_tolerance(tmp_path, assertion, printing, expected,
                                                                    tolerance):
@@ -237,7 +243,8 @@ def test_a_problem_naming_its_function_is_held_to_calls_of_that_function(tmp_pat
     path = tmp_path / "p.jsonl"
     path.write_text(json.dumps(record) + "\n")
     (problem,) = load_problems(path, "python")
-    assert problem.tests == (Test("print(double(3))", "6"),) and problem.entry_point == "double"
+    assert problem.tests == (Test("print(repr(double(3)))", "6", compare="value"),)
+    assert problem.entry_point == "double"
     record["tests"] = [{"test_code": "print(solve(3))", "expected_output": "6"}]
     path.write_text(json.dumps(record) + "\n")
     with pytest.raises(DataError, match=r"it prints `solve\(3\)`, not a call of double"):
@@ -309,4 +316,4 @@ def test_reference_folders_and_published_rows_are_checked_too(tmp_path):
     path = tmp_path / "published.jsonl"
     path.write_text(json.dumps(row) + "\n")
     (converted,) = load_problems(path, "python")
-    assert converted.tests == (Test("print(solve(3))", "6"),)
+    assert converted.tests == (Test("print(repr(solve(3)))", "6", compare="value"),)

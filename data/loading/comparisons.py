@@ -12,7 +12,7 @@ as text by the judge on the host, cannot be talked into passing that way.
 
 - set-up lines ``NAME = LITERAL``, each name passed to a call below (an unused constant is what a frame reader
   reads);
-- then one or more lines ``print(CALL, CALL, ...)``, each ``CALL`` a call of the problem's entry point (``solve``
+- then one or more lines ``print(CALL, CALL, ...)`` (or ``print(repr(CALL))``), each ``CALL`` a call of the problem's entry point (``solve``
   unless the record names another) whose arguments, positional or by keyword, are literals or set-up names.
 
 A literal is what ``ast.literal_eval`` reads (numbers, strings, bytes, booleans, None, and lists, tuples, sets and
@@ -24,10 +24,12 @@ is refused (``--allow_in_sandbox_comparisons`` keeps it as it is).
 ``printing_form`` turns the assert forms into printing tests, one ``print(CALL)`` line per assert and the expected
 output what ``print`` writes for the value asserted, so what was compared in the sandbox is compared on the host:
 
-- ``assert CALL == LITERAL`` (either side; an optional message): text where the printed text is equal exactly when
-  the values are (strings, ints, booleans, None, and lists and tuples of them); a float anywhere in the value
-  makes it a numeric test of tolerance 0 (``6`` and ``6.0`` are equal, as ``==`` has them). Sets and dicts are not
-  converted: their printed order varies.
+- ``assert CALL == LITERAL`` (either side; an optional message), alone in its test: a value test
+  (``print(repr(CALL))``, ``"compare": "value"``) where the literal holds a number, a set or a dict, compared as
+  values on the host with ``==`` (``240.0`` for ``240``, a set in any order, a tuple never a list); text otherwise
+  (strings, booleans, None and lists of them). Among several asserts of one test: text where the printed text is
+  equal exactly when the values are; a float anywhere makes it a numeric test of tolerance 0; sets and dicts are
+  not converted there.
 - ``assert abs(CALL - LITERAL) < TOLERANCE`` (``<=``, ``math.fabs``, either order inside): a numeric test of that
   tolerance (judging/grading.py compares the numbers of the printed text).
 - ``assert CALL``, ``assert not CALL``, ``assert CALL is True|False|None``: expecting ``True``, ``False``, ``None``
@@ -76,6 +78,7 @@ class Printing:
     test_code: str
     expected_output: str
     tolerance: float | None = None
+    compare: str = "text"
 
 
 def literal_value(node: ast.AST):
@@ -150,6 +153,8 @@ def refusal(test_code: str, entry_point: str = "solve") -> str | None:
         if calls is None:
             return f"line {statement.lineno}: `{_shown(statement)}` is not print({entry_point}(...), ...)"
         for call in calls:
+            if _call_of(call, "repr", 1) and not call.keywords:
+                call = call.args[0]  # print(repr(CALL)): a value test's form
             found = _call_refusal(call, entry_point, set_up)
             if found:
                 return f"line {statement.lineno}: {found}"
@@ -234,12 +239,16 @@ def printing_form(test_code: str, expected_output: str, entry_point: str = "solv
         statements = statements[:-1]
     if not statements or (marker if marker is not None else "") != expected_output.strip():
         return None
+    if len(statements) == 1:  # one assert: compared as the values it compared, where its text would not be exact
+        asserted = asserted_value(statements[0], entry_point, by_value=True)
+        if asserted is not None and asserted[3] == "value":
+            return Printing(f"print(repr({ast.unparse(asserted[0])}))", asserted[1], None, "value")
     calls, outputs, tolerances = [], [], set()
     for statement in statements:
         asserted = asserted_value(statement, entry_point)
         if asserted is None:
             return None
-        call, text, tolerance = asserted
+        call, text, tolerance, _ = asserted
         calls.append(f"print({ast.unparse(call)})")
         outputs.append(text)
         tolerances.add(tolerance)
@@ -249,23 +258,28 @@ def printing_form(test_code: str, expected_output: str, entry_point: str = "solv
     return Printing("\n".join(calls), "\n".join(outputs), numeric.pop() if numeric else None)
 
 
-def asserted_value(statement: ast.stmt, entry_point: str = "solve") -> tuple[ast.Call, str, float | None] | None:
-    """``(CALL, expected text, tolerance)`` of one assert of a form ``printing_form`` converts, or None."""
+def asserted_value(statement: ast.stmt, entry_point: str = "solve", by_value: bool = False
+                   ) -> tuple[ast.Call, str, float | None, str] | None:
+    """``(CALL, expected text, tolerance, compare)`` of one assert of a form ``printing_form`` converts, or None.
+    ``by_value``: ``CALL == LITERAL`` whose value holds a number, a set or a dict is a value test (``compare`` is
+    ``"value"``, the expected text the literal's ``repr``, printed with ``print(repr(CALL))``), so ``240.0`` passes
+    for ``240`` and a set in any order, as the assert had them; else the printed text is compared."""
     if not isinstance(statement, ast.Assert):
         return None
     test = statement.test
     if _call_of(test, entry_point):
-        return test, "True", None
+        return test, "True", None, "text"
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and _call_of(test.operand, entry_point):
-        return test.operand, "False", None
+        return test.operand, "False", None, "text"
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return None
     left, op, right = test.left, test.ops[0], test.comparators[0]
     if isinstance(op, ast.Is) and _call_of(left, entry_point) and isinstance(right, ast.Constant) \
             and right.value in (True, False, None) and not _is_number(right.value):
-        return left, str(right.value), None
+        return left, str(right.value), None, "text"
     if isinstance(op, TOLERANCE_CHECKS):
-        return _within_tolerance(left, right, entry_point)
+        found = _within_tolerance(left, right, entry_point)
+        return None if found is None else (*found, "text")
     if not isinstance(op, ast.Eq):
         return None
     for call, literal in ((left, right), (right, left)):
@@ -279,9 +293,32 @@ def asserted_value(statement: ast.stmt, entry_point: str = "solve") -> tuple[ast
             if not isinstance(value, (list, tuple)):
                 continue
             value = list(value)
+        if by_value and not as_list and _value_literal(value) and _needs_value(value):
+            return call, repr(value), None, "value"
         if _convertible(value):
-            return call, str(value), 0.0 if _has_float(value) else None
+            return call, str(value), 0.0 if _has_float(value) else None, "text"
     return None
+
+
+def _value_literal(value) -> bool:
+    """Whether ``repr(value)`` reads back as ``value`` with ``ast.literal_eval`` (no frozenset, nan or inf)."""
+    if isinstance(value, (list, tuple, set)):
+        return all(_value_literal(item) for item in value)
+    if isinstance(value, dict):
+        return all(_value_literal(key) and _value_literal(item) for key, item in value.items())
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, (str, int, bool, bytes, complex, type(None)))
+
+
+def _needs_value(value) -> bool:
+    """Whether text would compare ``value`` otherwise than ``==`` does: it holds a number (``240`` is ``240.0``), a
+    set or a dict (printed in any order)."""
+    if isinstance(value, (set, dict)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_needs_value(item) for item in value)
+    return _is_number(value)
 
 
 UNREADABLE = object()

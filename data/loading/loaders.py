@@ -74,7 +74,9 @@ def load_problems(source, language="q", allow_in_sandbox_comparisons=False) -> l
     problems, changed = compare_on_the_host(problems, allow_in_sandbox_comparisons)
     if changed["converted"]:
         logger.warning("%s: converted %d assert tests into printing tests (assert f(args) == literal became "
-                       "print(f(args)), expecting the literal's printed text), so only output is compared",
+                       "print(f(args)), expecting the literal's printed text, or print(repr(f(args))) compared as "
+                       "a value on the host where the literal holds a number, a set or a dict), so only output is "
+                       "compared",
                        source, changed["converted"])
     if changed["worked out"]:
         logger.warning("%s: worked out literal arithmetic in the arguments of %d tests (3 * 19 became 57)", source,

@@ -145,18 +145,20 @@ def _assert_tests(statements: list[ast.stmt], entry_point: str, set_up: dict[str
         elif isinstance(statement.test, ast.Constant):
             reason = "asserts of a constant (assert True)"
         else:
-            asserted = asserted_value(statement, entry_point)
+            asserted = asserted_value(statement, entry_point, by_value=True)
             if asserted is None:
                 reason = _why_not(statement, entry_point)
             else:
-                call, expected, tolerance = asserted
+                call, expected, tolerance, compare = asserted
                 names = {node.id for node in ast.walk(call) if isinstance(node, ast.Name)} & set_up.keys()
-                code = "\n".join([*(set_up[name] for name in sorted(names)), f"print({ast.unparse(call)})"])
+                shown = f"print(repr({ast.unparse(call)}))" if compare == "value" else f"print({ast.unparse(call)})"
+                code = "\n".join([*(set_up[name] for name in sorted(names)), shown])
                 if refusal(code, entry_point):
                     reason = "arguments that are not literals"
                 else:
                     tests.append({"test_code": code, "expected_output": expected}
-                                 | ({"tolerance": tolerance} if tolerance is not None else {}))
+                                 | ({"tolerance": tolerance} if tolerance is not None else {})
+                                 | ({"compare": "value"} if compare == "value" else {}))
         if reason:
             conversion.drop_test(reason)
     return tests
@@ -327,7 +329,8 @@ def _call_based(record: dict, name: str, starter_code: str, inputs: list, output
             conversion.drop_test("results or arguments that do not print as literals")
             continue
         tests.append({"test_code": printing.test_code, "expected_output": printing.expected_output}
-                     | ({"tolerance": printing.tolerance} if printing.tolerance is not None else {}))
+                     | ({"tolerance": printing.tolerance} if printing.tolerance is not None else {})
+                     | ({"compare": printing.compare} if printing.compare != "text" else {}))
     return _with_tests({**record, "entry_point": name,
                         "description": record["description"] + (f"\n\n{starter_code}" if starter_code else "")},
                        tests, conversion)

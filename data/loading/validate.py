@@ -223,7 +223,8 @@ def compare_on_the_host(problems: list[Problem], allow_in_sandbox_comparisons=Fa
                 printing = printing_form(test.test_code, test.expected_output, problem.entry_point)
                 if printing:
                     test = replace(test, test_code=printing.test_code, expected_output=printing.expected_output,
-                                   tolerance=printing.tolerance if test.tolerance is None else test.tolerance)
+                                   tolerance=printing.tolerance if test.tolerance is None else test.tolerance,
+                                   compare=printing.compare)
                     changed["converted"] += 1
                 found = refusal(test.test_code, problem.entry_point)
                 if found and not allow_in_sandbox_comparisons:
