@@ -271,6 +271,14 @@ def _print_report(report, source, max_tests):
         print(f"trivial share (the most of a problem's tests a constant, an echo, printing nothing or a cheap "
               f"program passes): mean {sum(shares) / len(shares):.2f}, max {max(shares):.2f}")
     print(_mutation_scores(report.adequacy, max_tests))
+    pooled = {i: a for i, a in report.adequacy.items() if a.pool}
+    if pooled:
+        sizes = sorted(a.pool for a in pooled.values())
+        print(f"pools on {len(pooled)} problems ({sizes[0]} to {sizes[-1]} tests, median {sizes[len(sizes) // 2]}): "
+              f"{sum(a.killed_by_pool for a in pooled.values())} wrong programs that pass the first {max_tests} "
+              f"tests fail a pool test; by problem: "
+              + ", ".join(f"{i} {a.pool} tests, {a.killed_by_pool} caught" for i, a in list(pooled.items())[:8])
+              + (" ..." if len(pooled) > 8 else ""))
     skipped = Counter(a.skipped for a in report.adequacy.values() if a.skipped and a.skipped != "no solution")
     for reason, count in skipped.items():
         print(f"wrong programs not tried on {count} problems: {reason}")

@@ -31,6 +31,8 @@ from judging.records import MAX_CALLS, Calls, Problem, Test, in_runs
 from judging.policy import DEFAULT_TIMEOUT
 
 POOL_SIZE = 120  # the inputs a pool aims at
+FEW_ANSWERS = 3  # a problem with at most this many answers gets tests of GROUP calls each
+GROUP = 3
 MAX_CANDIDATES = 700  # the inputs tried for one problem
 # A pool input is one the solution answers in at most this long: a training step judges a run of MAX_CALLS pool
 # calls in one test's time limit, so a run of them takes the solution a quarter of it at most.
@@ -132,15 +134,36 @@ def value_classes(value, depth: int = 0) -> set:
         return {("float", depth), ("sign", depth, (value > 0) - (value < 0))}
     if isinstance(value, str):
         found = {("str", depth)} | {("chars", _char_class(c)) for c in value}
+        found |= {("repeated", depth)} if len(set(value)) < len(value) else set()
         return found | ({("length", depth, len(value))} if len(value) < 2 else set())
     if value is None:
         return {("none", depth)}
     if isinstance(value, (list, tuple, set, frozenset, dict)):
         found = {(type(value).__name__, depth)} | ({("length", depth, len(value))} if len(value) < 2 else set())
+        if isinstance(value, (list, tuple)) and len(value) > 1:
+            found |= _order_classes(list(value), depth)
         for item in (value.items() if isinstance(value, dict) else value):
             found |= value_classes(item, depth + 1)
         return found
     return {(type(value).__name__, depth)}
+
+
+def _order_classes(items: list, depth: int) -> set:
+    """Duplicates, a tie for the largest, sorted and reversed order, and length: where ``sorted``, ``max`` and
+    ``index`` go wrong."""
+    found = {("long", depth)} if len(items) > 20 else set()
+    try:
+        if len({repr(item) for item in items}) < len(items):
+            found.add(("duplicates", depth))
+        if items.count(max(items)) > 1:
+            found.add(("tie", depth))
+        if items == sorted(items):
+            found.add(("sorted", depth))
+        elif items == sorted(items, reverse=True):
+            found.add(("reversed", depth))
+    except (TypeError, ValueError):
+        pass
+    return found
 
 
 def _char_class(c: str) -> str:
@@ -491,12 +514,13 @@ def build_pool(problem: Problem, judge, size: int = POOL_SIZE) -> Pool:
         return pool
     view = as_solve(problem)
     form, compare, tolerance = printing_form(view)
-    for call, printed in answered_calls(pool, view, own_calls(problem), judge, size, form):
-        code = form.format(call=_call_text(call))
+    pairs = answered_calls(pool, view, own_calls(problem), judge, size, form)
+    groups = _cheap_share_kept(view, test_groups(pairs, problem.id), judge, form)
+    pool.classes = set().union(*(value_classes(call) for group in groups for call, _ in group))
+    for code, expected in (python_test(group, form) for group in groups):
         if problem.entry_point != "solve":
-            code = code.replace("solve(", f"{problem.entry_point}(", 1)
-        pool.tests.append(Test(code, printed, tolerance=tolerance, compare=compare))
-        pool.classes |= value_classes(call)
+            code = code.replace("solve(", f"{problem.entry_point}(")
+        pool.tests.append(Test(code, expected, tolerance=tolerance, compare=compare))
     return pool
 
 
@@ -550,6 +574,51 @@ def answered_calls(pool: Pool, view: Problem, seeds: list[tuple], judge, size: i
     return _spread_by_class(stable, size)
 
 
+def _cheap_share_kept(view: Problem, groups: list[list[tuple]], judge, form: str) -> list[list[tuple]]:
+    """``groups`` (each the calls of one test) less the fewest of those a cheap program (a constant, an echo, the
+    first element, the length ...: data/quality/trivial.py) passes, so that none passes more than
+    `DEFAULT_MAX_TRIVIAL_SHARE` of them: a pool where most answers are the input itself would pay the echo. A cheap
+    program that passes them all answers as the solution does here, and is no cheap program of this problem."""
+    from data.quality.trivial import DEFAULT_MAX_TRIVIAL_SHARE, cheap_programs
+
+    tests = [Test(*python_test(group, form)) for group in groups]
+    cheap = cheap_programs(replace(view, tests=view.tests + tuple(tests[:32])))
+    if not tests or not cheap:
+        return groups
+    judgements = judge.run_many([(probe.program, list(in_runs(tests)), "python") for probe in cheap])
+    passes = [row for row in ([result.status == "passed" for result in judgement.tests] for judgement in judgements)
+              if not all(row)]
+    kept = list(range(len(groups)))
+    while kept and passes:
+        counts = [sum(row[i] for i in kept) for row in passes]
+        over = [k for k, count in enumerate(counts) if count > DEFAULT_MAX_TRIVIAL_SHARE * len(kept)]
+        if not over:
+            break
+        # Drop the test the most over-share cheap programs pass, the last such one first.
+        kept.remove(max(reversed(kept), key=lambda i: sum(passes[k][i] for k in over)))
+    return [groups[i] for i in kept]
+
+
+def python_test(group: list[tuple], form: str) -> tuple[str, str]:
+    """The test code and expected output of a test printing the calls of ``group`` ((call, printed) pairs)."""
+    calls = [_call_text(call) for call, _ in group]
+    if len(group) == 1:
+        return form.format(call=calls[0]), group[0][1]
+    if form.startswith("print(repr("):  # a value test: one tuple, compared with ==
+        return f"print(repr(({', '.join(calls)},)))", repr(tuple(_literal(printed) for _, printed in group))
+    return f"print({', '.join(calls)})", " ".join(printed for _, printed in group)
+
+
+def test_groups(pairs: list[tuple], key: str) -> list[list[tuple]]:
+    """The calls of each test: one a test, or, for a problem of at most `FEW_ANSWERS` answers, `GROUP` a test in a
+    seeded order, so that a constant passes a test only where every call in it has its answer."""
+    if len({printed for _, printed in pairs}) > FEW_ANSWERS:
+        return [[pair] for pair in pairs]
+    pairs = list(pairs)
+    random.Random(f"pool groups:{key}").shuffle(pairs)
+    return [pairs[start:start + GROUP] for start in range(0, len(pairs) - GROUP + 1, GROUP)]
+
+
 def build_q_pool(problem: Problem, twin, judge, size: int = POOL_SIZE) -> Pool:
     """The pool of a q problem, from its Python twin (data/quality/q_twins.py): the twin's results on inputs grown
     from both problems' calls, inside the q problem's ``domain``, written as q tests in the forms of the problem's
@@ -575,49 +644,56 @@ def build_q_pool(problem: Problem, twin, judge, size: int = POOL_SIZE) -> Pool:
     view = as_solve(replace(twin.problem, domain=problem.domain or twin.problem.domain,
                             extra={**twin.problem.extra, **({"second_solution": problem.extra["second_solution"]}
                                                             if "second_solution" in problem.extra else {})}))
-    for call, printed in answered_calls(pool, view, seeds, judge, size * 2, "print(repr({call}))"):
-        try:
-            value = ast.literal_eval(printed)
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            continue
-        call = tuple(list(a) if isinstance(a, tuple) else a for a in call)
-        candidate = q_candidate(problem, forms, entry_point, [call], [value])
+    form = "print(repr({call}))"
+    pairs = answered_calls(pool, view, seeds, judge, size * 2, form)
+    for group in _cheap_share_kept(view, test_groups(pairs, problem.id), judge, form):
+        calls = [tuple(list(a) if isinstance(a, tuple) else a for a in call) for call, _ in group]
+        values = [_literal(printed) for _, printed in group]
+        candidate = q_candidate(problem, forms, entry_point, calls, values)
         if candidate is not None and len(pool.tests) < size:
             pool.tests.append(Test(candidate.test_code, candidate.expected))
-            pool.classes |= value_classes(call)
+            pool.classes |= set().union(*(value_classes(call) for call in calls))
     return pool
 
 
 def _spread_by_class(answered: list[tuple], size: int) -> list[tuple]:
-    """At most ``size`` of ``answered``, every input class and every printed answer first, in their order."""
-    if len(answered) <= size:
+    """At most ``size`` of ``answered``: every input class first, then the answers in turn (the one chosen least so
+    far next), so no answer fills the pool and a constant passes little of it."""
+    if len(answered) <= size and len({printed for _, printed in answered}) <= 1:
         return answered
-    chosen, covered, answers, rest = [], set(), set(), []
+    chosen, covered, rest = [], set(), []
     for call, printed in answered:
         new = value_classes(call) - covered
-        if new or printed not in answers:
+        if new and len(chosen) < size // 2:
             chosen.append((call, printed))
             covered |= new
-            answers.add(printed)
         else:
             rest.append((call, printed))
-    chosen += rest[:max(size - len(chosen), 0)]
-    return chosen[:size]
+    counts: dict[str, int] = {}
+    for _, printed in chosen:
+        counts[printed] = counts.get(printed, 0) + 1
+    taken = [False] * len(rest)
+    for round_ in range(len(rest)):  # the answers in turn, each in the order its inputs were found
+        for index, (call, printed) in enumerate(rest):
+            if len(chosen) >= size:
+                return chosen
+            if not taken[index] and counts.get(printed, 0) <= round_:
+                taken[index] = True
+                chosen.append((call, printed))
+                counts[printed] = counts.get(printed, 0) + 1
+        if all(taken):
+            break
+    return chosen
+
+
+def _literal(printed: str):
+    try:
+        return ast.literal_eval(printed)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return printed
 
 
 def with_pool(problem: Problem, pool: Pool) -> Problem:
     """``problem`` with its pool (its own kept when none was built)."""
     return replace(problem, pool=tuple(pool.tests)) if pool.tests else problem
 
-
-def build_pools(problems: list[Problem], judge, size: int = POOL_SIZE, show_progress: bool = False) -> list[Pool]:
-    """`build_pool` for each problem, in order; one at a time (each already runs its calls in runs of many)."""
-    from tqdm import tqdm
-
-    return [build_pool(problem, judge, size) for problem in tqdm(problems, desc="pools", unit="problem",
-                                                                  disable=not show_progress)]
-
-
-def in_pool_runs(tests) -> tuple[Calls, ...]:
-    """A pool's tests as the runs the judge gives them."""
-    return in_runs(tests)

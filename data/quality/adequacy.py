@@ -24,7 +24,7 @@ from data.quality.solve_view import as_solve
 from data.quality.trivial import cheap_programs
 from data.quality.wrong_programs import call_text, mutants, nearby_calls, printing_test
 from judging import JudgeUnavailable
-from judging.records import Problem, Test
+from judging.records import Problem, Test, in_runs
 from rewards import ScoringArguments, score
 
 # What no program prints: a test with it as expected output shows what the program printed, and how it ended.
@@ -55,6 +55,8 @@ class Adequacy:
     survivors: list[Survivor] = field(default_factory=list)
     skipped: str | None = None
     outside_domain: int = 0  # nearby inputs left out: the solution does not answer them (data/quality/domain.py)
+    pool: int = 0  # the problem's pool tests, which the reward samples beside the judged tests
+    killed_by_pool: int = 0  # of ``killed``: passed every judged test, failed a pool test
 
     @property
     def wrong(self) -> int:
@@ -139,6 +141,17 @@ def _check_batch(batch: list[Problem], judge, max_tests: int | None) -> list[Ade
             if judgement.status != "passed":
                 alive[index].remove(program)
                 results[index].killed += 1
+    # What passed every judged test and fails a pool test is rejected by the reward's pool sample.
+    pooled = [(index, program) for index, programs in alive.items() for program in programs if batch[index].pool]
+    for index, _ in checked:
+        results[index].pool = len(batch[index].pool)
+    judgements = judge_runs(judge, [(batch[index], program.program, list(in_runs(batch[index].pool)))
+                                    for index, program in pooled])
+    for (index, program), judgement in zip(pooled, judgements):
+        if judgement.status != "passed":
+            alive[index].remove(program)
+            results[index].killed += 1
+            results[index].killed_by_pool += 1
     # What passed every judged test: wrong where it prints something else than the solution near the tests.
     suspects = [index for index, programs in alive.items() if programs]
     inputs = {index: nearby_calls(batch[index]) for index in suspects}

@@ -148,10 +148,13 @@ def _verify_batch(batch, judge, report):
 
 def _canonical_failure(problem, judgement):
     index = next(index for index, result in enumerate(judgement.tests) if result.status != "passed")
-    return _broken(problem, f"solution fails test {index} ({judgement.tests[index].status})", judgement, index)
+    which = f"test {index}" if index < len(problem.tests) else (
+        f"pool test {index - len(problem.tests)} ({problem.pool[index - len(problem.tests)].test_code})")
+    return _broken(problem, f"solution fails {which} ({judgement.tests[index].status})", judgement, index)
 
 
 def _broken(problem, reason, judgement, index):
     result = judgement.tests[index]
-    return {"id": problem.id, "reason": reason, "test": index, "expected": problem.tests[index].expected_output,
+    every = (*problem.tests, *problem.pool)  # the order `score` judged them in, with all_tests
+    return {"id": problem.id, "reason": reason, "test": index, "expected": every[index].expected_output,
             "got": result.stdout, "stderr": result.stderr}
