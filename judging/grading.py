@@ -17,6 +17,7 @@ the printed text here, on the host, never by code in the sandbox.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -158,14 +159,30 @@ def equal_values(printed: str, expected: str) -> bool:
         return True
     if len(printed) > VALUE_TEXT_FACTOR * len(expected) + VALUE_TEXT_MARGIN:
         return False
-    try:
-        wanted, got = ast.literal_eval(expected), ast.literal_eval(printed)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+    wanted = _expected_literal(expected)
+    got = _literal(printed) if wanted is not NOT_LITERAL else NOT_LITERAL
+    if got is NOT_LITERAL:
         return False
     try:
         return bool(wanted == got)  # literals' == never runs judged code; only deep nesting can make it raise
     except RecursionError:
         return False
+
+
+NOT_LITERAL = object()
+
+
+def _literal(text: str):
+    """``ast.literal_eval(text)``, or ``NOT_LITERAL``."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return NOT_LITERAL
+
+
+# A pool's expected outputs are read once for all the completions judged on them (the data's text, never a
+# program's); the values are only compared, never changed.
+_expected_literal = functools.lru_cache(maxsize=1 << 14)(_literal)
 
 
 def matches(printed: str, expected: str, tolerance: float | None = None) -> bool:
