@@ -84,10 +84,12 @@ def child(record_path: str, argv: list[str]) -> int:
         Path(record_path).write_text(json.dumps(record))
 
 
-def run(command: list[str], out: Path, steps: int, action: str) -> dict:
+def run_demo(command: list[str], out: Path, steps: int, flags: dict[str, str | None]) -> tuple[list[dict], list, float]:
+    """The demo's GRPO ``command`` for ``steps`` steps into ``out``, without evaluation, with ``flags`` set: its logged
+    steps, TRL's profiling spans and the CPU seconds of it and every process it waited for."""
     argv = replaced(command, "--output_dir", str(out))
-    for flag, value in (("--max_steps", str(steps)), ("--eval_pass_at_k", "false"), ("--eval_on_start", None),
-                        ("--hidden_tests_action", action)):
+    for flag, value in {"--max_steps": str(steps), "--eval_pass_at_k": "false", "--eval_on_start": None,
+                        **flags}.items():
         argv = replaced(argv, flag, value)
     record = out.with_suffix(".spans.json")
     started = cpu_seconds()
@@ -97,11 +99,15 @@ def run(command: list[str], out: Path, steps: int, action: str) -> dict:
                                  "TOKENIZERS_PARALLELISM": "false"})
     cpu = cpu_seconds() - started
     if result.returncode != 0:
-        raise SystemExit(f"rl_trainer.py --hidden_tests_action {action} exited {result.returncode}:\n"
-                         f"{result.stderr[-3000:]}")
+        shown = " ".join(f"{flag} {value}" for flag, value in flags.items())
+        raise SystemExit(f"rl_trainer.py {shown} exited {result.returncode}:\n{result.stderr[-3000:]}")
     rows = [json.loads(line) for line in (out / "logs" / "metrics.jsonl").read_text().splitlines()]
-    steps_logged = [row for row in rows if "step_time" in row]
-    rewards = [wall for name, wall, _ in json.loads(record.read_text())["spans"] if name == "_calculate_rewards"]
+    return [row for row in rows if "step_time" in row], json.loads(record.read_text())["spans"], cpu
+
+
+def run(command: list[str], out: Path, steps: int, action: str) -> dict:
+    steps_logged, spans, cpu = run_demo(command, out, steps, {"--hidden_tests_action": action})
+    rewards = [wall for name, wall, _ in spans if name == "_calculate_rewards"]
     return {"reward_time": statistics.median(rewards[1:]),
             "step_time": statistics.median(row["step_time"] for row in steps_logged[1:]),
             "cpu_per_step": cpu / len(steps_logged),

@@ -24,7 +24,6 @@ import importlib.util
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -34,28 +33,13 @@ sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-install
 _spec = importlib.util.spec_from_file_location("hidden_tests_cost", ROOT / "benchmarks" / "hidden_tests_cost.py")
 hidden_tests_cost = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(hidden_tests_cost)
-demo_command, replaced, cpu_seconds = (hidden_tests_cost.demo_command, hidden_tests_cost.replaced,
-                                       hidden_tests_cost.cpu_seconds)
+demo_command, replaced = hidden_tests_cost.demo_command, hidden_tests_cost.replaced
 
 
 def run(command: list[str], out: Path, steps: int, pool_tests: int) -> dict:
-    argv = replaced(command, "--output_dir", str(out))
-    for flag, value in (("--max_steps", str(steps)), ("--eval_pass_at_k", "false"), ("--eval_on_start", None),
-                        ("--pool_tests_per_problem", str(pool_tests))):
-        argv = replaced(argv, flag, value)
-    record = out.with_suffix(".spans.json")
-    started = cpu_seconds()
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "hidden_tests_cost.py"), "--child",
-                             str(record), "--", *argv], cwd=ROOT, capture_output=True, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-                                 "TOKENIZERS_PARALLELISM": "false"})
-    cpu = cpu_seconds() - started
-    if result.returncode != 0:
-        raise SystemExit(f"rl_trainer.py --pool_tests_per_problem {pool_tests} exited {result.returncode}:\n"
-                         f"{result.stderr[-3000:]}")
-    rows = [json.loads(line) for line in (out / "logs" / "metrics.jsonl").read_text().splitlines()]
-    steps_logged = [row for row in rows if "step_time" in row]
-    rewards = [wall for name, wall, _ in json.loads(record.read_text())["spans"] if name == "_calculate_rewards"]
+    steps_logged, spans, cpu = hidden_tests_cost.run_demo(command, out, steps,
+                                                          {"--pool_tests_per_problem": str(pool_tests)})
+    rewards = [wall for name, wall, _ in spans if name == "_calculate_rewards"]
     return {"reward_time": statistics.median(rewards[1:]),
             "step_time": statistics.median(row["step_time"] for row in steps_logged[1:]),
             "cpu_per_step": cpu / len(steps_logged),

@@ -196,7 +196,8 @@ def _fits_types(signature, seeds: set) -> bool:
     return False
 
 
-def _rectangular(value) -> bool:
+def rectangular(value) -> bool:
+    """Whether ``value`` is a non-empty list of lists of one length (a matrix)."""
     return (isinstance(value, list) and len(value) > 0 and all(isinstance(row, list) for row in value)
             and len({len(row) for row in value}) == 1)
 
@@ -236,7 +237,7 @@ class Shape:
                 return False
             if not keeps_invariants(value, self.invariants[position]):
                 return False
-            if self.rectangular[position] and not _rectangular(value):
+            if self.rectangular[position] and not rectangular(value):
                 return False
             if self.largest is not None and _largest(value) > self.largest[position]:
                 return False

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from data.quality.q_twins import UNMATCHABLE, Twin, call_code
 from data.quality.q_twins import entry_point as q_entry_point
 from data.q.values import QForms, Refused, parse_test, q_literal, q_shown_calls, q_shown_values
+from data.generation.pool import rectangular
 from data.generation.strengthen import Strengthened, answer_patterns, outputs_on
 from data.quality.trivial import DEFAULT_MAX_TRIVIAL_SHARE, PROBES, described_example
 from data.quality.wrong_programs import kept_values, keeps_invariants, battery, mutants, nearby_calls, printing_test, solve_calls
@@ -99,10 +100,6 @@ def _classes(value, depth: int = 0) -> set:
     return found
 
 
-def _rectangular(value) -> bool:
-    return (isinstance(value, list) and len(value) > 0 and all(isinstance(row, list) for row in value)
-            and len({len(row) for row in value}) == 1)
-
 
 @dataclass
 class _Shape:
@@ -128,7 +125,7 @@ class _Shape:
         if len(arguments) != len(self.features):
             return False
         return all(_classes(value) <= self.features[position] and keeps_invariants(value, self.invariants[position])
-                   and (not self.rectangular[position] or _rectangular(value))
+                   and (not self.rectangular[position] or rectangular(value))
                    for position, value in enumerate(arguments))
 
 
