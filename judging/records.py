@@ -1,6 +1,6 @@
 """The problem record as typed values: a `Problem` and its `Test`s, frozen, from the loaders to the judge and back.
 
-The JSONL record (data/README.md, "Record format") is the published form; `data/loading/validate.py` is the one way in
+The JSONL record (docs/data.md, "Record format") is the published form; `data/loading/validate.py` is the one way in
 (it checks a raw record and says ``file:line`` when it is wrong) and `Problem.record` the one way out. In between
 a problem is never changed in place: a changed problem (strengthened tests, a canary's impossible variant) is a
 new one, made with `dataclasses.replace`. What is measured about a problem (its trivial shares) is kept beside it,

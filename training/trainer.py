@@ -1,7 +1,9 @@
 """`QGRPOTrainer`: TRL's GRPOTrainer with pass@k evaluation, per-problem records, a bound on vLLM requests and
 generation overlapped with training (`--async_generation`, training/async_generation.py).
 
-This is the one file that touches TRL's private internals. Written against trl==1.16.0 (requirements.txt). Every
+This is the one file that touches TRL's private internals at run time (training/memory_plan.py reads where TRL
+declares its settings, `trl/trainer/base_config.py` and `trl/scripts/vllm_serve.py`, as source files by path, and
+tests/test_memory_plan.py checks they are there). Written against trl==1.16.0 (requirements.txt). Every
 name of TRL's (and of transformers' `Trainer`, reached past TRL's overrides) that this project relies on and TRL
 does not promise to keep is listed once, in `TRL_INTERNALS` below, with what relies on it: this file, and the two
 that patch TRL outside it (benchmarks/step_overhead.py times TRL's profiling spans; tests/run_with_vllm.py reads a
