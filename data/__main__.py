@@ -39,7 +39,7 @@ from data.loading.validate import ALLOW_COMPARISONS_HELP, DataError
 from data.quality.trivial import DEFAULT_MAX_TRIVIAL_SHARE, measure_trivial_shares
 from data.quality.verify import cheap_counts, verify_problems
 from cli import CommandParser, UsageError, positive
-from rewards import ScoringArguments
+from rewards import MAX_TESTS_PER_PROBLEM
 from judging import JudgeArguments, JudgeUnavailable
 from judging.languages import LANGUAGES
 from judging.policy import DEFAULT_EVAL_TIMEOUT
@@ -80,7 +80,7 @@ def _parser():
                              help="list a problem when a cheap program (a constant, echoing the input, printing "
                                   "nothing, the first element, the length, True then False ...) passes more than "
                                   "this fraction of its tests (default %(default)s)")
-        command.add_argument("--max_tests_per_problem", type=int, default=ScoringArguments().max_tests_per_problem,
+        command.add_argument("--max_tests_per_problem", type=int, default=MAX_TESTS_PER_PROBLEM,
                              help="the tests the training reward judges, which must reject every wrong program "
                                   "(default %(default)s, the trainer's default)")
         command.add_argument("--python_twins", nargs="+", default=[], metavar="FILE", help=TWINS_HELP)

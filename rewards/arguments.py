@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from cli import UsageError, positive
 
 PARTIAL_CREDIT = ("fraction", "above_trivial", "none")
+MAX_TESTS_PER_PROBLEM = 5  # the given tests the training reward judges: ScoringArguments' default, and data's checks
 
 
 @dataclass
@@ -13,7 +14,7 @@ class ScoringArguments:
     perfect-solution bonus when all pass."""
 
     max_tests_per_problem: int | None = field(
-        default=5, metadata={"help": "Training reward uses the first N tests of each problem, of those not marked "
+        default=MAX_TESTS_PER_PROBLEM, metadata={"help": "Training reward uses the first N tests of each problem, of those not marked "
                              "hidden; the rest are its hidden tests, which never enter the reward."}
     )
     perfect_bonus: float = field(default=1.0, metadata={"help": "Bonus when every test passes."})

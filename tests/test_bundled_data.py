@@ -14,10 +14,10 @@ from data.quality.q_twins import cross_check, load_twins
 from data.quality.trivial import read_trivial_shares
 from judging import Judge
 from judging.executors import find_q
-from rewards import ScoringArguments
+from rewards import MAX_TESTS_PER_PROBLEM
 from trainer_runs import run_trainer
 
-TRAINING_TESTS = ScoringArguments().max_tests_per_problem
+TRAINING_TESTS = MAX_TESTS_PER_PROBLEM
 FIRST_WRONG = str(Path(__file__).parent / "fixtures" / "data" / "first_wrong_programs.jsonl")
 
 

@@ -37,7 +37,7 @@ from data.quality.trivial import DEFAULT_MAX_TRIVIAL_SHARE, PROBES, described_ex
 from data.quality.wrong_programs import kept_values, keeps_invariants, battery, mutants, nearby_calls, printing_test, solve_calls
 from judging import JudgeUnavailable
 from judging.records import Problem, Test
-from rewards import ScoringArguments, score
+from rewards import MAX_TESTS_PER_PROBLEM, ScoringArguments, score
 
 NEARBY_CALLS = 160
 MAX_CANDIDATES = 200  # the wrong programs' digests of them all fit the judge's kept output
@@ -274,7 +274,7 @@ def _echo(candidate: Candidate) -> bool:
 # Choosing.
 
 def strengthen_q(problems: list[Problem], twins: dict[str, Twin], judge,
-                 max_tests: int = ScoringArguments().max_tests_per_problem,
+                 max_tests: int = MAX_TESTS_PER_PROBLEM,
                  max_share: float = DEFAULT_MAX_TRIVIAL_SHARE, show_progress: bool = False):
     """The q problems with tests from their twins (new records; problems without a twin as they are), and a
     ``QStrengthened`` per problem (``skipped`` says why one was left as it is)."""

@@ -36,7 +36,7 @@ from data.quality.trivial import DEFAULT_MAX_TRIVIAL_SHARE, PROBES, constant_pas
 from data.quality.wrong_programs import battery, mutants, nearby_calls, printing_test, solve_calls
 from judging import JudgeUnavailable
 from judging.records import Problem, Test
-from rewards import ScoringArguments, score
+from rewards import MAX_TESTS_PER_PROBLEM, ScoringArguments, score
 
 NEARBY_CALLS = 64
 ROUNDS = 3
@@ -221,7 +221,7 @@ def answer_patterns(answers: list[str], size: int) -> list[tuple]:
     return [(answer, *rest) for answer in answers for rest in answer_patterns(answers, size - 1)]
 
 
-def strengthen(problems: list[Problem], judge, max_tests: int = ScoringArguments().max_tests_per_problem,
+def strengthen(problems: list[Problem], judge, max_tests: int = MAX_TESTS_PER_PROBLEM,
                max_share: float = DEFAULT_MAX_TRIVIAL_SHARE, show_progress: bool = False, rounds: int = ROUNDS,
                given: dict | None = None, hidden: int = 0):
     """The problems with strengthened tests (new records; the others as they are), a ``Strengthened`` per problem, and

@@ -25,7 +25,7 @@ from data.quality.trivial import cheap_programs
 from data.quality.wrong_programs import call_text, mutants, nearby_calls, printing_test
 from judging import JudgeUnavailable
 from judging.records import Problem, Test, in_runs
-from rewards import ScoringArguments, score
+from rewards import MAX_TESTS_PER_PROBLEM, ScoringArguments, score
 
 # What no program prints: a test with it as expected output shows what the program printed, and how it ended.
 UNMATCHABLE = "\0unmatchable expected output\0"
@@ -89,7 +89,7 @@ def wrong_programs(problem: Problem) -> list:
     return found
 
 
-def check_adequacy(problems: list[Problem], judge, max_tests: int | None = ScoringArguments().max_tests_per_problem,
+def check_adequacy(problems: list[Problem], judge, max_tests: int | None = MAX_TESTS_PER_PROBLEM,
                    show_progress: bool = False) -> list[Adequacy]:
     """The adequacy of each problem's judged tests (its first ``max_tests`` not marked hidden; None: all of them),
     one result per problem, in order."""

@@ -18,7 +18,7 @@ from data.quality.given_programs import check_given_programs
 from data.quality.trivial import DEFAULT_MAX_TRIVIAL_SHARE, TrivialShare, measure_trivial_shares
 from judging import JudgeUnavailable
 from judging.records import Problem
-from rewards import ScoringArguments, score
+from rewards import MAX_TESTS_PER_PROBLEM, ScoringArguments, score
 
 NO_OP_SOLUTION = ""
 PROBLEMS_PER_BATCH = 16
@@ -69,7 +69,7 @@ class VerifyReport:
 
 def verify_problems(problems: list[Problem], judge, show_progress=True, max_trivial_share=DEFAULT_MAX_TRIVIAL_SHARE,
                     trivial: list[TrivialShare] | None = None,
-                    max_tests: int | None = ScoringArguments().max_tests_per_problem, given: dict | None = None):
+                    max_tests: int | None = MAX_TESTS_PER_PROBLEM, given: dict | None = None):
     """Judge every problem's solution and a no-op solution on all its tests, then the trivial programs, then the
     wrong programs on the first ``max_tests`` tests (the training reward's; None: all) of every problem whose
     solution passes.
