@@ -175,6 +175,7 @@ def write_jsonl(path, records, blank_after_first=False):
     return path
 
 
+@pytest.mark.slow
 def test_cli_lists_each_guessable_problem_at_file_and_line_with_the_program_that_scores(tmp_path):
     path = write_jsonl(tmp_path / "problems.jsonl", [PLANTED[0], ONE_IN_THREE, ALL_TRUE, OLD_PALINDROME],
                        blank_after_first=True)
@@ -266,6 +267,7 @@ def test_trivial_shares_by_number_of_tests_read_the_first_n_tests():
     assert share.by_tests == [1.0, 0.5, 1 / 3, 0.5] and (share.probe, share.passed) == ("returning True", 2)
 
 
+@pytest.mark.slow
 def test_skipping_programs_that_cannot_pass_changes_no_share():
     """Left-out probes and battery programs are those whose output no test expects; running them all gives the same
     shares (a battery program passing every test is the answer and counts for none)."""

@@ -397,6 +397,7 @@ def test_the_docs_show_commands_of_every_kind():
         assert expected in commands
 
 
+@pytest.mark.slow
 def test_every_command_in_the_docs_is_run_or_checked(tmp_path):
     user_folder(tmp_path)
     context = Context(tmp_path)

@@ -24,13 +24,13 @@ from training.hidden_tests import HIDDEN_TESTS_EXIT_CODE, HiddenTestsAlarm
 from training.run_folder import RunFolder
 from training.session import ENTRY, canary_stopped, hidden_tests_stopped
 
-# Each judged completion spins until its test's timeout: the judge's bar stays open for seconds.
+# Each judged completion spins until its test's timeout: the judge's bar stays open for a second at least.
 SPIN = ("while True:\n    pass\n", (Test("print(1)", "1"),), "python")
 
 
 @pytest.fixture(scope="module")
 def judge():
-    with Judge(timeout=2.0) as judge:
+    with Judge(timeout=1.0) as judge:
         yield judge
 
 
@@ -42,7 +42,7 @@ def open_bars(judge) -> tuple[dict, threading.Thread]:
     evaluation = tqdm(total=3, desc="evaluation: generating", unit="problem")
     held = {"callbacks": [progress], "evaluation": evaluation}
     held["self"] = held
-    judging = threading.Thread(target=judge.run_many, args=([SPIN] * 4,), kwargs={"progress": True})
+    judging = threading.Thread(target=judge.run_many, args=([SPIN] * 2,), kwargs={"progress": True})
     judging.start()
     deadline = time.monotonic() + 30
     while not any(bar.desc == "judging" for bar in list(std_tqdm._instances)):
