@@ -16,7 +16,6 @@ the printed text here, on the host, never by code in the sandbox.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
