@@ -8,7 +8,6 @@ Outputs go to final_outputs/<size>/<format>/ (or --output_dir); see README.md. T
 exits after it are training/session.py's.
 """
 
-import gc
 import logging
 import sys
 import time
@@ -22,7 +21,7 @@ from cli import UsageError
 from rewards import make_reward_funcs
 from training.arguments import Arguments, parse_args
 from training.canary import CanaryTripped
-from training.console import use_step_lines
+from training.console import print_last, use_step_lines
 from training.evaluation import PassAtKEvaluator
 from training.hidden_tests import HiddenTestsStopped
 from training.prompts import prompt_rows
@@ -40,7 +39,7 @@ def fail(message: str) -> None:
     """One line and exit 2, printed by the main process only. The other ranks hit the same error; they wait a moment
     so that the line is out before the launcher, seeing a rank fail, stops the rest."""
     if main_rank():
-        print(f"{ENTRY}: error: {message}", file=sys.stderr)
+        print_last(f"{ENTRY}: error: {message}")
     else:
         time.sleep(RANK_EXIT_DELAY_S)
     sys.exit(2)
@@ -60,11 +59,8 @@ def main(argv=None) -> int:
         # The interrupted frames' locals go now, even where something outlives the except block that still holds
         # the frames (an import the interrupt landed in keeps them, and with them the trainer and its bars).
         traceback.clear_frames(interrupt.__traceback__)
-    # Collecting what the interrupted frames held closes the progress bars, which print their last state as they
-    # close, so that the line below comes last.
-    gc.collect()
     if main_rank():
-        print(f"{ENTRY}: {interrupted(args)}", file=sys.stderr)
+        print_last(f"{ENTRY}: {interrupted(args)}")
     return 130
 
 
@@ -124,7 +120,7 @@ def train(session: Session, evaluator: PassAtKEvaluator | None) -> int:
     except VLLMServerUnresponsive as e:
         # Checkpoints are saved between steps, so the newest one is whole. Ranks waiting in a collective are
         # stopped by the launcher when this one exits.
-        print(f"{ENTRY}: {e}", file=sys.stderr)
+        print_last(f"{ENTRY}: {e}")
         return 1
     except (CanaryTripped, HiddenTestsStopped) as stop:
         stopped = stop
@@ -134,9 +130,6 @@ def train(session: Session, evaluator: PassAtKEvaluator | None) -> int:
             session.tokenizer.save_pretrained(run.final_model)
             print(summary(run, trainer.state.global_step))
         return 0
-    # The stopped trainer's progress bar prints its last state when it is freed: free it before the line.
-    del trainer
-    gc.collect()
     if isinstance(stopped, HiddenTestsStopped):
         return hidden_tests_stopped(stopped.alarm, run)
     return canary_stopped(stopped.alarm, stopped_weights(run, stopped.alarm, args.model.model))

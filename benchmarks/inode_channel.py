@@ -16,7 +16,6 @@ estimate n * (1 - H(p)) in bits per test (0 when p is 0.5, all of n when p is 1)
 """
 
 import argparse
-import json
 import math
 import random
 import sys

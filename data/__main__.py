@@ -207,7 +207,7 @@ def _verify(problems, judge, args, twins, given):
             without_q = str(error)
     if without_q is None:
         report = verify_problems(problems, judge, max_trivial_share=args.max_trivial_share,
-                                 max_tests=args.max_tests_per_problem, given=given)
+                                 max_tests=args.max_tests_per_problem, given=given, exempt_twins=True)
     else:
         print(f"no q here ({without_q}): the q solutions, the no-op and the wrong programs are not run; the trivial "
               "shares are read off the tests (the most frequent expected output, the identity, the description's "
@@ -216,7 +216,7 @@ def _verify(problems, judge, args, twins, given):
         report = read_without_q(q_problems, args.max_trivial_share, without_q)
         if others:
             extra = verify_problems(others, judge, max_trivial_share=args.max_trivial_share,
-                                    max_tests=args.max_tests_per_problem, given=given)
+                                    max_tests=args.max_tests_per_problem, given=given, exempt_twins=True)
             report = _merged(report, extra)
     if not twins and not args.python_twins:
         return report, None
@@ -227,6 +227,8 @@ def _verify(problems, judge, args, twins, given):
 def _merged(read, judged):
     for name in ("broken", "unverifiable", "guessable", "weak"):
         getattr(read, name).extend(getattr(judged, name))
+    read.twins.extend(judged.twins)
+    read.twins_above.extend(judged.twins_above)
     for name in ("trivial", "adequacy", "given", "locations"):
         getattr(read, name).update(getattr(judged, name))
     read.checked += judged.checked
@@ -270,6 +272,12 @@ def _print_report(report, source, max_tests):
         shares = [share.share for share in report.trivial.values()]
         print(f"trivial share (the most of a problem's tests a constant, an echo, printing nothing or a cheap "
               f"program passes): mean {sum(shares) / len(shares):.2f}, max {max(shares):.2f}")
+    if report.twins:
+        above = ", ".join(f"{t['id']} {t['passed']}/{t['total']}" for t in report.twins_above[:SHOWN_IDS])
+        print(f"{source}: {len(report.twins)} of {report.checked} problems are twins (\"twin_of\"), which check the "
+              "tests of a problem in another language and are not trained on: their trivial shares are not held to "
+              f"--max_trivial_share ({len(report.twins_above)} above {report.max_trivial_share:g}"
+              + (f": {above}" if above else "") + (" ..." if len(report.twins_above) > SHOWN_IDS else "") + ")")
     print(_mutation_scores(report.adequacy, max_tests))
     pooled = {i: a for i, a in report.adequacy.items() if a.pool}
     if pooled:

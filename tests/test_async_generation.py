@@ -150,6 +150,7 @@ def test_a_generation_is_placed_in_the_run_as_trl_generates(accumulation, steps_
     assert found == expected
 
 
+@pytest.mark.slow
 def test_rows_ahead_are_the_rows_trls_dataloader_yields_over_epochs_and_after_a_resume(tiny_model):
     """RowSchedule against the dataloader TRL builds for GRPOTrainer (prepared by accelerate, as training runs
     it), over three epochs, with each generation reused for two steps."""
@@ -213,6 +214,7 @@ def test_async_generation_outside_its_setting_is_a_usage_error(flags, problem):
     assert parse_args(["--async_generation", "--use_vllm"]).grpo.async_generation  # server mode is the default
 
 
+@pytest.mark.slow
 def test_async_generation_in_colocate_mode_exits_2_with_one_line_before_anything_starts(tmp_path, tiny_model):
     run = tmp_path / "run"
     started = time.monotonic()

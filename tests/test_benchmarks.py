@@ -19,6 +19,8 @@ import pytest
 
 from conftest import ROOT
 
+# Each test but the first runs a script of benchmarks/ (scripts/run_tests.sh --quick leaves them out).
+pytestmark = pytest.mark.benchmark
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="the judge's slot uids, cgroups and namespaces need root")
 VLLM_MISSING = importlib.util.find_spec("vllm") is None
 # One torch thread, as the benchmarks' own children use: the judge's sandboxed tests share the cores.

@@ -21,6 +21,7 @@ TRAINING_TESTS = MAX_TESTS_PER_PROBLEM
 FIRST_WRONG = str(Path(__file__).parent / "fixtures" / "data" / "first_wrong_programs.jsonl")
 
 
+@pytest.mark.slow
 def test_bundled_python_set_verifies_clean():
     problems = load_problems(bundled_path("python"), "python")
     judge = Judge(timeout=2.0)
@@ -99,6 +100,7 @@ def test_bundled_sets_have_splits_solutions_and_enough_tests():
     assert all("solve:" in p.solution for p in q)
 
 
+@pytest.mark.slow
 def test_verify_data_stops_training_on_a_broken_problem(tiny_model, tmp_path):
     good = {"id": "double", "description": "Return 2*x.", "solution": "def solve(x):\n    return 2 * x",
             "tests": [{"test_code": "print(solve(2))", "expected_output": "4"}], "split": "train"}
@@ -113,6 +115,7 @@ def test_verify_data_stops_training_on_a_broken_problem(tiny_model, tmp_path):
     assert not (tmp_path / "run" / "config.yaml").exists()
 
 
+@pytest.mark.slow
 def test_verify_data_stops_training_on_a_guessable_problem(tiny_model, tmp_path):
     guessable = {"id": "is-even", "description": "Return whether x is even.", "split": "train",
                  "solution": "def solve(x):\n    return x % 2 == 0",
@@ -129,6 +132,7 @@ def test_verify_data_stops_training_on_a_guessable_problem(tiny_model, tmp_path)
     assert not (tmp_path / "run" / "config.yaml").exists()
 
 
+@pytest.mark.slow
 def test_test_reward_function_prints_each_canonical_reward_and_fails_on_a_short_one(tiny_model, tmp_path):
     problems = [
         {"id": "double", "description": "Return 2*x.", "solution": "def solve(x):\n    return 2 * x",

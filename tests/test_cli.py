@@ -118,12 +118,14 @@ def _error_line(result):
     return lines[-1]
 
 
+@pytest.mark.slow
 def test_bad_flag_exits_2():
     result = run_trainer("--no_such_flag", "1")
     assert result.returncode == 2
     assert "--no_such_flag" in result.stderr
 
 
+@pytest.mark.slow
 def test_bad_config_key_exits_2(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("learning_rat: 1e-5\n")
@@ -132,12 +134,14 @@ def test_bad_config_key_exits_2(tmp_path):
     assert "unknown setting in --preset/--config: learning_rat" in _error_line(result)
 
 
+@pytest.mark.slow
 def test_missing_model_folder_exits_2(tmp_path):
     result = run_trainer("--model", tmp_path / "nope", "--language", "python", "--output_dir", tmp_path / "run")
     assert result.returncode == 2
     assert "no such folder" in _error_line(result)
 
 
+@pytest.mark.slow
 def test_invalid_data_file_exits_2_with_file_and_line(tmp_path, tiny_model):
     data = tmp_path / "bad.jsonl"
     good = {"id": "a", "description": "d", "tests": [{"test_code": "print(1)", "expected_output": "1"}]}
@@ -147,6 +151,7 @@ def test_invalid_data_file_exits_2_with_file_and_line(tmp_path, tiny_model):
     assert _error_line(result).startswith(f"rl_trainer.py: error: {data}:2:")
 
 
+@pytest.mark.slow
 def test_unwritable_output_dir_exits_2(tmp_path, tiny_model):
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -155,6 +160,7 @@ def test_unwritable_output_dir_exits_2(tmp_path, tiny_model):
     assert "cannot write there" in _error_line(result)
 
 
+@pytest.mark.slow
 def test_finished_run_is_not_overwritten(tmp_path, tiny_model):
     run = tmp_path / "run"
     (run / "logs").mkdir(parents=True)
@@ -194,6 +200,7 @@ def test_server_mode_without_cuda_is_refused_naming_colocate():
     assert f"rl_trainer.py: error: {raised.value}" == SERVER_NEEDS_CUDA
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not VLLM_INSTALLED, reason="vLLM is not installed here: that is said first "
                     "(tests/test_first_errors.py)")
 def test_vllm_server_mode_on_a_cpu_stops_before_loading_anything(tmp_path, tiny_model):

@@ -66,6 +66,7 @@ def test_a_domain_on_standard_input_tests_is_refused():
     assert validate_record({k: v for k, v in record.items() if k != "domain"}, "f.jsonl:1", "python").reads_input
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("planted", [TRIANGLE, ASSERTED, SLOW], ids=lambda p: p.id)
 def test_verify_finds_no_counter_example_where_the_solution_does_not_answer(judge, planted):
     report = verify_problems([planted], judge, show_progress=False)
@@ -96,6 +97,7 @@ def test_verify_says_which_inputs_it_left_out(tmp_path):
     assert ": triangle (" in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("planted", [TRIANGLE, ASSERTED], ids=lambda p: p.id)
 def test_strengthen_writes_no_test_where_the_solution_raises(judge, planted):
     weak = replace(planted, tests=planted.tests[:1] * 3)  # three times solve(3): weak, guessable

@@ -175,6 +175,7 @@ def write_jsonl(path, records, blank_after_first=False):
     return path
 
 
+@pytest.mark.slow
 def test_cli_lists_each_guessable_problem_at_file_and_line_with_the_program_that_scores(tmp_path):
     path = write_jsonl(tmp_path / "problems.jsonl", [PLANTED[0], ONE_IN_THREE, ALL_TRUE, OLD_PALINDROME],
                        blank_after_first=True)
@@ -194,6 +195,44 @@ def test_cli_lists_each_guessable_problem_at_file_and_line_with_the_program_that
     assert "is-palindrome" not in result.stdout
     result = run_cli(str(path), "--language", "python", "--max_trivial_share", "1")
     assert result.returncode == 1 and "0 guessable (trivial share above 1), 1 weak" in result.stdout
+
+
+def test_a_twin_s_trivial_share_is_measured_but_not_held_to_the_limit(tmp_path):
+    """A record marked "twin_of" answers for another language's tests and is not trained on: verify still runs its
+    solution, a no-op and the wrong programs, says in one line why its share does not count, and exits 0; the
+    trainer's --verify_data (verify_problems as it calls it) still holds it to the limit."""
+    twin = {**OLD_PALINDROME.record(), "twin_of": "q"}
+    path = write_jsonl(tmp_path / "twins.jsonl", [PLANTED[0], twin])
+    result = run_cli(str(path), "--language", "python")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{path}: 1 of 2 problems are twins (\"twin_of\"), which check the tests of a problem in another " \
+           "language and are not trained on: their trivial shares are not held to --max_trivial_share (1 above " \
+           "0.34: is-palindrome 3/4)" in result.stdout.splitlines()
+    assert result.stdout.splitlines()[-1] == (
+        "verified 2 problems: 0 broken, 0 guessable (trivial share above 0.34), 0 weak (a wrong program passes the "
+        "judged tests), 0 unverifiable (no solution), 2 clean")
+    # A broken twin is still broken.
+    wrong = {**twin, "tests": [*twin["tests"], {"test_code": "print(solve('ab'))", "expected_output": "True"}]}
+    result = run_cli(str(write_jsonl(tmp_path / "wrong.jsonl", [wrong])), "--language", "python")
+    assert result.returncode == 1 and "BROKEN is-palindrome: solution fails test 4 (failed)" in result.stdout
+    # Unmarked, or verified as a run that trains on it verifies, the same problem is guessable.
+    unmarked = write_jsonl(tmp_path / "unmarked.jsonl", [PLANTED[0], OLD_PALINDROME])
+    result = run_cli(str(unmarked), "--language", "python")
+    assert result.returncode == 1 and f"{unmarked}:2: is-palindrome: returning True passes 3/4 tests" in result.stdout
+    assert "are twins" not in result.stdout
+    loaded = load_problems(str(path), "python")
+    with Judge(timeout=5.0) as judge:
+        report = verify_problems(loaded, judge, show_progress=False)
+    assert [g["id"] for g in report.guessable] == ["is-palindrome"] and not report.clean
+
+
+@pytest.mark.parametrize("value", ["python", "java", True])
+def test_a_bad_twin_of_is_bad_input(tmp_path, value):
+    path = write_jsonl(tmp_path / "twins.jsonl", [{**OLD_PALINDROME.record(), "twin_of": value}])
+    result = run_cli(str(path), "--language", "python")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.strip() == (f"{path}:1: 'twin_of' names the language of the problem this one is a twin of "
+                                     f"(q), or is left out; got {value!r}")
 
 
 KINDS = [  # (tests as (code, expected), the probe that passes most, how many)
@@ -228,6 +267,7 @@ def test_trivial_shares_by_number_of_tests_read_the_first_n_tests():
     assert share.by_tests == [1.0, 0.5, 1 / 3, 0.5] and (share.probe, share.passed) == ("returning True", 2)
 
 
+@pytest.mark.slow
 def test_skipping_programs_that_cannot_pass_changes_no_share():
     """Left-out probes and battery programs are those whose output no test expects; running them all gives the same
     shares (a battery program passing every test is the answer and counts for none)."""

@@ -52,6 +52,7 @@ def test_selection_keeps_held_out_problems_unseen():
     assert select(problems, "train", 3) == select(problems, "train", None)[:3]
 
 
+@pytest.mark.slow
 def test_warm_start_trains_and_saves_a_loadable_model(tiny_model, tmp_path):
     out = tmp_path / "warm"
     result = run_script(tiny_model, out, "--problems", "warmup", "--max_problems", "4", "--max_steps", "3",
@@ -67,6 +68,7 @@ def test_warm_start_trains_and_saves_a_loadable_model(tiny_model, tmp_path):
     assert changed, "three optimizer steps left every weight as it was"
 
 
+@pytest.mark.slow
 def test_bad_data_file_is_one_line_with_exit_2(tiny_model, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"id": "x", "description": "d"}) + "\n")
@@ -75,6 +77,7 @@ def test_bad_data_file_is_one_line_with_exit_2(tiny_model, tmp_path):
     assert f"{bad}:1:" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_no_matching_problems_is_exit_2(tiny_model, tmp_path):
     data = tmp_path / "no_solutions.jsonl"
     data.write_text(json.dumps({"id": "x", "description": "d", "split": "train", "tags": ["warmup"],
@@ -83,6 +86,7 @@ def test_no_matching_problems_is_exit_2(tiny_model, tmp_path):
     assert result.returncode == 2 and "no training problems with a solution" in result.stderr
 
 
+@pytest.mark.slow
 def test_stop_at_exact_ends_the_warm_start_at_the_first_check_that_reaches_it(tiny_model, tmp_path):
     """A target of 0 is reached by any model: training stops at the first check, long before --max_steps."""
     result = run_script(tiny_model, tmp_path / "warm", "--problems", "warmup", "--max_problems", "4",
@@ -137,6 +141,7 @@ def test_held_out_text_is_unseen_and_training_solutions_solve_a_held_out_problem
         assert solving and all(renamed(p["solution"], names) == problem["solution"] for p in solving), problem["id"]
 
 
+@pytest.mark.slow
 def test_no_other_generated_computation_passes_a_problem_test():
     """Each test tells its computation apart from every other one generated, whatever the argument names."""
     problems = generate(seed=0, held_out=0.2)
@@ -155,6 +160,7 @@ def test_seed_picks_the_held_out_instances_and_nothing_else():
     assert {p["id"] for p in generate(0, 0.2)} == {p["id"] for p in generate(1, 0.2)}
 
 
+@pytest.mark.slow
 def test_generated_file_loads_with_its_splits_and_every_solution_passes_the_real_judge(tmp_path):
     from data import load_problems, split_problems
     from judging import Judge

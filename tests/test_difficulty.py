@@ -35,7 +35,7 @@ def judge(pid: str, hard: set[str]) -> Group:
 def train(tracker: ProblemTracker, epochs: int, hard: set[str]) -> list[list[str]]:
     """Feed the tracker generation batches as the trainer does; returns the batches it chose."""
     chosen = []
-    for step, ids in enumerate(generation_batches(epochs), start=1):
+    for ids in generation_batches(epochs):
         rewritten = tracker.rewrite(ids, SIZE)
         chosen.append(rewritten)
         groups = groups_of(rewritten, [math.nan] * len(rewritten), None, SIZE)

@@ -308,6 +308,7 @@ CHECKS: list[tuple[str, Callable[[str, Context], None]]] = [
     (r"python rl_trainer\.py --(eval_only|config) ", first_run),
     (r"VLLM_CPU_KVCACHE_SPACE=\d+ python rl_trainer\.py ", trainer_on_vllm_cpu),
     (r"bash scripts/(install|run_tests|cpu_demo)\.sh", script_parses),
+    (r"ruff check \.$", run_as_written),
     (r"bash scripts/gpu_(wheels|check)\.sh", gpu_check),
     (r"pip install ", requirements),
     (r"python -m data check (data|docs)/", run_as_written),
@@ -397,6 +398,7 @@ def test_the_docs_show_commands_of_every_kind():
         assert expected in commands
 
 
+@pytest.mark.slow
 def test_every_command_in_the_docs_is_run_or_checked(tmp_path):
     user_folder(tmp_path)
     context = Context(tmp_path)

@@ -26,6 +26,7 @@ def lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag, value, message", [
     ("--learning_rate", "abc", "argument --learning_rate/--learning-rate: invalid float value: 'abc'"),
     ("--language", "r", "argument --language: invalid choice: 'r'"),
@@ -37,6 +38,7 @@ def test_a_bad_flag_value_is_one_line_without_the_usage_block(flag, value, messa
     assert line.startswith(f"rl_trainer.py: error: {message}") and line.endswith("see `python rl_trainer.py --help`")
 
 
+@pytest.mark.slow
 def test_missing_q_names_the_bundled_python_problems(tiny_model, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("Q_INTERPRETER_PATH", "Q_EXECUTABLE_PATH", "QHOME")}
     env["PATH"] = "/usr/bin:/bin"
@@ -140,6 +142,7 @@ EDGES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("edge", sorted(EDGES))
 def test_an_edge_of_the_flags_is_one_line_and_exit_2(edge, tmp_path):
     flags, message = EDGES[edge]

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from data.quality.input_classes import class_values
 from data.quality.wrong_programs import mutants
 
@@ -67,6 +69,7 @@ def run_verify(*args):
                           capture_output=True, text=True, timeout=900, env={**os.environ})
 
 
+@pytest.mark.slow
 def test_verify_finds_the_wrong_programs_a_model_writes_first(tmp_path):
     programs = tmp_path / "wrong.jsonl"
     programs.write_text(PROGRAMS.read_text() + json.dumps({"id": "count-vowels-either-case",

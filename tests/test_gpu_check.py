@@ -5,7 +5,6 @@ model on CPU, its JSON written and its path printed last; and the wheels it carr
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 

@@ -41,6 +41,7 @@ def flags_in(section: str) -> set[str]:
     return set(re.findall(r"^  --(\w+)", section, flags=re.M))
 
 
+@pytest.mark.slow
 def test_help_opens_with_a_description_and_examples(help_text):
     text = help_text
     head = text.splitlines()[:14]
@@ -98,6 +99,7 @@ print(json.dumps(sorted(sys.modules)))
 """
 
 
+@pytest.mark.slow
 def test_help_does_not_import_trls_trainer():
     """--help needs the settings' parser (TRL's GRPOConfig: the floor of its time); TRL's trainer, half a second
     more, is imported only when a run starts."""

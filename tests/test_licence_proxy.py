@@ -345,6 +345,7 @@ def score_files(tmp_path):
     return ["--problems", problems, "--completions", completions, "--out", tmp_path / "s.jsonl"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setting", ["auto (default)", "HOST:PORT", "none"])
 def test_rewards_score(setting, score_files, q_env, licence_server):
     flag = []
@@ -373,6 +374,7 @@ def verify_file(tmp_path):
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setting", ["auto (default)", "HOST:PORT", "none"])
 def test_data_verify(setting, verify_file, q_env, licence_server):
     flag = []

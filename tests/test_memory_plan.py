@@ -13,7 +13,7 @@ import pytest
 from training import memory_plan
 from training.arguments import parse_args
 from training.memory_plan import (GIB, NO_OFFLOAD, OFFLOAD_ALL, OFFLOAD_OPTIMIZER, Choice, DoesNotFit, Hardware,
-                                  Settings, Shape, model_shape, plan_launch, settings_from_flags)
+                                  Settings, model_shape, plan_launch, settings_from_flags)
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = ["1.5b", "3b", "7b", "14b", "32b"]

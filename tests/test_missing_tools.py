@@ -34,6 +34,7 @@ def assert_stopped_early(result, run, *words):
     assert not run.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without CUDA")
 def test_qlora_without_cuda_names_lora_instead(tiny_model, tmp_path):
     run = tmp_path / "run"
@@ -41,6 +42,7 @@ def test_qlora_without_cuda_names_lora_instead(tiny_model, tmp_path):
     assert_stopped_early(result, run, "--use_qlora needs a CUDA GPU and bitsandbytes", "--use_lora")
 
 
+@pytest.mark.slow
 def test_wandb_not_installed_names_the_install(tiny_model, tmp_path):
     run = tmp_path / "run"
     env = {**os.environ, "WANDB_MODE": "offline"}
@@ -68,6 +70,7 @@ def test_an_explicit_bwrap_without_bubblewrap_is_refused_not_weakened(level, pat
         Judge(sandbox=level, workers=1)
 
 
+@pytest.mark.slow
 def test_the_trainer_refuses_an_explicit_bwrap_without_bubblewrap(tiny_model, tmp_path, path_without_bwrap):
     run = tmp_path / "run"
     result = run_trainer(*trainer_args(tiny_model, run), "--sandbox", "bwrap",

@@ -120,6 +120,7 @@ def test_rewards_score_command_measures_the_shares_itself(tmp_path):
     assert rewards == {"fraction": [0.75, 2.0], "above_trivial": [0.0, 2.0], "none": [0.0, 1.0]}
 
 
+@pytest.mark.slow
 def test_test_reward_function_gives_a_canonical_solution_the_full_reward(tiny_model, tmp_path):
     data = write_jsonl(tmp_path / "problems.jsonl", [PALINDROME, DOUBLE])
     result = run_trainer("--model", tiny_model, "--language", "python", "--data", data, "--test_reward_function",
@@ -159,6 +160,7 @@ def test_training_and_evaluation_under_above_trivial(warm_model, tmp_path):
     assert (run / "trivial_shares.json").stat().st_mtime_ns == stamp
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags, message", [
     (["--partial_credit", "half"], "--partial_credit"),
     (["--max_trivial_share", "1.5"], "--max_trivial_share 1.5: must be a fraction between 0 and 1"),

@@ -37,6 +37,7 @@ def run_dir(tmp_path) -> Path:
     return Path(shutil.copytree(RECORDED_RUN, tmp_path / "run"))
 
 
+@pytest.mark.slow
 def test_writes_every_plot_next_to_the_logs(run_dir):
     result = subprocess.run([sys.executable, str(SCRIPT), str(run_dir)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
@@ -85,6 +86,7 @@ def test_absent_data_is_skipped_with_a_reason(run_dir, tmp_path, capsys):
     assert sorted(p.name for p in out.iterdir()) == ["completion_length.png", "rewards.png", "status_shares.png"]
 
 
+@pytest.mark.slow
 def test_only_entropy_logged_gives_a_one_panel_plot(run_dir, tmp_path):
     """The recorded run used beta=0, so TRL logged no kl: the KL/entropy plot keeps the entropy panel alone."""
     metrics = run_dir / "logs" / "metrics.jsonl"
@@ -126,6 +128,7 @@ def test_pass_rates_show_every_problem_and_step_and_leave_unsampled_cells_grey(r
     assert first["passed"] / first["samples"] in grid.compressed()
 
 
+@pytest.mark.slow
 def test_use_wandb_logs_the_plots_and_records_offline(run_dir, tmp_path):
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path)}
     result = subprocess.run([sys.executable, str(SCRIPT), str(run_dir), "--use_wandb"], capture_output=True,
@@ -173,6 +176,7 @@ def with_hidden_tests(rows: list[dict]) -> list[dict]:
     return out
 
 
+@pytest.mark.slow
 def test_the_hidden_test_plot_draws_the_share_the_threshold_and_the_counts(run_dir, tmp_path):
     metrics = run_dir / "logs" / "metrics.jsonl"
     rows = with_hidden_tests([json.loads(line) for line in metrics.read_text().splitlines()])

@@ -12,7 +12,7 @@ import pytest
 from data import load_problems
 from data.generation.pool import build_pool, build_q_pool, own_calls, suggested_domain, value_classes
 from data.quality.q_twins import twins_of
-from judging import Calls, Judge, Problem, Test
+from judging import Judge, Problem, Test
 from rewards import ScoringArguments, score
 from rewards.scoring import pool_sample
 

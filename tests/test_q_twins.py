@@ -202,6 +202,17 @@ def test_verify_with_twins_runs_without_q_and_names_a_changed_expected_output(tm
     assert f"{changed}:2: max-of-list: tests[0]: q expects 12345; the Python solution gives" in broken.stdout
 
 
+def test_the_bundled_twins_verify_as_twins():
+    """data/q_twins.jsonl is marked as twins, so verify runs its solutions and wrong programs and exits 0 though
+    some of its tests are guessable (a twin only answers for its q problem's tests)."""
+    records = [json.loads(line) for line in (REPO / "data/q_twins.jsonl").read_text().splitlines()]
+    assert {record.get("twin_of") for record in records} == {"q"}
+    result = run_cli("verify", "data/q_twins.jsonl", "--language", "python")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"data/q_twins.jsonl: {len(records)} of {len(records)} problems are twins (\"twin_of\")" in result.stdout
+    assert result.stdout.splitlines()[-1].endswith(f"0 unverifiable (no solution), {len(records)} clean")
+
+
 def test_a_twin_given_twice_is_bad_input(tmp_path):
     problems = write_jsonl(tmp_path / "q.jsonl", [MAX_Q])
     twins = write_jsonl(tmp_path / "twins.jsonl", [MAX_PY])

@@ -404,6 +404,7 @@ def one_slot(sandbox):
         yield judge
 
 
+@pytest.mark.slow
 def test_the_test_after_one_that_filled_its_process_limit_starts(one_slot):
     """A test's processes die after its sandbox does and count against its slot's process limit until reaped:
     the slot's next test must not find them there (cold, bwrap failed to start it: a runtime_error)."""
@@ -559,6 +560,7 @@ LOCK_RECEIVER = (
 LOCK_CALLS = ("F_SETLK", "F_SETLKW", "F_OFD_SETLK", "F_OFD_SETLKW", "flock", "lockf", "F_SETLK upper bits")
 
 
+@pytest.mark.slow
 def test_no_file_lock_reaches_a_concurrent_test(judge):
     """Judged Python may not take or test a file lock (judging/seccomp.py: fcntl's lock commands and flock are
     refused, the command compared as the kernel reads it), and /proc/locks is empty: a lock on a shared file is a
@@ -613,6 +615,7 @@ WATCH_SENDER = (
     "    time.sleep(0.05)\n")
 
 
+@pytest.mark.slow
 def test_no_file_watch_reaches_a_concurrent_test(judge):
     """Judged Python may not watch files (judging/seccomp.py: inotify refused): a watch on the shared view would be
     told which files a test judged at the same time opens, a file name an open. Checked failing without the

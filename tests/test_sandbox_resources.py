@@ -222,6 +222,7 @@ def test_trainer_survives_the_program_attacking_it(judge):
     assert run(judge, "print(6)", "6").status == "passed"
 
 
+@pytest.mark.slow
 def test_killed_programs_leave_no_zombie_of_the_slot_uid(judge):
     """A cold program is pid 1 of its namespace with no init above it: killed at its timeout, it must be reaped by
     bwrap, its parent. With bwrap killed first it became a zombie of the slot uid until the host's init got to it,
@@ -264,6 +265,7 @@ def loop_for(cpu_seconds: float) -> int:
     return max(1000, int(n * cpu_seconds / max(time.process_time() - start, 1e-3)))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
 def test_a_test_forking_many_sessions_cannot_take_the_cpu_of_the_test_beside_it(sandbox):
     """A correct program that forks 30 sessions spinning (without a CPU bound per slot each is one more scheduling

@@ -72,6 +72,7 @@ def run_from(checkout: Path, *commands: str) -> dict[str, dict[str, str]]:
     return {str(Path(script).relative_to(checkout)): imported for script, imported in reports}
 
 
+@pytest.mark.slow
 def test_every_script_runs_from_a_checkout_that_is_not_installed(checkout):
     imported = run_from(checkout, *(f"{script} --help" for script in SCRIPTS))
     assert sorted(imported) == SCRIPTS

@@ -32,6 +32,7 @@ def test_text_reads_as_utf8_and_lines_as_written(judge):
     assert result.status == "passed", result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code, status", [
     ("import sys\nsys.stdin.read()\nwhile True: pass\n", "timeout"),
     ("import sys\nsys.stdin.read()\nx = bytearray(4 << 30)\n", "memory"),

@@ -50,6 +50,7 @@ def python_problem(problem_id, description, tests, solution=None, split=None):
                    solution, split)
 
 
+@pytest.mark.slow
 def test_the_cheap_and_the_first_wrong_programs_earn_nothing_on_the_bundled_set(judge):
     wrong = WRONG_ONE_LINERS + FIRST_WRONG
     by_id = {p.id: p for p in load_problems(bundled_path("python"), "python")}
@@ -157,6 +158,7 @@ def test_strengthen_adds_tests_that_reject_the_surviving_programs(judge):
     assert canonical.judgement.passed == 5 and mutant.judgement.passed < 5
 
 
+@pytest.mark.slow
 def test_strengthen_command_writes_out_never_in(tmp_path):
     source = tmp_path / "in.jsonl"
     source.write_text(json.dumps(DOUBLE.record()) + "\n" + json.dumps(LAST.record()) + "\n")

@@ -175,6 +175,7 @@ def test_a_slow_answer_within_the_bound_still_arrives(make_client):
     assert server.requests[-1] == "POST /v1/completions"
 
 
+@pytest.mark.slow
 def test_without_the_bound_trl_waits_on_a_silent_server(make_client):
     """The defect this module exists for: TRL's own client is still waiting after several seconds, neither
     answered nor failed."""

@@ -35,6 +35,7 @@ def test_offline_run_writes_metrics_and_completions(warm_model, tmp_path):
     assert_trained(tmp_path / "run", warm_model)
 
 
+@pytest.mark.slow
 def test_not_logged_in_stops_before_training(tiny_model, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     env["HOME"] = str(tmp_path)  # no ~/.netrc from `wandb login`

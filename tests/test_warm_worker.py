@@ -257,6 +257,7 @@ def test_a_worker_killed_mid_execution_costs_that_execution_only(judge):
     assert the_worker(judge) is not worker and the_worker(judge).alive()
 
 
+@pytest.mark.slow
 def test_a_stopped_worker_is_replaced(judge):
     run(judge, "pass")
     worker, failures = the_worker(judge), judge.setup.warm.failures

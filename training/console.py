@@ -1,8 +1,11 @@
-"""What a run prints while it trains: transformers' progress bar and one short line per logged step.
+"""What a run prints while it trains: transformers' progress bar and one short line per logged step, and the line
+it ends with.
 
 transformers prints every logged dict whole (about 40 keys a step under GRPO); every key still goes to
 logs/metrics.jsonl, logs/training_log.txt (the longer readable line) and wandb.
 """
+
+import sys
 
 from transformers import ProgressCallback, TrainerCallback
 from transformers.trainer_callback import PrinterCallback
@@ -38,3 +41,24 @@ def use_step_lines(trainer) -> None:
         trainer.add_callback(StepLineProgress)
     if trainer.pop_callback(PrinterCallback) is not None:
         trainer.add_callback(StepLinePrinter)
+
+
+def close_progress_bars() -> None:
+    """Close every live tqdm bar of this process: transformers' training bar, the evaluation's, the judge's (in any
+    thread). A bar left open prints its last state whenever it is closed or freed (a run stopped by an exception
+    leaves the trainer and its bars in a reference cycle, freed at a garbage collection that may come at any time),
+    so after this no bar writes again. Nested bars close innermost first."""
+    std = sys.modules.get("tqdm.std")
+    if std is None or not std.tqdm._instances:  # tqdm never loaded, or no bar open
+        return
+    with std.tqdm.get_lock():
+        bars = list(std.tqdm._instances)
+    for bar in sorted(bars, key=lambda b: -abs(getattr(b, "pos", 0))):
+        bar.close()
+
+
+def print_last(line: str) -> None:
+    """Print the line a run ends with on standard error, after closing every progress bar, so that it is the last
+    line a user sees."""
+    close_progress_bars()
+    print(line, file=sys.stderr, flush=True)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from judging import Judge, Problem
 from rewards import TrivialShares, score
 from training.arguments import Arguments, bf16_supported
 from training.canary import CANARY_EXIT_CODE, Alarm, CanaryTripped, CanaryWatch, build_canaries
+from training.console import print_last
 from training.difficulty import DifficultyFilter, ProblemTracker
 from training.evaluation import PassAtKEvaluator
 from training.hidden_tests import HIDDEN_TESTS_EXIT_CODE, HiddenTestsAlarm, HiddenTestWatch
@@ -271,18 +271,20 @@ def stopped_weights(run: RunFolder, alarm: Alarm, model: str) -> str:
 
 
 def canary_stopped(alarm: Alarm, weights: str) -> int:
-    """A completion passed a canary under --canary_action stop: one line (main process), exit CANARY_EXIT_CODE."""
+    """A completion passed a canary under --canary_action stop: one line (main process), the last one printed (the
+    progress bars closed first), exit CANARY_EXIT_CODE."""
     if main_rank():
-        print(f"{ENTRY}: {alarm.line(weights)}", file=sys.stderr)
+        print_last(f"{ENTRY}: {alarm.line(weights)}")
     return CANARY_EXIT_CODE
 
 
 def hidden_tests_stopped(alarm: HiddenTestsAlarm, run: RunFolder) -> int:
     """The hidden-test watch stopped the run (--hidden_tests_action stop): one line naming the last checkpoint, the
-    one saved at the end of the step that sounded it (main process), exit HIDDEN_TESTS_EXIT_CODE."""
+    one saved at the end of the step that sounded it (main process), the last one printed (the progress bars closed
+    first), exit HIDDEN_TESTS_EXIT_CODE."""
     if main_rank():
         weights = f"last checkpoint {run.latest_checkpoint()} (trained on that step's completions)"
-        print(f"{ENTRY}: {alarm.line(weights)}", file=sys.stderr)
+        print_last(f"{ENTRY}: {alarm.line(weights)}")
     return HIDDEN_TESTS_EXIT_CODE
 
 

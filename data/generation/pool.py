@@ -223,7 +223,7 @@ class Shape:
         return cls({p: {type_signature(value) for value in v} for p, v in values.items()},
                    {p: set().union(*map(value_classes, v)) for p, v in values.items()} if with_classes else None,
                    {p: kept_values(v, problem.description) for p, v in values.items()},
-                   {p: all(map(_rectangular, v)) and any(isinstance(x, list) and x and isinstance(x[0], list)
+                   {p: all(map(rectangular, v)) and any(isinstance(x, list) and x and isinstance(x[0], list)
                                                           for x in v) for p, v in values.items()},
                    {p: 10 * max(map(_largest, v)) + 10 for p, v in values.items()} if with_classes else None)
 

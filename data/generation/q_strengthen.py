@@ -118,7 +118,7 @@ class _Shape:
                 values.setdefault(position, []).append(argument)
         return cls({p: set().union(*map(_classes, v)) for p, v in values.items()},
                    {p: kept_values(v, problem.description) for p, v in values.items()},
-                   {p: all(map(_rectangular, v)) and any(isinstance(x, list) and x and isinstance(x[0], list)
+                   {p: all(map(rectangular, v)) and any(isinstance(x, list) and x and isinstance(x[0], list)
                                                           for x in v) for p, v in values.items()})
 
     def fits(self, arguments: tuple) -> bool:

@@ -159,6 +159,11 @@ def validate_record(record, location, language) -> Problem:
         raise DataError(location, f"split {split!r} is not one of {', '.join(SPLITS)} (or leave it out)")
     domain = _check_domain(record.get("domain"), location, entry_point, kinds[0])
     pool = _check_pool(record.get("pool"), location)
+    twin_of = record.get("twin_of")  # kept in extra; python -m data verify reads it (data/quality/verify.py)
+    if twin_of is not None and (twin_of not in LANGUAGES or twin_of == problem_language):
+        others = ", ".join(name for name in LANGUAGES if name != problem_language)
+        raise DataError(location, f"'twin_of' names the language of the problem this one is a twin of ({others}), "
+                                  f"or is left out; got {twin_of!r}")
     extra = {key: value for key, value in record.items() if key not in PROBLEM_FIELDS}
     return Problem(problem_id, problem_language, description, tests, solution, split, extra, location, entry_point,
                    domain, pool)

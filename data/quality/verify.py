@@ -8,6 +8,11 @@ share an answer pay for guessing: a problem whose trivial share (data/quality/tr
 it in full: a problem whose judged tests let one through (data/quality/adequacy.py) is listed as weak, with the program
 and an input where it is wrong. Programs a model wrote (``given``, data/quality/given_programs.py) that are wrong and earn more
 from the judged tests than a constant are listed too.
+
+A record marked ``"twin_of": "q"`` is the Python twin of the q problem of its id (data/q_twins.jsonl): its solution
+checks that problem's tests (data/quality/q_twins.py) and it is not trained on, so ``python -m data verify``
+(``exempt_twins``) measures its trivial share but does not hold it to ``max_trivial_share``; the rest is verified as
+for any problem. A run that trains on such records (``--verify_data``) holds them to it.
 """
 
 from dataclasses import dataclass, field
@@ -21,6 +26,7 @@ from judging.records import Problem
 from rewards import MAX_TESTS_PER_PROBLEM, ScoringArguments, score
 
 NO_OP_SOLUTION = ""
+TWIN_FIELD = "twin_of"
 PROBLEMS_PER_BATCH = 16
 
 
@@ -34,7 +40,9 @@ class VerifyReport:
     dict per problem above ``max_trivial_share``: ``id``, ``location`` (``file:line``, None when the problem
     was not loaded from a source), and the best trivial program: ``probe``, ``passed`` of ``total`` tests.
     ``adequacy`` holds every checked problem's ``Adequacy`` (its mutation score, the wrong programs that survive its
-    judged tests); ``weak`` one dict per problem with a survivor: ``id``, ``location``, ``adequacy``.
+    judged tests); ``weak`` one dict per problem with a survivor: ``id``, ``location``, ``adequacy``. Under
+    ``exempt_twins``, ``twins`` holds the ids of the twins checked (`is_twin`) and ``twins_above`` one dict per twin
+    above ``max_trivial_share``, as ``guessable`` would, not counted against the set.
     """
 
     checked: int = 0
@@ -47,6 +55,8 @@ class VerifyReport:
     weak: list = field(default_factory=list)
     given: dict = field(default_factory=dict)  # id -> the GivenPrograms judged on it
     locations: dict = field(default_factory=dict)  # id -> where the problem was read
+    twins: list = field(default_factory=list)
+    twins_above: list = field(default_factory=list)
 
     @property
     def paid(self) -> dict:
@@ -67,9 +77,15 @@ class VerifyReport:
                 f"{len(self.unverifiable)} unverifiable (no solution), {self.checked - len(listed)} clean")
 
 
+def is_twin(problem: Problem) -> bool:
+    """Whether the record is the twin of a problem in another language (``"twin_of": "q"``), not a training problem."""
+    return problem.extra.get(TWIN_FIELD) is not None
+
+
 def verify_problems(problems: list[Problem], judge, show_progress=True, max_trivial_share=DEFAULT_MAX_TRIVIAL_SHARE,
                     trivial: list[TrivialShare] | None = None,
-                    max_tests: int | None = MAX_TESTS_PER_PROBLEM, given: dict | None = None):
+                    max_tests: int | None = MAX_TESTS_PER_PROBLEM, given: dict | None = None,
+                    exempt_twins: bool = False):
     """Judge every problem's solution and a no-op solution on all its tests, then the trivial programs, then the
     wrong programs on the first ``max_tests`` tests (the training reward's; None: all) of every problem whose
     solution passes.
@@ -77,6 +93,7 @@ def verify_problems(problems: list[Problem], judge, show_progress=True, max_triv
     Problems without a ``solution`` are listed as unverifiable; their tests are still run against the
     no-op, which marks them broken if it passes. ``trivial`` gives the problems' trivial shares when they are
     already measured. ``given`` maps problem ids to programs a model wrote (data/quality/given_programs.py), judged last.
+    ``exempt_twins``: a twin's trivial share is not held to ``max_trivial_share`` (see the module's docstring).
     Raises the judge's ``JudgeUnavailable`` from its preflight when a language's interpreter
     is missing, and when the judge cannot run a problem (``sandbox_error``, e.g. a q licence lapsing mid-way):
     that says nothing about the data.
@@ -95,9 +112,13 @@ def verify_problems(problems: list[Problem], judge, show_progress=True, max_triv
         trivial = measure_trivial_shares(problems, judge, show_progress)
     for problem, share in zip(problems, trivial):
         report.trivial[problem.id] = share
+        twin = exempt_twins and is_twin(problem)
+        if twin:
+            report.twins.append(problem.id)
         if share.share > max_trivial_share:
-            report.guessable.append({"id": problem.id, "location": problem.location, "probe": share.probe,
-                                     "passed": share.passed, "total": share.total})
+            (report.twins_above if twin else report.guessable).append(
+                {"id": problem.id, "location": problem.location, "probe": share.probe, "passed": share.passed,
+                 "total": share.total})
     broken = {p["id"] for p in report.broken}
     sound = [problem for problem in problems if problem.id not in broken]
     for problem, adequacy in zip(sound, check_adequacy(sound, judge, max_tests, show_progress)):
