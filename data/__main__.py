@@ -132,7 +132,8 @@ def main(argv=None):
         if args.command == "strengthen" and args.hidden_tests < 0:
             raise UsageError(f"--hidden_tests {args.hidden_tests}: must be 0 (none) or more")
         if args.command in ("strengthen", "pool") and _same_file(args.source, args.out):
-            raise UsageError(f"OUT is the source itself; write the {args.command} output to another file")
+            made = "strengthened" if args.command == "strengthen" else "pooled"
+            raise UsageError(f"OUT is the source itself; write the {made} set to another file")
         if args.command == "pool" and args.pool_size < 1:
             raise UsageError(f"--pool_size {args.pool_size}: must be 1 or more")
         problems = load_problems(source, args.language, args.allow_in_sandbox_comparisons)
