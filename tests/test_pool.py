@@ -125,6 +125,24 @@ def test_a_pool_holds_printed_calls_only(tmp_path):
     assert result.returncode == 2 and "pool[0] gives standard input" in result.stderr
 
 
+def test_a_pool_test_that_compares_in_the_sandbox_is_refused(tmp_path):
+    record = {**UPPER.record(), "pool": [{"test_code": "print(solve('a') == 'A')", "expected_output": "True"}]}
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    result = subprocess.run([sys.executable, "-m", "data", "check", str(path), "--language", "python"], cwd=ROOT,
+                            capture_output=True, text=True)
+    assert result.returncode == 2 and "pool[0] is not a printing test" in result.stderr
+
+
+def test_a_problem_naming_its_function_gets_a_pool_calling_it(judge):
+    named = replace(UPPER, entry_point="shout", solution="def shout(s):\n    return s.upper()\n",
+                    tests=tuple(replace(t, test_code=t.test_code.replace("solve", "shout")) for t in UPPER.tests))
+    pool = build_pool(named, judge)
+    assert pool.tests and all(t.test_code.startswith("print(shout(") for t in pool.tests)
+    problem = replace(named, pool=tuple(pool.tests))
+    assert score(judge, [problem], [named.solution], ScoringArguments(), extract=False)[0].status == "passed"
+
+
 def test_q_pools_come_from_the_twin_in_q_s_forms(judge):
     q_problems = load_problems(str(ROOT / "data" / "q_problems.jsonl"), "q")
     python = load_problems(str(ROOT / "data" / "python_problems.jsonl"), "python")

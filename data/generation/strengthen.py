@@ -127,7 +127,7 @@ def _solution_outputs(judge, problem: Problem, codes: list[str]) -> list[str | N
     if not codes:
         return []
     # One judged item per test, so that they run in parallel.
-    problems = [replace(problem, tests=(Test(code, UNMATCHABLE),)) for code in codes]
+    problems = [replace(problem, tests=(Test(code, UNMATCHABLE),), pool=()) for code in codes]
     results = []
     for s in score(judge, problems, [reference_program(problem)] * len(codes), ScoringArguments(), all_tests=True,
                    extract=False):

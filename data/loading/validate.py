@@ -254,5 +254,12 @@ def compare_on_the_host(problems: list[Problem], allow_in_sandbox_comparisons=Fa
                                                       "text, or pass --allow_in_sandbox_comparisons (unsafe for "
                                                       "RL: the judged code can read a compared value)")
             tests.append(test)
+        for index, test in enumerate(problem.pool):
+            found = (refusal(test.test_code, problem.entry_point) if problem.language == "python"
+                     else sandbox_comparison(test.test_code))
+            if found and not allow_in_sandbox_comparisons:
+                raise DataError(problem.location, f"pool[{index}] is not a printing test ({found}); a pool holds "
+                                                  "printed calls of literals, as `python -m data pool` writes them, "
+                                                  "or pass --allow_in_sandbox_comparisons (unsafe for RL)")
         out.append(replace(problem, tests=tuple(tests)) if tests != list(problem.tests) else problem)
     return out, changed

@@ -115,7 +115,7 @@ def called_as(problem: Problem, call: str) -> str:
 
 def judge_runs(judge, runs: list[tuple[Problem, str, list[Test]]]) -> list:
     """Judge each ``(problem, program, tests)``; the judgements, in order."""
-    problems = [replace(problem, tests=tuple(tests)) for problem, _, tests in runs]
+    problems = [replace(problem, tests=tuple(tests), pool=()) for problem, _, tests in runs]
     judgements = [s.judgement for s in score(judge, problems, [program for _, program, _ in runs],
                                              ScoringArguments(), all_tests=True, extract=False)]
     for (problem, _, _), judgement in zip(runs, judgements):

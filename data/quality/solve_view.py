@@ -24,7 +24,9 @@ def as_solve(problem: Problem) -> Problem:
     solution = None if problem.solution is None else f"{problem.solution}\n{CHECKED_NAME} = {problem.entry_point}\n"
     tests = tuple(replace(test, test_code=renamed(test.test_code, problem.entry_point, CHECKED_NAME))
                   for test in problem.tests)
-    return replace(problem, tests=tests, solution=solution, entry_point=CHECKED_NAME)
+    pool = tuple(replace(test, test_code=renamed(test.test_code, problem.entry_point, CHECKED_NAME))
+                 for test in problem.pool)
+    return replace(problem, tests=tests, solution=solution, entry_point=CHECKED_NAME, pool=pool)
 
 
 def named_back(original: Problem, view: Problem) -> Problem:
@@ -36,7 +38,8 @@ def named_back(original: Problem, view: Problem) -> Problem:
     tests = tuple(own.get(test.test_code) or replace(test, test_code=renamed(test.test_code, CHECKED_NAME,
                                                                              original.entry_point))
                   for test in view.tests)
-    return replace(view, tests=tests, solution=original.solution, entry_point=original.entry_point)
+    return replace(view, tests=tests, solution=original.solution, entry_point=original.entry_point,
+                   pool=original.pool)
 
 
 def renamed(test_code: str, old: str, new: str) -> str:
