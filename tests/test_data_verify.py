@@ -284,9 +284,10 @@ def test_skipping_programs_that_cannot_pass_changes_no_share():
         passes = [[t.status == "passed" for t in s.judgement.tests]
                   for s in scores[index * len(family):(index + 1) * len(family)]]
         passes = [p for p, program in zip(passes, family) if program not in BATTERY or not all(p)]
-        passes += [[described_example(problem, test) for test in problem.tests]]
-        passes += [row for _, row in constant_passes([test.expected_output for test in problem.tests])]
-        full = [max(sum(p[:n]) for p in passes) / n for n in range(1, len(problem.tests) + 1)]
+        every = (*problem.tests, *problem.pool)  # a problem's pool is judged after its tests
+        passes += [[described_example(problem, test) for test in every]]
+        passes += [row for _, row in constant_passes([test.expected_output for test in every])]
+        full = [max(sum(p[:n]) for p in passes) / n for n in range(1, len(every) + 1)]
         assert share.by_tests == full, problem.id
 
 

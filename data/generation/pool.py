@@ -33,6 +33,7 @@ from judging.policy import DEFAULT_TIMEOUT
 POOL_SIZE = 120  # the inputs a pool aims at
 FEW_ANSWERS = 3  # a problem with at most this many answers gets tests of GROUP calls each
 GROUP = 3
+CHEAP_SHARE = (1, 3)  # the most of a pool's tests one cheap program may pass, as a fraction (exact, not a float)
 MAX_CANDIDATES = 700  # the inputs tried for one problem
 # A pool input is one the solution answers in at most this long: a training step judges a run of MAX_CALLS pool
 # calls in one test's time limit, so a run of them takes the solution a quarter of it at most.
@@ -578,21 +579,23 @@ def answered_calls(pool: Pool, view: Problem, seeds: list[tuple], judge, size: i
 def _cheap_share_kept(view: Problem, groups: list[list[tuple]], judge, form: str) -> list[list[tuple]]:
     """``groups`` (each the calls of one test) less the fewest of those a cheap program (a constant, an echo, the
     first element, the length ...: data/quality/trivial.py) passes, so that none passes more than
-    `DEFAULT_MAX_TRIVIAL_SHARE` of them: a pool where most answers are the input itself would pay the echo. A cheap
+    a third of them (`CHEAP_SHARE`): a pool where most answers are the input itself would pay the echo. A cheap
     program that passes them all answers as the solution does here, and is no cheap program of this problem."""
-    from data.quality.trivial import DEFAULT_MAX_TRIVIAL_SHARE, cheap_programs
+    from data.quality.trivial import cheap_programs
 
     tests = [Test(*python_test(group, form)) for group in groups]
-    cheap = cheap_programs(replace(view, tests=view.tests + tuple(tests[:32])))
-    if not tests or not cheap:
+    if not tests:
         return groups
+    cheap = cheap_programs(replace(view, tests=view.tests + tuple(tests[:32])))
     judgements = judge.run_many([(probe.program, list(in_runs(tests)), "python") for probe in cheap])
     passes = [row for row in ([result.status == "passed" for result in judgement.tests] for judgement in judgements)
               if not all(row)]
+    expected = [test.expected_output.strip() for test in tests]  # a program printing one answer whatever it is given
+    passes += [[text == wanted for text in expected] for wanted in dict.fromkeys(expected)]
     kept = list(range(len(groups)))
     while kept and passes:
         counts = [sum(row[i] for i in kept) for row in passes]
-        over = [k for k, count in enumerate(counts) if count > DEFAULT_MAX_TRIVIAL_SHARE * len(kept)]
+        over = [k for k, count in enumerate(counts) if count * CHEAP_SHARE[1] > CHEAP_SHARE[0] * len(kept)]
         if not over:
             break
         # Drop the test the most over-share cheap programs pass, the last such one first.

@@ -281,10 +281,12 @@ def _measure_batch(batch: list[Problem], judge) -> list[TrivialShare]:
             # guess; one that is wrong all the same is for data/quality/adequacy.py to find.
             if probe not in BATTERY or not all(tests):
                 passes.append((probe, tests))
-        examples = [described_example(problem, test) for test in problem.tests]
+        # Judged with all_tests: the given tests, then the pool's, in order.
+        every = (*problem.tests, *problem.pool)
+        examples = [described_example(problem, test) for test in every]
         if any(examples):
             passes.append((Probe(_DESCRIBED, ""), examples))
-        passes += constant_passes([test.expected_output for test in problem.tests])
+        passes += constant_passes([test.expected_output for test in every])
         results.append(_share(passes))
     return results
 
@@ -300,7 +302,8 @@ def _key(problem: Problem) -> str:
     """What a cached share depends on: the language, the description, the tests and the programs run on them."""
     programs = STDIN_PROBES if problem.reads_input else PROBES[problem.language] + BATTERY
     text = json.dumps([problem.language, problem.description, [test.record() for test in problem.tests],
-                       [p.program for p in programs], constant_passes.__name__], sort_keys=True)
+                       [test.record() for test in problem.pool], [p.program for p in programs],
+                       constant_passes.__name__], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
