@@ -55,7 +55,7 @@ phase "1/5 problems: generated families, held-out instances apart (DEMO_SEED=$SE
 python scripts/make_demo_problems.py "$RUN_DIR/problems.jsonl" --seed "$SEED" \
     --tokenizer_corpus "$RUN_DIR/tokenizer_corpus"
 # Each problem's pool of tests from its solution: the reward judges a fresh sample of it each step (docs/data.md).
-python -m data pool "$RUN_DIR/problems.jsonl" "$RUN_DIR/problems_pooled.jsonl" --language python 2>/dev/null | tail -2
+python -m data pool "$RUN_DIR/problems.jsonl" "$RUN_DIR/problems_pooled.jsonl" --language python | tail -2
 
 phase "2/5 tiny model"
 python scripts/make_tiny_model.py "$RUN_DIR/tiny_model" --data_dir "$RUN_DIR/tokenizer_corpus" \
