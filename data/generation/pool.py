@@ -301,7 +301,9 @@ def class_edges(value, rng: random.Random) -> list:
         size = max(abs(value), 2)
         power = 1 << size.bit_length()
         return [0, 1, -1, 2, -2, -value, value + 1, value - 1, 10, 100, 10 ** 6, -(10 ** 6), 10 ** 12, power,
-                power - 1, power + 1, power // 2, 7, 9, 12, 25, 49, 97, 1024, 2 ** 31, 2 ** 31 - 1, 2 ** 63 - 1]
+                power - 1, power + 1, power // 2, 7, 9, 12, 25, 49, 97, 1024, 2 ** 31, 2 ** 31 - 1, 2 ** 63 - 1,
+                # where floats lose the low digits: 2^53 + 1, nines that log10 rounds up, 2^59 + 1
+                2 ** 53 + 1, 10 ** 15 - 1, 10 ** 18 - 1, 2 ** 59 + 1, 10 ** 9 - 1]
     if isinstance(value, float):
         return [0.0, -0.0, 0.5, -0.5, 1.0, -1.0, -value, value + 0.5, value * 2, 1e-9, 1e9, 2.5, 3.5, 0.1]
     if isinstance(value, str):
@@ -311,7 +313,9 @@ def class_edges(value, rng: random.Random) -> list:
                 value.title(), value[:middle] + NON_ASCII + value[middle:], NON_ASCII[:2] + value,
                 value[:middle] + "7" + value[middle:], "42", "0", value + " ", " " + value, value.replace("", " ")[1:-1],
                 value[:middle] + "  " + value[middle:], value + "!", value[:middle] + "," + value[middle:], "aAbB",
-                "aaaa", "abba", "Abba", "a b", "A", "Z", "z", "é", "ÉCOLE école", "x" * 40]
+                "aaaa", "abba", "Abba", "a b", "A", "Z", "z", "é", "ÉCOLE école", "x" * 40, value * 12, first * 60,
+                value.replace(" ", "\t"), value.replace(" ", "\n"), value[:middle] + "\t" + value[middle:],
+                value + "\n", "Ñandú", "Éé", value.title().swapcase()]
     if isinstance(value, (list, tuple)):
         kind = type(value)
         items = list(value)
@@ -592,14 +596,22 @@ def _cheap_share_kept(view: Problem, groups: list[list[tuple]], judge, form: str
               if not all(row)]
     expected = [test.expected_output.strip() for test in tests]  # a program printing one answer whatever it is given
     passes += [[text == wanted for text in expected] for wanted in dict.fromkeys(expected)]
+    # The first test of each input class is kept where it can be: an edge (0, the empty list) is where a
+    # forgetful program fails, and where a cheap one often passes.
+    covered, first_of_class = set(), set()
+    for index, group in enumerate(groups):
+        new = set().union(*(value_classes(call) for call, _ in group)) - covered
+        if new:
+            first_of_class.add(index)
+            covered |= new
     kept = list(range(len(groups)))
     while kept and passes:
         counts = [sum(row[i] for i in kept) for row in passes]
         over = [k for k, count in enumerate(counts) if count * CHEAP_SHARE[1] > CHEAP_SHARE[0] * len(kept)]
         if not over:
             break
-        # Drop the test the most over-share cheap programs pass, the last such one first.
-        kept.remove(max(reversed(kept), key=lambda i: sum(passes[k][i] for k in over)))
+        # Drop the test the most over-share cheap programs pass, a class's first test last, the last one first.
+        kept.remove(max(reversed(kept), key=lambda i: (i not in first_of_class, sum(passes[k][i] for k in over))))
     return [groups[i] for i in kept]
 
 
