@@ -1,5 +1,6 @@
 """From a finished run to a verdict: what every test's status means and how a completion's is chosen. Pure: no
-process, file or clock; judging/execution.py runs the test, this grades it.
+process, file or clock; judging/execution.py runs the test, this grades it, in time linear in what the program
+printed (it runs in the judge's threads, on up to the 1 MiB output cap).
 
 A test passes when the program ends normally within its limits and the stdout printed after the marker line,
 stripped, equals the expected output, stripped. Output printed before the marker does not count, so a solution
@@ -10,18 +11,17 @@ line ends themselves (``\r\n`` or ``\n``) do not count.
 
 A test with a tolerance compares numbers: the printed text and the expected output must be the same text once
 every number in them is set aside, and each printed number must be within the tolerance of the expected one at
-its place (``0.30000000000000004`` for ``0.3`` under 1e-9, ``[1.0, 2.5]`` for ``[1, 2.5]``). It is read from
-the printed text here, on the host, never by code in the sandbox.
+its place (``0.30000000000000004`` for ``0.3`` under 1e-9, ``[1.0, 2.5]`` for ``[1, 2.5]``; integers exactly, at
+any size: judging/tolerance.py). It is read from the printed text here, on the host, never by code in the sandbox.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from judging.executors import RAN
+from judging.tolerance import within_tolerance
 
 if TYPE_CHECKING:
     from judging.running import RunResult
@@ -32,9 +32,6 @@ STATUSES = ("passed", "failed", "no_code", "syntax_error", "runtime_error", "tim
 # says nothing about the code; then errors that stop every test; then per-test failures.
 SEVERITY = ("sandbox_error", "syntax_error", "timeout", "memory", "output_limit", "runtime_error", "failed")
 KEEP_CHARS = 4096  # of a test's stdout (from its start) and stderr (its end) kept in its result
-# A number as Python, C and most languages print one, not part of a word: 3, -2, 0.5, 1e-06, .5, 2., inf, -nan.
-NUMBER = re.compile(r"(?<![\w.])[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf(?:inity)?|nan)(?![\w.])",
-                    re.IGNORECASE)
 
 
 @dataclass
@@ -88,18 +85,12 @@ def grade(result: RunResult, outcome: str, out_of_memory: bool, marker: str | No
 
 def matches(printed: str, expected: str, tolerance: float | None = None) -> bool:
     """Whether ``printed`` is the ``expected`` output: equal once stripped, or, with a ``tolerance``, equal text
-    around the numbers and each number within ``tolerance`` of the expected one (infinities of one sign equal; nan
-    only as the same text)."""
+    around the numbers and each number within ``tolerance`` of the expected one (judging/tolerance.py: integers
+    exactly, infinities of one sign equal, nan only as the same text)."""
     printed, expected = printed.strip(), expected.strip()
     if tolerance is None or printed == expected:
         return printed == expected
-    got, wanted = NUMBER.findall(printed), NUMBER.findall(expected)
-    if len(got) != len(wanted) or NUMBER.sub("0", printed) != NUMBER.sub("0", expected):
-        return False
-    for number, reference in zip(map(float, got), map(float, wanted)):
-        if not (number == reference or abs(number - reference) <= tolerance):
-            return False
-    return True
+    return within_tolerance(printed, expected, tolerance)
 
 
 def by_lines(text: str) -> str:
