@@ -6,8 +6,8 @@ A test passes when the program ends normally within its limits and the stdout pr
 stripped, equals the expected output, stripped. Output printed before the marker does not count, so a solution
 that prints answers or exits early fails. A test that gives the program its standard input has no marker: the
 program is the solution alone, so all it prints is its answer (nothing of the judge's is printed before or after
-it to forge), compared as competitive-programming judges compare: the spaces at the end of each line and the
-line ends themselves (``\r\n`` or ``\n``) do not count.
+it to forge), compared as competitive-programming judges compare: the spaces and tabs at the end of each line and
+the line ends themselves (``\r\n`` or ``\n``; nothing else ends a line) do not count.
 
 A test with a tolerance compares numbers: the printed text and the expected output must be the same text once
 every number in them is set aside, and each printed number must be within the tolerance of the expected one at
@@ -94,8 +94,14 @@ def matches(printed: str, expected: str, tolerance: float | None = None) -> bool
 
 
 def by_lines(text: str) -> str:
-    """``text`` with each line's trailing spaces and its line end (``\r\n`` or ``\n``) as one ``\n``."""
-    return "\n".join(line.rstrip() for line in text.splitlines())
+    """``text`` with each line end (``\r\n`` or ``\n``) as one ``\n`` and the spaces and tabs at the end of each line
+    removed. Nothing else ends a line or is removed (``str.splitlines`` would end lines at a lone ``\r``, ``\v``,
+    ``\f``, ``\x1c``-``\x1e``, ``\x85``, ``\u2028`` and ``\u2029``, and ``str.rstrip`` remove any white space,
+    no-break space included): a program's output differs from the answer there."""
+    text = text.replace("\r\n", "\n")
+    if " \n" not in text and "\t\n" not in text:  # no line but the last ends in a space or tab: one pass in C
+        return text.rstrip(" \t")
+    return "\n".join([line.rstrip(" \t") for line in text.split("\n")])
 
 
 def after(stdout: str, marker: str) -> str | None:

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ROOT
 from judging.executors import RAN
-from judging.grading import grade, matches
+from judging.grading import by_lines, grade, matches
 from judging.running import RunResult
 
 MiB = 1 << 20
@@ -42,8 +42,9 @@ WORST = [
     ("numbers, one off at the end", repeated("1 ", "2"), repeated("1 ", "3"), 0.5, "failed", "failed"),
     # every number read and compared: the work grows with the expected output's numbers, a problem's, not the program's
     ("64 Ki numbers as floats", ("1.0" + " " * 13) * 65536, ("1" + " " * 13) * 65536, 0.0, "passed", "passed"),
-    ("lines ending in spaces", "1 \r\n" * (MiB // 4), "1\n" * (MiB // 4), None, "failed", "passed"),
+    ("lines ending in spaces and tabs", "1 \t\r\n" * (MiB // 5), "1\n" * (MiB // 5), None, "failed", "passed"),
     ("spaces, then a line", repeated(" ", "\n6"), "6", None, "passed", "passed"),
+    ("a lone \\r in every line", repeated("1\r"), repeated("1\n"), None, "failed", "failed"),
 ]
 # Each case is graded in a process of its own: a pattern that backtracks holds the GIL for hours at 1 MiB (it took
 # 3.5-7.6 s at 12 KB), and only the timeout of a process ends it.
@@ -121,3 +122,28 @@ def short(value):
 def test_numbers_are_compared_as_numbers(printed, expected, tolerance, passes):
     assert matches(printed, expected, tolerance) is passes
     assert (grade(ran(f"MARK\n{printed}\n"), RAN, False, "MARK", expected, tolerance).status == "passed") is passes
+
+
+@pytest.mark.parametrize("printed, expected, passes", [
+    ("1 2 \r\n3 4\t\n", "1 2\n3 4", True),  # the line ends and the spaces and tabs at a line's end do not count
+    ("1 2\n\n3 4\n", "1 2\n\n3 4", True),
+    ("1 2\r\n3 4\r\n", "1 2\n3 4\n", True),
+    # nothing else ends a line or is set aside: str.splitlines and str.rstrip would have passed each of these
+    ("1 2\r3 4", "1 2\n3 4", False),
+    ("1 2\v3 4", "1 2\n3 4", False),
+    ("1 2\f3 4", "1 2\n3 4", False),
+    ("1 2\x1c3 4", "1 2\n3 4", False),
+    ("1 2\x1d3 4", "1 2\n3 4", False),
+    ("1 2\x1e3 4", "1 2\n3 4", False),
+    ("1 2\x853 4", "1 2\n3 4", False),
+    ("1 2\u20283 4", "1 2\n3 4", False),
+    ("1 2\u20293 4", "1 2\n3 4", False),
+    ("1 2\xa0\n3 4", "1 2\n3 4", False),  # a no-break space at a line's end
+    ("1 2\r\r\n3 4", "1 2\n3 4", False),  # a lone \r before the line end
+    ("1 2\v\n3 4", "1 2\n3 4", False),
+    ("1  2\n3 4", "1 2\n3 4", False),  # spaces inside a line count
+    (" 1 2\n3 4", "1 2\n3 4", True),  # the whole output is stripped, as every test's is
+])
+def test_standard_input_sets_aside_only_line_ends_and_trailing_spaces(printed, expected, passes):
+    assert (grade(ran(printed), RAN, False, None, expected).status == "passed") is passes
+    assert (by_lines(printed).strip() == by_lines(expected).strip()) is passes
