@@ -17,10 +17,12 @@ Two numbers at one place are compared as numbers, as Python's ``==`` compares th
   an infinity, only to another such literal of the same value; an infinity equals only an infinity of its sign
   written as one (``inf``, ``Infinity``); nan equals nothing (a text is still equal to itself, nan and all).
 
-Why a search anchored by the expected text, not two tokenised texts: the printed text is the program's and may be a
-1 MiB run of characters that each start a number and fail (``1111...x``, ``1e-1e-...``); each has to be read
-only as far as the expected text says a number or its text is there. The regular expression's quantifiers are
-possessive, so no attempt backtracks: a digit run is read once, whatever follows it.
+How the texts are read: the printed text is the program's and may be a 1 MiB run of characters that each start a
+number and fail (``1111...x``, ``1e-1e-...``). Against an expected output of few numbers it is read only where the
+expected text says a number is; against one of many (``MANY_NUMBERS``) it is read whole, in C, as a correct output
+must be. The pattern's quantifiers are possessive, so no attempt backtracks: a digit run is read once, whatever
+follows it (a pattern that backtracks tries every split of the run in ``'1' * 12000 + 'x'``: seconds, holding the
+GIL).
 """
 
 from __future__ import annotations
@@ -29,72 +31,91 @@ import decimal
 import re
 from decimal import Decimal
 
-NUMBER = re.compile(r"(?<![\w.])[-+]?+(?:(?:[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)(?:[eE][-+]?+[0-9]++)?+"
-                    r"|inf(?:inity)?+|nan)(?![\w.])", re.IGNORECASE)
+# One group, the whole number: ``NUMBER.split`` gives the text and the numbers in turn.
+NUMBER = re.compile(r"(?<![\w.])([-+]?+(?:(?:[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)(?:[eE][-+]?+[0-9]++)?+"
+                    r"|inf(?:inity)?+|nan))(?![\w.])", re.IGNORECASE)
 INTEGER, FLOAT, INFINITY, NAN = "integer", "float", "infinity", "nan"
 EXACT_FLOAT_DIGITS = 15  # an integer of at most this many digits is a float exactly (2^53 has 16)
 # Digits an exact difference of an integer and a float may need beyond the integer's own: a double's value spans
 # from 10^308 down to 10^-1074.
 DOUBLE_SPAN = 1400
+SIGNS = ("-", "+")
+# An expected output with more numbers than this reads the printed text whole, in C, and compares the numbers after:
+# a correct output costs more then than any other could (each of its numbers is compared), and a number at a time
+# costs twice as much. With fewer, the printed text is read only where the expected one says a number is: a 1 MiB
+# output of characters that each start a number and fail costs nothing past the expected output's length.
+MANY_NUMBERS = 1024
+INFINITIES = (float("inf"), float("-inf"))
 
 
 def within_tolerance(printed: str, expected: str, tolerance: float) -> bool:
     """Whether ``printed`` is ``expected`` with each number within ``tolerance`` of the expected one at its place,
-    the text around the numbers equal (module docstring). Both texts are read as one reading of each would read
-    them: the text between two numbers must be equal, and the printed number must start where that text ends and
-    be the first number read from where the text before it starts."""
-    position, last = 0, 0  # where the next text between numbers starts, in printed and in expected
-    for wanted in NUMBER.finditer(expected):
-        between = expected[last:wanted.start()]
+    the text around the numbers equal (module docstring): both texts read into numbers and the text between them,
+    the same reading for each."""
+    wanted = NUMBER.split(expected)  # text, number, text, ..., text
+    if len(wanted) > 2 * MANY_NUMBERS:
+        got = NUMBER.split(printed)
+        return (len(got) == len(wanted) and got[0::2] == wanted[0::2]
+                and all((number == reference and number[-1] not in "nN") or same_number(number, reference, tolerance)
+                        for number, reference in zip(got[1::2], wanted[1::2])))
+    position = 0  # where the next text between numbers starts in printed
+    match, search = NUMBER.match, NUMBER.search
+    for index in range(1, len(wanted), 2):
+        between = wanted[index - 1]
         if not printed.startswith(between, position):
             return False
         start = position + len(between)
-        got = NUMBER.match(printed, start)
+        got = match(printed, start)
         if got is None:
             return False
         # A number read from inside the text before and running on into this one is read first: only a sign can
         # join them (``x -`` + ``5`` is ``-5``, ``1e-`` + ``5`` is ``1e-5``). The search is bounded: there is a
         # number at ``start``.
-        if between[-1:] in ("-", "+") and NUMBER.search(printed, position).start() != start:
+        if between[-1:] in SIGNS and search(printed, position).start() != start:
             return False
-        if not same_number(got.group(), wanted.group(), tolerance):
+        if not same_number(got.group(), wanted[index], tolerance):
             return False
-        position, last = got.end(), wanted.end()
-    return len(printed) - position == len(expected) - last and printed.endswith(expected[last:])
+        position = got.end()
+    return len(printed) - position == len(wanted[-1]) and printed.endswith(wanted[-1])
 
 
 def same_number(got: str, wanted: str, tolerance: float) -> bool:
     """Whether the number written ``got`` is within ``tolerance`` of the one written ``wanted`` (module docstring);
-    each is a ``NUMBER``."""
+    each is a ``NUMBER``. The common cases (the same text; two floats) come first: a long expected output may hold
+    hundreds of thousands of numbers."""
     if got == wanted:
-        return kind(got) != NAN
-    kinds = kind(got), kind(wanted)
-    if NAN in kinds:
-        return False
-    if INFINITY in kinds:
-        return kinds == (INFINITY, INFINITY) and got.startswith("-") == wanted.startswith("-")
-    if kinds == (INTEGER, INTEGER):
+        return kind(got) is not NAN
+    got_kind, wanted_kind = kind(got), kind(wanted)
+    if got_kind is INTEGER and wanted_kind is INTEGER:
         return _integers_within(got, wanted, tolerance)
-    floats = [float(text) if each == FLOAT else None for text, each in zip((got, wanted), kinds)]
-    beyond = [value is not None and value in (float("inf"), float("-inf")) for value in floats]
-    if any(beyond):
-        return all(beyond) and _same_value(got, wanted)
-    if INTEGER in kinds:  # an integer beside a float, exactly as Python compares them
-        integer, other = (got, floats[1]) if kinds[0] == INTEGER else (wanted, floats[0])
-        if len(integer.lstrip("+-")) > EXACT_FLOAT_DIGITS:
-            return _exact_difference(Decimal(integer), Decimal(other), len(integer) + DOUBLE_SPAN) <= tolerance
-        floats = [float(integer) if value is None else value for value in floats]
-    return abs(floats[0] - floats[1]) <= tolerance
+    if got_kind is NAN or wanted_kind is NAN:
+        return False
+    if got_kind is INFINITY or wanted_kind is INFINITY:
+        return got_kind is wanted_kind and got.startswith("-") == wanted.startswith("-")
+    # a float and a float or an integer; an integer a float does not hold exactly is compared exactly, as Python's
+    # int == float has it
+    if got_kind is INTEGER or wanted_kind is INTEGER:
+        integer, other = (got, wanted) if got_kind is INTEGER else (wanted, got)
+        if len(integer) > EXACT_FLOAT_DIGITS and len(integer.lstrip("+-")) > EXACT_FLOAT_DIGITS:
+            value = float(other)
+            if value in INFINITIES:  # a literal beyond the float range is no finite number
+                return False
+            return _exact_difference(Decimal(integer), Decimal(value), len(integer) + DOUBLE_SPAN) <= tolerance
+    a, b = float(got), float(wanted)
+    if a in INFINITIES or b in INFINITIES:  # beyond the float range, not an infinity: only the same value
+        return a in INFINITIES and b in INFINITIES and _same_value(got, wanted)
+    return abs(a - b) <= tolerance
 
 
 def kind(number: str) -> str:
-    """``INTEGER``, ``FLOAT``, ``INFINITY`` or ``NAN``: what a ``NUMBER`` writes."""
-    body = number.lstrip("+-")
-    if body[0] in "iI":
+    """``INTEGER``, ``FLOAT``, ``INFINITY`` or ``NAN``: what a ``NUMBER`` writes (``inf`` and ``infinity`` end in
+    ``f`` and ``y``, ``nan`` in ``n``; every other one in a digit or ``.``)."""
+    end = number[-1]
+    if end in "fFyY":
         return INFINITY
-    if body[0] in "nN":
+    if end in "nN":
         return NAN
-    return FLOAT if "." in body or "e" in body or "E" in body else INTEGER
+    return FLOAT if "." in number or "e" in number or "E" in number else INTEGER
 
 
 def _integers_within(got: str, wanted: str, tolerance: float) -> bool:

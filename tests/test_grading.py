@@ -1,5 +1,5 @@
-"""Grading (judging/grading.py, judging/tolerance.py) on its own, no sandbox: linear on the outputs worst for it, numbers
-compared as numbers, and the standard-input line rule. The judge's own cases are in tests/test_judge.py."""
+"""Grading (judging/grading.py, judging/tolerance.py) on its own, no sandbox: linear on the outputs worst for it,
+numbers compared as numbers, and the standard-input line rule. The judge's own cases are in tests/test_judge.py."""
 
 import json
 import subprocess
@@ -11,6 +11,7 @@ from conftest import ROOT
 from judging.executors import RAN
 from judging.grading import by_lines, grade, matches
 from judging.running import RunResult
+from judging.tolerance import MANY_NUMBERS
 
 MiB = 1 << 20
 MARKER = "0123456789abcdef" * 2
@@ -42,12 +43,16 @@ WORST = [
     ("numbers, one off at the end", repeated("1 ", "2"), repeated("1 ", "3"), 0.5, "failed", "failed"),
     # every number read and compared: the work grows with the expected output's numbers, a problem's, not the program's
     ("64 Ki numbers as floats", ("1.0" + " " * 13) * 65536, ("1" + " " * 13) * 65536, 0.0, "passed", "passed"),
+    # against an expected output of many numbers the printed text is read whole: the worst of it costs no more
+    ("many numbers expected, '-' printed", repeated("-"), "1 " * 4096, 1e-6, "failed", "failed"),
+    ("many numbers expected, '-1' printed", repeated("-1"), "-1" * 4096, 1e-6, "failed", "failed"),
+    ("many numbers expected, '1e-' printed", repeated("1e-"), "1e-" * 4096 + "5", 1e-6, "failed", "failed"),
     ("lines ending in spaces and tabs", "1 \t\r\n" * (MiB // 5), "1\n" * (MiB // 5), None, "failed", "passed"),
     ("spaces, then a line", repeated(" ", "\n6"), "6", None, "passed", "passed"),
     ("a lone \\r in every line", repeated("1\r"), repeated("1\n"), None, "failed", "failed"),
 ]
-# Each case is graded in a process of its own: a pattern that backtracks holds the GIL for hours at 1 MiB (it took
-# 3.5-7.6 s at 12 KB), and only the timeout of a process ends it.
+# Each case is graded in a process of its own: a pattern that backtracks holds the GIL for hours at 1 MiB (seconds at
+# 12 KB), and only the timeout of a process ends it.
 GRADE = """
 import json, sys, time
 from judging.executors import RAN
@@ -122,6 +127,9 @@ def short(value):
 def test_numbers_are_compared_as_numbers(printed, expected, tolerance, passes):
     assert matches(printed, expected, tolerance) is passes
     assert (grade(ran(f"MARK\n{printed}\n"), RAN, False, "MARK", expected, tolerance).status == "passed") is passes
+    # after more numbers than MANY_NUMBERS, where both texts are read whole
+    many = "0 " * (MANY_NUMBERS + 1)
+    assert matches(many + printed, many + expected, tolerance) is passes
 
 
 @pytest.mark.parametrize("printed, expected, passes", [
