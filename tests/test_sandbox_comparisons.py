@@ -256,7 +256,7 @@ Q_PRINTING = [
     "show solve 1 2 3", "show solve enlist 5", "show solve til 5", "show solve[enlist 1;2]", "show solve[]",
     "show solve[`a`b]", "show solve[3 9 2f]", "show solve[-5 -1 -8]", "show solve[(1 2;\"a;b)\")]",
     "show solve[1e-6;0N;0W;-0W;101b;0x0f;2020.01.01;12:30]", "show solve[`long$()]", "show solve[(); ` ]",
-    "x:1 2 3\nshow solve x", "x:1 2;y:\"ab\"\nshow solve[x;y];show (solve[y;x];solve[1;2])",
+    "x:1 2 3\nshow solve x", "x:1 2;y:\"ab\"\nshow solve[x;y];show (solve[y;x];solve[1;2])", "show(solve[1];solve[2])",
 ]
 # Everything that computes on the result, or is not a printed call on literals: refused, whatever it computes with.
 Q_REFUSED = [

@@ -39,7 +39,8 @@ TOKEN = re.compile(r'''(?P<string>"(?:[^"\\]|\\.)*")
     |(?P<space>[ \t]+)
     |(?P<punct>[\[\]();:])
     |(?P<other>.)''', re.VERBOSE)
-VALUE_WORDS = ("enlist", "til")  # q keywords that make a value of a literal (reserved: a solution cannot redefine them)
+# q keywords that make a value of a literal: they run before the call, never on its result
+VALUE_WORDS = ("enlist", "til")
 SHOWN = 40  # characters of a statement quoted in a refusal
 
 
@@ -146,9 +147,10 @@ def _is_set_up(statement: list) -> bool:
 
 def _printed_calls(statement: list, entry_point: str, set_up: dict) -> set[str]:
     """The set-up names a statement ``show CALL`` or ``show (CALL;...)`` passes; Refusal for any other statement."""
-    if statement[0] != ("name", "show") or len(statement) < 3 or statement[1][0] != "space":
+    if statement[0] != ("name", "show") or len(statement) < 3 or statement[1][0] != "space" \
+            and statement[1] != ("punct", "("):
         raise Refusal(f"`{_shown(statement)}` is not show {entry_point}[...] or a set-up line `name:literal`")
-    position, names = 2, set()
+    position, names = _skip_space(statement, 1), set()
     if statement[position] == ("punct", "("):
         position += 1
         while True:
