@@ -1,29 +1,30 @@
 """From a finished run to a verdict: what every test's status means and how a completion's is chosen. Pure: no
-process, file or clock; judging/execution.py runs the test, this grades it.
+process, file or clock; judging/execution.py runs the test, this grades it, in time linear in what the program
+printed (it runs in the judge's threads, on up to the 1 MiB output cap).
 
 A test passes when the program ends normally within its limits and the stdout printed after the marker line,
 stripped, equals the expected output, stripped. Output printed before the marker does not count, so a solution
 that prints answers or exits early fails. A test that gives the program its standard input has no marker: the
 program is the solution alone, so all it prints is its answer (nothing of the judge's is printed before or after
-it to forge), compared as competitive-programming judges compare: the spaces at the end of each line and the
-line ends themselves (``\r\n`` or ``\n``) do not count.
+it to forge), compared as competitive-programming judges compare: the spaces and tabs at the end of each line and
+the line ends themselves (``\r\n`` or ``\n``; nothing else ends a line) do not count.
 
 A test with a tolerance compares numbers: the printed text and the expected output must be the same text once
 every number in them is set aside, and each printed number must be within the tolerance of the expected one at
-its place (``0.30000000000000004`` for ``0.3`` under 1e-9, ``[1.0, 2.5]`` for ``[1, 2.5]``). It is read from
-the printed text here, on the host, never by code in the sandbox.
+its place (``0.30000000000000004`` for ``0.3`` under 1e-9, ``[1.0, 2.5]`` for ``[1, 2.5]``; integers exactly, at
+any size: judging/tolerance.py). It is read from the printed text here, on the host, never by code in the sandbox.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from judging.executors import RAN
 from judging.records import call_separator
+from judging.tolerance import within_tolerance
 
 if TYPE_CHECKING:
     from judging.running import RunResult
@@ -34,9 +35,6 @@ STATUSES = ("passed", "failed", "no_code", "syntax_error", "runtime_error", "tim
 # says nothing about the code; then errors that stop every test; then per-test failures.
 SEVERITY = ("sandbox_error", "syntax_error", "timeout", "memory", "output_limit", "runtime_error", "failed")
 KEEP_CHARS = 4096  # of a test's stdout (from its start) and stderr (its end) kept in its result
-# A number as Python, C and most languages print one, not part of a word: 3, -2, 0.5, 1e-06, .5, 2., inf, -nan.
-NUMBER = re.compile(r"(?<![\w.])[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf(?:inity)?|nan)(?![\w.])",
-                    re.IGNORECASE)
 
 
 @dataclass
@@ -186,23 +184,23 @@ _expected_literal = functools.lru_cache(maxsize=1 << 14)(_literal)
 
 def matches(printed: str, expected: str, tolerance: float | None = None) -> bool:
     """Whether ``printed`` is the ``expected`` output: equal once stripped, or, with a ``tolerance``, equal text
-    around the numbers and each number within ``tolerance`` of the expected one (infinities of one sign equal; nan
-    only as the same text)."""
+    around the numbers and each number within ``tolerance`` of the expected one (judging/tolerance.py: integers
+    exactly, infinities of one sign equal, nan only as the same text)."""
     printed, expected = printed.strip(), expected.strip()
     if tolerance is None or printed == expected:
         return printed == expected
-    got, wanted = NUMBER.findall(printed), NUMBER.findall(expected)
-    if len(got) != len(wanted) or NUMBER.sub("0", printed) != NUMBER.sub("0", expected):
-        return False
-    for number, reference in zip(map(float, got), map(float, wanted)):
-        if not (number == reference or abs(number - reference) <= tolerance):
-            return False
-    return True
+    return within_tolerance(printed, expected, tolerance)
 
 
 def by_lines(text: str) -> str:
-    """``text`` with each line's trailing spaces and its line end (``\r\n`` or ``\n``) as one ``\n``."""
-    return "\n".join(line.rstrip() for line in text.splitlines())
+    """``text`` with each line end (``\r\n`` or ``\n``) as one ``\n`` and the spaces and tabs at the end of each line
+    removed. Nothing else ends a line or is removed (``str.splitlines`` would end lines at a lone ``\r``, ``\v``,
+    ``\f``, ``\x1c``-``\x1e``, ``\x85``, ``\u2028`` and ``\u2029``, and ``str.rstrip`` remove any white space,
+    no-break space included): a program's output differs from the answer there."""
+    text = text.replace("\r\n", "\n")
+    if " \n" not in text and "\t\n" not in text:  # no line but the last ends in a space or tab: one pass in C
+        return text.rstrip(" \t")
+    return "\n".join([line.rstrip(" \t") for line in text.split("\n")])
 
 
 def after(stdout: str, marker: str) -> str | None:

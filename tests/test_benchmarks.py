@@ -68,6 +68,20 @@ def test_format_reward_time(tmp_path):
     assert len(re.findall(rf"^(repeated|unclosed|well formed).* {NUMBER}s +{NUMBER}s +{NUMBER}$", output, re.M)) == 8
 
 
+def test_grading_time(tmp_path):
+    output = run_benchmark("grading_time.py", "--sizes", "1", "2", cwd=tmp_path)
+    assert_prints(output, r"^load average at start: ", r"^/.*: seconds to grade one test's output$")
+    rules = re.findall(r"^  rule: (.+)$", output, re.M)
+    assert rules == ["exact", "tolerance 1e-6", "standard input", "standard input, tolerance 1e-6"]
+    rows = re.findall(rf"^  (\S.*?) +{NUMBER}s +{NUMBER}s  (passed|failed)$", output, re.M)
+    assert len(rows) == 4 * 14, output
+    # the families whose expected output the printed one matches pass under every rule that sets aside what differs
+    verdicts = {(rule, name): verdict for rule, (name, verdict) in zip([r for r in rules for _ in range(14)], rows)}
+    assert verdicts[("exact", "spaces, then a line")] == "passed"
+    assert verdicts[("tolerance 1e-6", "'1.0 ' for '1 ', both long")] == "passed"
+    assert verdicts[("exact", "digit run, then x")] == "failed"
+
+
 @ROOT_ONLY
 def test_judge_fuzz(tmp_path):
     output = run_benchmark("judge_fuzz.py", "--per_generator", "1", cwd=tmp_path)

@@ -44,7 +44,11 @@ def test_jsonl_records_are_normalized_and_keep_extras():
 
 
 def test_language_defaults_to_the_callers_but_a_record_keeps_its_own():
-    problems = load_problems(FIXTURES / "problems.jsonl", language="q")
+    # "double" names no language: as q, its tests (print(double(4))) are not q's printed calls
+    with pytest.raises(DataError, match=r"problems.jsonl:3: tests\[0\] is not a printing test \(line 1: "
+                                        r"`print\(double\(4\)\)` is not show double"):
+        load_problems(FIXTURES / "problems.jsonl", language="q")
+    problems = load_problems(FIXTURES / "problems.jsonl", language="q", allow_in_sandbox_comparisons=True)
     assert {problem.id: problem.language for problem in problems} == {
         "add": "python", "double": "q", "greet": "python"}
 
@@ -208,7 +212,7 @@ def test_bundled_path_names_the_language_file():
 
 # validation: one line, file:line: reason
 
-GOOD_TEST = {"test_code": "print(1)", "expected_output": "1"}
+GOOD_TEST = {"test_code": "show solve[1]", "expected_output": "1"}  # a q test: load_problems defaults to q
 GOOD = {"id": "ok", "description": "Print 1.", "tests": [GOOD_TEST]}
 
 

@@ -298,7 +298,9 @@ def test_q_probes_run_through_the_judge_and_are_listed(tmp_path):
                  "tests": [{"test_code": '-1 "1b";', "expected_output": "1b"},
                            {"test_code": '-1 "0b";', "expected_output": "0b"}]}
     path = write_jsonl(tmp_path / "q.jsonl", [q_problem])
-    result = run_cli(str(path), "--language", "q", "--q_binary", str(REPO / "tests" / "fake_q" / "q"))
+    # the stand-in's tests print by themselves, not q's show solve[...]: only the flag loads them
+    result = run_cli(str(path), "--language", "q", "--q_binary", str(REPO / "tests" / "fake_q" / "q"),
+                     "--allow_in_sandbox_comparisons")
     assert result.returncode == 1, result.stderr
     assert f"{path}:1: prints-itself: returning 1b passes 2/2 tests" in result.stdout.splitlines()
     assert [probe.program.splitlines()[0] for probe in PROBES["q"]][:2] == ["solve:('[{1b};enlist])",

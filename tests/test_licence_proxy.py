@@ -317,6 +317,9 @@ def test_close_stops_the_proxy_and_frees_the_namespaces(kc_lic):
 
 # The three commands. `auto` is the default, so it runs through today's command lines; the explicit
 # settings need the --q_licence_hosts flag (JudgeArguments), which every command's `--help` must list.
+# The stand-in runs `-1 "text";` and `system` lines, not q's `show solve[...]`: its tests are not printed calls, which
+# only this flag lets a command load.
+STAND_IN_TESTS = "--allow_in_sandbox_comparisons"
 
 def command(*args, env=None):
     return subprocess.run([sys.executable, *map(str, args)], cwd=ROOT, capture_output=True, text=True,
@@ -352,7 +355,7 @@ def test_rewards_score(setting, score_files, q_env, licence_server):
     if setting != "auto (default)":
         need_flag("-m", "rewards", "score")
         flag = ["--q_licence_hosts", licence_server.address if setting == "HOST:PORT" else "none"]
-    result = command("-m", "rewards", "score", *score_files, "--workers", "1", *flag, env=q_env)
+    result = command("-m", "rewards", "score", *score_files, "--workers", "1", STAND_IN_TESTS, *flag, env=q_env)
     if setting == "none":
         assert result.returncode == 2 and "--q_licence_hosts none" in result.stderr, result.stderr
         return
@@ -381,7 +384,8 @@ def test_data_verify(setting, verify_file, q_env, licence_server):
     if setting != "auto (default)":
         need_flag("-m", "data", "verify")
         flag = ["--q_licence_hosts", licence_server.address if setting == "HOST:PORT" else "none"]
-    result = command("-m", "data", "verify", verify_file, "--language", "q", "--q_binary", LICENSED_Q, *flag, env=q_env)
+    result = command("-m", "data", "verify", verify_file, "--language", "q", "--q_binary", LICENSED_Q, STAND_IN_TESTS,
+                     *flag, env=q_env)
     if setting == "none":
         assert result.returncode == 2 and "--q_licence_hosts none" in result.stderr, result.stderr
         return
@@ -403,7 +407,7 @@ def test_trainer_reward_check(setting, tiny_model, tmp_path, q_env, licence_serv
     data = tmp_path / "q.jsonl"
     data.write_text(json.dumps(problem) + "\n" + json.dumps({**problem, "id": "seven", "split": "test"}) + "\n")
     result = command(ROOT / "rl_trainer.py", "--model", tiny_model, "--data", data, "--q_binary", LICENSED_Q,
-                     "--test_reward_function", *flag, env=q_env)
+                     "--test_reward_function", STAND_IN_TESTS, *flag, env=q_env)
     if setting == "none":
         assert result.returncode == 2 and "--q_licence_hosts none" in result.stderr, result.stderr[-3000:]
         return

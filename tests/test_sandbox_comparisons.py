@@ -41,8 +41,9 @@ RIGHT = "def solve(n):\n    return 2 * n"
 def write_problems(path, tests, language="python", solution=RIGHT):
     record = {"id": "double", "language": language, "description": "Write solve(n) that returns 2 * n.",
               "solution": solution, "tests": [{"test_code": code, "expected_output": out} for code, out in tests]}
+    first = "print(solve(1))" if language == "python" else "show solve[1]"
     path.write_text(json.dumps({"id": "first", "description": "d", "tests": [
-        {"test_code": "print(solve(1))", "expected_output": "2"}]}) + "\n" + json.dumps(record) + "\n")
+        {"test_code": first, "expected_output": "2"}]}) + "\n" + json.dumps(record) + "\n")
     return path
 
 
@@ -251,26 +252,81 @@ def test_a_problem_naming_its_function_is_held_to_calls_of_that_function(tmp_pat
         load_problems(path, "python")
 
 
-@pytest.mark.parametrize("test_code, refused", [
-    ("show solve[1 2 3]", False),
-    ("show (solve[1];solve[2])", False),
-    ('show solve["a=b<c"]', False),  # inside a string
-    ("show solve[3] / is it = 6?", False),  # a trailing comment
-    ("/ compare with = here\nshow solve[3]", False),  # a comment line
-    ("show solve[3]=6", True),
-    ("show 6~solve[3]", True),
-    ("show solve[3]<>6", True),
-    ("show 6 in solve[3]", True),
-    ('show solve["ab"] like "a*"', True),
-    ("show solve[3] within 5 7", True),
-])
-def test_q_comparisons_are_refused(tmp_path, test_code, refused):
+# Printed calls on literals, as q reads them: accepted.
+Q_PRINTING = [
+    "show solve[1 2 3]",
+    "show (solve[1];solve[2])",
+    'show solve["a=b<c"]',  # inside a string
+    "show solve[3] / is it = 6?",  # a trailing comment
+    "/ compare with = here\nshow solve[3]",  # a comment line
+    "/\nshow 6~solve[3]\n\\\nshow solve[3]",  # a block comment
+    "show solve 1 2 3", "show solve enlist 5", "show solve til 5", "show solve[enlist 1;2]", "show solve[]",
+    "show solve[`a`b]", "show solve[3 9 2f]", "show solve[-5 -1 -8]", "show solve[(1 2;\"a;b)\")]",
+    "show solve[1e-6;0N;0W;-0W;101b;0x0f;2020.01.01;12:30]", "show solve[`long$()]", "show solve[(); ` ]",
+    "x:1 2 3\nshow solve x", "x:1 2;y:\"ab\"\nshow solve[x;y];show (solve[y;x];solve[1;2])", "show(solve[1];solve[2])",
+]
+# Everything that computes on the result, or is not a printed call on literals: refused, whatever it computes with.
+Q_REFUSED = [
+    # the forms that loaded under the deny-list of comparison signs
+    "show solve[3]-6", "show not solve[3]~6", "show signum solve[3]-6", "show abs solve[3]-6",
+    "show ?[solve[3]=6;1;0]", "show solve[1 2] except 2", "show solve[1 2] inter 1 2", "show distinct solve[1 2]",
+    "show any not solve[1 2]=1 2",
+    # comparisons, match, membership
+    "show solve[3]=6", "show 6~solve[3]", "show solve[3]<>6", "show solve[3]<7", "show solve[3]>5", "show solve[3]>=6",
+    "show 6 in solve[3]", 'show solve["ab"] like "a*"', "show solve[3] within 5 7", "show all solve[1 2]=1 2",
+    "show any solve[1 2]=1", "show solve[1] ~ 1", "show (solve[1]; solve[2]) ~ 1 2",
+    # arithmetic on the result, either side, spaced or not
+    "show solve[3]+0", "show -6+solve[3]", "show solve[3] - 6", "show solve[3] -6", "show 2*solve[3]", "show solve 3-6",
+    "show neg solve[3]", "show solve[3] mod 2", "show solve[3]|6",
+    # reading the result: count, first, indexing, casts, lambdas, iterators
+    "show count solve[1]", "show first solve[1]", "show solve[1] 0", "show solve[1][0]", "show solve[1]@0",
+    "show `long$solve[1]", 'show "j"$solve[1]', "show string solve[1]", "show {x+1} solve[1]", "show {x=6}[solve[3]]",
+    "show solve each 1 2 3", "show solve/[1 2]", "show solve'[1 2]",
+    # other calls and printing forms
+    "show solve[1;]", "show solve[solve[1]]", "show solve solve 1", "show solve[3 - 1]", "show (solve[1];6)",
+    "solve[1]", "-1 string solve[1];", "0N!solve[1]", "show[solve[1]]", "show solve[1]; show 6", "show .q.solve[1]",
+    "show solve[.z.p]",
+    # set-up: literals only, each passed on, never the judged function
+    "x:6\nshow solve[1]", "x:solve[1]\nshow x", "x:3+3\nshow solve x", "solve:{x}\nshow solve[1]",
+    "show solve[1]\nx:2",
+    # what q reads as more code: a continued line, a system command, the end of the script
+    " show solve[1]", "show solve[1]\n  -6", "\\l evil.q\nshow solve[1]", "show solve[1]\n\\",
+]
+
+
+@pytest.mark.parametrize("test_code, refused", [(code, False) for code in Q_PRINTING]
+                         + [(code, True) for code in Q_REFUSED])
+def test_a_q_test_is_printed_calls_on_literals(tmp_path, test_code, refused):
     path = write_problems(tmp_path / "q.jsonl", [(test_code, "1b")], language="q", solution="solve:{2*x}")
     if refused:
-        with pytest.raises(DataError, match=r":2: tests\[0\] .*--allow_in_sandbox_comparisons"):
+        with pytest.raises(DataError, match=r":2: tests\[0\] is not a printing test \(line \d+: .*"
+                                            r"--allow_in_sandbox_comparisons"):
             load_problems(path, "q")
+        assert load_problems(path, "q", allow_in_sandbox_comparisons=True)[1].tests[0].test_code == test_code
     else:
         assert load_problems(path, "q")[1].tests[0].test_code == test_code
+
+
+def test_a_q_refusal_names_the_line_and_what_is_wrong(tmp_path):
+    path = write_problems(tmp_path / "q.jsonl", [("x:1 2\nshow solve[x]-6", "1b")], language="q")
+    with pytest.raises(DataError, match=r"tests\[0\] is not a printing test \(line 2: `-6` after the call in "
+                                        r"`show solve\[x\]-6`: a test shows what solve returns, and computes "
+                                        r"nothing on it\)"):
+        load_problems(path, "q")
+    record = {"id": "f", "language": "q", "description": "d", "entry_point": "f",
+              "tests": [{"test_code": "show solve[1]", "expected_output": "2"}]}
+    path.write_text(json.dumps(record) + "\n")
+    with pytest.raises(DataError, match=r"line 1: `solve\[1\]` is not a call of f"):
+        load_problems(path, "q")
+    record["tests"][0]["test_code"] = "show f[1]"
+    path.write_text(json.dumps(record) + "\n")
+    assert load_problems(path, "q")[0].tests[0].test_code == "show f[1]"
+
+
+def test_the_bundled_q_set_is_printed_calls_on_literals():
+    from data.loading.loaders import bundled_path
+
+    assert len(load_problems(bundled_path("q"), "q")) == 72
 
 
 def run_data(*args):
@@ -309,7 +365,7 @@ def test_reference_folders_and_published_rows_are_checked_too(tmp_path):
     (problem / "problem_description.txt").write_text("Write solve that doubles x.")
     (problem / "q_test_case_1.q").write_text("show solve[3]=6\n")
     (problem / "q_exact_ans_test_case_1.txt").write_text("1b\n")
-    with pytest.raises(DataError, match=rf"^{problem}: tests\[0\] compares inside the sandbox \(line 1: `=`\)"):
+    with pytest.raises(DataError, match=rf"^{problem}: tests\[0\] is not a printing test \(line 1: `=6` after"):
         load_problems(tmp_path / "SFT_Data", "q")
     row = {"problem_id": "double", "problem_description": "d", "test_cases": [
         {"test_case_number": 1, "python_test_code": "assert solve(3) == 6", "python_expected_output": ""}]}

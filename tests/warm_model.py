@@ -69,7 +69,8 @@ def prompts_and_completions(tokenizer) -> list[tuple[str, tuple[str, str]]]:
 
     pairs = []
     for path, language in ((PYTHON_PROBLEMS, "python"), (Q_STAND_IN_PROBLEMS, "q")):
-        for problem in load_problems(str(path), language):
+        # the q stand-in problems' tests print by themselves (tests/fake_q/q runs no show): only the flag loads them
+        for problem in load_problems(str(path), language, allow_in_sandbox_comparisons=True):
             completions = PYTHON_COMPLETIONS if language == "python" else Q_COMPLETIONS
             chat = make_prompt(problem.description, language, True, "chat")
             pairs += [(make_prompt(problem.description, language, False, "plain"), completions),

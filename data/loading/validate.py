@@ -12,18 +12,19 @@ from collections import Counter
 from dataclasses import replace
 
 from cli import LocatedError
-from data.loading.comparisons import printing_form, refusal, sandbox_comparison, with_literal_values
+from data.loading.comparisons import printing_form, refusal, with_literal_values
+from data.loading.q_tests import refusal as q_refusal
 from judging.languages import LANGUAGES
 from judging.records import COMPARE, Problem, Test
 
 SPLITS = ("train", "test")
 PROBLEM_FIELDS = ("id", "language", "description", "tests", "solution", "split", "entry_point", "domain", "pool")
 TEST_FIELDS = ("test_code", "expected_output", "input", "tolerance", "hidden", "compare")
-ALLOW_COMPARISONS_HELP = ("Keep tests that are not printed calls (print(solve(...)) of literals) as they are, "
-                          "instead of refusing them. Unsafe for RL: the judged code decides a comparison made in "
-                          "the sandbox (a result whose == is always true passes). Simple `assert f(x) == literal` "
-                          "tests become printing tests either way.")
-PRINTING_TEST = {"python": "print(solve(...))", "q": "show solve[...]"}
+ALLOW_COMPARISONS_HELP = ("Keep tests that are not printed calls on literals (print(solve(...)), show solve[...]) as "
+                          "they are, instead of refusing them. Unsafe for RL: the judged code decides a comparison "
+                          "made in the sandbox (a result whose == is always true passes, a q solution reads the "
+                          "compared value in its script). Simple `assert f(x) == literal` tests become printing "
+                          "tests either way.")
 
 
 class DataError(LocatedError):
@@ -216,8 +217,8 @@ def validate_records(located_records, language):
 
 def compare_on_the_host(problems: list[Problem], allow_in_sandbox_comparisons=False) -> tuple[list[Problem], Counter]:
     """The problems with their assert tests rewritten as printing tests and literal arithmetic in their arguments
-    worked out (data/loading/comparisons.py), and how many tests each changed (``converted``, ``worked out``); a Python test
-    not in the printing form, or a q test that compares inside the sandbox, is refused unless allowed. Tests giving
+    worked out (data/loading/comparisons.py), and how many tests each changed (``converted``, ``worked out``); a
+    test not in the printing form (Python: comparisons.py; q: q_tests.py) is refused unless allowed. Tests giving
     standard input carry no code and pass."""
     changed, out = Counter(), []
     for problem in problems:
@@ -246,17 +247,19 @@ def compare_on_the_host(problems: list[Problem], allow_in_sandbox_comparisons=Fa
                         test = replace(test, test_code=worked_out)
                         changed["worked out"] += 1
             elif test.input is None:
-                found = sandbox_comparison(test.test_code)
+                found = q_refusal(test.test_code, problem.entry_point)
                 if found and not allow_in_sandbox_comparisons:
-                    raise DataError(problem.location, f"tests[{index}] compares inside the sandbox ({found}), where "
-                                                      "the judged code can decide it; make the test print the "
-                                                      f"result ({PRINTING_TEST[problem.language]}) and expect its "
-                                                      "text, or pass --allow_in_sandbox_comparisons (unsafe for "
-                                                      "RL: the judged code can read a compared value)")
+                    raise DataError(problem.location, f"tests[{index}] is not a printing test ({found}); a q test is "
+                                                      "set-up lines `name:literal`, then lines "
+                                                      f"show {problem.entry_point}[...] or show "
+                                                      f"({problem.entry_point}[...];...) whose arguments are "
+                                                      "literals or set-up names, expecting what they print "
+                                                      "(docs/data.md), or pass --allow_in_sandbox_comparisons "
+                                                      "(unsafe for RL: the judged code can read a compared value "
+                                                      "in the script)")
             tests.append(test)
         for index, test in enumerate(problem.pool):
-            found = (refusal(test.test_code, problem.entry_point) if problem.language == "python"
-                     else sandbox_comparison(test.test_code))
+            found = (refusal if problem.language == "python" else q_refusal)(test.test_code, problem.entry_point)
             if found and not allow_in_sandbox_comparisons:
                 raise DataError(problem.location, f"pool[{index}] is not a printing test ({found}); a pool holds "
                                                   "printed calls of literals, as `python -m data pool` writes them, "
