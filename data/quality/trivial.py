@@ -142,10 +142,11 @@ def cheap_programs(problem: Problem) -> tuple[Probe, ...]:
     ``solve`` of literals, and what the program would print, worked out here (it is this module's own code, run on
     the tests' literals), is no test's expected output. What is run is judged."""
     family = () if problem.reads_input else battery(problem)
-    calls = [solve_calls(test.test_code) for test in problem.tests]
+    every = (*problem.tests, *problem.pool)  # what the share is measured over
+    calls = [solve_calls(test.test_code) for test in every]
     if not family or not all(calls):
         return probes(problem) + family
-    expected = [test.expected_output.strip() for test in problem.tests]
+    expected = [test.expected_output.strip() for test in every]
     return probes(problem) + tuple(probe for probe in family if any(
         _would_print(probe, test_calls) == wanted for test_calls, wanted in zip(calls, expected)))
 
