@@ -32,7 +32,7 @@ from pathlib import Path
 
 from judging.cgroups import SlotCgroup
 from judging.policy import EMPTY_TMPFS, PROGRAM_MODE, SCRATCH, TMPFS, Limits, environment, proc_emptied
-from judging.seccomp import SECCOMP_FILTER, UNAVAILABLE
+from judging.seccomp import SECCOMP_FILTER, UNAVAILABLE, allowed_calls
 from judging.slots import slot_uid_base
 
 LEVELS = ("bwrap", "unshare", "rlimits")
@@ -165,10 +165,11 @@ class Sandbox:
             uid = f"judged code runs as the trainer's user (uid {os.geteuid()}) and can read its files"
         limits = f"rlimits as={self.limits.memory_mb}MB cpu nproc fsize nofile core"
         if self.level == "bwrap":
-            keyring = (", seccomp: no new namespaces, setns, io_uring or kernel keyring" if self.seccomp else
-                       f", NO seccomp program ({UNAVAILABLE or f'none for {os.uname().machine}'})")
+            counts = f"{len(allowed_calls('python'))} for Python, {len(allowed_calls('q'))} for q"
+            calls = (f", seccomp: an allow-list of system calls ({counts}), the rest refused" if self.seccomp
+                     else f", NO seccomp program ({UNAVAILABLE or f'none for {os.uname().machine}'})")
             disk = f"{', '.join(TMPFS)} tmpfs of {self.limits.disk_mb} MB each (nothing reaches the host disk)"
-            return f"bwrap: pid+net+ipc+uts namespaces, private read-only fs, {disk}, {uid}, {limits}{keyring}"
+            return f"bwrap: pid+net+ipc+uts namespaces, private read-only fs, {disk}, {uid}, {limits}{calls}"
         disk = "disk unbounded but for fsize (scratch is a host folder)"
         if self.level == "unshare":
             return f"unshare: pid+net+ipc+uts namespaces, host fs visible, {disk}, {uid}, {limits}"
