@@ -92,7 +92,7 @@ class PythonExecutor:
     reads_input = True
     licensed = False
     filename = "main.py"
-    seccomp = SECCOMP_FILTER_PYTHON  # no machine-wide counters, Unix sockets only, no file locks or watches (judging/seccomp.py)
+    seccomp = SECCOMP_FILTER_PYTHON  # the allow-list: Unix sockets only; no sysinfo, locks, watches (seccomp.py)
 
     def __init__(self):
         self.interpreter = os.path.realpath(sys.executable)
@@ -172,7 +172,7 @@ class QExecutor:
     reads_input = False  # q's console reads standard input as code once the script ends: not judged so, untried
     licensed = True
     filename = "main.q"
-    seccomp = SECCOMP_FILTER  # keeps sysinfo, file locks and watches: q may need them, untried (judging/seccomp.py)
+    seccomp = SECCOMP_FILTER  # the allow-list with network sockets, sysinfo, locks, inotify (seccomp.py)
 
     def __init__(self, q_binary: str | None = None):
         self.binary = find_q(q_binary)

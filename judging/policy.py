@@ -31,7 +31,13 @@ PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
 # round through /proc/loadavg alone (benchmarks/proc_channel.py). A test sees fixed content in each of these files
 # (``frozen_proc``: the same for every test) and an empty read-only folder over each of PROC_EMPTIED; what stays
 # live under /proc is the test's own (/proc/self, its PID namespace's pids, /proc/net, /proc/sysvipc) or static.
-PROC_EMPTIED = ("fs", "irq", "pressure", "sys/fs")
+# /proc/sys/fs holds the machine's file, inode, AIO and pipe counts; /proc/sys/kernel/pty the machine's pty count
+# (every sandbox's devpts draws on one pool, /proc/sys/kernel/pty/max less the host's reserve).
+PROC_EMPTIED = ("fs", "irq", "pressure", "sys/fs", "sys/kernel/pty")
+# A test's /dev/pts: an empty read-only folder over the devpts bwrap's --dev mounts (so /dev/ptmx, its link, leads
+# nowhere). Judged code gets no pty: ptys are one machine-wide pool (above), which one test could drain for every
+# other sandbox, and a count that moves with every test's.
+DEV_EMPTIED = ("/dev/pts",)
 # Where a warm worker sees the frozen files: unmounted before a test runs, under SCRATCH, which the test's own tmpfs
 # then covers (the test never sees even the empty mount point).
 PROC_VIEW = f"{SCRATCH}/.proc-view"

@@ -31,8 +31,9 @@ import subprocess
 from pathlib import Path
 
 from judging.cgroups import SlotCgroup
-from judging.policy import EMPTY_TMPFS, PROGRAM_MODE, SCRATCH, TMPFS, Limits, environment, proc_emptied
-from judging.seccomp import SECCOMP_FILTER, UNAVAILABLE
+from judging.policy import (DEV_EMPTIED, EMPTY_TMPFS, PROGRAM_MODE, SCRATCH, TMPFS, Limits, environment,
+                            proc_emptied)
+from judging.seccomp import SECCOMP_FILTER, UNAVAILABLE, allowed_calls
 from judging.slots import slot_uid_base
 
 LEVELS = ("bwrap", "unshare", "rlimits")
@@ -143,6 +144,7 @@ class Sandbox:
             args = ["bwrap", *namespaces, "--die-with-parent", "--new-session", "--clearenv",
                     "--hostname", self.hostname, "--ro-bind", "/usr", "/usr", *_usr_merged_links(),
                     "--proc", "/proc", *(self._proc_emptied() if proc_masks else []), "--dev", "/dev",
+                    *(arg for path in DEV_EMPTIED for arg in (*EMPTY_TMPFS, path, "--remount-ro", path)),
                     *(arg for path in TMPFS if path != SCRATCH for arg in tmpfs(path, self.limits)),
                     *_bind_with_parents(read_only, read_write)]
             for path in hidden:  # an empty, unwritable folder over it (0555: the root warm worker cannot write it)
@@ -165,10 +167,11 @@ class Sandbox:
             uid = f"judged code runs as the trainer's user (uid {os.geteuid()}) and can read its files"
         limits = f"rlimits as={self.limits.memory_mb}MB cpu nproc fsize nofile core"
         if self.level == "bwrap":
-            keyring = (", seccomp: no new namespaces, setns, io_uring or kernel keyring" if self.seccomp else
-                       f", NO seccomp program ({UNAVAILABLE or f'none for {os.uname().machine}'})")
+            counts = f"{len(allowed_calls('python'))} for Python, {len(allowed_calls('q'))} for q"
+            calls = (f", seccomp: an allow-list of system calls ({counts}), the rest refused, no pty" if self.seccomp
+                     else f", NO seccomp program ({UNAVAILABLE or f'none for {os.uname().machine}'})")
             disk = f"{', '.join(TMPFS)} tmpfs of {self.limits.disk_mb} MB each (nothing reaches the host disk)"
-            return f"bwrap: pid+net+ipc+uts namespaces, private read-only fs, {disk}, {uid}, {limits}{keyring}"
+            return f"bwrap: pid+net+ipc+uts namespaces, private read-only fs, {disk}, {uid}, {limits}{calls}"
         disk = "disk unbounded but for fsize (scratch is a host folder)"
         if self.level == "unshare":
             return f"unshare: pid+net+ipc+uts namespaces, host fs visible, {disk}, {uid}, {limits}"

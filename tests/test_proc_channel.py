@@ -3,10 +3,11 @@ between them: a sender holding threads in time slots would move /proc/loadavg's 
 read about 9 bits a second from it, 93-100% right, on both paths, if that file were the host's.
 
 The property: during a batch in which a sender busies every machine-wide counter it can move (threads, processes,
-open files, memory, disk, pipes, timers), nothing a concurrent receiver can read under /proc, nor the load, process
-count and free memory that ``sysinfo()`` returns (refused for Python: judging/seccomp.py), changes, apart from the
-files whose every read is fresh randomness. Per-process and per-namespace views (/proc/self, /proc/<pid>, /proc/net,
-/proc/sysvipc) are the test's own and are not walked. Both paths: warm workers (``bwrap``) and cold (``bwrap-cold``).
+open files, memory, disk, pipes; ptys and AIO events, which judged code may not take), nothing a concurrent receiver
+can read under /proc, nor the load, process count and free memory that ``sysinfo()`` returns (refused for Python:
+judging/seccomp.py), changes, apart from the files whose every read is fresh randomness. Per-process and
+per-namespace views (/proc/self, /proc/<pid>, /proc/net, /proc/sysvipc) are the test's own and are not walked. Both
+paths: warm workers (``bwrap``) and cold (``bwrap-cold``).
 """
 
 import json
@@ -54,14 +55,22 @@ print(json.dumps({'start': start, 'end': time.time(), 'read': len(first), 'chang
 """
 
 SENDER = r"""
-import json, os, tempfile, threading, time
+import ctypes, json, os, tempfile, threading, time
 start = time.time()
 stop = threading.Event()
 threads = [threading.Thread(target=stop.wait, daemon=True) for _ in range(12)]
 for thread in threads:
     thread.start()
-files = [open('/dev/null') for _ in range(40)]
+files = [open('/dev/null') for _ in range(30)]
 pipes = [os.pipe() for _ in range(10)]
+ptys = []
+for _ in range(8):  # machine-wide: /proc/sys/kernel/pty/nr counts every sandbox's
+    try:
+        ptys.append(os.open('/dev/ptmx', os.O_RDWR | os.O_NOCTTY))
+    except OSError:
+        break
+events = ctypes.c_ulong(0)
+ctypes.CDLL(None).syscall(206, 512, ctypes.byref(events))  # io_setup: machine-wide AIO events
 memory = bytearray(64 << 20)
 for index in range(0, len(memory), 4096):
     memory[index] = 1

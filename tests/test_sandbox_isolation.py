@@ -586,24 +586,54 @@ def test_no_file_lock_reaches_a_concurrent_test(judge):
 # A watch on a folder of the shared view (inotify is the inode's) is told the name of every file in it that any
 # process opens: the sender opens three files the receiver watches for; the receiver prints what it was told.
 WATCH_RECEIVER = (
-    "import ctypes, errno, os, select, struct, time\n"
+    "import ctypes, errno, fcntl, os, select, signal, struct, time\n"
     "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.syscall.restype = ctypes.c_long\n"
     "folder = os.path.join(os.path.dirname(os.__file__), 'lib2to3', 'fixes').encode()\n"
     "told = set()\n"
-    "for init in (lambda: libc.inotify_init(), lambda: libc.inotify_init1(os.O_NONBLOCK)):\n"
-    "    fd = init()\n"
-    "    if fd < 0:\n"
+    "def inotify_names(data, at=0):\n"
+    "    while at < len(data):\n"
+    "        length = struct.unpack_from('iIII', data, at)[3]\n"
+    "        yield data[at + 16:at + 16 + length].rstrip(bytes(1)).decode()\n"
+    "        at += 16 + length\n"
+    "def fanotify_names(data, at=0):  # each event's directory-and-name records\n"
+    "    while at < len(data):\n"
+    "        event_length, _, _, metadata_length = struct.unpack_from('IBBH', data, at)\n"
+    "        info = at + metadata_length\n"
+    "        while info < at + event_length:\n"
+    "            kind, _, length = struct.unpack_from('BBH', data, info)\n"
+    "            if kind == 2:  # FAN_EVENT_INFO_TYPE_DFID_NAME: header, fsid, handle, then the name\n"
+    "                handle_bytes = struct.unpack_from('I', data, info + 12)[0]\n"
+    "                yield data[info + 20 + handle_bytes:info + length].split(bytes(1))[0].decode()\n"
+    "            info += length\n"
+    "        at += event_length\n"
+    "def inotify():\n"
+    "    fd = libc.inotify_init1(os.O_NONBLOCK)\n"
+    "    return fd, fd >= 0 and libc.inotify_add_watch(fd, folder, 0x21), inotify_names  # IN_ACCESS | IN_OPEN\n"
+    "def fanotify():  # an unprivileged user's: FAN_CLASS_NOTIF | FAN_REPORT_DFID_NAME, an inode mark\n"
+    "    fd = libc.syscall(300, 0xC00, os.O_RDONLY | os.O_NONBLOCK)\n"
+    "    mark = fd >= 0 and libc.syscall(301, fd, 1, ctypes.c_uint64(0x08000021), -100, folder)\n"
+    "    return fd, mark, fanotify_names  # FAN_MARK_ADD; FAN_ACCESS | FAN_OPEN | FAN_EVENT_ON_CHILD\n"
+    "def dnotify():  # fcntl's F_NOTIFY on the folder: a signal at each access, no name\n"
+    "    fd = os.open(folder, os.O_RDONLY)\n"
+    "    seen = []\n"
+    "    signal.signal(signal.SIGIO, lambda *_: seen.append('an access'))\n"
+    "    if libc.fcntl(fd, 1026, 0x80000001) != 0:  # F_NOTIFY: DN_ACCESS | DN_MULTISHOT\n"
+    "        return -1, False, None\n"
+    "    time.sleep({seconds})\n"
+    "    told.update(seen)\n"
+    "    return None, None, None\n"
+    "for watch in (inotify, fanotify, dnotify):\n"
+    "    fd, marked, names = watch()\n"
+    "    if fd is None:\n"
+    "        continue\n"
+    "    if fd < 0 or marked != 0:\n"
     "        told.add(errno.errorcode[ctypes.get_errno()])\n"
     "        continue\n"
-    "    libc.inotify_add_watch(fd, folder, 0x21)  # IN_ACCESS | IN_OPEN\n"
     "    end = time.time() + {seconds}\n"
     "    while time.time() < end:\n"
     "        if select.select([fd], [], [], 0.05)[0]:\n"
-    "            data, at = os.read(fd, 65536), 0\n"
-    "            while at < len(data):\n"
-    "                length = struct.unpack_from('iIII', data, at)[3]\n"
-    "                told.add(data[at + 16:at + 16 + length].rstrip(bytes(1)).decode())\n"
-    "                at += 16 + length\n"
+    "            told.update(names(os.read(fd, 65536)))\n"
     "print(sorted(told))\n")
 WATCH_SENDER = (
     "import os, time\n"
@@ -617,12 +647,14 @@ WATCH_SENDER = (
 
 @pytest.mark.slow
 def test_no_file_watch_reaches_a_concurrent_test(judge):
-    """Judged Python may not watch files (judging/seccomp.py: inotify refused): a watch on the shared view would be
-    told which files a test judged at the same time opens, a file name an open. Checked failing without the
-    refusal: the receiver was told fix_apply.py, fix_next.py and fix_zip.py, on both paths."""
-    heard, said = judge.run_many([("", [Test(WATCH_RECEIVER.format(seconds=0.8), "")],
+    """Judged Python may not watch files (judging/seccomp.py: inotify, fanotify and fcntl's F_NOTIFY are off the
+    allow-list): a watch on the shared view would be told which files a test judged at the same time opens, a file
+    name an open. Checked failing without the refusal: through inotify, and through an unprivileged fanotify (on the
+    block-list this list replaced), the receiver was told fix_apply.py, fix_next.py and fix_zip.py, on both paths;
+    through F_NOTIFY, of an access."""
+    heard, said = judge.run_many([("", [Test(WATCH_RECEIVER.format(seconds=0.6), "")],
                                    "python"),
-                                  ("", [Test(WATCH_SENDER.format(seconds=2.0), "")],
-                                   "python")], timeout=4.0)
+                                  ("", [Test(WATCH_SENDER.format(seconds=2.5), "")],
+                                   "python")], timeout=5.0)
     assert said.tests[0].stderr == "" and heard.tests[0].stderr == "", said.tests[0].stderr + heard.tests[0].stderr
     assert heard.tests[0].stdout.strip() == "['EPERM']", heard.tests[0].stdout

@@ -19,6 +19,17 @@ Guarantees, for the program's process (forked by the worker, loop.py):
 
 The worker itself keeps only the rules' capabilities in its bounding set and is not dumpable (``confine_worker``).
 
+The seccomp program is the judged code's allow-list (judging/seccomp.py), not the worker's: it comes last, after
+the set-up, so the calls only the set-up makes stay off the list. Traced with strace (a worker serving three tests):
+the worker makes ``unshare`` and ``setns`` (the PID namespace of each fork), ``pidfd_open``, ``socketpair``,
+``sendmsg``/``recvmsg`` with descriptors; the program's process, before its program, ``unshare`` (mount and IPC
+namespaces), ``mount`` and ``umount2`` (the plan), ``setsid``, ``capget``/``capset``, ``setgroups``, ``setresgid``,
+``setresuid``, ``fchmod``, ``prctl`` (PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS,
+PR_SET_SECCOMP). Of these, judged code may make ``setsid``, ``pidfd_open``, ``socketpair`` (Unix), ``sendmsg``,
+``recvmsg``, ``fchmod``, and the uid and capability calls and prctl options that setpriv makes under the program
+on the cold path (harmless without a capability); ``unshare``, ``setns``, ``mount``, ``umount2`` and
+PR_SET_DUMPABLE it may not.
+
 What would break it: reordering ``drop_privileges`` (the capabilities go while still root, the gid before the
 uid, seccomp after no_new_privs); a fork that leaves the worker in the child's PID namespace; any mount not in the
 plan the worker makes once (``mount_plan``).
