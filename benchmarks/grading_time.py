@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-installed or not (PYTHONPATH still wins)
 MARKER = "c0ffee" * 5 + "42"  # a marker line as the judge makes one: 32 hex digits
 TOLERANCE = 1e-6
 RULES = {  # name: (the marker, or None for a test giving standard input; the tolerance)

@@ -2,6 +2,7 @@
 numbers compared as numbers, and the standard-input line rule. The judge's own cases are in tests/test_judge.py."""
 
 import json
+import random
 import subprocess
 import sys
 
@@ -11,7 +12,8 @@ from conftest import ROOT
 from judging.executors import RAN
 from judging.grading import by_lines, grade, matches
 from judging.running import RunResult
-from judging.tolerance import MANY_NUMBERS
+import judging.tolerance
+from judging.tolerance import MANY_NUMBERS, NUMBER, same_number, within_tolerance
 
 MiB = 1 << 20
 MARKER = "0123456789abcdef" * 2
@@ -123,6 +125,12 @@ def short(value):
     ("nan 1", "nan 1.0", 1.0, False),
     ("nan", "nan", 1.0, True),
     ("1 nan", "1.0 NaN", 1.0, False),
+    # a sign before a number is its own unless a word character or '.' stands before the sign
+    ("-5", "--5", 20.0, False),  # printed: -5 after '-'; expected: '-' then -5
+    ("x -5", "x -6", 2.0, True),
+    ("x 5", "x -5", 5.0, False),
+    ("x-5", "x-6", 2.0, True),  # x- then 5
+    ("1e-5", "1e-5.5", 1.0, False),  # one number printed, text and 5.5 expected
 ], ids=short)
 def test_numbers_are_compared_as_numbers(printed, expected, tolerance, passes):
     assert matches(printed, expected, tolerance) is passes
@@ -155,3 +163,35 @@ def test_numbers_are_compared_as_numbers(printed, expected, tolerance, passes):
 def test_standard_input_sets_aside_only_line_ends_and_trailing_spaces(printed, expected, passes):
     assert (grade(ran(printed), RAN, False, None, expected).status == "passed") is passes
     assert (by_lines(printed).strip() == by_lines(expected).strip()) is passes
+
+
+def read_whole(printed: str, expected: str, tolerance: float) -> bool:
+    """The rule read plainly: both texts split into numbers and the text between them, the texts equal, each number
+    pair within the tolerance."""
+    got, wanted = NUMBER.split(printed), NUMBER.split(expected)
+    return (len(got) == len(wanted) and got[0::2] == wanted[0::2]
+            and all(same_number(a, b, tolerance) for a, b in zip(got[1::2], wanted[1::2])))
+
+
+@pytest.mark.parametrize("many_numbers", [MANY_NUMBERS, 0], ids=["read where the expected text says", "read whole"])
+def test_both_readings_are_the_rule_read_plainly(monkeypatch, many_numbers):
+    """Short texts of the characters numbers are made of, the printed one changed a little or not at all: a reading
+    anchored by the expected text must find every number a plain split finds (``x -`` then ``5`` is ``-5``)."""
+    monkeypatch.setattr(judging.tolerance, "MANY_NUMBERS", many_numbers)
+    chosen = random.Random(0)
+    for case in range(40000):
+        alphabet = "01.5e-+ xinfaE\n" if case % 2 else "15-+ .e"
+        expected = "".join(chosen.choice(alphabet) for _ in range(chosen.randint(0, 8)))
+        printed = list(expected)
+        for _ in range(chosen.randint(0, 2)):  # a character changed, dropped or added
+            where, change = chosen.randint(0, len(printed)), chosen.random()
+            if where < len(printed) and change < 0.3:
+                printed[where] = chosen.choice(alphabet)
+            elif where < len(printed) and change < 0.5:
+                del printed[where]
+            else:
+                printed.insert(where, chosen.choice(alphabet))
+        printed = "".join(printed)
+        tolerance = chosen.choice([0.0, 0.5, 10.0])
+        assert within_tolerance(printed, expected, tolerance) is read_whole(printed, expected, tolerance), \
+            (printed, expected, tolerance)
