@@ -12,11 +12,13 @@ Each variant runs in a process of its own: a judge with 2 slots and a 1 s timeou
 ``after`` is this checkout's judge; ``before`` (with ``--baseline REV``) the judge at git revision REV, extracted
 with ``git archive`` into a temporary folder (nothing in the repository changes). Needs root and bubblewrap.
 
-On a machine shared with other work, ``--shield`` runs the judges in a cgroup v1 ``cpu`` folder weighted as 256
-processes, so that work takes little of their CPU: the figures then compare the two slots with each other, as on a
-node given over to judging, rather than with whatever else runs (which moves the honest program's time alone too).
+By default ``--host_load 2`` busy processes run beside the judges, standing for the trainer's CPU work: the load
+users have, under which a judge's slots compete with the trainer's processes as well as with each other (on a quiet
+machine the figure is kinder). ``--shield`` runs the judges in a cgroup v1 ``cpu`` folder weighted as 256
+processes, so that other work takes little of their CPU: the figures then compare the two slots with each other, as
+on a node given over to judging (say so when quoting them).
 
-    python benchmarks/saboteur_cpu.py --runs 10 --baseline main --shield
+    python benchmarks/saboteur_cpu.py --runs 20 --baseline main
 """
 
 from __future__ import annotations
@@ -128,6 +130,19 @@ def summary(result: dict) -> str:
 
 
 @contextmanager
+def host_load(processes: int):
+    """``processes`` busy processes beside the judges, in this process's own cgroups, as a trainer's CPU work is
+    (its data loading, tokenising, vLLM's scheduler): the load users have, and what a quiet machine hides."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
+    try:
+        yield f"{processes} busy host processes beside the judge" if processes else "no host load"
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
+@contextmanager
 def shielded(on: bool):
     """With ``on``, this process (and the judges it starts) in a v1 cpu cgroup weighted as 256 processes."""
     own = next((line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
@@ -155,6 +170,8 @@ def main() -> None:
     parser.add_argument("--work", type=float, default=0.35, help="the honest program's CPU seconds alone")
     parser.add_argument("--sessions", type=int, default=30)
     parser.add_argument("--baseline", help="a git revision to time as 'before' (e.g. main)")
+    parser.add_argument("--host_load", type=int, default=2,
+                        help="busy processes beside the judge, standing for the trainer's CPU work (0: none)")
     parser.add_argument("--shield", action="store_true", help="run the judges in a heavily weighted cpu cgroup")
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--child", metavar="SANDBOX", help=argparse.SUPPRESS)
@@ -167,7 +184,8 @@ def main() -> None:
     args.n = iterations_for(args.work)
     variants = {"after": str(ROOT)}
     load = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory(prefix="judge-baseline-") as old, shielded(args.shield) as shield:
+    with tempfile.TemporaryDirectory(prefix="judge-baseline-") as old, host_load(args.host_load) as load_line, \
+            shielded(args.shield) as shield:
         if args.baseline:
             archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline, "judging", "cli"],
                                      capture_output=True, check=True).stdout
@@ -177,7 +195,7 @@ def main() -> None:
                    for variant, pythonpath in variants.items()}
     print(f"the honest program (~{args.work} s of CPU) alone and beside a saboteur of {args.sessions} sessions, "
           f"{args.runs} pairs each, 2 slots, 1 s timeout ({os.cpu_count()} cores, load {load:.1f} at the start, "
-          f"{os.getloadavg()[0]:.1f} at the end; {shield})")
+          f"{os.getloadavg()[0]:.1f} at the end; {load_line}; {shield})")
     for (variant, sandbox), result in results.items():
         print(f"{variant:<7} {sandbox:<11} {summary(result)}")
         print(f"{'':<19} {result['cpu']}")

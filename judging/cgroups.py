@@ -58,8 +58,11 @@ REQUIRED = ("memory", "pids")
 # pids.max counts the sandbox's own processes too (bwrap, its init, setpriv, the warm worker) beside the test's.
 SANDBOX_PROCESSES = 8
 # Each slot may use one CPU's time per period (cpu.max, cpu.cfs_quota_us), and slots share equally below that.
-# The judge's folder weighs as much as its slots together (as many processes would, each in a session of its
-# own), so its tests together get the share that they had before they shared a cgroup.
+# The judge's folder takes the highest weight the kernel allows: a folder's weight is spread over the CPUs its busy
+# slots run on, so at a few slots' weight a slot whose neighbour spins kept half its weight, and the trainer's busy
+# processes, pushed off the spinner's CPU, took the rest (an honest test 1.4-1.6x slower beside a spinner). At the
+# top weight a test keeps its CPU whatever runs beside it; the quota still bounds each slot to one CPU's time, only
+# while a test runs.
 CPU_PERIOD_US = 100_000
 CPU_QUOTA_US = CPU_PERIOD_US
 V1_SHARES, V1_SHARES_MAX = 1024, 262144
@@ -216,7 +219,7 @@ class Cgroups:
         parent = None
         try:
             parent = self._new_parent(_v1_own("cpu"))
-            _write(parent / "cpu.shares", min(V1_SHARES * max(count, 1), V1_SHARES_MAX))
+            _write(parent / "cpu.shares", V1_SHARES_MAX)
             folders = [parent / f"slot-{index}" for index in range(count)]
             for folder in folders:
                 folder.mkdir()
@@ -279,7 +282,7 @@ class Cgroups:
             parent = self._new_parent(own)
         _write(parent / "cgroup.subtree_control", " ".join(f"+{name}" for name in controllers))
         if "cpu" in controllers:
-            _write(parent / "cpu.weight", min(V2_WEIGHT * max(len(keys), 1), V2_WEIGHT_MAX))
+            _write(parent / "cpu.weight", V2_WEIGHT_MAX)
         for index, key in enumerate(keys):
             folder = parent / f"slot-{index}"
             folder.mkdir()

@@ -107,11 +107,24 @@ def test_judge_protection_cost(tmp_path):
 def test_saboteur_cpu(tmp_path):
     output = run_benchmark("saboteur_cpu.py", "--runs", "1", "--work", "0.05", "--sessions", "2", "--baseline", "HEAD",
                            cwd=tmp_path)
-    assert_prints(output, r"^the honest program .* alone and beside a saboteur of 2 sessions, 1 pairs each")
+    assert_prints(output, r"^the honest program .* alone and beside a saboteur of 2 sessions, 1 pairs each, .*; 2 busy "
+                          r"host processes beside the judge; not shielded\)$")
     for variant in ("before", "after"):
         for sandbox in ("bwrap ", "bwrap-cold"):
             assert_prints(output, rf"^{variant} +{sandbox} +honest alone +{NUMBER}% passed {NUMBER} s \| beside the "
                                   rf"saboteur +{NUMBER}% passed {NUMBER} s, {NUMBER}x \| saboteur {NUMBER}% passed$")
+
+
+@ROOT_ONLY
+def test_cpu_timing_channel(tmp_path):
+    output = run_benchmark("cpu_timing_channel.py", "--rounds", "1", "--window", "0.25", "--baseline", "HEAD",
+                           cwd=tmp_path)
+    assert_prints(output, r"^a sender spinning or sleeping through 0.25 s windows .* 1 pairs each, .*2 busy host "
+                          r"processes beside the judge\)$")
+    for variant in ("before", "after"):
+        for sandbox in ("bwrap ", "bwrap-cold"):
+            assert_prints(output, rf"^{variant} +{sandbox} +{NUMBER}% of [1-9][0-9]* bits read right: about {NUMBER} "
+                                  rf"bits a second$")
 
 
 @ROOT_ONLY
