@@ -365,3 +365,21 @@ def test_a_problem_with_no_nearby_input_is_verified():
     adequacy = report.adequacy["fraction"]
     assert adequacy.killed > 0 and adequacy.equivalent > 0 and not adequacy.survivors and not report.broken
     assert (given.passed, given.total, given.differs_on) == (5, 5, None)
+
+
+@pytest.mark.parametrize("where", ["a test past the judged ones", "the pool"])
+def test_a_given_program_is_tried_on_every_tests_inputs_and_the_pools(where):
+    """A wrong program right on the judged tests' inputs and with none near them (floats) is shown wrong where only a
+    later test's input, or only a pool's, shows it."""
+    from data.quality.given_programs import GivenProgram
+
+    solution = "def solve(x):\n    if x > 100:\n        return 0.0\n    return x - int(x)\n"
+    judged = tuple(Test(f"print(solve({x}))", str(x - int(x))) for x in (3.5, 1.25, 7.75, 2.0, 9.5))
+    beyond = (Test("print(solve(150.5))", "0.0"),)
+    floats = Problem("fraction", "python", "Write solve(x): the fractional part of x, or 0.0 above 100.",
+                     judged + beyond if where.startswith("a test") else judged, solution,
+                     pool=() if where.startswith("a test") else (Test("print(solve(150.5), solve(3.5))", "0.0 0.5"),))
+    given = GivenProgram("forgets the bound", "def solve(x):\n    return x % 1\n")
+    with Judge(timeout=2.0) as judge:
+        verify_problems([floats], judge, show_progress=False, given={"fraction": [given]}, max_tests=5)
+    assert (given.passed, given.total, given.differs_on) == (5, 5, "solve(150.5)")

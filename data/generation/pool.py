@@ -25,7 +25,7 @@ import random
 from dataclasses import dataclass, field, replace
 
 from data.quality.solve_view import as_solve
-from data.quality.wrong_programs import kept_values, keeps_invariants
+from data.quality.wrong_programs import kept_values, keeps_invariants, printed_calls
 from judging import JudgeUnavailable
 from judging.records import MAX_CALLS, Calls, Problem, Test, in_runs
 from judging.policy import DEFAULT_TIMEOUT
@@ -83,35 +83,10 @@ def own_calls(problem: Problem) -> list[tuple]:
     view = as_solve(problem)
     calls = []
     for test in view.tests:
-        for found in _printed_calls(test.test_code) or ():
+        for found in printed_calls(test.test_code) or ():
             if found not in calls:
                 calls.append(found)
     return calls
-
-
-def _printed_calls(test_code: str) -> list[tuple] | None:
-    try:
-        body = ast.parse(test_code).body
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    calls = []
-    for statement in body:
-        if not (isinstance(statement, ast.Expr) and _is_call(statement.value, "print")):
-            return None
-        for argument in statement.value.args:
-            if _is_call(argument, "repr") and len(argument.args) == 1:
-                argument = argument.args[0]
-            if not _is_call(argument, "solve") or argument.keywords:
-                return None
-            try:
-                calls.append(tuple(ast.literal_eval(each) for each in argument.args))
-            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
-                return None
-    return calls
-
-
-def _is_call(node: ast.AST, name: str) -> bool:
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
 
 
 def printing_form(problem: Problem) -> tuple[str, str, float | None]:

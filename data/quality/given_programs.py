@@ -4,8 +4,8 @@ The wrong programs a model samples first (a Caesar shift that also shifts upper 
 out 2 and 3) are where GRPO starts climbing: partial credit for them is a gradient toward them. ``python -m data
 verify --wrong_programs FILE`` reads such programs (a completions file, ``{"id", "completion"}`` per line, as
 ``python -m rewards score`` reads) and judges each on its problem's judged tests and, with the solution, on the
-inputs of those tests and near them (data/quality/wrong_programs.py, ``nearby_calls``, in the problem's domain:
-data/quality/domain.py). A program is wrong where it prints something else than the solution; a wrong one that passes more
+inputs of every test (hidden ones and the pool's included) and near them (data/quality/wrong_programs.py,
+``nearby_calls``, in the problem's domain: data/quality/domain.py). A program is wrong where it prints something else than the solution; a wrong one that passes more
 of the judged tests than the problem's best cheap program (its trivial share, data/quality/trivial.py) earns reward under
 every ``--partial_credit`` mode and is listed, with the simplest input where it is wrong. One that agrees with the
 solution everywhere tried is counted as right.
@@ -19,7 +19,7 @@ from cli import read_json_objects
 from data.quality.adequacy import call_tests, called_as, in_domain, judge_runs, simplest, skip_reason
 from data.quality.domain import reference_program
 from data.quality.solve_view import CHECKED_NAME, as_solve
-from data.quality.wrong_programs import nearby_calls, solve_calls
+from data.quality.wrong_programs import nearby_calls, printed_calls
 from judging.records import Problem
 from rewards.extract import extract_code
 
@@ -92,10 +92,11 @@ def _check_batch(batch: list[Problem], given, judge, max_tests, cheap) -> None:
     verdicts = judge_runs(judge, [(problem, program.program, judged[problem.id]) for problem, program in runs])
     for (problem, program), judgement in zip(runs, verdicts):
         program.passed, program.total, program.cheap = judgement.passed, judgement.total, cheap.get(problem.id, 0)
-    # The judged tests' own calls, one at a time, and the inputs near them: where a wrong program shows it is.
+    # The calls of every test (judged, hidden and the pool's), one at a time, and the inputs near them: where a wrong
+    # program shows it is.
     inputs = {}
     for problem in batch:
-        own = [arguments for test in judged[problem.id] for arguments in (solve_calls(test.test_code) or [])]
+        own = [arguments for test in (*problem.tests, *problem.pool) for arguments in printed_calls(test.test_code) or []]
         inputs[problem.id] = list({repr(arguments): arguments for arguments in own + nearby_calls(problem)}.values())
     tried = [problem for problem in batch if inputs[problem.id]]  # tests that are not printed calls: no input
     solved = judge_runs(judge, [(problem, reference_program(problem), call_tests(inputs[problem.id]))

@@ -84,6 +84,31 @@ def solve_calls(test_code: str) -> list[tuple] | None:
     return calls
 
 
+def printed_calls(test_code: str) -> list[tuple] | None:
+    """The literal argument tuples of every ``solve`` call a test prints, in the forms tests and pools take:
+    ``print(solve(1))``, ``print(repr(solve(1)))``, ``print(repr((solve(1), solve(2),)))``, one print a line;
+    None for any other test."""
+    try:
+        body = ast.parse(test_code).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    calls = []
+    for statement in body:
+        if not (isinstance(statement, ast.Expr) and _call_of(statement.value, "print")):
+            return None
+        for argument in statement.value.args:
+            if _call_of(argument, "repr") and len(argument.args) == 1:
+                argument = argument.args[0]
+            for call in argument.elts if isinstance(argument, ast.Tuple) else [argument]:
+                if not _call_of(call, "solve") or call.keywords:
+                    return None
+                try:
+                    calls.append(tuple(ast.literal_eval(each) for each in call.args))
+                except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+                    return None
+    return calls
+
+
 def _call_of(node: ast.AST, name: str) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
 
