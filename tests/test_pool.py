@@ -54,6 +54,23 @@ def test_a_pool_meets_the_arguments_and_keeps_to_the_domain(judge):
     assert pool.outside > 0  # the edges beyond 1000 were tried and left out
 
 
+def test_an_input_only_a_later_test_holds_is_in_the_pool(judge):
+    """The reward judges the first five tests and the pool: ``solve(0)`` as a sixth test, left out of the pool as a
+    test's own input, was never judged, and a program wrong only at 0 was paid in full."""
+    fibonacci = Problem("fibonacci", "python", "Write `solve(n)`: the n-th Fibonacci number, F(0) = 0.",
+                        tuple(Test(f"print(solve({n}))", str(f)) for n, f in ((20, 6765), (7, 13), (10, 55),
+                                                                              (12, 144), (9, 34), (0, 0))),
+                        "def solve(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a\n",
+                        domain="isinstance(n, int) and 0 <= n <= 200")
+    pool = build_pool(fibonacci, judge)
+    assert "print(solve(0))" in {test.test_code for test in pool.tests}
+    assert not {"print(solve(20))", "print(solve(7))"} & {test.test_code for test in pool.tests}
+    from_one = "def solve(n):\n    a, b = 1, 1\n    for _ in range(n - 1):\n        a, b = b, a + b\n    return a\n"
+    judged = replace(fibonacci, tests=fibonacci.tests[:5], pool=tuple(pool.tests))
+    [scored] = score(judge, [judged], [from_one], ScoringArguments(), all_tests=True, extract=False)
+    assert scored.judgement.status == "failed"
+
+
 def test_an_input_where_the_solution_raises_or_loops_is_never_a_test(judge):
     picky = replace(DIVIDE, domain=None, solution="def solve(a, b):\n    assert a >= 0\n    while b == 5:\n"
                                                   "        pass\n    return None if b == 0 else a // b\n")

@@ -2,7 +2,8 @@
 allow, so that the almost-right programs a model writes (off by one, a forgotten empty or negative input, ties,
 case, non-ASCII letters) fail some of them.
 
-The inputs start from the problem's own tests (their printed calls' literal arguments): each argument is put into the
+The inputs start from the problem's own tests (their printed calls' literal arguments; those of tests past the ones
+the reward judges are inputs of the pool too, or the reward would never judge them): each argument is put into the
 classes of its type (`class_edges`: for strings empty, one character, repeated, mixed and non-ASCII case, digits,
 spaces, punctuation; for integers 0, 1, -1, negatives, large, powers of two and their neighbours; for lists empty,
 one item, duplicates, ties, sorted, reversed, long; nested values by the same rules), then mutated at random by type
@@ -29,6 +30,7 @@ from data.quality.wrong_programs import kept_values, keeps_invariants, printed_c
 from judging import JudgeUnavailable
 from judging.records import MAX_CALLS, Calls, Problem, Test, in_runs
 from judging.policy import DEFAULT_TIMEOUT
+from rewards import MAX_TESTS_PER_PROBLEM
 
 POOL_SIZE = 120  # the inputs a pool aims at
 FEW_ANSWERS = 3  # a problem with at most this many answers gets tests of GROUP calls each
@@ -413,11 +415,15 @@ def _meetings(arguments: tuple) -> list[tuple]:
     return found
 
 
-def candidate_calls(problem: Problem, seeds: list[tuple], shape: Shape, limit: int = MAX_CANDIDATES) -> list[tuple]:
-    """Inputs to try, in a fixed order for a problem: the class edges of each argument of each seed, the arguments
-    made to meet, then random mutations of seeds and of earlier candidates; each fitting ``shape``, none a seed."""
+def candidate_calls(problem: Problem, seeds: list[tuple], shape: Shape, judged: set[str],
+                    limit: int = MAX_CANDIDATES) -> list[tuple]:
+    """Inputs to try, in a fixed order for a problem: the seeds no judged test calls (``judged``: their reprs), the
+    class edges of each argument of each seed, the arguments made to meet, then random mutations of seeds and of
+    earlier candidates; each fitting ``shape``. A seed of a later test is a candidate: the reward judges the first
+    tests and the pool, so an input only a later test holds (often an edge: ``solve(0)`` as a sixth test) would
+    otherwise never be judged."""
     rng = random.Random(f"pool:{problem.id}")
-    seen = {repr(seed) for seed in seeds}
+    seen = set(judged)
     found: list[tuple] = []
 
     def add(arguments: tuple) -> None:
@@ -427,14 +433,17 @@ def candidate_calls(problem: Problem, seeds: list[tuple], shape: Shape, limit: i
             found.append(arguments)
 
     for seed in seeds:
+        add(seed)
+    later, found = found, []
+    for seed in seeds:
         for position, value in enumerate(seed):
             for edge in class_edges(value, rng):
                 add(seed[:position] + (edge,) + seed[position + 1:])
         for meeting in _meetings(seed):
             add(meeting)
     rng.shuffle(found)  # the edges of every seed and argument, not only the first seed's, when cut below
-    found = found[:limit // 2]
-    seen = {repr(seed) for seed in seeds} | {repr(each) for each in found}
+    found = later + found[:limit // 2]
+    seen = set(judged) | {repr(each) for each in found}
     attempts = 0
     while len(found) < limit and attempts < limit * 20:
         attempts += 1
@@ -495,7 +504,9 @@ def build_pool(problem: Problem, judge, size: int = POOL_SIZE) -> Pool:
         return pool
     view = as_solve(problem)
     form, compare, tolerance = printing_form(view)
-    pairs = answered_calls(pool, view, own_calls(problem), judge, size, form)
+    judged = {repr(call) for test in view.judged_tests(MAX_TESTS_PER_PROBLEM)
+              for call in printed_calls(test.test_code) or ()}
+    pairs = answered_calls(pool, view, own_calls(problem), judged, judge, size, form)
     groups = _cheap_share_kept(view, test_groups(pairs, problem.id), judge, form)
     pool.classes = set().union(*(value_classes(call) for group in groups for call, _ in group))
     for code, expected in (python_test(group, form) for group in groups):
@@ -515,14 +526,16 @@ def _unusable(problem: Problem) -> str | None:
     return None
 
 
-def answered_calls(pool: Pool, view: Problem, seeds: list[tuple], judge, size: int, form: str) -> list[tuple]:
+def answered_calls(pool: Pool, view: Problem, seeds: list[tuple], judged: set[str], judge, size: int,
+                   form: str) -> list[tuple]:
     """Up to ``size`` (call, what the solution printed) pairs for the problem ``view`` (calling ``solve``), its
-    inputs grown from ``seeds``; what was tried and left out is noted in ``pool``."""
+    inputs grown from ``seeds``, none a call of the judged tests (``judged``, their reprs); what was tried and left
+    out is noted in ``pool``."""
     from data.quality.domain import reference_program
 
     program = reference_program(view)
     shape = Shape.of(view, seeds, with_classes=not view.domain)
-    calls = candidate_calls(view, seeds, shape)
+    calls = candidate_calls(view, seeds, shape, judged)
     pool.tried = len(calls)
     first = printed_on(judge, program, calls, form)
     answered = [(call, result[0]) for call, result in zip(calls, first)
@@ -623,10 +636,12 @@ def build_q_pool(problem: Problem, twin, judge, size: int = POOL_SIZE) -> Pool:
         pool.skipped = "no Python twin with a solution"
         return pool
     entry_point = q_entry_point(problem)
-    seeds = []
+    seeds, judged, judged_tests = [], set(), problem.judged_tests(MAX_TESTS_PER_PROBLEM)
     try:
         for test in problem.tests:
-            seeds += [tuple(value.python for value in call) for call in parse_test(test.test_code, entry_point)]
+            calls = [tuple(value.python for value in call) for call in parse_test(test.test_code, entry_point)]
+            seeds += calls
+            judged |= {repr(call) for call in calls} if test in judged_tests else set()
     except Refused as refused:
         pool.skipped = f"a test is outside the map from Python ({refused})"
         return pool
@@ -636,7 +651,7 @@ def build_q_pool(problem: Problem, twin, judge, size: int = POOL_SIZE) -> Pool:
                             extra={**twin.problem.extra, **({"second_solution": problem.extra["second_solution"]}
                                                             if "second_solution" in problem.extra else {})}))
     form = "print(repr({call}))"
-    pairs = answered_calls(pool, view, seeds, judge, size * 2, form)
+    pairs = answered_calls(pool, view, seeds, judged, judge, size * 2, form)
     for group in _cheap_share_kept(view, test_groups(pairs, problem.id), judge, form):
         calls = [tuple(list(a) if isinstance(a, tuple) else a for a in call) for call, _ in group]
         values = [_literal(printed) for _, printed in group]
