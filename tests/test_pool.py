@@ -71,6 +71,22 @@ def test_an_input_only_a_later_test_holds_is_in_the_pool(judge):
     assert scored.judgement.status == "failed"
 
 
+def test_letters_whose_case_maps_part_ways_reach_the_pool(judge):
+    """Two strings equal but for case, one holding a letter whose case maps are not one to one (upper ß is SS,
+    case-folded ß is ss): a program folding with casefold() where the problem says lower() fails the pool."""
+    same_letters = Problem("same-letters", "python", "Write `solve(a, b)`: whether `a.lower()` and `b.lower()` hold "
+                           "the same letters the same number of times.",
+                           (Test("print(solve('Listen', 'Silent'))", "True"), Test("print(solve('ab', 'abc'))", "False"),
+                            Test("print(solve('evil', 'vile'))", "True")),
+                           "def solve(a, b):\n    return sorted(a.lower()) == sorted(b.lower())\n",
+                           domain="isinstance(a, str) and isinstance(b, str)")
+    pool = build_pool(same_letters, judge)
+    folding = "def solve(a, b):\n    return sorted(a.casefold()) == sorted(b.casefold())\n"
+    [scored] = score(judge, [replace(same_letters, pool=tuple(pool.tests))], [folding], ScoringArguments(),
+                     all_tests=True, extract=False)
+    assert scored.judgement.status == "failed"
+
+
 def test_an_input_where_the_solution_raises_or_loops_is_never_a_test(judge):
     picky = replace(DIVIDE, domain=None, solution="def solve(a, b):\n    assert a >= 0\n    while b == 5:\n"
                                                   "        pass\n    return None if b == 0 else a // b\n")

@@ -42,6 +42,9 @@ MAX_CANDIDATES = 700  # the inputs tried for one problem
 PER_CALL_SECONDS = 0.25 * DEFAULT_TIMEOUT / MAX_CALLS
 LONGEST_OUTPUT = 1000  # characters a pool test may expect
 NON_ASCII = "éßÄñØ"
+# Lower-case letters whose case maps are not one letter to one letter: upper ß is SS, title ǆ is ǅ (upper Ǆ),
+# case-folded ß is ss and ﬁ is fi; where str.capitalize, str.title, casefold and lower part ways.
+SPECIAL_CASE = "ßǆﬁ"
 PUNCTUATION = ",.!?-'"
 # Run before the calls: each call's own time limit, so one input that loops costs its own call, not the run.
 PRELUDE = '''
@@ -292,7 +295,8 @@ def class_edges(value, rng: random.Random) -> list:
                 value[:middle] + "  " + value[middle:], value + "!", value[:middle] + "," + value[middle:], "aAbB",
                 "aaaa", "abba", "Abba", "a b", "A", "Z", "z", "é", "ÉCOLE école", "x" * 40, value * 12, first * 60,
                 value.replace(" ", "\t"), value.replace(" ", "\n"), value[:middle] + "\t" + value[middle:],
-                value + "\n", "Ñandú", "Éé", value.title().swapcase()]
+                value + "\n", "Ñandú", "Éé", value.title().swapcase(), SPECIAL_CASE[:1] + value.lower(),
+                SPECIAL_CASE[1:2] + value.lower(), value.lower() + SPECIAL_CASE]
     if isinstance(value, (list, tuple)):
         kind = type(value)
         items = list(value)
@@ -306,6 +310,8 @@ def class_edges(value, rng: random.Random) -> list:
             biggest = _try(lambda: max(items))
             if biggest is not None:
                 found.append(items + [biggest])  # a tie for the largest
+            if all(isinstance(item, int) and not isinstance(item, bool) for item in items):
+                found.append(sorted(set(items)) + [biggest + 1, biggest + 2])  # longer, still sorted and distinct
             found += [[edge] for edge in class_edges(items[0], rng)[:6]]
             found += [items[:position] + [edge] + items[position + 1:]
                       for position in range(min(len(items), 3)) for edge in class_edges(items[position], rng)[:4]]
@@ -394,8 +400,8 @@ def mutated(value, rng: random.Random):
 
 
 def _meetings(arguments: tuple) -> list[tuple]:
-    """The arguments made to meet: a zero where a number is (a divisor), two of one type equal or swapped, a key
-    absent from its container and one present."""
+    """The arguments made to meet: a zero where a number is (a divisor), two of one type equal or swapped, two
+    strings equal but for case, a key absent from its container and one present."""
     found = []
     for position, value in enumerate(arguments):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -403,6 +409,11 @@ def _meetings(arguments: tuple) -> list[tuple]:
         for other in range(position + 1, len(arguments)):
             if type(arguments[other]) is type(value):
                 found.append(arguments[:other] + (value,) + arguments[other + 1:])
+                if isinstance(value, str):  # equal but for case, one with a letter whose maps part ways
+                    special = value + SPECIAL_CASE[:1]
+                    for folded in (special.casefold(), special.upper(), special.swapcase()):
+                        found.append(arguments[:position] + (special,) + arguments[position + 1:other] + (folded,)
+                                     + arguments[other + 1:])
                 swapped = list(arguments)
                 swapped[position], swapped[other] = arguments[other], value
                 found.append(tuple(swapped))
