@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 from judging import languages
+from judging.env_vars import refuse_names_not_read
 from judging.grading import STATUSES, Judgement, TestResult, completion_status
 from judging.licence_proxy import FLAG, parse_licence_hosts
 from judging.policy import (COMPLETION_BUDGET_TIMEOUTS, DEFAULT_DISK_MB, DEFAULT_LICENCE_HOSTS, DEFAULT_MEMORY_MB,
@@ -66,6 +67,7 @@ class Judge:
             raise ValueError(f"sandbox must be one of {', '.join(SANDBOX_CHOICES)}; got {sandbox!r}")
         if disk_mb < 1:
             raise ValueError(f"disk_mb must be at least 1, got {disk_mb}")
+        refuse_names_not_read()
         self.timeout = float(timeout)
         # None: COMPLETION_BUDGET_TIMEOUTS times the timeout of the call
         self.completion_budget = float(completion_budget) if completion_budget else None

@@ -30,11 +30,11 @@ def test_slot_uids_are_unassigned_outside_systemd_ranges_and_locked_in_a_fixed_f
     with Judge(workers=1) as other:
         claimed = set(judge.setup.slots.uids.uids)
         assert not set(other.setup.slots.uids.uids) & claimed, "another TMPDIR must not free a uid"
-    monkeypatch.setenv("REWARDS_SLOT_UID_BASE", str(SLOT_UID_BASE + 500))
+    monkeypatch.setenv("JUDGE_SLOT_UID_BASE", str(SLOT_UID_BASE + 500))
     with Judge(workers=1) as other:
         assert other.setup.slots.uids.uids[0] >= SLOT_UID_BASE + 500
-    monkeypatch.setenv("REWARDS_SLOT_UID_BASE", "61184")
-    with pytest.raises(SandboxUnavailable, match="REWARDS_SLOT_UID_BASE"):
+    monkeypatch.setenv("JUDGE_SLOT_UID_BASE", "61184")
+    with pytest.raises(SandboxUnavailable, match="JUDGE_SLOT_UID_BASE"):
         Judge(workers=1)
 
 
@@ -120,7 +120,7 @@ def test_a_private_tmpdir_is_named_as_the_cause(tmp_path, monkeypatch):
 def warm_worker_processes() -> set[int]:
     """The pids of the warm workers running on this machine (their command line runs the worker's program). Not
     bubblewrap's own processes, whose arguments name it too: bwrap's init in a PID namespace dies after the worker,
-    reaped by the host's init whenever that gets to it (judging/cgroups.py: ``SlotCgroup.wait_settled``)."""
+    reaped by the host's init whenever that gets to it (judging/cgroups/slot.py: ``SlotCgroup.wait_settled``)."""
     found = set()
     for entry in os.listdir("/proc"):
         try:
