@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from cli import positive
 from judging.env_vars import refuse_names_not_read
 from judging.judge import Judge
+from judging.levels import SANDBOX_CHOICES
 from judging.licence_proxy import parse_licence_hosts
 from judging.policy import (DEFAULT_DISK_MB, DEFAULT_LICENCE_HOSTS, DEFAULT_MEMORY_MB, DEFAULT_SANDBOX,
                             DEFAULT_TIMEOUT, default_workers)
-from judging.setup import SANDBOX_CHOICES
 
 
 @dataclass

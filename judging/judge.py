@@ -20,7 +20,8 @@ from judging.licence_proxy import FLAG, parse_licence_hosts
 from judging.policy import (COMPLETION_BUDGET_TIMEOUTS, DEFAULT_DISK_MB, DEFAULT_LICENCE_HOSTS, DEFAULT_MEMORY_MB,
                              DEFAULT_SANDBOX, DEFAULT_TIMEOUT, Limits, default_workers)
 from judging.records import Calls, Test, count
-from judging.setup import SANDBOX_CHOICES, JudgeSetup, JudgeUnavailable
+from judging.levels import SANDBOX_CHOICES
+from judging.setup import JudgeSetup, JudgeUnavailable
 
 __all__ = ["STATUSES", "Judge", "JudgeUnavailable", "Judgement", "TestResult", "completion_status"]
 logger = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ class Judge:
     timeout or once the budget is spent, later tests are recorded as ``timeout`` with 0.0 seconds and are not
     run. ``sandbox`` is ``"auto"`` (strongest level that
     works; as root, only levels with namespaces), ``"strict"`` (refuse to run without namespaces) or
-    a level name from ``LEVELS`` (only that level; ``"rlimits"`` as root falls back to running judged
+    a level's name (judging/levels.py: ``LEVELS``) (only that level; ``"rlimits"`` as root falls back to running judged
     code as root when the sandbox uid cannot run Python). At the bwrap level, Python runs in warm workers
     (``judging/warm.py``) when they start, else cold; ``"bwrap-cold"`` is bwrap with a fresh interpreter
     per test.
@@ -79,8 +80,8 @@ class Judge:
 
     @property
     def level(self) -> str:
-        """The sandbox level in force (judging/sandbox.py: LEVELS)."""
-        return self.setup.level
+        """The name of the sandbox level in force (judging/levels.py: LEVELS)."""
+        return self.setup.level.name
 
     @property
     def warm(self) -> bool:

@@ -15,7 +15,41 @@ import pytest
 
 from bwrap_paths import judge, run, sandbox, warm_workers_handle_it_themselves  # noqa: F401 (fixtures)
 from judging import Judge, JudgeUnavailable
+from judging.levels import candidates, level_named
+from judging.policy import Limits
+from judging.sandbox import Sandbox
 from judging.slots import SLOT_LOCK_DIR, SLOT_UID_BASE, SandboxUnavailable, blocked_for_others
+
+
+HOST_VIEW = "disk unbounded but for fsize (scratch is a host folder)"
+
+
+@pytest.mark.parametrize("name, tool, warm, program, described", [
+    ("bwrap", "bwrap", True, "/scratch/p.py", "bwrap: pid+net+ipc+uts namespaces, private read-only fs, /scratch, "
+                                              "/tmp, /dev/shm tmpfs of 64 MB each (nothing reaches the host disk)"),
+    ("unshare", "unshare", False, "/host/p.py", f"unshare: pid+net+ipc+uts namespaces, host fs visible, {HOST_VIEW}"),
+    ("rlimits", "prlimit", False, "/host/p.py", f"rlimits (weak): no namespaces, network and host fs reachable, "
+                                                f"{HOST_VIEW}"),
+])
+def test_each_level_says_what_it_runs_where_the_program_lies_and_what_it_isolates(name, tool, warm, program,
+                                                                                 described):
+    level = level_named(name)
+    assert (level.name, level.tool, level.warm, level.program_path("p.py", "/host")) == (name, tool, warm, program)
+    sandbox = Sandbox(level, Limits(disk_mb=64), [], {})
+    assert sandbox.command(["python3", program], None, 1.0)[0] == tool
+    assert sandbox.describe(slot_uids=False).startswith(f"{described}, judged code runs as ")
+    with pytest.raises(ValueError, match="unknown sandbox level 'bwrap-cold'; use one of bwrap, unshare, rlimits"):
+        level_named("bwrap-cold")
+
+
+def test_each_sandbox_choice_tries_its_levels_strongest_first():
+    def tried(choice, as_root):
+        return [level.name for level in candidates(choice, as_root)]
+
+    assert tried("auto", as_root=False) == ["bwrap", "unshare", "rlimits"]
+    assert tried("auto", as_root=True) == tried("strict", as_root=False) == ["bwrap", "unshare"], "no namespaces"
+    assert [tried(choice, True) for choice in ("bwrap", "bwrap-cold", "unshare", "rlimits")] == [
+        ["bwrap"], ["bwrap"], ["unshare"], ["rlimits"]]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
