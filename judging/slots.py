@@ -48,7 +48,7 @@ def slot_uid_base() -> int:
 
 
 def cpu_pins(uids: list[int]) -> dict[int, int]:
-    """The CPU each slot uid's cgroup keeps its processes on (judging/cgroups.py): the uid's number among the slot
+    """The CPU each slot uid's cgroup keeps its processes on (judging/cgroups/pinning.py): the uid's number among the slot
     uids, taken round the CPUs this process may run on. Slot uids are unique on the machine, so judges of several
     ranks pin their slots to different CPUs while they have no more slots than CPUs between them. None (no pins)
     where this judge alone has more slots than CPUs: the scheduler then balances them."""
