@@ -1,6 +1,6 @@
 """The environment variables the judge reads, besides its flags: host settings a cluster's admin or a test sets, not
-a run's. A variable under a name the judge does not read is refused, with the name it does read, before the judge
-starts anything: set and silently ignored, it would leave the judge on the defaults it was set to move."""
+a run's. Each name of ``NOT_READ`` is refused when set, with the name the judge reads instead, before the judge starts
+anything: set and silently ignored, it would leave the judge on the defaults it was set to move."""
 
 import os
 
