@@ -313,7 +313,7 @@ def left_files(uids: set[int], judge_folders: list[str], since: float) -> list[s
         except OSError:
             continue
         for entry in entries:
-            if entry.name.startswith("rewards-judge-"):
+            if re.fullmatch(r"judge-[a-z0-9_]{8}", entry.name):  # a judge's folder (tempfile.mkdtemp's name)
                 continue
             try:
                 info = entry.stat(follow_symlinks=False)

@@ -8,11 +8,12 @@ import os
 from dataclasses import dataclass, field
 
 from cli import positive
+from judging.env_vars import refuse_names_not_read
 from judging.judge import Judge
+from judging.levels import SANDBOX_CHOICES
 from judging.licence_proxy import parse_licence_hosts
 from judging.policy import (DEFAULT_DISK_MB, DEFAULT_LICENCE_HOSTS, DEFAULT_MEMORY_MB, DEFAULT_SANDBOX,
                             DEFAULT_TIMEOUT, default_workers)
-from judging.setup import SANDBOX_CHOICES
 
 
 @dataclass
@@ -66,6 +67,7 @@ class JudgeArguments:
         positive("--judge_workers/--workers", self.judge_workers)
         positive("--judge_memory_mb", self.judge_memory_mb)
         positive("--judge_disk_mb", self.judge_disk_mb)
+        refuse_names_not_read()
 
     def make_judge(self) -> Judge:
         """The process's one judge. Every rank judges its own completions, so ranks on a node share its cores."""

@@ -10,12 +10,12 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from judging import languages
 from judging.executors import LICENCE_FAILURE, RAN, Executor
 from judging.grading import TestResult, grade, grade_calls
-from judging.policy import SCRATCH
 from judging.records import Calls, Test
 from judging.running import RunResult, run_cold
 from judging.sandbox import Sandbox
@@ -87,15 +87,7 @@ def _run(runner: Runner, program: bytes, marker: str, uid: int | None, timeout: 
     """Place ``program``, run it with ``stdin`` as its standard input (again after a licence failure) and remove what
     it left: the run's result, its outcome (``RAN`` or a failure status) and whether the kernel killed one of its
     processes for memory."""
-    filename = runner.executor.filename
-    # bwrap copies the program into the sandbox's own /scratch (a tmpfs): no host folder, as a warm worker does (it
-    # gets the program in a memory file); the weaker levels run in a host folder.
-    in_tmpfs = runner.sandbox.level == "bwrap"
-    scratch = None
-    try:
-        if not in_tmpfs:
-            scratch = new_scratch(slots.base, uid, filename, program)
-        argv = runner.executor.argv(f"{SCRATCH if in_tmpfs else scratch}/{filename}")
+    with _placed(runner, program, uid, slots) as (argv, scratch):
         cgroup = slots.cgroups.slots.get(uid)
         # The OOM kills counted in each cgroup the test ran in (the warm worker's; the slot's own for a cold (re)run),
         # before it first ran there.
@@ -112,8 +104,8 @@ def _run(runner: Runner, program: bytes, marker: str, uid: int | None, timeout: 
                 result = warm.run(uid, program, timeout, stdin)
             if result is None:  # no warm worker, or it failed (maybe mid-test): run cold
                 run_in(cgroup)
-                result = run_cold(runner.sandbox, argv, None if in_tmpfs else scratch, uid, timeout,
-                                  (filename, program), cgroup, stdin)
+                result = run_cold(runner.sandbox, argv, scratch, uid, timeout, (runner.executor.filename, program),
+                                  cgroup, stdin)
             return result
 
         def language_starts() -> bool:
@@ -127,23 +119,28 @@ def _run(runner: Runner, program: bytes, marker: str, uid: int | None, timeout: 
         result, outcome = _retrying_licence_failures(run_once, language_starts, runner.executor, marker,
                                                      licence_retries)
         return result, outcome, any(each.oom_kills() > before for each, before in oom_kills.items())
-    finally:
-        if scratch:
-            remove_tree(scratch)  # never raises: what judged code left is logged, not the test's verdict
 
 
 def _run_cold_once(runner: Runner, program: bytes, uid: int | None, timeout: float, slots: Slots,
                    cgroup) -> RunResult:
-    """Run ``program`` cold in the slot (in the sandbox's own /scratch, or a host folder on the weaker levels)."""
+    """Run ``program`` cold in the slot."""
+    with _placed(runner, program, uid, slots) as (argv, scratch):
+        return run_cold(runner.sandbox, argv, scratch, uid, timeout, (runner.executor.filename, program), cgroup)
+
+
+@contextmanager
+def _placed(runner: Runner, program: bytes, uid: int | None, slots: Slots):
+    """The command line running ``program`` where the sandbox's level places it, and the host folder holding it
+    (None at a level with a view of its own: bwrap copies it into the sandbox's /scratch, a tmpfs, as a warm worker
+    gets it in a memory file); the folder is removed afterwards."""
     filename = runner.executor.filename
-    in_tmpfs = runner.sandbox.level == "bwrap"
-    scratch = None if in_tmpfs else new_scratch(slots.base, uid, filename, program)
+    level = runner.sandbox.level
+    scratch = None if level.own_view else new_scratch(slots.base, uid, filename, program)
     try:
-        argv = runner.executor.argv(f"{SCRATCH if in_tmpfs else scratch}/{filename}")
-        return run_cold(runner.sandbox, argv, scratch, uid, timeout, (filename, program), cgroup)
+        yield runner.executor.argv(level.program_path(filename, scratch)), scratch
     finally:
         if scratch:
-            remove_tree(scratch)
+            remove_tree(scratch)  # never raises: what judged code left is logged, not the test's verdict
 
 
 def _retrying_licence_failures(run_once, language_starts, executor: Executor, marker: str,

@@ -14,12 +14,14 @@ from collections.abc import Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 from judging import languages
+from judging.env_vars import refuse_names_not_read
 from judging.grading import STATUSES, Judgement, TestResult, completion_status
 from judging.licence_proxy import FLAG, parse_licence_hosts
 from judging.policy import (COMPLETION_BUDGET_TIMEOUTS, DEFAULT_DISK_MB, DEFAULT_LICENCE_HOSTS, DEFAULT_MEMORY_MB,
                              DEFAULT_SANDBOX, DEFAULT_TIMEOUT, Limits, default_workers)
 from judging.records import Calls, Test, count
-from judging.setup import SANDBOX_CHOICES, JudgeSetup, JudgeUnavailable
+from judging.levels import SANDBOX_CHOICES
+from judging.setup import JudgeSetup, JudgeUnavailable
 
 __all__ = ["STATUSES", "Judge", "JudgeUnavailable", "Judgement", "TestResult", "completion_status"]
 logger = logging.getLogger(__name__)
@@ -36,7 +38,7 @@ class Judge:
     timeout or once the budget is spent, later tests are recorded as ``timeout`` with 0.0 seconds and are not
     run. ``sandbox`` is ``"auto"`` (strongest level that
     works; as root, only levels with namespaces), ``"strict"`` (refuse to run without namespaces) or
-    a level name from ``LEVELS`` (only that level; ``"rlimits"`` as root falls back to running judged
+    a level's name (judging/levels.py: ``LEVELS``) (only that level; ``"rlimits"`` as root falls back to running judged
     code as root when the sandbox uid cannot run Python). At the bwrap level, Python runs in warm workers
     (``judging/warm.py``) when they start, else cold; ``"bwrap-cold"`` is bwrap with a fresh interpreter
     per test.
@@ -66,6 +68,7 @@ class Judge:
             raise ValueError(f"sandbox must be one of {', '.join(SANDBOX_CHOICES)}; got {sandbox!r}")
         if disk_mb < 1:
             raise ValueError(f"disk_mb must be at least 1, got {disk_mb}")
+        refuse_names_not_read()
         self.timeout = float(timeout)
         # None: COMPLETION_BUDGET_TIMEOUTS times the timeout of the call
         self.completion_budget = float(completion_budget) if completion_budget else None
@@ -77,8 +80,8 @@ class Judge:
 
     @property
     def level(self) -> str:
-        """The sandbox level in force (judging/sandbox.py: LEVELS)."""
-        return self.setup.level
+        """The name of the sandbox level in force (judging/levels.py: LEVELS)."""
+        return self.setup.level.name
 
     @property
     def warm(self) -> bool:

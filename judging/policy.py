@@ -45,7 +45,8 @@ PROC_VIEW = f"{SCRATCH}/.proc-view"
 # cold: each child binds it over each of PROC_EMPTIED (a bind keeps its source's read-only, nosuid and nodev flags,
 # so one mount call instead of a tmpfs and a remount each), then unmounts it, as PROC_VIEW.
 PROC_EMPTY = f"{SCRATCH}/.proc-empty"
-# bwrap's arguments for a read-only, empty 4 KiB tmpfs of mode 0555 at a path (the cold path's PROC_EMPTIED).
+# bwrap's arguments for an empty 4 KiB tmpfs of mode 0555 at a path (the cold path's PROC_EMPTIED, remounted
+# read-only, and the folders a view hides).
 EMPTY_TMPFS = ("--perms", "0555", "--size", "4096", "--tmpfs")
 # prlimit's flag for each resource limit.
 PRLIMIT_FLAGS = {"RLIMIT_AS": "as", "RLIMIT_CPU": "cpu", "RLIMIT_FSIZE": "fsize", "RLIMIT_NOFILE": "nofile",
@@ -57,7 +58,7 @@ PRLIMIT_FLAGS = {"RLIMIT_AS": "as", "RLIMIT_CPU": "cpu", "RLIMIT_FSIZE": "fsize"
 DEFAULT_TIMEOUT = 1.0  # seconds per test of the training reward
 DEFAULT_EVAL_TIMEOUT = 2.0  # seconds per test where nothing trains: pass@k, `rewards score`, `data verify|strengthen`
 COMPLETION_BUDGET_TIMEOUTS = 3.0  # all tests of one completion together: this many timeouts, unless given
-DEFAULT_SANDBOX = "auto"  # the strongest level that works here (judging/setup.py: SANDBOX_CHOICES)
+DEFAULT_SANDBOX = "auto"  # the strongest level that works here (judging/levels.py: SANDBOX_CHOICES)
 DEFAULT_LICENCE_HOSTS = "auto"  # what judged q may reach (judging/licence_proxy.py)
 DEFAULT_MEMORY_MB = 1024
 DEFAULT_DISK_MB = 64
@@ -65,7 +66,7 @@ DEFAULT_DISK_MB = 64
 
 def default_workers(local_ranks: int = 1) -> int:
     """Slots (executions at once) of a judge: one per core this process may run on (its affinity: a Slurm job's or
-    a container's cpuset, not the machine's cores, so each slot's CPU (judging/cgroups.py) is one the others cannot
+    a container's cpuset, not the machine's cores, so each slot's CPU (judging/cgroups/pinning.py) is one the others cannot
     take), the cores shared among the processes (ranks) of a node that each judge their own completions."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, cores // local_ranks)
@@ -73,7 +74,7 @@ def default_workers(local_ranks: int = 1) -> int:
 
 @dataclass
 class Limits:
-    memory_mb: int = DEFAULT_MEMORY_MB  # per process (RLIMIT_AS), and per test in the slot's cgroup (cgroups.py)
+    memory_mb: int = DEFAULT_MEMORY_MB  # per process (RLIMIT_AS), and per test in the slot's cgroup (judging/cgroups/)
     processes: int = 32  # per slot uid (RLIMIT_NPROC), and the slot cgroup's pids.max beside the sandbox's own
     file_mb: int = 16
     open_files: int = 64

@@ -40,32 +40,30 @@ class RunResult:
 def run_cold(sandbox: Sandbox, argv: list[str], scratch: str | None, uid: int | None, timeout: float,
              program: tuple[str, bytes] | None = None, cgroup: SlotCgroup | None = None,
              stdin: bytes | None = None) -> RunResult:
-    """Run ``argv`` in ``scratch`` (a host folder; at the bwrap level a fresh tmpfs holding ``program``, a file name
-    and its bytes, instead), inside the slot's ``cgroup`` when there is one, with ``stdin`` as its standard input
-    (None: /dev/null); everything it started is dead when this returns."""
+    """Run ``argv`` in ``scratch`` (a host folder; at a level with a view of its own, a fresh tmpfs holding
+    ``program``, a file name and its bytes, instead), inside the slot's ``cgroup`` when there is one, with ``stdin``
+    as its standard input (None: /dev/null); everything it started is dead when this returns."""
+    own_view = sandbox.level.own_view
     env = None
     cwd = None
-    if sandbox.level != "bwrap":
+    if not own_view:  # the program runs in the host folder, with the environment bwrap sets in a view
         env = environment(sandbox.env, scratch)
         cwd = scratch
     passed: list[int] = []
     opened: list[int] = []  # closed with ``passed`` once the program started, not passed to it
     info = None
     try:
-        info_write = None
-        if sandbox.level == "bwrap":
+        info_write = seccomp = held = None
+        proc_fds = {}
+        if own_view:  # bwrap reads each of these from a descriptor, and writes the program's pid to ``info_write``
             info, info_write = os.pipe()
             passed.append(info_write)
-        seccomp = None
-        if sandbox.level == "bwrap" and sandbox.seccomp:
-            seccomp = _pipe_holding(sandbox.seccomp)
-            passed.append(seccomp)
-        held = None
-        if sandbox.level == "bwrap" and program:
-            held = (program[0], memfd_holding(program[1]))
-            passed.append(held[1])
-        proc_fds = {}
-        if sandbox.level == "bwrap":
+            if sandbox.seccomp:
+                seccomp = _pipe_holding(sandbox.seccomp)
+                passed.append(seccomp)
+            if program:
+                held = (program[0], memfd_holding(program[1]))
+                passed.append(held[1])
             for name, content in sandbox.proc_frozen.items():
                 proc_fds[name] = _pipe_holding(content)
                 passed.append(proc_fds[name])
@@ -96,7 +94,7 @@ def run_cold(sandbox: Sandbox, argv: list[str], scratch: str | None, uid: int | 
         if info is not None:
             os.close(info)
         _kill_group(proc)
-        if uid is not None and sandbox.level == "rlimits":
+        if uid is not None and not sandbox.level.namespaces:
             _kill_uid(uid)
         if cgroup:
             cgroup.wait_settled()

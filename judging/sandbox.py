@@ -6,7 +6,7 @@ Levels, strongest first (picked once by probing, judging/setup.py, never per exe
   read-only filesystem view holding only /usr, /proc, /dev, the interpreter's own files, and the test's own
   tmpfs folders (judging/policy.py: /scratch, the working directory holding the program, /tmp and /dev/shm,
   each of ``--judge_disk_mb``): nothing a test writes reaches the host disk (its pages are memory, counted in the
-  slot's cgroup: judging/cgroups.py).
+  slot's cgroup: judging/cgroups/).
   Inside, ``setpriv`` drops to a per-slot unprivileged uid (judging/slots.py: so RLIMIT_NPROC binds and slots
   cannot signal each other) and ``prlimit`` sets the resource limits. bwrap runs as root rather than after the
   uid drop because the interpreter may live in a folder the slot uid cannot enter (pyenv under /root is 0700);
@@ -20,6 +20,7 @@ Levels, strongest first (picked once by probing, judging/setup.py, never per exe
 - ``rlimits``: only a new session, the slot uid (when root) and resource limits; logged as weak, and
   never chosen automatically as root.
 
+judging/levels.py holds the levels as values (what each needs and isolates, where the program lies);
 judging/running.py runs the command line this builds.
 """
 
@@ -31,14 +32,11 @@ import subprocess
 from pathlib import Path
 
 from judging.cgroups import SlotCgroup
+from judging.levels import Level
 from judging.policy import (DEV_EMPTIED, EMPTY_TMPFS, PROGRAM_MODE, SCRATCH, TMPFS, Limits, environment,
                             proc_emptied)
 from judging.seccomp import SECCOMP_FILTER, UNAVAILABLE, allowed_calls
 from judging.slots import slot_uid_base
-
-LEVELS = ("bwrap", "unshare", "rlimits")
-NAMESPACE_LEVELS = ("bwrap", "unshare")
-LEVEL_TOOLS = {"bwrap": "bwrap", "unshare": "unshare", "rlimits": "prlimit"}
 
 
 @functools.lru_cache(maxsize=1)
@@ -101,12 +99,10 @@ class Sandbox:
     (judging/seccomp.py; the executor's).
     """
 
-    def __init__(self, level: str, limits: Limits, read_only: list[str], env: dict[str, str],
+    def __init__(self, level: Level, limits: Limits, read_only: list[str], env: dict[str, str],
                  read_write: list[str] = (), hostname: str = "sandbox", netns: dict[int, int] | None = None,
                  hidden: list[str] = (), proc_frozen: dict[str, bytes] | None = None,
                  seccomp: bytes | None = SECCOMP_FILTER):
-        if level not in LEVELS:
-            raise ValueError(f"unknown sandbox level {level!r}; use one of {', '.join(LEVELS)}")
         self.level = level
         self.limits = limits
         self.env = dict(env)
@@ -118,7 +114,7 @@ class Sandbox:
         self.prefix = self._build_prefix(read_only, list(read_write), list(hidden))
         # A warm worker's sandbox (judging/warm.py): its children mount /proc afresh and mask it themselves, so its
         # own /proc needs no masks, which every child's mount namespace would otherwise copy and tear down again.
-        # Its cgroup namespace comes once it has joined its slot (judging/cgroups.py: warm_joining).
+        # Its cgroup namespace comes once it has joined its slot (judging/cgroups/slot.py: warm_joining).
         self.warm_prefix = self._build_prefix(read_only, list(read_write), list(hidden), proc_masks=False,
                                               cgroup_namespace=False)
 
@@ -133,7 +129,7 @@ class Sandbox:
 
     def _build_prefix(self, read_only: list[str], read_write: list[str], hidden: list[str],
                       proc_masks: bool = True, cgroup_namespace: bool = True) -> list[str]:
-        if self.level == "bwrap":
+        if self.level.own_view:
             namespaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
             if cgroup_namespace:
                 namespaces.append("--unshare-cgroup-try")
@@ -148,11 +144,11 @@ class Sandbox:
                     *(arg for path in TMPFS if path != SCRATCH for arg in tmpfs(path, self.limits)),
                     *_bind_with_parents(read_only, read_write)]
             for path in hidden:  # an empty, unwritable folder over it (0555: the root warm worker cannot write it)
-                args += ["--perms", "0555", "--size", "4096", "--tmpfs", path]
+                args += [*EMPTY_TMPFS, path]
             for key, value in environment(self.env).items():
                 args += ["--setenv", key, value]
             return args
-        if self.level == "unshare":
+        if self.level.namespaces:
             net = [] if self.netns is not None else ["--net"]
             return ["unshare", *net, "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc"]
         return []
@@ -166,35 +162,31 @@ class Sandbox:
         else:
             uid = f"judged code runs as the trainer's user (uid {os.geteuid()}) and can read its files"
         limits = f"rlimits as={self.limits.memory_mb}MB cpu nproc fsize nofile core"
-        if self.level == "bwrap":
+        calls = ""
+        if self.level.own_view:
             counts = f"{len(allowed_calls('python'))} for Python, {len(allowed_calls('q'))} for q"
             calls = (f", seccomp: an allow-list of system calls ({counts}), the rest refused, no pty" if self.seccomp
                      else f", NO seccomp program ({UNAVAILABLE or f'none for {os.uname().machine}'})")
-            disk = f"{', '.join(TMPFS)} tmpfs of {self.limits.disk_mb} MB each (nothing reaches the host disk)"
-            return f"bwrap: pid+net+ipc+uts namespaces, private read-only fs, {disk}, {uid}, {limits}{calls}"
-        disk = "disk unbounded but for fsize (scratch is a host folder)"
-        if self.level == "unshare":
-            return f"unshare: pid+net+ipc+uts namespaces, host fs visible, {disk}, {uid}, {limits}"
-        return f"rlimits (weak): no namespaces, network and host fs reachable, {disk}, {uid}, {limits}"
+        return f"{self.level.describe(self.limits.disk_mb)}, {uid}, {limits}{calls}"
 
     def command(self, argv: list[str], uid: int | None, timeout: float, seccomp_fd: int | None = None,
                 program: tuple[str, int] | None = None, cgroup: SlotCgroup | None = None,
                 info_fd: int | None = None, proc_fds: dict[str, int] | None = None) -> list[str]:
-        """The command line; at the bwrap level /scratch is a fresh tmpfs and ``program`` (a file name and a
-        descriptor holding it) is copied into it, else the caller runs it in a host folder. The program joins the
-        slot's ``cgroup`` before anything else runs (bwrap too, whose cgroup namespace is then rooted there). bwrap
-        writes the pid of the program's process to ``info_fd`` and reads each fixed /proc file from ``proc_fds`` (its
-        name: a descriptor holding ``proc_frozen[name]``)."""
+        """The command line; at a level with a view of its own /scratch is a fresh tmpfs and ``program`` (a file
+        name and a descriptor holding it) is copied into it, else the caller runs it in a host folder. The program
+        joins the slot's ``cgroup`` before anything else runs (bwrap too, whose cgroup namespace is then rooted
+        there). bwrap writes the pid of the program's process to ``info_fd`` and reads each fixed /proc file from
+        ``proc_fds`` (its name: a descriptor holding ``proc_frozen[name]``)."""
         drop = []
         if uid is not None:
             drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
                     "--bounding-set=-all", "--no-new-privs", "--"]
         limits = self.limits.prlimit_args(timeout, bind_nproc=uid is not None)
         outer = []
-        if self.netns is not None and self.level in NAMESPACE_LEVELS:
+        if self.netns is not None and self.level.namespaces:
             # nsenter opens the judge's fd through /proc and closes it before exec: no fd leaks inside.
             outer = ["nsenter", f"--net=/proc/{os.getpid()}/fd/{self.netns[uid]}", "--"]
-        if self.level == "bwrap":
+        if self.level.own_view:
             seccomp = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
             info = ["--info-fd", str(info_fd)] if info_fd is not None else []
             files = ["--perms", f"{PROGRAM_MODE:04o}", "--file", str(program[1]), f"{SCRATCH}/{program[0]}"] \

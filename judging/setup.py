@@ -24,18 +24,15 @@ from judging.execution import Counter, Runner, execute
 from judging.grading import TestResult
 from judging.licence_proxy import (FLAG, PROXY_ENV, TLS_TRUST, LicenceEgressUnavailable, LicenceProxy,
                                    describe_hosts)
+from judging.levels import BWRAP, COLD_BWRAP, Level, candidates
 from judging.policy import Limits, frozen_proc
 from judging.records import Calls, Test
-from judging.sandbox import LEVEL_TOOLS, LEVELS, NAMESPACE_LEVELS, Sandbox
+from judging.sandbox import Sandbox
 from judging.slots import Slots, blocked_for_others
 from judging.warm import WarmWorkers
 
 PROBE_TIMEOUT = 10.0
 PROBE_TEST = Test("print('ok')", "ok")
-# bwrap-cold: bubblewrap with a fresh interpreter per Python test; bwrap, auto and strict use warm workers
-# for Python when they start (root only) and fall back to that.
-COLD_BWRAP = "bwrap-cold"
-SANDBOX_CHOICES = ("auto", "strict", "bwrap", COLD_BWRAP, "unshare", "rlimits")
 logger = logging.getLogger(__name__)
 
 
@@ -44,9 +41,10 @@ class JudgeUnavailable(UsageError):
 
 
 class JudgeSetup:
-    """The judge's slots, the level in force (``sandbox`` is what was asked for: ``SANDBOX_CHOICES``), the warm
-    workers, the licence proxy and each language's runner, built once. ``licence_retries`` counts the runs of every
-    test (probes included) that were run again after a licence failure.
+    """The judge's slots, the level in force (a ``Level``; ``sandbox`` is what was asked for, one of
+    judging/levels.py's ``SANDBOX_CHOICES``), the warm workers, the licence proxy and each language's runner, built
+    once. ``licence_retries`` counts the runs of every test (probes included) that were run again after a licence
+    failure.
     """
 
     def __init__(self, workers: int, limits: Limits, sandbox: str, q_binary: str | None, licence_hosts):
@@ -56,7 +54,7 @@ class JudgeSetup:
         self.q_binary = q_binary
         self.licence_hosts = licence_hosts
         self.licence_retries = Counter()
-        self.level = ""
+        self.level: Level | None = None
         self._runners: dict[str, Runner] = {}
         self._lock = threading.Lock()
         self.proxy: LicenceProxy | None = None
@@ -78,16 +76,17 @@ class JudgeSetup:
         return execute(runner, code, calls, timeout, self.slots, self.warm, self.licence_retries)
 
     def _choose(self, sandbox: str) -> None:
-        self.warm_missing = COLD_BWRAP if sandbox == COLD_BWRAP else None
-        wanted = "bwrap" if sandbox == COLD_BWRAP else sandbox
+        cold = sandbox == COLD_BWRAP
+        self.warm_missing = COLD_BWRAP if cold else None
+        levels = candidates(sandbox, as_root=os.geteuid() == 0)
         started = None
-        if sandbox in ("auto", "strict", "bwrap") and self.slots.uids is not None and shutil.which("bwrap"):
-            # bwrap is the level tried first and workers can run (root): they start here, in this thread (they die
-            # with the thread that starts them), while another probes the level. Both mostly wait for interpreters
-            # to start, so side by side they take the time of one. The workers are used only if bwrap passes its
-            # probe and they pass theirs.
+        if not cold and levels[0].warm and self.slots.uids is not None and shutil.which(levels[0].tool):
+            # A level with warm workers is tried first and workers can run (root): they start here, in this thread
+            # (they die with the thread that starts them), while another probes the level. Both mostly wait for
+            # interpreters to start, so side by side they take the time of one. The workers are used only if that
+            # level passes its probe and they pass theirs.
             with ThreadPoolExecutor(max_workers=1) as pool:
-                probe = pool.submit(self._pick_level, wanted)
+                probe = pool.submit(self._pick_level, sandbox, levels)
                 started = self._started_workers()
                 try:
                     self.level = probe.result()
@@ -95,15 +94,15 @@ class JudgeSetup:
                     started.close()
                     raise
         else:
-            self.level = self._pick_level(wanted)
-        if self.level == "bwrap" and sandbox != COLD_BWRAP:
+            self.level = self._pick_level(sandbox, levels)
+        if self.level.warm and not cold:
             self._start_warm(started)
         elif started:
             started.close()
 
     def _started_workers(self) -> WarmWorkers:
         """Warm workers for the slots, started, with bwrap's runner for Python (what ``get`` builds at that level)."""
-        python = self._runner("python", "bwrap")
+        python = self._runner("python", BWRAP)
         warm = WarmWorkers(python.sandbox, python.executor.interpreter, python.executor.filename, self.slots.base,
                            self.slots.uids.uids, self.slots.warm_cgroups.slots)
         try:
@@ -113,23 +112,19 @@ class JudgeSetup:
             raise
         return warm
 
-    def _pick_level(self, wanted: str) -> str:
-        """The level to use; ``auto`` as root never picks rlimits, which would run judged code as root
-        beside the trainer (reading its data and environment, able to kill it)."""
-        if wanted in ("auto", "strict"):
-            levels = LEVELS if wanted == "auto" and os.geteuid() != 0 else NAMESPACE_LEVELS
-        else:
-            levels = (wanted,)
+    def _pick_level(self, sandbox: str, levels: tuple[Level, ...]) -> Level:
+        """The first of ``levels`` (what ``sandbox`` asks for) that works. Only an explicit rlimits falls back to
+        running judged code as root, when the slot uid cannot run Python."""
         level, failures = self._first_working_level(levels)
-        if not level and wanted == "rlimits" and self.slots.uids is not None:
+        if not level and sandbox == "rlimits" and self.slots.uids is not None:
             self.slots.run_as_root()
-            level, more = self._first_working_level(("rlimits",))
+            level, more = self._first_working_level(levels)
             failures += more
         if not level:
-            raise JudgeUnavailable(self._unavailable(wanted, failures))
+            raise JudgeUnavailable(self._unavailable(sandbox, levels, failures))
         return level
 
-    def _unavailable(self, wanted: str, failures: list[str]) -> str:
+    def _unavailable(self, wanted: str, levels: tuple[Level, ...], failures: list[str]) -> str:
         """Why no level works, naming the real cause and the fixes that apply."""
         if wanted == "auto":
             problem = "no sandbox that isolates judged code works here"
@@ -142,11 +137,12 @@ class JudgeSetup:
             fixes.append("install bubblewrap (apt-get install bubblewrap)")
         interpreter = PythonExecutor().interpreter
         blocked = blocked_for_others(interpreter) if self.slots.uids is not None else None
-        if blocked and wanted != "bwrap":
+        host_view = any(not level.own_view for level in levels)  # the slot uid reaches the host's files there
+        if blocked and host_view:
             fixes.append(f"run with a Python the sandbox uid can execute ({interpreter} is out of its reach: "
                          f"{blocked})")
         base_blocked = blocked_for_others(self.slots.base) if self.slots.uids is not None else None
-        if base_blocked and wanted != "bwrap":
+        if base_blocked and host_view:
             fixes.append(f"set TMPDIR to a folder others can cross (the judge's folder {self.slots.base} is out of "
                          f"the sandbox uid's reach: {base_blocked})")
         if wanted == "auto" and os.geteuid() == 0:
@@ -154,7 +150,7 @@ class JudgeSetup:
                          "(as root when the sandbox uid cannot run this Python)")
         return f"{problem} ({'; '.join(failures)}): " + ("; ".join(fixes) or "see the errors above")
 
-    def _first_working_level(self, levels: tuple[str, ...]) -> tuple[str, list[str]]:
+    def _first_working_level(self, levels: tuple[Level, ...]) -> tuple[Level | None, list[str]]:
         """The first of ``levels`` that runs a real Python test end to end; and why the others failed.
 
         The probe takes the same path as every execution (program, slot uid, limits), so a level that passes
@@ -163,8 +159,8 @@ class JudgeSetup:
         failures: list[str] = []
         python = PythonExecutor()
         for level in levels:
-            if shutil.which(LEVEL_TOOLS[level]) is None:
-                failures.append(f"{level}: {LEVEL_TOOLS[level]} not installed")
+            if shutil.which(level.tool) is None:
+                failures.append(f"{level.name}: {level.tool} not installed")
                 continue
             runner = Runner(python, Sandbox(level, self.limits, python.read_only, python.env, hidden=python.hidden,
                                              proc_frozen=self.proc_frozen, seccomp=python.seccomp))
@@ -172,8 +168,8 @@ class JudgeSetup:
             if result.status == "passed":
                 return level, failures
             reason = (result.stderr.strip().splitlines() or [result.status])[-1]
-            failures.append(f"{level}: {reason}")
-        return "", failures
+            failures.append(f"{level.name}: {reason}")
+        return None, failures
 
     def _start_warm(self, started: WarmWorkers | None) -> None:
         """Use the warm workers ``started`` beside the level probe (None only where they cannot run: not root) for
@@ -199,7 +195,7 @@ class JudgeSetup:
                 self._runners[language] = runner
             return self._runners[language]
 
-    def _runner(self, language: str, level: str) -> Runner:
+    def _runner(self, language: str, level: Level) -> Runner:
         """``language``'s executor in a sandbox of ``level`` (no licence egress)."""
         executor = languages.language(language).make_executor(self.q_binary)
         return Runner(executor, Sandbox(level, self.limits, executor.read_only, executor.env, executor.read_write,
@@ -211,7 +207,7 @@ class JudgeSetup:
         for some, else ``runner`` (no network). With ``auto``, the proxy records what the language's trusted
         preflight program contacts; that becomes the allow-list, and nothing contacted means no proxy at all."""
         hosts = self.licence_hosts
-        if self.level == "rlimits":
+        if not self.level.namespaces:
             self.egress = f"q reaches the network directly ({FLAG} has no effect without namespaces)"
             return runner
         if hosts == ():
@@ -261,7 +257,7 @@ class JudgeSetup:
                       "there)")
         else:
             python = "Python: a fresh interpreter per test" + (f" ({self.warm_missing})" if self.warm_missing else "")
-        if self.level == "bwrap" and PythonExecutor.seccomp is not None:
+        if self.level.own_view and PythonExecutor.seccomp is not None:
             python += ", Unix sockets only, no file locks or watches"
         cpu = self.slots.cgroups.describe_cpu()
         return "; ".join(part for part in (base, self.memory_bound(), cpu, python, self.egress) if part)
@@ -271,7 +267,7 @@ class JudgeSetup:
         limits, cgroups = self.limits, self.slots.cgroups
         if cgroups.version:
             return cgroups.describe(limits.memory_mb, limits.processes)
-        tmpfs = f", /scratch, /tmp and /dev/shm {limits.disk_mb} MB each" if self.level == "bwrap" else ""
+        tmpfs = f", /scratch, /tmp and /dev/shm {limits.disk_mb} MB each" if self.level.own_view else ""
         return (f"memory: NOT bounded per test ({cgroups.unavailable}); only per process: address space "
                 f"{limits.memory_mb} MB each, at most {limits.processes} processes per slot uid{tmpfs}, memfd "
                 f"pages unbounded")

@@ -4,7 +4,7 @@ one test at a time from a queue, plus the judge's folder on the host.
 Slot uids are SLOT_UID_BASE + n. 2e9 lies outside every range that systemd and shadow hand out (systemd's
 UIDS-GIDS.md): users up to 60000, homed 60001-60513, DynamicUser 61184-65519, nobody 65534, /etc/subuid ranges from
 100000 in 65536-uid blocks, nspawn containers 524288-1879048191, the "foreign" range from 2147352576, and it stays
-below 2^31 (tools that read uids as signed). REWARDS_SLOT_UID_BASE overrides it; uids or gids present in the user
+below 2^31 (tools that read uids as signed). JUDGE_SLOT_UID_BASE overrides it; uids or gids present in the user
 database are skipped. A uid is claimed with an exclusive lock on a file in a root-only folder, so several trainer
 processes on one machine (one per GPU) never share a uid.
 """
@@ -22,6 +22,7 @@ import weakref
 from pathlib import Path
 
 from cli import UsageError
+from judging import env_vars
 from judging.cgroups import Cgroups
 from judging.policy import Limits
 from judging.scratch import remove_tree
@@ -29,7 +30,7 @@ from judging.scratch import remove_tree
 SLOT_UID_BASE = 2_000_000_000
 SLOT_UID_COUNT = 1000
 # Fixed, root-only: every trainer process on the machine must see the same locks whatever its TMPDIR.
-SLOT_LOCK_DIR = Path("/run/lock/rewards-slot-uids")
+SLOT_LOCK_DIR = Path("/run/lock/judge-slot-uids")
 
 
 class SandboxUnavailable(UsageError):
@@ -37,17 +38,17 @@ class SandboxUnavailable(UsageError):
 
 
 def slot_uid_base() -> int:
-    text = os.environ.get("REWARDS_SLOT_UID_BASE")
+    text = os.environ.get(env_vars.SLOT_UID_BASE)
     if text is None:
         return SLOT_UID_BASE
     if not text.isdigit() or not 65536 <= int(text) <= (1 << 31) - SLOT_UID_COUNT:
-        raise SandboxUnavailable(f"REWARDS_SLOT_UID_BASE={text!r} must be a whole number from 65536 to "
+        raise SandboxUnavailable(f"{env_vars.SLOT_UID_BASE}={text!r} must be a whole number from 65536 to "
                                  f"{(1 << 31) - SLOT_UID_COUNT}; unset it to use {SLOT_UID_BASE}")
     return int(text)
 
 
 def cpu_pins(uids: list[int]) -> dict[int, int]:
-    """The CPU each slot uid's cgroup keeps its processes on (judging/cgroups.py): the uid's number among the slot
+    """The CPU each slot uid's cgroup keeps its processes on (judging/cgroups/pinning.py): the uid's number among the slot
     uids, taken round the CPUs this process may run on. Slot uids are unique on the machine, so judges of several
     ranks pin their slots to different CPUs while they have no more slots than CPUs between them. None (no pins)
     where this judge alone has more slots than CPUs: the scheduler then balances them."""
@@ -129,7 +130,7 @@ class Slots:
         self.free: queue.Queue = queue.LifoQueue()
         for uid in self.uids.uids if self.uids else [None] * workers:
             self.free.put(uid)
-        self.base = tempfile.mkdtemp(prefix="rewards-judge-")
+        self.base = tempfile.mkdtemp(prefix="judge-")
         uids = self.uids.uids if self.uids else []
         pins = cpu_pins(uids)
         self.cgroups = Cgroups(uids, limits.memory_mb << 20, limits.processes, pins)

@@ -65,7 +65,7 @@ def test_in_a_delegated_leaf_judges_starting_at_once_both_bound_a_tests_processe
     assert line(result, "memory").startswith(BOUNDED)
     assert result["warm"] == (path == "bwrap")
     assert (result["six"], result["four_processes"], result["after"]) == ("passed", "memory", "passed")
-    assert result["own"] == "0::/job/task/rewards-leaf"
+    assert result["own"] == "0::/job/task/judge-leaf"
 
 
 def test_after_the_judges_close_the_leaf_is_as_the_scheduler_made_it(guest):

@@ -71,6 +71,27 @@ def test_score_checks_its_output_before_judging(tmp_path, out):
     assert time.monotonic() - started < 30
 
 
+@pytest.mark.parametrize("name, read", [("REWARDS_SLOT_UID_BASE", "JUDGE_SLOT_UID_BASE"),
+                                        ("REWARDS_CGROUP_V2_ROOT", "JUDGE_CGROUP_V2_ROOT")])
+def test_a_judge_setting_under_a_name_the_judge_does_not_read_is_one_line(tmp_path, monkeypatch, name, read):
+    """Set and ignored, it would leave the judge on the defaults it was set to move: refused where the judge's flags
+    are read (exit 2, nothing judged), and by a judge built from Python."""
+    problem = {"id": "p", "language": "python", "description": "d",
+               "tests": [{"test_code": "print(solve())", "expected_output": "1"}]}
+    problems = write_jsonl(tmp_path / "p.jsonl", [problem])
+    completions = write_jsonl(tmp_path / "c.jsonl", [{"id": "p", "completion": "def solve():\n    return 1"}])
+    result = subprocess.run([sys.executable, "-m", "rewards", "score", "--problems", problems, "--completions",
+                             completions, "--out", tmp_path / "s.jsonl"], cwd=ROOT, env={**os.environ, name: "1"},
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and not (tmp_path / "s.jsonl").exists()
+    assert lines(result.stderr) == [f"error: {name} is not read; set {read} instead (unset {name})"]
+    monkeypatch.setenv(name, "1")
+    from judging import Judge
+
+    with pytest.raises(UsageError, match=f"^{name} is not read; set {read} instead"):
+        Judge(workers=1)
+
+
 def test_passk_prints_rounded_values(tmp_path):
     scores = write_jsonl(tmp_path / "s.jsonl", [{"id": "a", "status": s} for s in ("passed", "failed", "failed")])
     result = subprocess.run([sys.executable, "-m", "rewards", "passk", "--scores", scores, "--k", "1", "2"],

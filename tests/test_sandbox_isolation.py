@@ -211,7 +211,7 @@ def test_the_view_shows_no_host_path_pid_or_user_name(judge):
     seen = run(judge, HOST_VIEW).tests[0].stdout
     # It read what it should: mountinfo, and /proc/self/cgroup, whose paths start at the slot (its cgroup namespace).
     assert "/proc/self" not in seen and " /proc " in seen and re.search(r"^\d+:[^:\n]*:/$", seen, re.M), seen
-    assert "rewards-judge-" not in seen and "slot-" not in seen, f"the slot's cgroup folders seen from inside:\n{seen}"
+    assert "judge-" not in seen and "slot-" not in seen, f"the slot's cgroup folders seen from inside:\n{seen}"
     outside_interpreter = seen
     for prefix in PythonExecutor().read_only:
         outside_interpreter = outside_interpreter.replace(prefix, "INTERPRETER")

@@ -15,7 +15,41 @@ import pytest
 
 from bwrap_paths import judge, run, sandbox, warm_workers_handle_it_themselves  # noqa: F401 (fixtures)
 from judging import Judge, JudgeUnavailable
+from judging.levels import candidates, level_named
+from judging.policy import Limits
+from judging.sandbox import Sandbox
 from judging.slots import SLOT_LOCK_DIR, SLOT_UID_BASE, SandboxUnavailable, blocked_for_others
+
+
+HOST_VIEW = "disk unbounded but for fsize (scratch is a host folder)"
+
+
+@pytest.mark.parametrize("name, tool, warm, program, described", [
+    ("bwrap", "bwrap", True, "/scratch/p.py", "bwrap: pid+net+ipc+uts namespaces, private read-only fs, /scratch, "
+                                              "/tmp, /dev/shm tmpfs of 64 MB each (nothing reaches the host disk)"),
+    ("unshare", "unshare", False, "/host/p.py", f"unshare: pid+net+ipc+uts namespaces, host fs visible, {HOST_VIEW}"),
+    ("rlimits", "prlimit", False, "/host/p.py", f"rlimits (weak): no namespaces, network and host fs reachable, "
+                                                f"{HOST_VIEW}"),
+])
+def test_each_level_says_what_it_runs_where_the_program_lies_and_what_it_isolates(name, tool, warm, program,
+                                                                                 described):
+    level = level_named(name)
+    assert (level.name, level.tool, level.warm, level.program_path("p.py", "/host")) == (name, tool, warm, program)
+    sandbox = Sandbox(level, Limits(disk_mb=64), [], {})
+    assert sandbox.command(["python3", program], None, 1.0)[0] == tool
+    assert sandbox.describe(slot_uids=False).startswith(f"{described}, judged code runs as ")
+    with pytest.raises(ValueError, match="unknown sandbox level 'bwrap-cold'; use one of bwrap, unshare, rlimits"):
+        level_named("bwrap-cold")
+
+
+def test_each_sandbox_choice_tries_its_levels_strongest_first():
+    def tried(choice, as_root):
+        return [level.name for level in candidates(choice, as_root)]
+
+    assert tried("auto", as_root=False) == ["bwrap", "unshare", "rlimits"]
+    assert tried("auto", as_root=True) == tried("strict", as_root=False) == ["bwrap", "unshare"], "no namespaces"
+    assert [tried(choice, True) for choice in ("bwrap", "bwrap-cold", "unshare", "rlimits")] == [
+        ["bwrap"], ["bwrap"], ["unshare"], ["rlimits"]]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
@@ -30,11 +64,11 @@ def test_slot_uids_are_unassigned_outside_systemd_ranges_and_locked_in_a_fixed_f
     with Judge(workers=1) as other:
         claimed = set(judge.setup.slots.uids.uids)
         assert not set(other.setup.slots.uids.uids) & claimed, "another TMPDIR must not free a uid"
-    monkeypatch.setenv("REWARDS_SLOT_UID_BASE", str(SLOT_UID_BASE + 500))
+    monkeypatch.setenv("JUDGE_SLOT_UID_BASE", str(SLOT_UID_BASE + 500))
     with Judge(workers=1) as other:
         assert other.setup.slots.uids.uids[0] >= SLOT_UID_BASE + 500
-    monkeypatch.setenv("REWARDS_SLOT_UID_BASE", "61184")
-    with pytest.raises(SandboxUnavailable, match="REWARDS_SLOT_UID_BASE"):
+    monkeypatch.setenv("JUDGE_SLOT_UID_BASE", "61184")
+    with pytest.raises(SandboxUnavailable, match="JUDGE_SLOT_UID_BASE"):
         Judge(workers=1)
 
 
@@ -120,7 +154,7 @@ def test_a_private_tmpdir_is_named_as_the_cause(tmp_path, monkeypatch):
 def warm_worker_processes() -> set[int]:
     """The pids of the warm workers running on this machine (their command line runs the worker's program). Not
     bubblewrap's own processes, whose arguments name it too: bwrap's init in a PID namespace dies after the worker,
-    reaped by the host's init whenever that gets to it (judging/cgroups.py: ``SlotCgroup.wait_settled``)."""
+    reaped by the host's init whenever that gets to it (judging/cgroups/slot.py: ``SlotCgroup.wait_settled``)."""
     found = set()
     for entry in os.listdir("/proc"):
         try:

@@ -12,7 +12,8 @@ import pytest
 from bwrap_paths import (command_lines, judge, run, sandbox, wait_until_gone,  # noqa: F401 (fixtures)
                          warm_workers_handle_it_themselves)
 from judging import Judge, Test
-from judging.cgroups import V2_ROOT_ENV, Cgroups
+from judging.cgroups import Cgroups
+from judging.env_vars import CGROUP_V2_ROOT
 
 
 def test_fork_bomb_is_contained_and_cleaned_up(judge):
@@ -116,7 +117,7 @@ def test_cgroup_v2_layout_on_a_stand_in_hierarchy(tmp_path, monkeypatch):
     """A STAND-IN v2 hierarchy (a plain folder, no kernel behind it): the knobs written and the join command.
     This machine runs cgroup v1; GPU nodes mostly v2: tests/test_cgroup_v2_guest.py runs the judge on a real v2
     kernel."""
-    monkeypatch.setenv(V2_ROOT_ENV, str(tmp_path))
+    monkeypatch.setenv(CGROUP_V2_ROOT, str(tmp_path))
     (tmp_path / "cgroup.subtree_control").touch()
     cgroups = Cgroups(["a", "b"], 64 << 20, 32)
     assert cgroups.version == "v2" and not cgroups.unavailable and cgroups.cpu == "cpu.max, cpu.weight"
@@ -140,20 +141,22 @@ def test_a_dead_judges_cgroups_are_removed_a_live_ones_kept(tmp_path, monkeypatc
     """A judge's cgroup folder is named at random (a test sees the name, so no pid in it); a later judge takes it
     for stale when its lock is free (its judge is dead) and it is old enough to have been locked. On the STAND-IN
     v2 hierarchy of the test above."""
-    import judging.cgroups
+    import judging.cgroups.folders
 
-    monkeypatch.setenv(V2_ROOT_ENV, str(tmp_path))
+    monkeypatch.setenv(CGROUP_V2_ROOT, str(tmp_path))
     (tmp_path / "cgroup.subtree_control").touch()
-    monkeypatch.setattr(judging.cgroups, "STALE_AFTER", 0.0)
+    monkeypatch.setattr(judging.cgroups.folders, "STALE_AFTER", 0.0)
     alive = Cgroups(["a"], 64 << 20, 32)
     [kept] = [path for path in tmp_path.iterdir() if path.is_dir()]
-    assert re.fullmatch(r"rewards-judge-[0-9a-f]{16}", kept.name) and str(os.getpid()) not in kept.name
-    dead = tmp_path / "rewards-judge-0123456789abcdef"  # a killed judge's, its lock gone with it
+    assert re.fullmatch(r"judge-[0-9a-f]{16}", kept.name) and str(os.getpid()) not in kept.name
+    dead = tmp_path / "judge-0123456789abcdef"  # a killed judge's, its lock gone with it
     dead.mkdir()
-    other = tmp_path / "rewards-judge-other"  # not a judge's name: not ours to remove
+    dead_earlier = tmp_path / "rewards-judge-0123456789abcdef"  # the name earlier judges gave theirs
+    dead_earlier.mkdir()
+    other = tmp_path / "judge-other"  # not a judge's name: not ours to remove
     other.mkdir()
     later = Cgroups(["b"], 64 << 20, 32)
-    assert kept.is_dir() and not dead.exists() and other.is_dir()
+    assert kept.is_dir() and not dead.exists() and not dead_earlier.exists() and other.is_dir()
     later.close()
     alive.close()
 
@@ -162,7 +165,7 @@ def test_a_dead_judges_cgroups_are_removed_a_live_ones_kept(tmp_path, monkeypatc
 def test_a_controller_not_delegated_is_named(tmp_path, monkeypatch):
     """A STAND-IN v2 cgroup whose parent gives it pids and cpu but not memory: nothing is written, and the reason
     names the cgroup, the missing controller and where to delegate it."""
-    monkeypatch.setenv(V2_ROOT_ENV, str(tmp_path))
+    monkeypatch.setenv(CGROUP_V2_ROOT, str(tmp_path))
     (tmp_path / "cgroup.controllers").write_text("cpu pids\n")
     (tmp_path / "cgroup.subtree_control").touch()
     cgroups = Cgroups(["a"], 64 << 20, 32)
@@ -177,7 +180,7 @@ def test_a_controller_not_delegated_is_named(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
 def test_without_a_writable_cgroup_the_isolation_line_says_what_still_bounds_memory(monkeypatch, sandbox):
-    monkeypatch.setenv(V2_ROOT_ENV, "/proc/self")  # no cgroup can be made there, even as root
+    monkeypatch.setenv(CGROUP_V2_ROOT, "/proc/self")  # no cgroup can be made there, even as root
     with Judge(workers=1, sandbox=sandbox, memory_mb=256) as judge:
         assert ("memory: NOT bounded per test (cgroup v2: /proc/self/cgroup.subtree_control: No such file or "
                 "directory)") in judge.isolation
