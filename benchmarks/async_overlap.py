@@ -40,7 +40,7 @@ from pathlib import Path
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
-HARNESS = ROOT / "tests" / "run_with_vllm.py"
+HARNESS = ROOT / "tests" / "helpers" / "run_with_vllm.py"
 SIDES = ("sync", "async")
 # vLLM's CPU engine: a 1 GiB KV cache is plenty for the tiny model; its OpenMP threads unbound (shared cores).
 VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}

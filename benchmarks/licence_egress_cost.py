@@ -31,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-installed or not (PYTHONPATH still wins)
-sys.path.insert(0, str(ROOT / "tests"))  # the licence stand-ins live beside the tests
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))  # the licence stand-ins live beside the tests
 
 from licence_stand_ins import LoopbackService  # noqa: E402
 from judging import Judge, Test  # noqa: E402
