@@ -2,7 +2,7 @@
 
 Both sides train the same tiny model (scripts/make_tiny_model.py) on the bundled Python problems, in server mode,
 against one real `vllm serve` (vLLM's CPU build here, started by scripts/serve_vllm.sh), through
-tests/run_with_vllm.py: the NCCL weight transfer is left out (GPU-only in TRL and vLLM; every other request goes
+tests/helpers/run_with_vllm.py: the NCCL weight transfer is left out (GPU-only in TRL and vLLM; every other request goes
 to the server), and each generation request returns `--delay` seconds later, as from a server that takes that
 long to generate. At size generation takes about as long as training (a 7B step: ~25 s against 5-10 s; 32B: ~52 s
 against 30-50 s), so by default the delay is a training step's time, measured first by a synchronous run without
@@ -21,7 +21,7 @@ figures are the medians of the pairs' ratios, with their spread (the machine's l
 
 Targets: the async step at most 1.2x max(generation, training) and at most 0.8x the synchronous step.
 `--smoke` runs each side for 3 steps with a short delay and checks nothing but that it runs
-(tests/test_vllm.py).
+(tests/training/test_vllm.py).
 """
 
 import argparse
@@ -40,7 +40,7 @@ from pathlib import Path
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
-HARNESS = ROOT / "tests" / "run_with_vllm.py"
+HARNESS = ROOT / "tests" / "helpers" / "run_with_vllm.py"
 SIDES = ("sync", "async")
 # vLLM's CPU engine: a 1 GiB KV cache is plenty for the tiny model; its OpenMP threads unbound (shared cores).
 VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}

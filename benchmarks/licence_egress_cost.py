@@ -2,11 +2,11 @@
 
 Judges one q test N times, one execution at a time, under four settings:
 
-- fresh netns: tests/fake_q/q (a stand-in that contacts nothing) with ``q_licence_hosts="none"``: bwrap
+- fresh netns: tests/helpers/fake_q/q (a stand-in that contacts nothing) with ``q_licence_hosts="none"``: bwrap
   makes a new network namespace per execution (today's sandbox);
 - slot netns: the same stand-in with the proxy on, so each execution enters its slot's kept namespace
   (``nsenter --net``) instead: the sandbox cost of egress when q contacts nothing;
-- licence, none: tests/fake_q/licensed_q without a kc.lic (contacts nothing), fresh namespace;
+- licence, none: tests/helpers/fake_q/licensed_q without a kc.lic (contacts nothing), fresh namespace;
 - licence via proxy: licensed_q with kc.lic, reaching the loopback licence-server stand-in through the
   proxy on every start (connect, CONNECT, one licence line and answer): the whole per-execution cost.
 
@@ -31,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-installed or not (PYTHONPATH still wins)
-sys.path.insert(0, str(ROOT / "tests"))  # the licence stand-ins live beside the tests
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))  # the licence stand-ins live beside the tests
 
 from licence_stand_ins import LoopbackService  # noqa: E402
 from judging import Judge, Test  # noqa: E402
@@ -87,7 +87,7 @@ def main() -> None:
     for folder in (unlicensed, licensed_home):
         os.chmod(folder, 0o755)
     Path(licensed_home, "kc.lic").write_text(server.address + "\n")
-    plain, licensed = str(ROOT / "tests/fake_q/q"), str(ROOT / "tests/fake_q/licensed_q")
+    plain, licensed = str(ROOT / "tests/helpers/fake_q/q"), str(ROOT / "tests/helpers/fake_q/licensed_q")
     settings = [("fresh netns (q contacts nothing, none)", plain, "none", unlicensed),
                 ("slot netns (q contacts nothing, proxy on)", plain, server.address, unlicensed),
                 ("licensed stand-in, no kc.lic, none", licensed, "none", unlicensed),

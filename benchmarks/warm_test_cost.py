@@ -4,7 +4,7 @@ After each fork, every page the worker or the program's process writes is copied
 1.5-1.9 us here), so a page written by Python code the worker runs for every test costs a fault every test (a
 reference count taken is a write). judging/worker/ keeps the worker's pages still with a few tricks (plain ints,
 ``_socket.socketpair``, names bound at start, ``gc.freeze``, preloaded modules, a mount plan made once); this
-benchmark measures the figure they exist for, and ``FAULT_BOUNDS`` is the bound tests/test_warm_test_cost.py holds
+benchmark measures the figure they exist for, and ``FAULT_BOUNDS`` is the bound tests/judging/test_warm_test_cost.py holds
 the worker to.
 
 Read from the worker's own /proc/<pid>/stat over a run of tests on one slot: its minor faults and CPU (the loop:
@@ -149,7 +149,7 @@ def main() -> None:
                 cells.append(f"{key} {statistics.median(values):.{digits}f} "
                              f"({min(values):.{digits}f}-{max(values):.{digits}f})")
             print(f"  {program:15} " + ", ".join(cells))
-    print(f"bounds (tests/test_warm_test_cost.py): worker {FAULT_BOUNDS['worker']}, program "
+    print(f"bounds (tests/judging/test_warm_test_cost.py): worker {FAULT_BOUNDS['worker']}, program "
           + ", ".join(f"{program} {bound}" for program, bound in FAULT_BOUNDS["program"].items()))
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 

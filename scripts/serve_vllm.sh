@@ -7,7 +7,7 @@
 # build_command), without that wrapper, which TRL 1.16 deprecates: the environment variable VLLM_SERVER_DEV_MODE=1
 # (the weight-sync endpoints live behind it) and TRL's settings translated to vLLM's flags, followed by what TRL
 # imposes: --enable-scale-out (vLLM 0.30.0 and later), --weight-transfer-config '{"backend": "nccl"}',
-# --logprobs-mode processed_logprobs, --max-logprobs -1. tests/test_presets_and_sweeps.py builds TRL's own command
+# --logprobs-mode processed_logprobs, --max-logprobs -1. tests/product/test_presets_and_sweeps.py builds TRL's own command
 # for the same settings and checks that this one equals it.
 #
 # On top of TRL's defaults: the GPUs from VLLM_GPU (default 0; several, e.g. 0,1, serve one model in tensor-parallel

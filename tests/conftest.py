@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# The helpers (trainer_runs, warm_model, bwrap_paths, ...) are imported by name from tests in every folder.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
 
 
 @pytest.fixture(scope="session")
@@ -22,7 +24,7 @@ def tiny_model(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def warm_model() -> Path:
-    """The tiny model warm-started to pass about half its samples on the fixture problems (tests/warm_model.py):
+    """The tiny model warm-started to pass about half its samples on the fixture problems (tests/helpers/warm_model.py):
     training tests start from it so their groups carry reward signal."""
     from warm_model import cached_warm_model
 
@@ -31,7 +33,7 @@ def warm_model() -> Path:
 
 @pytest.fixture()
 def qhome(tmp_path, monkeypatch):
-    """QHOME and QLIC folders the sandbox uid can read (for tests/fake_q/q or a licensed stand-in); QLIC holds no
+    """QHOME and QLIC folders the sandbox uid can read (for tests/helpers/fake_q/q or a licensed stand-in); QLIC holds no
     licence until a test writes one; licence retries wait 0.01 s."""
     import judging.execution
 

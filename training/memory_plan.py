@@ -68,7 +68,7 @@ DECODE_EFFICIENCY = 0.5  # share of the GPU's memory bandwidth a decode step ach
 ALIASES = {"activation_checkpointing": "gradient_checkpointing", "max_model_len": "vllm_max_model_length",
            "use_qlora": "use_lora"}
 # Where the trainer's settings are declared, most derived first: rl_trainer.py's QGRPOConfig and the classes it
-# extends (its __mro__, which tests/test_memory_plan.py checks), then its model flags: (package, file, class).
+# extends (its __mro__, which tests/training/test_memory_plan.py checks), then its model flags: (package, file, class).
 DECLARED_IN = (("training", "arguments.py", "QGRPOConfig"), ("trl", "trainer/grpo_config.py", "GRPOConfig"),
                ("trl", "trainer/base_config.py", "_BaseConfig"),
                ("transformers", "training_args.py", "TrainingArguments"),

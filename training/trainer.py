@@ -3,18 +3,18 @@ generation overlapped with training (`--async_generation`, training/async_genera
 
 This is the one file that touches TRL's private internals at run time (training/memory_plan.py reads where TRL
 declares its settings, `trl/trainer/base_config.py` and `trl/scripts/vllm_serve.py`, as source files by path, and
-tests/test_memory_plan.py checks they are there). Written against trl==1.16.0 (requirements.txt). Every
+tests/training/test_memory_plan.py checks they are there). Written against trl==1.16.0 (requirements.txt). Every
 name of TRL's (and of transformers' `Trainer`, reached past TRL's overrides) that this project relies on and TRL
 does not promise to keep is listed once, in `TRL_INTERNALS` below, with what relies on it: this file, and the two
-that patch TRL outside it (benchmarks/step_overhead.py times TRL's profiling spans; tests/run_with_vllm.py reads a
+that patch TRL outside it (benchmarks/step_overhead.py times TRL's profiling spans; tests/helpers/run_with_vllm.py reads a
 colocated engine's weights back, leaves out the NCCL weight transfer to a server, which needs CUDA, and delays and
 traces the requests to a server).
 `missing_trl_internals()` checks every name listed, the trainer checks them when it is built, and
-tests/test_trainer_seam.py fails naming any an upgrade removed.
+tests/training/test_trainer_seam.py fails naming any an upgrade removed.
 
 With vLLM's CPU engine in colocate mode, the weight sync also reaches into vLLM (not TRL): the engine's model runner
 at `.llm.llm_engine.model_executor.driver_worker.model_runner` (TRL's own path to it) and its `reload_weights`
-(`sync_weights_into_cpu_engine`); tests/test_vllm.py runs it against the real engine.
+(`sync_weights_into_cpu_engine`); tests/training/test_vllm.py runs it against the real engine.
 """
 
 import functools
@@ -107,7 +107,7 @@ TRL_INTERNALS = (
     TrlInternal(VLLMGeneration, "mode", "server or colocate", set_by="__init__", held="vllm"),
     TrlInternal(VLLMGeneration, "sync_weights", "called before evaluation generates, so it samples current weights, "
                 "and by --async_generation; replaced on vLLM's CPU engine (sync_weights_into_cpu_engine); traced by "
-                "tests/run_with_vllm.py"),
+                "tests/helpers/run_with_vllm.py"),
     TrlInternal(VLLMGeneration, "_iter_named_params", "the weights as TRL sends them (gathered under ZeRO-3, LoRA "
                 "merged), which sync_weights_into_cpu_engine loads"),
     TrlInternal(VLLMGeneration, "llm", "the colocated vLLM engine evaluation generates with", set_by="_init_vllm",
@@ -118,10 +118,10 @@ TRL_INTERNALS = (
     TrlInternal(VLLMClient, "base_url", "names the server in the bound's one-line error", set_by="__init__",
                 held="server"),
     TrlInternal(VLLMClient, "generate", "evaluation's generation in server mode, and --async_generation's; delayed "
-                "and traced by tests/run_with_vllm.py"),
-    TrlInternal(VLLMClient, "init_communicator", "replaced by tests/run_with_vllm.py (the NCCL weight-transfer "
+                "and traced by tests/helpers/run_with_vllm.py"),
+    TrlInternal(VLLMClient, "init_communicator", "replaced by tests/helpers/run_with_vllm.py (the NCCL weight-transfer "
                 "group needs CUDA)"),
-    TrlInternal(VLLMClient, "update_named_params", "replaced by tests/run_with_vllm.py (it streams through that "
+    TrlInternal(VLLMClient, "update_named_params", "replaced by tests/helpers/run_with_vllm.py (it streams through that "
                 "group)"),
     TrlInternal(VLLMClient, "communicator", "set to None by that replacement, as TRL leaves it without a group",
                 set_by="__init__", held="server"),
@@ -209,7 +209,7 @@ def sync_weights_into_cpu_engine(generation) -> None:
 
 def server_sampling_params(generation, n: int) -> dict:
     """The sampling settings TRL's `VLLMGeneration.generate` sends with a server request for ``n`` completions per
-    prompt (tests/test_async_generation.py checks them against TRL's own request)."""
+    prompt (tests/training/test_async_generation.py checks them against TRL's own request)."""
     return {
         "n": n, "repetition_penalty": generation.repetition_penalty, "temperature": generation.temperature,
         "top_p": generation.top_p, "top_k": generation.top_k,

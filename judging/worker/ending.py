@@ -1,6 +1,6 @@
 """A warm test's program run and ended as ``python -I -S -B /scratch/main.py`` runs and ends it (CPython's
 ``Py_RunMain`` and ``Py_FinalizeEx``), in the program's process forked from the worker, so that a warm and a cold
-test print and exit alike (tests/parity_programs/, one program for each way they could differ).
+test print and exit alike (tests/helpers/parity_programs/, one program for each way they could differ).
 
 Guarantees: __main__ as the interpreter makes it (``__annotations__``, a SourceFileLoader, ``__file__`` and
 ``__cached__`` gone once the program ended, unless by SystemExit); the exception that ended the program printed

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real Slurm cluster of two nodes on this one host, for trying train.sbatch and for tests/test_slurm.py.
+# A real Slurm cluster of two nodes on this one host, for trying train.sbatch and for tests/product/test_slurm.py.
 #
 #   scripts/slurm/local_cluster.sh up [DIR]     start it in DIR (default: a new folder under /tmp); prints DIR
 #   scripts/slurm/local_cluster.sh down DIR     stop the daemons it started there, by their pid files
