@@ -27,6 +27,11 @@ from judging.seccomp import SECCOMP_FILTER, SECCOMP_FILTER_PYTHON
 RAN = "ran"
 LICENCE_FAILURE = "licence_failure"
 
+# sysconfig fills its configuration dictionary on first use after binding it, so a second thread asking at that
+# moment iterates a dictionary still growing ("dictionary changed size during iteration": seen with two judges set up
+# at once in one process). Filled here, under the import lock, before any judge's thread asks.
+sysconfig.get_config_vars()
+
 _Q_ERROR = re.compile(r"^'\S", re.MULTILINE)
 _Q_LICENCE = re.compile(r"k4\.lic|kc\.lic|licen[cs]e error|couldn't connect to license daemon", re.IGNORECASE)
 _Q_TRAILING_EXIT = re.compile(r"(?:^|\n)[ \t]*(?:exit|\\\\)[ \t]*0?[ \t]*;?[ \t]*\s*\Z")

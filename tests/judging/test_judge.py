@@ -361,3 +361,14 @@ def test_the_judge_and_its_flags_take_their_defaults_from_the_policy():
     assert judge["sandbox"].default == flags.sandbox == policy.DEFAULT_SANDBOX
     assert judge["q_licence_hosts"].default == flags.q_licence_hosts == policy.DEFAULT_LICENCE_HOSTS
     assert judge["workers"].default is flags.judge_workers is None  # then policy.default_workers()
+
+
+def test_the_interpreter_s_configuration_is_read_before_any_judge_s_thread_asks():
+    """sysconfig binds its configuration dictionary, then fills it: two judges set up at once in one process (ranks
+    as threads, as the cgroup v2 guest runs them) raised "dictionary changed size during iteration" when the second
+    read it half filled. Importing the judge fills it (``sysconfig._CONFIG_VARS``, the standard library's private
+    cache, read here only), in a fresh interpreter."""
+    done = subprocess.run([sys.executable, "-c", "import sysconfig, judging.executors\n"
+                           "print(sysconfig._CONFIG_VARS is not None)"], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.stdout.strip() == "True", done.stdout + done.stderr
