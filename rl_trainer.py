@@ -106,6 +106,9 @@ def train(session: Session, evaluator: PassAtKEvaluator | None) -> int:
     state.wait_for_everyone()
     dataset = Dataset.from_list(prompt_rows(session.train, args.data.use_reasoning_format, args.data.prompt_style))
     tracker = make_tracker(session)
+    feedback = make_feedback(session)
+    if evaluator is not None:
+        evaluator.feedback = feedback  # pass@k after the rounds too
     from training.trainer import QGRPOTrainer  # here, not above: TRL's trainer costs --help half a second
     if resume:
         resume.continue_training(args.grpo, tracker)
@@ -124,7 +127,7 @@ def train(session: Session, evaluator: PassAtKEvaluator | None) -> int:
         hidden_watch=make_hidden_watch(session),
         vllm_request_timeout=args.grpo.vllm_request_timeout,
         async_generation=args.grpo.async_generation,
-        feedback=make_feedback(session),
+        feedback=feedback,
     )
     use_step_lines(trainer)
     try:

@@ -235,3 +235,21 @@ def test_on_the_bundled_problems_no_message_holds_an_expected_output_the_model_h
         secret = [t.expected_output.strip() for t in (*problem.tests, *problem.pool)
                   if len(t.expected_output.strip()) >= 3 and t.expected_output.strip() not in seen]
         assert not [s for m in row for s in secret if s in m], problem.id
+
+
+def test_evaluations_rounds_on_text_continue_each_failing_reply_in_its_context(judge):
+    trainer = ScriptedTrainer(lambda text, turn: (WRONG, True))
+    tokenizer = CharTokenizer()
+    tokenizer.eos_token = "<eos>"
+    rounds = FeedbackRounds(2, judge, {"add": ADD}, tokenizer, chat=False)
+    asked = []
+
+    def generate(texts):
+        asked.append(texts)
+        return [FIXED if "Example 1" in text else WRONG for text in texts]
+
+    replies = rounds.text_rounds([ADD, ADD], ["P:", "P:"], [WRONG, FIXED], generate, trainer.accelerator)
+    assert replies == [[WRONG, FIXED], [FIXED]]
+    ((context,),) = asked  # one round: the fixed reply passes its example
+    assert context.startswith("P:" + WRONG + "<eos>\n\nHuman: I ran your code on the problem's examples.")
+    assert context.endswith("\n\nAssistant:")

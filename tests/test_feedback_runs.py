@@ -60,6 +60,11 @@ def test_a_run_with_feedback_rounds_trains_and_logs_them(warm_model, tmp_path):
         assert 1.0 <= row["feedback/turns"] <= 3.0
         assert row["feedback/examples_passed_by_turn_1"] <= row["feedback/examples_passed_by_turn_2"]
         assert row["feedback/continued_after_turn_2"] <= row["feedback/continued_after_turn_1"]
+    # The evaluation reports pass@k of the first reply and of the last reply holding code, after the rounds.
+    (evaluation,) = json.loads((run / "logs" / "eval_results.json").read_text())
+    metrics = evaluation["metrics"]
+    assert 0.0 <= metrics["pass@1"] <= 1.0 and 0.0 <= metrics["feedback/pass@1"] <= 1.0
+    assert 1.0 <= metrics["feedback/turns"] <= 3.0
 
 
 @pytest.mark.slow

@@ -154,6 +154,54 @@ class FeedbackRounds:
             continued.append(row)
         return continued
 
+    def text_rounds(self, problems: list[Problem], prompts: list[str], first: list[str], generate, accelerator,
+                    chat_prompts: list | None = None) -> list[list[str]]:
+        """Evaluation's rounds, on text (pass@k's sampling returns text): ``first[i]`` is the first reply to
+        ``prompts[i]`` (the rendered prompt) for ``problems[i]``; ``generate(texts)`` samples one reply to each
+        text, on every rank at once (a collective under ZeRO-3 or a vLLM server). Each reply holding code whose
+        examples fail gets the message and one more reply, up to `turns` rounds, the ranks agreeing as in training
+        (one all-gather a round, fills dropped). Returns each completion's replies. A reply cut by
+        ``--eval_max_tokens`` cannot be told from text: its unclosed block holds no code, so it is not judged
+        while an earlier reply holds code."""
+        from accelerate.utils import gather_object
+
+        replies = [[text] for text in first]
+        messages: list[list[str]] = [[] for _ in first]
+        contexts = list(prompts)
+        for round_ in range(1, self.turns + 1):
+            candidates = [(i, self.tests(problems[i])) for i, turns in enumerate(replies) if len(turns) == round_]
+            candidates = [(i, make_turn(replies[i][-1], True, problems[i].language), tests)
+                          for i, tests in candidates if tests]
+            candidates = [(i, turn, tests) for i, turn, tests in candidates if turn.code is not None]
+            judgements = self.judge.run_many([(turn.code, tests, problems[i].language)
+                                              for i, turn, tests in candidates]) if candidates else []
+            continued = []
+            for (i, _, tests), judgement in zip(candidates, judgements):
+                said = verdict(problems[i], tests, judgement)
+                if said.message is not None:
+                    messages[i].append(said.message)
+                    contexts[i] = self.next_context(contexts[i], replies[i], messages[i],
+                                                    None if chat_prompts is None else chat_prompts[i])
+                    continued.append(i)
+            most = max(gather_object([len(continued)]))
+            if most == 0:
+                break
+            fill = prompts[0] if prompts else (self.tokenizer.eos_token or " ")  # a rank without samples fills too
+            answers = generate([contexts[i] for i in continued] + [fill] * (most - len(continued)))
+            for i, answer in zip(continued, answers):
+                replies[i].append(answer)
+        return replies
+
+    def next_context(self, context: str, replies: list[str], messages: list[str], chat_prompt: list | None) -> str:
+        """The text that asks for the next reply after ``replies``, each answered by one of ``messages``, as
+        training's `message_ids` lays them out."""
+        if chat_prompt is None:
+            return context + replies[-1] + (self.tokenizer.eos_token or "") + PLAIN_TURN.format(message=messages[-1])
+        chat = list(chat_prompt)
+        for reply, message in zip(replies, messages):
+            chat += [{"role": "assistant", "content": reply}, {"role": "user", "content": message}]
+        return self.tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+
     def tests(self, problem: Problem) -> tuple[Test, ...]:
         if problem.id not in self._tests:
             self._tests[problem.id] = feedback_tests(problem, example_tests(problem))
