@@ -7,14 +7,19 @@ first turns: what it writes after a message is whatever it writes (mostly no cod
 read; they check that the rounds run, on every rank alike, and are logged."""
 
 import json
+import sys
 
 import pytest
 
 from cli import UsageError
+from conftest import ROOT
 from test_distributed import launch
 from trainer_runs import finished_run
 from training.arguments import parse_args
 from warm_model import PYTHON_PROBLEMS as WARM_PYTHON_DATA
+
+sys.path.insert(0, str(ROOT / "scripts"))
+from plot_run import plot_run  # noqa: E402
 
 
 def with_examples(folder, which=lambda problem: True):
@@ -65,6 +70,8 @@ def test_a_run_with_feedback_rounds_trains_and_logs_them(warm_model, tmp_path):
     metrics = evaluation["metrics"]
     assert 0.0 <= metrics["pass@1"] <= 1.0 and 0.0 <= metrics["feedback/pass@1"] <= 1.0
     assert 1.0 <= metrics["feedback/turns"] <= 3.0
+    written, _ = plot_run(run)
+    assert run / "logs" / "plots" / "feedback.png" in written
 
 
 @pytest.mark.slow
