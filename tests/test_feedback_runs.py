@@ -70,6 +70,8 @@ def test_a_run_with_feedback_rounds_trains_and_logs_them(warm_model, tmp_path):
     metrics = evaluation["metrics"]
     assert 0.0 <= metrics["pass@1"] <= 1.0 and 0.0 <= metrics["feedback/pass@1"] <= 1.0
     assert 1.0 <= metrics["feedback/turns"] <= 3.0
+    records = [json.loads(line) for line in (run / "logs" / "problem_stats.jsonl").read_text().splitlines()]
+    assert records and all(record["samples"] <= record["replies"] <= 3 * record["samples"] for record in records)
     written, _ = plot_run(run)
     assert run / "logs" / "plots" / "feedback.png" in written
 

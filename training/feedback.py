@@ -40,6 +40,7 @@ from judging.judge import Judge
 from judging.records import Problem, Test
 from rewards.feedback import ANSWER_COLUMN, feedback_tests, judged_turn, make_turn, verdict
 
+REPLIES_COLUMN = "feedback_replies"  # how many replies each completion wrote, for the per-problem records
 PLAIN_TURN = "\n\nHuman: {message}\n\nAssistant:"  # the plain prompt style's next user turn (training/prompts.py)
 
 
@@ -114,7 +115,8 @@ class FeedbackRounds:
         return {"prompt_ids": [row.prompt_ids for row in rows], "completion_ids": [row.ids for row in rows],
                 "logprobs": None if logprobs is None else [row.logprobs for row in rows],
                 "env_mask": [row.mask for row in rows],
-                ANSWER_COLUMN: [judged_turn(row.turns).text for row in rows]}
+                ANSWER_COLUMN: [judged_turn(row.turns).text for row in rows],
+                REPLIES_COLUMN: [len(row.turns) for row in rows]}
 
     def _add_turn(self, row: Row, new: list[int], logprobs, stop: set, limit: int) -> None:
         """Append a generated turn, cut at the length limit (a cut turn did not end)."""

@@ -38,7 +38,7 @@ from training.async_generation import Batch, OverlappedGeneration, RequestThread
 from training.canary import CanaryTripped
 from training.difficulty import ProblemTracker
 from training.evaluation import PassAtKEvaluator
-from training.feedback import FeedbackRounds
+from training.feedback import REPLIES_COLUMN, FeedbackRounds
 from training.hidden_tests import HiddenTestsStopped, HiddenTestWatch
 from training.vllm_timeout import bound_session
 
@@ -490,8 +490,9 @@ class QGRPOTrainer(GRPOTrainer):
                 weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
                 total = (rewards_per_func * weights).nansum(dim=1)
                 total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+                replies = None if self.feedback is None else gather_object([row[REPLIES_COLUMN] for row in inputs])
                 metrics.update(self.tracker.observe(step, ids, total.tolist(), passed_all, self.num_generations,
-                                                    passed_hidden))
+                                                    passed_hidden, replies))
             if self.hidden_watch is not None and passed_hidden is not None:
                 watched, alarm = self.hidden_watch.observe(step, ids, passed_hidden)
                 metrics.update(watched)
