@@ -5,6 +5,7 @@ stand-in for TRL's trainer: it answers each request by the feedback it holds) an
 stand-in for a model's), judged by the real judge; tests/test_feedback_runs.py trains with them."""
 
 import asyncio
+import threading
 from collections import defaultdict
 from pathlib import Path
 from types import SimpleNamespace
@@ -253,3 +254,69 @@ def test_evaluations_rounds_on_text_continue_each_failing_reply_in_its_context(j
     ((context,),) = asked  # one round: the fixed reply passes its example
     assert context.startswith("P:" + WRONG + "<eos>\n\nHuman: I ran your code on the problem's examples.")
     assert context.endswith("\n\nAssistant:")
+
+
+def test_a_chat_models_message_is_its_templates_user_turn_after_the_reply(warm_model):
+    # Prompt, reply and message tokens laid end to end are what the chat template renders for the conversation.
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(warm_model)
+    rounds = FeedbackRounds(1, None, {}, tokenizer, chat=True)
+    prompt = [{"role": "user", "content": "Problem add"}]
+
+    def render(messages):
+        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+
+    reply = tokenizer(FIXED, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    conversation = prompt + [{"role": "assistant", "content": FIXED}, {"role": "user", "content": "Example 1: passed"}]
+    assert render(prompt) + reply + rounds.message_ids("Example 1: passed") == render(conversation)
+
+
+class TwoRanks:
+    """Two ranks as two threads: `gather` is a collective (each waits for the other, at most 30 s: a rank left
+    waiting fails the test instead of hanging it), and each rank's calls are recorded in order."""
+
+    def __init__(self):
+        self.barrier = threading.Barrier(2, timeout=30)
+        self.slots = [None, None]
+        self.calls = [[], []]
+
+    def gather(self, rank: int, tensor):
+        self.calls[rank].append(("gather", tuple(tensor.shape)))
+        self.slots[rank] = tensor
+        self.barrier.wait()
+        gathered = torch.cat(self.slots)
+        self.barrier.wait()
+        return gathered
+
+
+def test_ranks_whose_completions_need_different_rounds_make_the_same_calls_in_the_same_order(judge):
+    # Rank 0's replies pass their examples at once; rank 1's never do, so it continues for every round.
+    ranks, outputs = TwoRanks(), [None, None]
+    trainers = [ScriptedTrainer(lambda text, turn: (FIXED, True)), ScriptedTrainer(lambda text, turn: (WRONG, True))]
+
+    def run(rank):
+        trainer = trainers[rank]
+        trainer.accelerator.gather = lambda tensor: ranks.gather(rank, tensor)
+        generate = trainer._generate_single_turn
+
+        def recorded(prompt_ids, images, fields, n):
+            ranks.calls[rank].append(("generate", len(prompt_ids), n))
+            return generate(prompt_ids, images, fields, n)
+
+        trainer._generate_single_turn = recorded
+        rounds = FeedbackRounds(3, judge, {"add": ADD}, trainer.tokenizer, chat=False)
+        rounds.problem_ids = ["add", "add"]
+        outputs[rank] = rounds(["Problem add\n\nAssistant:"] * 2, trainer)
+
+    threads = [threading.Thread(target=run, args=(rank,)) for rank in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert all(output is not None for output in outputs), "a rank did not finish"
+    assert ranks.calls[0] == ranks.calls[1]
+    assert [call[0] for call in ranks.calls[0]] == ["generate"] + ["gather", "generate"] * 3 + ["gather"]
+    assert outputs[0][ANSWER_COLUMN] == [FIXED, FIXED] and outputs[1][ANSWER_COLUMN] == [WRONG, WRONG]
+    assert outputs[0]["feedback_replies"] == [1, 1] and outputs[1]["feedback_replies"] == [4, 4]
+    assert trainers[0]._metrics["train"]["feedback/turns"] == [2.5]  # 1 reply each on rank 0, 4 on rank 1
