@@ -87,6 +87,17 @@ def run(args: Arguments, state: PartialState) -> int:
         return train(session, evaluator)
 
 
+def make_feedback(session: Session):
+    """The feedback rounds of --feedback_turns (training/feedback.py), or None."""
+    args = session.args
+    if not args.grpo.feedback_turns:
+        return None
+    from training.feedback import FeedbackRounds
+
+    return FeedbackRounds(args.grpo.feedback_turns, session.judge, {p.id: p for p in session.train},
+                          session.tokenizer, chat=args.data.prompt_style == "chat")
+
+
 def train(session: Session, evaluator: PassAtKEvaluator | None) -> int:
     """Build the trainer, train, save the final model and say where the outputs are."""
     args, state, run, resume = session.args, session.state, session.run, session.resume
@@ -95,6 +106,9 @@ def train(session: Session, evaluator: PassAtKEvaluator | None) -> int:
     state.wait_for_everyone()
     dataset = Dataset.from_list(prompt_rows(session.train, args.data.use_reasoning_format, args.data.prompt_style))
     tracker = make_tracker(session)
+    feedback = make_feedback(session)
+    if evaluator is not None:
+        evaluator.feedback = feedback  # pass@k after the rounds too
     from training.trainer import QGRPOTrainer  # here, not above: TRL's trainer costs --help half a second
     if resume:
         resume.continue_training(args.grpo, tracker)
@@ -113,6 +127,7 @@ def train(session: Session, evaluator: PassAtKEvaluator | None) -> int:
         hidden_watch=make_hidden_watch(session),
         vllm_request_timeout=args.grpo.vllm_request_timeout,
         async_generation=args.grpo.async_generation,
+        feedback=feedback,
     )
     use_step_lines(trainer)
     try:

@@ -22,6 +22,7 @@ from typing import Callable
 
 from rewards.arguments import ScoringArguments
 from rewards.extract import extract_code, parse_completion
+from rewards.feedback import completion_texts
 from judging.judge import STATUSES, Judge
 from judging.records import Problem
 from rewards.scoring import TrivialShares, ascore
@@ -84,7 +85,7 @@ def make_test_cases(setup: RewardSetup) -> Callable:
 
     async def test_cases(prompts, completions, log_metric=None, log_extra=None, **columns) -> Rewards:
         problems = [setup.problem(problem_id) for problem_id in columns["id"]]
-        scores = await ascore(judge, problems, [completion_text(c) for c in completions], scoring,
+        scores = await ascore(judge, problems, completion_texts(completions, columns), scoring,
                               trivial_shares=setup.trivial_shares, hidden_tests=setup.watch_hidden_tests,
                               draw=f"{setup.pool_seed}:{next(draws)}")
         counts = Counter(s.status for s in scores)
@@ -118,8 +119,8 @@ def format_score(text: str, language: str, use_reasoning_format: bool) -> float:
 
 def make_format(setup: RewardSetup) -> Callable:
     async def format(prompts, completions, language, **kwargs) -> list[float]:
-        return [format_score(completion_text(c), lang, setup.use_reasoning_format)
-                for c, lang in zip(completions, language)]
+        return [format_score(text, lang, setup.use_reasoning_format)
+                for text, lang in zip(completion_texts(completions, kwargs), language)]
 
     return format
 
@@ -131,7 +132,8 @@ def make_dummy(setup: RewardSetup) -> Callable:
     """
 
     async def dummy(prompts, completions, language, **kwargs) -> list[float]:
-        return [float(extract_code(completion_text(c), lang) is not None) for c, lang in zip(completions, language)]
+        return [float(extract_code(text, lang) is not None)
+                for text, lang in zip(completion_texts(completions, kwargs), language)]
 
     return dummy
 

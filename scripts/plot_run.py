@@ -349,6 +349,43 @@ def plot_hidden_tests(rows: list[dict], threshold: float | None = None) -> Figur
     return fig
 
 
+def plot_feedback(rows: list[dict], evaluations: list[dict]) -> Figure | None:
+    """--feedback_turns (training/feedback.py) per step: above, the share of completions whose examples passed by
+    each reply and the share continued after it; below, the replies a completion used and, at each evaluation,
+    pass@1 of the first reply against pass@1 after the rounds."""
+    steps, turns = series(rows, "feedback/turns")
+    if not steps:
+        return None
+    fig = Figure(figsize=(8, 6), layout="constrained")
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(1, 1))
+    top.set_title("Feedback rounds: the model runs its code on the examples and writes again")
+    for key in keys_matching(rows, re.compile(r"feedback/examples_passed_by_turn_(\d+)")):
+        top.plot(*series(rows, key), marker=".", label=key.removeprefix("feedback/"))
+    for key in keys_matching(rows, re.compile(r"feedback/continued_after_turn_(\d+)")):
+        top.plot(*series(rows, key), linestyle="--", label=key.removeprefix("feedback/"))
+    fit_share(top)
+    top.set_ylabel("share of completions")
+    top.legend(loc="upper left", fontsize="small")
+    bottom.plot(steps, turns, marker=".", color="black", label="replies per completion")
+    bottom.set_ylabel("replies")
+    evaluated = [e for e in training_evaluations(evaluations) if "feedback/pass@1" in e.get("metrics", {})]
+    if evaluated:
+        shares = bottom.twinx()
+        shares.plot([e["step"] for e in evaluated], [e["metrics"]["pass@1"] for e in evaluated], marker="o",
+                    color="#1f77b4", label="eval pass@1, first reply")
+        shares.plot([e["step"] for e in evaluated], [e["metrics"]["feedback/pass@1"] for e in evaluated],
+                    marker="o", color="#2ca02c", label="eval pass@1, after the rounds")
+        fit_share(shares)
+        shares.set_ylabel("pass@1")
+        shares.legend(loc="upper right", fontsize="small")
+    bottom.set_xlabel("step")
+    bottom.legend(loc="upper left", fontsize="small")
+    fit_steps(bottom, steps, pad=0.5)
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3)
+    return fig
+
+
 def run_setting(run_dir: Path, name: str):
     """A setting from the run's config.yaml, None when the file or the setting is absent or unreadable."""
     try:
@@ -486,6 +523,8 @@ def plot_run(run_dir: Path, out_dir: Path | None = None) -> tuple[list[Path], li
         ("canary.png", plot_canary(evaluations), f"no canary in the evaluations of {eval_path}"),
         ("hidden_tests.png", plot_hidden_tests(training, run_setting(run_dir, "hidden_tests_threshold")),
          f"no hidden_tests/checked in {metrics_path} (--hidden_tests_action off, or no test_cases reward)"),
+        ("feedback.png", plot_feedback(training, evaluations),
+         f"no feedback/turns in {metrics_path} (a run without --feedback_turns)"),
         ("status_shares.png", plot_status_shares(training), f"no status/<name> shares in {metrics_path}"),
         ("completion_length.png", plot_completion_length(training),
          f"no completions/mean_length or completions/clipped_ratio in {metrics_path}"),

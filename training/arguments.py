@@ -28,8 +28,8 @@ from rewards import REWARD_FUNCS, ScoringArguments
 from judging.languages import LANGUAGES
 from judging.policy import DEFAULT_EVAL_TIMEOUT
 from cli.flags import unknown_flag
-from training.flag_checks import (HELP, check_async_generation, check_evaluation_only, check_generation_batch,
-                                  check_vllm_settings, typed_flags)
+from training.flag_checks import (HELP, check_async_generation, check_evaluation_only, check_feedback_turns,
+                                  check_generation_batch, check_vllm_settings, typed_flags)
 from training.help import HelpFormatter, regroup
 from training.hidden_tests import ACTIONS as HIDDEN_TESTS_ACTIONS, DEFAULT_THRESHOLD as DEFAULT_HIDDEN_TESTS_THRESHOLD
 from training.run_folder import run_of_model
@@ -326,6 +326,12 @@ class QGRPOConfig(GRPOConfig):
         metadata={"help": "Server mode: the vLLM server generates the next batch while this one trains, so each "
                   "batch is sampled one step off-policy (TRL's importance-sampling correction stays on)."},
     )
+    feedback_turns: int = field(
+        default=0,
+        metadata={"help": "After each reply holding code, run it on the problem's examples and give the model what "
+                  "the interpreter showed, for up to N more replies; the reward judges the last complete code on "
+                  "the judged tests (0: one reply, no feedback)."},
+    )
     overwrite_output_dir: bool = field(
         default=False, metadata={"help": "Allow a new run into a folder that already holds a run's outputs."}
     )
@@ -425,7 +431,7 @@ HELP_GROUPS = {
     "rewards and judge": _fields(RewardFunctionArguments, ScoringArguments, JudgeArguments),
     "training": ("output_dir", "overwrite_output_dir", "resume_from_checkpoint", "max_steps", "num_train_epochs",
                  "learning_rate", "per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
-                 "max_completion_length", "generation_temp", "save_steps", "seed", "bf16",
+                 "max_completion_length", "feedback_turns", "generation_temp", "save_steps", "seed", "bf16",
                  *_fields(DifficultyFilterArguments)),
     "evaluation": (*_fields(EvalArguments), "eval_steps", "eval_on_start"),
     "generation with vLLM": ("use_vllm", "vllm_mode", "async_generation", "vllm_request_timeout", "max_model_len",
@@ -545,6 +551,7 @@ def parse_args(argv: list[str] | None = None) -> Arguments:
     else:
         check_vllm_settings(args.grpo, GRPO_DEFAULTS, typed)
         check_async_generation(args.grpo)
+        check_feedback_turns(args.grpo)
     resolve(args)
     return args
 

@@ -8,7 +8,8 @@ generation trains (`global_step + 1` when it is made; with TRL's default `steps_
 gradient_accumulation_steps` every step has its own generation), the problem id, the samples, the mean and the
 (sample) std of the weighted total reward, how many completions passed every test (`passed`, null when the
 run has no `test_cases` reward), and of those, how many were judged on the problem's hidden tests and how many
-failed one (`hidden_checked`, `hidden_failed`; null without the hidden-test watch, training/hidden_tests.py).
+failed one (`hidden_checked`, `hidden_failed`; null without the hidden-test watch, training/hidden_tests.py),
+and with `--feedback_turns` the replies its completions wrote in all (`replies`; training/feedback.py).
 `scripts/plot_run.py` draws them as problems x steps.
 
 Filter: a group is zero-signal when all its scored completions earned the same total reward (all passed, or all
@@ -61,6 +62,7 @@ class Group:
     passed: int | None
     hidden_checked: int | None = None
     hidden_failed: int | None = None
+    replies: int | None = None  # with --feedback_turns, the replies its completions wrote in all
 
     @property
     def zero_signal(self) -> bool:
@@ -69,7 +71,7 @@ class Group:
 
 
 def groups_of(ids: list[str], rewards: list[float], passed_all: list[bool] | None, size: int,
-              passed_hidden: list[bool | None] | None = None) -> list[Group]:
+              passed_hidden: list[bool | None] | None = None, replies: list[int] | None = None) -> list[Group]:
     """Split a gathered generation batch into its groups of `size` consecutive completions; `passed_hidden` says
     which passed their problem's hidden tests (None: not judged on them), for the whole batch or None.
 
@@ -89,6 +91,8 @@ def groups_of(ids: list[str], rewards: list[float], passed_all: list[bool] | Non
         if passed_hidden is not None:
             verdicts = [v for v in passed_hidden[start : start + size] if v is not None]
             group.hidden_checked, group.hidden_failed = len(verdicts), verdicts.count(False)
+        if replies is not None:
+            group.replies = sum(replies[start : start + size])
         groups.append(group)
     return groups
 
@@ -99,7 +103,7 @@ def problem_record(step: int, problem_id: str, groups: list[Group]) -> dict:
     scored = [r for r in rewards if not math.isnan(r)]
     passed = None if groups[0].passed is None else sum(g.passed for g in groups)
     watched = groups[0].hidden_checked is not None
-    return {
+    record = {
         "step": step, "id": problem_id, "samples": len(rewards),
         "mean_reward": round(statistics.fmean(scored), 6) if scored else None,
         "reward_std": round(statistics.stdev(scored), 6) if len(scored) > 1 else None,
@@ -107,6 +111,9 @@ def problem_record(step: int, problem_id: str, groups: list[Group]) -> dict:
         "hidden_checked": sum(g.hidden_checked for g in groups) if watched else None,
         "hidden_failed": sum(g.hidden_failed for g in groups) if watched else None,
     }
+    if groups[0].replies is not None:
+        record["replies"] = sum(g.replies for g in groups)
+    return record
 
 
 class DifficultyFilter:
@@ -174,7 +181,8 @@ class ProblemTracker:
         return self.expected
 
     def observe(self, step: int, ids: list[str], rewards: list[float], passed_all: list[bool] | None,
-                size: int, passed_hidden: list[bool | None] | None = None) -> dict[str, float]:
+                size: int, passed_hidden: list[bool | None] | None = None,
+                replies: list[int] | None = None) -> dict[str, float]:
         """Record one judged generation batch for `step`; returns the metrics to log with the step. `passed_all`
         says which completions passed every test (None without the test_cases reward), `passed_hidden` which of
         those passed their hidden tests (None without the hidden-test watch), as the judge found.
@@ -186,7 +194,7 @@ class ProblemTracker:
             raise RuntimeError("the ranks generated for a different batch than this rank chose: the difficulty "
                                "filter's state differs between ranks")
         self.expected = None
-        groups = groups_of(ids, rewards, passed_all, size, passed_hidden)
+        groups = groups_of(ids, rewards, passed_all, size, passed_hidden, replies)
         self.pending[step] += groups
         if self.filter is None:
             return {}

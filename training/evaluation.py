@@ -61,6 +61,7 @@ class PassAtKEvaluator:
             "timeout": args.eval_timeout, **describe,
         }
         self.generation_batch = generation_batch
+        self.feedback = None  # the run's --feedback_turns rounds (training/feedback.py), set by the trainer's builder
         self.canary = canary
         self.canaries_per_evaluation, self.canary_samples = canary_budget(
             len(self.problems) * args.repeat_eval_problems, args.repeat_eval_problems,
@@ -103,6 +104,8 @@ class PassAtKEvaluator:
         samples_out = gather_object(samples_out)
 
         metrics = self.summarize(per_problem)
+        if self.feedback is not None:
+            metrics.update(self._after_feedback(model, accelerator, shard, n, completions, generate))
         canary, alarm = self._canaries(model, accelerator, step, generate) if self.canaries_per_evaluation \
             else (None, None)
         if canary:
@@ -139,6 +142,35 @@ class PassAtKEvaluator:
                        trivial_shares=self.trivial_shares, all_tests=True, timeout=self.args.eval_timeout,
                        progress=accelerator.is_main_process) if texts else []
         return completions, scores
+
+    def _after_feedback(self, model, accelerator, problems: list[Problem], n: int, completions: list, generate):
+        """pass@k once each sample has had its feedback rounds (``feedback/pass@k``; ``pass@k`` is the first
+        reply's), judged on the last reply holding code, as training's reward is."""
+        from rewards.feedback import judged_turn, make_turn
+
+        if generate is not None:
+            def sample(texts):
+                return [samples[0] for samples in generate(texts, 1, self.args.eval_temperature,
+                                                           self.args.eval_max_tokens)]
+        else:
+            def sample(texts):
+                return [samples[0] for samples in self._generate(model, accelerator, texts, 1)]
+        rows = [p for p in problems for _ in range(n)]
+        chat = [self.prompt(p) for p in rows]
+        replies = self.feedback.text_rounds(rows, [self.prompt_text(p) for p in rows],
+                                            [text for samples in completions for text in samples], sample,
+                                            accelerator, chat if chat and isinstance(chat[0], list) else None)
+        texts = [judged_turn([make_turn(r, True, p.language) for r in turns]).text for turns, p in zip(replies, rows)]
+        scores = score(self.judge, rows, texts, self.scoring, trivial_shares=self.trivial_shares, all_tests=True,
+                       timeout=self.args.eval_timeout) if texts else []
+        per_problem = [{"n": n, "c": sum(s.status == "passed" for s in scores[i * n:(i + 1) * n])}
+                       for i in range(len(problems))]
+        per_problem = gather_object(per_problem)
+        turns = gather_object([len(r) for r in replies])
+        metrics = {f"feedback/{k}": v for k, v in mean_pass_at_k([(p["n"], p["c"]) for p in per_problem],
+                                                                   list(self.args.eval_k)).items()}
+        metrics["feedback/turns"] = sum(turns) / max(len(turns), 1)
+        return metrics
 
     def _canaries(self, model, accelerator, step: int, generate) -> tuple[dict, Alarm | None]:
         """This evaluation's turn of canary problems (training/canary.py), sampled and judged as the evaluation's

@@ -54,6 +54,16 @@ def check_async_generation(grpo) -> None:
                          "--vllm_importance_sampling_correction corrects for: keep it on, or drop --async_generation")
 
 
+def check_feedback_turns(grpo) -> None:
+    """--feedback_turns generates each batch turn by turn, each turn's prompts known only once the last is judged."""
+    if grpo.feedback_turns < 0:
+        raise UsageError(f"--feedback_turns {grpo.feedback_turns}: give 0 (one reply) or a positive number of rounds")
+    if grpo.feedback_turns and grpo.async_generation:
+        raise UsageError("--feedback_turns cannot run with --async_generation: each feedback round's prompts are "
+                         "known only once the last round is judged, so no batch can be requested a step ahead; "
+                         "drop one of them")
+
+
 def check_generation_batch(per_device: int, accumulation: int, generations: int | None,
                            steps_per_generation: int | None = None, generation_batch_size: int | None = None,
                            processes: int | None = None) -> None:

@@ -21,6 +21,7 @@ import functools
 import inspect
 import math
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from training.async_generation import Batch, OverlappedGeneration, RequestThread
 from training.canary import CanaryTripped
 from training.difficulty import ProblemTracker
 from training.evaluation import PassAtKEvaluator
+from training.feedback import REPLIES_COLUMN, FeedbackRounds
 from training.hidden_tests import HiddenTestsStopped, HiddenTestWatch
 from training.vllm_timeout import bound_session
 
@@ -129,8 +131,16 @@ TRL_INTERNALS = (
     TrlInternal(ProfilingContext, "_log_metrics", "wrapped by benchmarks/step_overhead.py to record each span"),
     TrlInternal(ProfilingContext, "name", "the span's name, read by benchmarks/step_overhead.py", set_by="__init__"),
     TrlInternal(GRPOTrainer, "_generate_single_turn", "overridden with --async_generation: returns the completions "
-                "requested a step ahead (training/async_generation.py)"),
-    TrlInternal(GRPOTrainer, "_tokenize_prompts", "tokenizes the next batch's prompts as TRL tokenizes this one's"),
+                "requested a step ahead (training/async_generation.py); --feedback_turns generates each turn with "
+                "it"),
+    TrlInternal(GRPOTrainer, "_tokenize_prompts", "tokenizes the next batch's prompts as TRL tokenizes this one's, "
+                "and the prompts of --feedback_turns (training/feedback.py)"),
+    TrlInternal(GRPOTrainer, "eos_token_ids", "the tokens that end a turn, read by --feedback_turns",
+                set_by="__init__"),
+    TrlInternal(GRPOTrainer, "max_completion_length", "the length every turn of --feedback_turns fits in",
+                set_by="__init__"),
+    TrlInternal(GRPOTrainer, "num_generations_eval", "the group size of --feedback_turns's first turn outside "
+                "training", set_by="__init__"),
     TrlInternal(GRPOTrainer, "_get_train_sampler", "the sampler whose order --async_generation replays a generation "
                 "ahead of the dataloader (RowSchedule)"),
     TrlInternal(GRPOTrainer, "_step", "TRL's count of micro-steps, by which it decides when to generate; places "
@@ -272,7 +282,8 @@ class QGRPOTrainer(GRPOTrainer):
 
     def __init__(self, model, reward_funcs, *args, evaluator: PassAtKEvaluator | None = None,
                  tracker: ProblemTracker | None = None, hidden_watch: HiddenTestWatch | None = None,
-                 vllm_request_timeout: float | None = None, async_generation: bool = False, **kwargs):
+                 vllm_request_timeout: float | None = None, async_generation: bool = False,
+                 feedback: FeedbackRounds | None = None, **kwargs):
         missing = missing_trl_internals()
         if missing:
             raise TrlInternalsChanged(missing)
@@ -280,7 +291,13 @@ class QGRPOTrainer(GRPOTrainer):
         self._canary_tripped: CanaryTripped | None = None
         self._hidden_tests_stopped: HiddenTestsStopped | None = None
         funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
-        super().__init__(model, [self._keeping_verdicts(f) for f in funcs], *args, **kwargs)
+        if feedback is not None and async_generation:
+            raise ValueError("feedback rounds generate each batch turn by turn: they cannot be requested a step ahead")
+        self.feedback = feedback
+        with warnings.catch_warnings():  # TRL calls rollout_func experimental; training/feedback.py is its one user
+            warnings.filterwarnings("ignore", message="You are using 'rollout_func'")
+            super().__init__(model, [self._keeping_verdicts(f) for f in funcs], *args, rollout_func=feedback,
+                             **kwargs)
         missing = missing_trl_internals(self)
         if missing:
             raise TrlInternalsChanged(missing)
@@ -379,6 +396,8 @@ class QGRPOTrainer(GRPOTrainer):
             if chosen != ids:
                 mine = chosen[self.accelerator.process_index * len(inputs) :][: len(inputs)]
                 inputs = [self.train_dataset[self._row_of_problem[pid]] for pid in mine]
+        if self.feedback is not None:
+            self.feedback.problem_ids = [row["id"] for row in inputs]
         return super()._generate_and_score_completions(inputs)
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
@@ -471,8 +490,9 @@ class QGRPOTrainer(GRPOTrainer):
                 weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
                 total = (rewards_per_func * weights).nansum(dim=1)
                 total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+                replies = None if self.feedback is None else gather_object([row[REPLIES_COLUMN] for row in inputs])
                 metrics.update(self.tracker.observe(step, ids, total.tolist(), passed_all, self.num_generations,
-                                                    passed_hidden))
+                                                    passed_hidden, replies))
             if self.hidden_watch is not None and passed_hidden is not None:
                 watched, alarm = self.hidden_watch.observe(step, ids, passed_hidden)
                 metrics.update(watched)

@@ -18,6 +18,7 @@ PLOTS = ("rewards.png", "eval_pass_at_k.png", "pass_at_k_before_after.png", "eva
 # An empty titled axes saves to about 17 kB at this size; every real plot of the recorded run is well above.
 DRAWN_PLOT_BYTES = 25_000
 NO_HIDDEN_TESTS = "no hidden_tests/checked in {} (--hidden_tests_action off, or no test_cases reward)"
+NO_FEEDBACK = "no feedback/turns in {} (a run without --feedback_turns)"
 
 sys.path.insert(0, str(SCRIPT.parent))
 import plot_run  # noqa: E402
@@ -42,10 +43,12 @@ def test_writes_every_plot_next_to_the_logs(run_dir):
     result = subprocess.run([sys.executable, str(SCRIPT), str(run_dir)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     plots = run_dir / "logs" / "plots"
-    # The recorded run predates the canary (training/canary.py) and the hidden-test watch: their plots are skipped.
+    # The recorded run predates the canary (training/canary.py), the hidden-test watch and feedback rounds: their
+    # plots are skipped.
     evals, metrics = run_dir / "logs" / "eval_results.json", run_dir / "logs" / "metrics.jsonl"
     assert result.stdout.splitlines() == [f"skipped canary.png: no canary in the evaluations of {evals}",
                                           f"skipped hidden_tests.png: {NO_HIDDEN_TESTS.format(metrics)}",
+                                          f"skipped feedback.png: {NO_FEEDBACK.format(metrics)}",
                                           *(str(plots / name) for name in PLOTS)]
     for name in PLOTS:
         width, height = png_size(plots / name)
@@ -79,6 +82,7 @@ def test_absent_data_is_skipped_with_a_reason(run_dir, tmp_path, capsys):
         f"skipped eval_problem_pass_rates.png: no two evaluations with per-problem results in {evals}",
         f"skipped canary.png: no canary in the evaluations of {evals}",
         f"skipped hidden_tests.png: {NO_HIDDEN_TESTS.format(metrics)}",
+        f"skipped feedback.png: {NO_FEEDBACK.format(metrics)}",
         f"skipped kl_entropy.png: no kl or entropy in {metrics}",
         f"skipped problem_pass_rates.png: no records with a pass count in {run_dir / 'logs' / 'problem_stats.jsonl'} "
         "(a run without the test_cases reward has none)",
@@ -93,7 +97,8 @@ def test_only_entropy_logged_gives_a_one_panel_plot(run_dir, tmp_path):
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
     assert not any("kl" in r for r in rows) and any("entropy" in r for r in rows)
     written, skipped = plot_run.plot_run(run_dir, tmp_path / "entropy")
-    assert [line.split(":")[0] for line in skipped] == ["skipped canary.png", "skipped hidden_tests.png"]
+    assert [line.split(":")[0] for line in skipped] == ["skipped canary.png", "skipped hidden_tests.png",
+                                                        "skipped feedback.png"]
     assert len(written) == len(PLOTS)
 
     with_kl = [{**r, "kl": 0.001 * r["step"]} if "entropy" in r else r for r in rows]
