@@ -13,7 +13,7 @@ from training.arguments import parse_args
 from training.canary import CANARY_EXIT_CODE, Alarm
 from training.run_folder import RunFolder
 from training.session import (Session, canary_stopped, check_reward_function, interrupted, load_data, make_tracker,
-                              measure_trivial_shares, preflight, stopped_weights, summary, verify_data)
+                              measure_trivial_shares, check_judge, stopped_weights, summary, verify_data)
 
 DOUBLE = Problem("double", "python", "Write solve(n) that returns 2 * n.",
                  tuple(Test(f"print(solve({n}))", str(2 * n)) for n in (0, 3, 5, -2, 11)),
@@ -60,14 +60,14 @@ def test_load_data_splits_by_the_records_and_names_an_empty_side(tmp_path):
         load_data(arguments(tmp_path, "--test_fraction", "0"), str(only_train))
 
 
-def test_preflight_points_at_the_python_problems_when_q_is_missing(tmp_path):
+def test_the_judge_check_points_at_the_python_problems_when_q_is_missing(tmp_path):
     with Judge(timeout=5.0, workers=1, q_binary=str(tmp_path / "no-q")) as judge:
         with pytest.raises(UsageError, match="; to try the trainer without q, train on the bundled Python problems"):
-            preflight(judge, {"q"}, bundled=True)
+            check_judge(judge, {"q"}, bundled=True)
         with pytest.raises(UsageError) as own_data:
-            preflight(judge, {"q"}, bundled=False)
+            check_judge(judge, {"q"}, bundled=False)
         assert "bundled Python problems" not in str(own_data.value)
-        preflight(judge, {"python"}, bundled=True)
+        check_judge(judge, {"python"}, bundled=True)
 
 
 def test_trivial_shares_are_keyed_by_problem_and_read_back_from_the_cache(tmp_path, judge):

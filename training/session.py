@@ -2,7 +2,7 @@
 
 Everything a user's input can break is checked before any model weights load, in the order that fails cheapest
 first (`open_session`): the data, the run folder, the model's config and the memory plan, the tokenizer, the
-packages, the vLLM server, wandb, the judge. Then, with the judge: each language runs 1+1 (`preflight`), the
+packages, the vLLM server, wandb, the judge. Then, with the judge: each language runs 1+1 (`check_judge`), the
 problems' trivial shares are measured when the reward reads them (`measure_trivial_shares`) and the data is
 verified with `--verify_data` (`verify_data`). Bad input raises `UsageError`, which the entry point prints as one
 line and exits 2. The exits after that are here too: `--test_reward_function`, `--eval_only`, a canary or the
@@ -30,10 +30,11 @@ from training.console import print_last
 from training.difficulty import DifficultyFilter, ProblemTracker
 from training.evaluation import PassAtKEvaluator
 from training.hidden_tests import HIDDEN_TESTS_EXIT_CODE, HiddenTestsAlarm, HiddenTestWatch
-from training.preflight import (check_memory, check_model, check_packages, check_vllm_server, check_vllm_server_device,
-                                check_wandb, load_tokenizer)
+from training.prerequisites import (check_memory, check_model, check_packages, check_vllm_server,
+                                    check_vllm_server_device, check_wandb)
 from training.prompts import problem_prompt
 from training.run_folder import Resume, RunFolder, checkpoint_step, model_step
+from training.tokenizer import load_tokenizer
 
 logger = logging.getLogger("rl_trainer")
 ENTRY = "rl_trainer.py"
@@ -101,8 +102,9 @@ def load_data(args: Arguments, source: str) -> tuple[list[Problem], list[Problem
     return train, evaluated
 
 
-def preflight(judge: Judge, languages: set[str], bundled: bool) -> None:
-    """Each language runs 1+1 in the sandbox; without q, the bundled Python problems are the way to try the trainer."""
+def check_judge(judge: Judge, languages: set[str], bundled: bool) -> None:
+    """Each language runs 1+1 in the sandbox (`Judge.preflight`); without q, the bundled Python problems are the way
+    to try the trainer."""
     try:
         judge.preflight(*languages)
     except UsageError as e:
@@ -117,7 +119,7 @@ def prepare(session: Session) -> None:
     shares are measured when the reward reads them, and the data is verified with --verify_data."""
     args = session.args
     problems = session.train + session.evaluated
-    preflight(session.judge, {p.language for p in problems}, bundled=not args.data.data)
+    check_judge(session.judge, {p.language for p in problems}, bundled=not args.data.data)
     session.run.prepare(args.grpo.overwrite_output_dir, session.resume, evaluation_only=args.eval.eval_only)
     if args.scoring.needs_trivial_shares:
         session.trivial = measure_trivial_shares(problems, session.judge, session.state, session.run.trivial_shares)
@@ -154,7 +156,7 @@ def check_reward_function(session: Session) -> int:
     """Judge each training problem's canonical solution with the training reward and print what it earns; 0 when
     every one earns the full reward."""
     args, judge = session.args, session.judge
-    preflight(judge, {p.language for p in session.train}, bundled=not args.data.data)
+    check_judge(judge, {p.language for p in session.train}, bundled=not args.data.data)
     problems = [p for p in session.train if p.solution]
     trivial = None
     if args.scoring.needs_trivial_shares:
