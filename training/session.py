@@ -27,11 +27,12 @@ from rewards import TrivialShares, score
 from training.arguments import Arguments, bf16_supported
 from training.canary import CANARY_EXIT_CODE, Alarm, CanaryTripped, CanaryWatch, build_canaries
 from training.console import print_last
-from training.difficulty import DifficultyFilter, ProblemTracker
+from training.difficulty import DifficultyFilter
 from training.evaluation import PassAtKEvaluator
 from training.hidden_tests import HIDDEN_TESTS_EXIT_CODE, HiddenTestsAlarm, HiddenTestWatch
 from training.prerequisites import (check_memory, check_model, check_packages, check_vllm_server,
                                     check_vllm_server_device, check_wandb)
+from training.problem_records import ProblemTracker
 from training.prompts import problem_prompt
 from training.run_folder import Resume, RunFolder, checkpoint_step, model_step
 from training.tokenizer import load_tokenizer

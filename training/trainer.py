@@ -32,12 +32,13 @@ from trl.extras.profiling import ProfilingContext, profiling_context
 from trl.generation.vllm_client import VLLMClient
 from trl.generation.vllm_generation import VLLMGeneration
 
-from rewards import Rewards
+from rewards import JudgedRewards
 from training.async_generation import Batch, OverlappedGeneration, RequestThread, RowSchedule
 from training.canary import CanaryTripped
-from training.difficulty import ProblemTracker
 from training.evaluation import PassAtKEvaluator
 from training.hidden_tests import HiddenTestsStopped, HiddenTestWatch
+from training.judged_batch import JudgedBatch
+from training.problem_records import ProblemTracker
 from training.vllm_timeout import bound_session
 
 TRL_VERSION = "1.16.0"
@@ -256,19 +257,19 @@ class CloseOverlap(TrainerCallback):
 
 
 class QGRPOTrainer(GRPOTrainer):
-    """TRL's GRPOTrainer whose evaluation is pass@k (``evaluator``; none: evaluation is off), whose generation
-    batches pass through ``tracker`` (training/difficulty.py), which learns which completions passed every test
-    from what the reward functions return (`rewards.Rewards`), whose requests to a vLLM server are each bounded
-    by ``vllm_request_timeout`` seconds (server mode; the main process sends them), and which, with
-    ``async_generation`` (server mode only), has the server generate the next batch while it trains on this one
+    """TRL's GRPOTrainer whose evaluation is pass@k (``evaluator``; none: evaluation is off), whose judged
+    generation batches go to the step's observers as one `JudgedBatch`: ``tracker`` (training/problem_records.py,
+    which also has the difficulty filter rewrite each batch before it is generated) and ``hidden_watch``
+    (training/hidden_tests.py). The batch carries which completions passed every test (and their hidden tests) from
+    the `rewards.JudgedRewards` a reward function returns, synchronous or not. Its requests to a vLLM server are
+    each bounded by ``vllm_request_timeout`` seconds (server mode; the main process sends them), and with
+    ``async_generation`` (server mode only) the server generates the next batch while it trains on this one
     (training/async_generation.py).
 
     When an evaluation raises `CanaryTripped` (training/canary.py), the run stops: at once at step 0 (nothing
-    trained), else after saving that step's checkpoint, the weights that passed; `train` then raises it.
-
-    ``hidden_watch`` (training/hidden_tests.py) reads which perfect completions passed their hidden tests from the
-    same `Rewards`; when it says stop, the run stops after saving the checkpoint of the step whose completions
-    sounded it, and `train` raises `HiddenTestsStopped`."""
+    trained), else after saving that step's checkpoint, the weights that passed; `train` then raises it. When the
+    hidden-test watch says stop, the run stops after saving the checkpoint of the step whose completions sounded it,
+    and `train` raises `HiddenTestsStopped`."""
 
     def __init__(self, model, reward_funcs, *args, evaluator: PassAtKEvaluator | None = None,
                  tracker: ProblemTracker | None = None, hidden_watch: HiddenTestWatch | None = None,
@@ -276,11 +277,11 @@ class QGRPOTrainer(GRPOTrainer):
         missing = missing_trl_internals()
         if missing:
             raise TrlInternalsChanged(missing)
-        self._verdicts: Rewards | None = None
+        self._judged: JudgedRewards | None = None
         self._canary_tripped: CanaryTripped | None = None
         self._hidden_tests_stopped: HiddenTestsStopped | None = None
         funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
-        super().__init__(model, [self._keeping_verdicts(f) for f in funcs], *args, **kwargs)
+        super().__init__(model, [self._keeping_judged(f) for f in funcs], *args, **kwargs)
         missing = missing_trl_internals(self)
         if missing:
             raise TrlInternalsChanged(missing)
@@ -310,21 +311,26 @@ class QGRPOTrainer(GRPOTrainer):
             self._problem_ids = list(self.train_dataset["id"]) if tracker is not None else None
             self.add_callback(CloseOverlap(self.overlap))
 
-    def _keeping_verdicts(self, func):
-        """``func`` as TRL calls it, keeping the `Rewards` it returns when they say which completions passed every
-        test (and their hidden tests), for `_calculate_rewards` to read once TRL has called every reward
-        function."""
-        if not inspect.iscoroutinefunction(func):
-            return func
-
-        @functools.wraps(func)
-        async def keeping(*args, **kwargs):
-            rewards = await func(*args, **kwargs)
-            if isinstance(rewards, Rewards) and rewards.passed_all is not None:
-                self._verdicts = rewards
-            return rewards
-
+    def _keeping_judged(self, func):
+        """``func`` as TRL calls it (a coroutine function stays one, so TRL still runs it concurrently), keeping the
+        `JudgedRewards` it returns for `_calculate_rewards` to read once TRL has called every reward function."""
+        if inspect.iscoroutinefunction(func):
+            @functools.wraps(func)
+            async def keeping(*args, **kwargs):
+                return self._keep(await func(*args, **kwargs))
+        else:
+            @functools.wraps(func)
+            def keeping(*args, **kwargs):
+                return self._keep(func(*args, **kwargs))
         return keeping
+
+    def _keep(self, rewards):
+        if isinstance(rewards, JudgedRewards):
+            if self._judged is not None:
+                raise RuntimeError("two reward functions returned the judge's verdicts for one batch; the step's "
+                                   "observers read one")
+            self._judged = rewards
+        return rewards
 
     def train(self, *args, **kwargs):
         self._canary_tripped = self._hidden_tests_stopped = None
@@ -365,17 +371,19 @@ class QGRPOTrainer(GRPOTrainer):
             generation, more = self._generation_position()
             batch = self.overlap.ahead or self._choose_generation(generation)
             next_batch = self._choose_generation(generation + 1) if more else None
-            if batch.extra is not None:  # the difficulty filter's check of the batch scored now
-                self.tracker.expected, self.tracker.swapped = batch.extra
+            if batch.extra is not None:  # the difficulty filter's choice, which the batch scored now must match
+                self.tracker.expect(batch.extra)
             self._async_step = (batch, next_batch)
             try:
                 return super()._generate_and_score_completions(
                     [self.train_dataset[row] for row in self._my_rows(batch)])
             finally:
                 self._async_step = None
-        if self.tracker is not None and self.tracker.filter is not None and self.model.training:
+        if self.tracker is not None and self.tracker.filtering and self.model.training:
             ids = gather_object([row["id"] for row in inputs])
-            chosen = self.tracker.rewrite(ids, self.num_generations)
+            rewrite = self.tracker.rewrite(ids, self.num_generations)
+            self.tracker.expect(rewrite)
+            chosen = rewrite.ids
             if chosen != ids:
                 mine = chosen[self.accelerator.process_index * len(inputs) :][: len(inputs)]
                 inputs = [self.train_dataset[self._row_of_problem[pid]] for pid in mine]
@@ -415,11 +423,10 @@ class QGRPOTrainer(GRPOTrainer):
         """A generation's rows: the train sampler's (replayed ahead of the dataloader), then the difficulty
         filter's rewrite, which also says what the tracker must see when the batch is scored."""
         rows = self._rows_ahead.rows(generation)
-        if self.tracker is None or self.tracker.filter is None:
+        if self.tracker is None or not self.tracker.filtering:
             return Batch(generation, rows)
-        chosen = self.tracker.rewrite([self._problem_ids[row] for row in rows], self.num_generations)
-        return Batch(generation, [self._row_of_problem[pid] for pid in chosen],
-                     (self.tracker.expected, self.tracker.swapped))
+        rewrite = self.tracker.rewrite([self._problem_ids[row] for row in rows], self.num_generations)
+        return Batch(generation, [self._row_of_problem[pid] for pid in rewrite.ids], rewrite)
 
     def _my_rows(self, batch: Batch) -> list[int]:
         size = self.args.per_device_train_batch_size * self.args.steps_per_generation
@@ -454,27 +461,16 @@ class QGRPOTrainer(GRPOTrainer):
             self._last_loaded_step = self.state.global_step
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        """TRL's rewards of the whole generation batch (gathered), shown to the tracker and the hidden-test watch
-        with the problem ids."""
-        self._verdicts = None
+        """TRL's rewards of the whole generation batch (gathered), handed with the judge's verdicts and the problem
+        ids, as one `JudgedBatch`, to the step's observers (the tracker, the hidden-test watch); their metrics are
+        logged with the step."""
+        self._judged = None
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         if (self.tracker is not None or self.hidden_watch is not None) and self.model.training:
-            step, verdicts = self.state.global_step + 1, self._verdicts
-            ids = gather_object([row["id"] for row in inputs])
-            passed_all = None if verdicts is None else gather_object(list(verdicts.passed_all))
-            passed_hidden = None
-            if verdicts is not None and verdicts.passed_hidden is not None:
-                passed_hidden = gather_object(list(verdicts.passed_hidden))
-            metrics = {}
-            if self.tracker is not None:
-                # The total reward as TRL forms it for the advantage; a row no function could score stays NaN.
-                weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
-                total = (rewards_per_func * weights).nansum(dim=1)
-                total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
-                metrics.update(self.tracker.observe(step, ids, total.tolist(), passed_all, self.num_generations,
-                                                    passed_hidden))
-            if self.hidden_watch is not None and passed_hidden is not None:
-                watched, alarm = self.hidden_watch.observe(step, ids, passed_hidden)
+            batch = self._judged_batch(inputs, rewards_per_func)
+            metrics = self.tracker.observe(batch) if self.tracker is not None else {}
+            if self.hidden_watch is not None:
+                watched, alarm = self.hidden_watch.observe(batch)
                 metrics.update(watched)
                 if alarm is not None and self.hidden_watch.sound(alarm, log=self.accelerator.is_main_process):
                     # Every rank decided alike on the gathered verdicts: each finishes this step, saves, stops.
@@ -483,6 +479,20 @@ class QGRPOTrainer(GRPOTrainer):
             for name, value in metrics.items():
                 self._metrics["train"][name].append(value)
         return rewards_per_func
+
+    def _judged_batch(self, inputs, rewards_per_func) -> JudgedBatch:
+        """The batch gathered from every rank: its problem ids, the total reward as TRL forms it for the advantage
+        (a row no function could score stays NaN) and the verdicts the judge-backed reward function returned."""
+        weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
+        total = (rewards_per_func * weights).nansum(dim=1)
+        total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+        judged = self._judged
+        return JudgedBatch(
+            step=self.state.global_step + 1, ids=gather_object([row["id"] for row in inputs]), rewards=total.tolist(),
+            group_size=self.num_generations,
+            passed_all=None if judged is None else gather_object(list(judged.passed_all)),
+            passed_hidden=None if judged is None or judged.passed_hidden is None
+            else gather_object(list(judged.passed_hidden)))
 
     def evaluate(self, *args, **kwargs) -> dict:
         if self.evaluator is None:
