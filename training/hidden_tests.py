@@ -21,6 +21,7 @@ ends the run once that step is done, after saving its checkpoint, as the canary 
 
 import logging
 from dataclasses import dataclass
+from typing import ClassVar
 
 from training.judged_batch import JudgedBatch
 
@@ -39,6 +40,7 @@ class HiddenTestsAlarm:
     """A step whose perfect completions failed hidden tests above the threshold: the counts, each problem with a
     failure (id: failed, checked) and where the per-problem records are."""
 
+    exit_code: ClassVar[int] = HIDDEN_TESTS_EXIT_CODE
     step: int
     failed: int
     checked: int
@@ -56,18 +58,9 @@ class HiddenTestsAlarm:
                 f"--hidden_tests_threshold {self.threshold:g}), so the policy passes these problems' judged tests "
                 f"without solving them{where}")
 
-    def line(self, weights: str) -> str:
-        """The one line a stopped run prints; ``weights`` names its last checkpoint."""
-        return f"{self.what()}; {weights}"
-
-
-class HiddenTestsStopped(Exception):
-    """The watch stopped the run (`--hidden_tests_action stop`): raised by the trainer's `train` once the step that
-    sounded the alarm is done and its checkpoint saved."""
-
-    def __init__(self, alarm: HiddenTestsAlarm):
-        super().__init__(alarm.what())
-        self.alarm = alarm
+    def weights(self, latest_checkpoint: str | None, model: str) -> str:
+        """The checkpoint saved at the end of the step that sounded it."""
+        return f"last checkpoint {latest_checkpoint} (trained on that step's completions)"
 
 
 @dataclass

@@ -34,9 +34,9 @@ from trl.generation.vllm_generation import VLLMGeneration
 
 from rewards import JudgedRewards
 from training.async_generation import Batch, OverlappedGeneration, RequestThread, RowSchedule
-from training.canary import CanaryTripped
+from training.canary import CanaryAlarm, CanaryTripped
 from training.evaluation import PassAtKEvaluator
-from training.hidden_tests import HiddenTestsStopped, HiddenTestWatch
+from training.hidden_tests import HiddenTestsAlarm, HiddenTestWatch
 from training.judged_batch import JudgedBatch
 from training.problem_records import ProblemTracker
 from training.vllm_timeout import bound_session
@@ -266,10 +266,10 @@ class QGRPOTrainer(GRPOTrainer):
     ``async_generation`` (server mode only) the server generates the next batch while it trains on this one
     (training/async_generation.py).
 
-    When an evaluation raises `CanaryTripped` (training/canary.py), the run stops: at once at step 0 (nothing
-    trained), else after saving that step's checkpoint, the weights that passed; `train` then raises it. When the
-    hidden-test watch says stop, the run stops after saving the checkpoint of the step whose completions sounded it,
-    and `train` raises `HiddenTestsStopped`."""
+    A watch can end training early: a canary passed at an evaluation (training/canary.py) stops it at once at step 0
+    (nothing trained), else after saving that step's checkpoint, the weights that passed; the hidden-test watch
+    stops it after saving the checkpoint of the step whose completions sounded it. `train` then returns with the
+    alarm in ``alarm`` (None when training ran to its end), for the run to stop with (training/stops.py)."""
 
     def __init__(self, model, reward_funcs, *args, evaluator: PassAtKEvaluator | None = None,
                  tracker: ProblemTracker | None = None, hidden_watch: HiddenTestWatch | None = None,
@@ -278,8 +278,7 @@ class QGRPOTrainer(GRPOTrainer):
         if missing:
             raise TrlInternalsChanged(missing)
         self._judged: JudgedRewards | None = None
-        self._canary_tripped: CanaryTripped | None = None
-        self._hidden_tests_stopped: HiddenTestsStopped | None = None
+        self.alarm: CanaryAlarm | HiddenTestsAlarm | None = None
         funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
         super().__init__(model, [self._keeping_judged(f) for f in funcs], *args, **kwargs)
         missing = missing_trl_internals(self)
@@ -333,13 +332,12 @@ class QGRPOTrainer(GRPOTrainer):
         return rewards
 
     def train(self, *args, **kwargs):
-        self._canary_tripped = self._hidden_tests_stopped = None
-        output = super().train(*args, **kwargs)
-        if self._canary_tripped is not None:
-            raise self._canary_tripped
-        if self._hidden_tests_stopped is not None:
-            raise self._hidden_tests_stopped
-        return output
+        self.alarm = None
+        try:
+            return super().train(*args, **kwargs)
+        except CanaryTripped as tripped:  # at the evaluation on start: nothing trained, no step, no checkpoint
+            self.alarm = tripped.alarm
+            return None
 
     def create_model_card(self, *args, **kwargs) -> None:
         """checkpoints/README.md, written with each checkpoint. TRL's card names the base model only when it is a
@@ -474,7 +472,7 @@ class QGRPOTrainer(GRPOTrainer):
                 metrics.update(watched)
                 if alarm is not None and self.hidden_watch.sound(alarm, log=self.accelerator.is_main_process):
                     # Every rank decided alike on the gathered verdicts: each finishes this step, saves, stops.
-                    self._hidden_tests_stopped = HiddenTestsStopped(alarm)
+                    self.alarm = alarm
                     self.control.should_save = self.control.should_training_stop = True
             for name, value in metrics.items():
                 self._metrics["train"][name].append(value)
@@ -512,9 +510,9 @@ class QGRPOTrainer(GRPOTrainer):
         Trainer.log(self, dict(metrics))
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         if tripped is not None and self.state.global_step == 0:
-            raise tripped  # nothing trained yet: no step, no checkpoint
+            raise tripped  # nothing trained yet: no step, no checkpoint (`train` keeps its alarm)
         if tripped is not None:  # this step's checkpoint keeps the weights that passed; nothing trains after it
-            self._canary_tripped = tripped
+            self.alarm = tripped.alarm
             self.control.should_save = self.control.should_training_stop = True
         return metrics
 
