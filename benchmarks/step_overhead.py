@@ -128,7 +128,7 @@ def bare_trl(spec: dict) -> int:
     from judging import JudgeArguments
     from rewards import ScoringArguments, make_reward_funcs
     from training.arguments import parse_args
-    from training.session import load_data
+    from training.run import load_data
 
     judge = JudgeArguments().make_judge() if spec["reward"] == "test_cases" else None
     config = GRPOConfig(output_dir=spec["output_dir"], reward_weights=spec["reward_weights"], **spec["settings"])
@@ -182,7 +182,7 @@ def prepare(work: Path, reward: str, problems: int, steps: int, use_vllm: bool) 
     from data import bundled_path
     from training.arguments import parse_args
     from training.prompts import prompt_rows
-    from training.session import load_data
+    from training.run import load_data
 
     argv = ours_argv(str(work / "model"), str(work / "ours_run"), reward, problems, steps, use_vllm)
     args = parse_args(argv)

@@ -4,8 +4,8 @@ Each is ``async def f(prompts, completions, **kwargs) -> list[float | None]`` so
 concurrently; their weights come from ``GRPOConfig.reward_weights``. Dataset columns arrive as kwargs
 lists (training/prompts.py): ``id``, ``language``, ``description`` and a problem record's other fields. Every
 factory takes a `RewardSetup`: ``test_cases`` looks each row's problem up by its ``id`` among the problems trained
-on, and returns `Rewards`, which also say which completions passed every test (the trainer's per-problem records
-read it).
+on, and returns `JudgedRewards`, which also say which completions passed every test (the trainer hands them to the
+step's observers: the per-problem records, the difficulty filter, the hidden-test watch).
 
 A completion judged ``sandbox_error`` gets ``None`` from ``test_cases``: TRL turns it into NaN and
 leaves it out of the advantage, so a broken sandbox or a lapsed q licence never teaches the model that
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -38,18 +38,24 @@ def completion_text(completion) -> str:
     return ""
 
 
-class Rewards(list):
-    """A reward function's rewards, one per completion (what TRL reads), and which of the completions passed every
-    judged test (``passed_all``; None from a function that judges nothing): the judge's fact, for the trainer's
-    per-problem records, since a reward alone cannot say it under every weighting. ``passed_hidden`` says, for each
-    completion that passed every judged test, whether it passed its problem's hidden tests too (None where it was
-    not judged on them: not perfect, a problem without hidden tests, a judge fault); None when none were judged."""
+@dataclass(frozen=True)
+class JudgedRewards:
+    """A judge-backed reward function's result: one reward per completion (``rewards``: what TRL reads; the record
+    iterates and measures as them, so plain TRL reads it too) and the judge's verdicts beside them, which a reward
+    alone cannot say under every weighting: which completions passed every judged test (``passed_all``) and, for
+    each that did, whether it passed its problem's hidden tests too (``passed_hidden``; an item None where it was not
+    judged on them: not perfect, a problem without hidden tests, a judge fault; None when the watch is off).
+    training/trainer.py keeps it from the function, synchronous or not, for the step's observers."""
 
-    def __init__(self, rewards: Iterable[float | None], passed_all: list[bool] | None = None,
-                 passed_hidden: list[bool | None] | None = None):
-        super().__init__(rewards)
-        self.passed_all = passed_all
-        self.passed_hidden = passed_hidden
+    rewards: list[float | None]
+    passed_all: list[bool]
+    passed_hidden: list[bool | None] | None = None
+
+    def __iter__(self) -> Iterator[float | None]:
+        return iter(self.rewards)
+
+    def __len__(self) -> int:
+        return len(self.rewards)
 
 
 @dataclass(frozen=True)
@@ -77,13 +83,13 @@ class RewardSetup:
 
 def make_test_cases(setup: RewardSetup) -> Callable:
     """The test-case reward: judges each completion on its problem's judged tests (and, watching hidden tests, each
-    that passed them all on the hidden ones); returns `Rewards`."""
+    that passed them all on the hidden ones); returns `JudgedRewards`."""
     judge, scoring = setup.judge, setup.scoring
     judge_counts = judge.counters()
     # Every rank calls the reward once a generation batch, in step: the n-th call draws the same pool sample on each.
     draws = itertools.count()
 
-    async def test_cases(prompts, completions, log_metric=None, log_extra=None, **columns) -> Rewards:
+    async def test_cases(prompts, completions, log_metric=None, log_extra=None, **columns) -> JudgedRewards:
         problems = [setup.problem(problem_id) for problem_id in columns["id"]]
         scores = await ascore(judge, problems, completion_texts(completions, columns), scoring,
                               trivial_shares=setup.trivial_shares, hidden_tests=setup.watch_hidden_tests,
@@ -103,9 +109,9 @@ def make_test_cases(setup: RewardSetup) -> Callable:
             if setup.watch_hidden_tests:
                 log_extra("hidden_tests_passed", [f"{s.hidden.passed}/{s.hidden.total}" if s.hidden else ""
                                                   for s in scores])
-        return Rewards([None if s.status == "sandbox_error" else s.reward for s in scores],
-                       passed_all=[s.status == "passed" for s in scores],
-                       passed_hidden=[s.passed_hidden for s in scores] if setup.watch_hidden_tests else None)
+        return JudgedRewards([None if s.status == "sandbox_error" else s.reward for s in scores],
+                             passed_all=[s.status == "passed" for s in scores],
+                             passed_hidden=[s.passed_hidden for s in scores] if setup.watch_hidden_tests else None)
 
     return test_cases
 

@@ -553,7 +553,7 @@ def send_to_wandb(run_dir: Path, written: list[Path]) -> str:
     Project, entity and name come from the run's config.yaml (as `--use_wandb` training set them); the run is named
     `<wandb_name or folder>-plots`, with job type "plots".
     """
-    from training.preflight import check_wandb
+    from training.prerequisites import check_wandb
 
     try:
         check_wandb()

@@ -21,8 +21,10 @@ and stops with exit code `CANARY_EXIT_CODE`; `--canary_action warn` only warns.
 import logging
 import random
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 from judging import STATUSES, Judge, Problem
+from training.run_folder import checkpoint_step
 
 logger = logging.getLogger(__name__)
 
@@ -133,9 +135,10 @@ def canary_budget(generations: int, samples: int, canaries: int, share: float) -
 
 
 @dataclass
-class Alarm:
+class CanaryAlarm:
     """Completions that passed a canary at an evaluation: where they are kept and which canaries they passed."""
 
+    exit_code: ClassVar[int] = CANARY_EXIT_CODE
     step: int
     passed: int
     completions: int
@@ -147,16 +150,21 @@ class Alarm:
         return (f"canary: {self.passed} of {self.completions} completions passed a problem no program can pass "
                 f"({', '.join(self.canaries)}) at step {self.step}, so the judge or its tests can be gamed; {where}")
 
-    def line(self, model: str) -> str:
-        """The one line a stopped run prints; ``model`` names the last checkpoint (or the model evaluated)."""
-        return f"{self.what()}; {model}"
+    def weights(self, latest_checkpoint: str | None, model: str) -> str:
+        """The model the run started from at step 0, else its newest checkpoint, said to be the weights that passed
+        when it is this evaluation's."""
+        if self.step == 0:
+            return f"model evaluated {model} (the run's start: nothing trained yet)"
+        if latest_checkpoint and checkpoint_step(latest_checkpoint) == self.step:
+            return f"last checkpoint {latest_checkpoint} (the weights that passed it)"
+        return f"last checkpoint {latest_checkpoint}"
 
 
 class CanaryTripped(Exception):
     """A completion passed a canary under `--canary_action stop`: raised by the evaluation that found it, once its
     results (``metrics``) are recorded."""
 
-    def __init__(self, alarm: Alarm, metrics: dict):
+    def __init__(self, alarm: CanaryAlarm, metrics: dict):
         super().__init__(alarm.what())
         self.alarm = alarm
         self.metrics = metrics
@@ -177,7 +185,7 @@ class CanaryWatch:
         self.turn += 1
         return [self.canaries[(start + i) % len(self.canaries)] for i in range(min(size, len(self.canaries)))]
 
-    def sound(self, alarm: Alarm, metrics: dict, log: bool = True) -> None:
+    def sound(self, alarm: CanaryAlarm, metrics: dict, log: bool = True) -> None:
         """What a passed canary does, decided here only: a warning (when ``log``: on the main process), then under
         `--canary_action stop` `CanaryTripped`, carrying the evaluation's ``metrics``."""
         if log:

@@ -26,7 +26,7 @@ from trl.models import unwrap_model_for_generation
 from judging import STATUSES, Judge, Problem
 from rewards import ScoringArguments, TrivialShares, mean_pass_at_k, score
 from training.arguments import EvalArguments
-from training.canary import Alarm, CanaryWatch, canary_budget, canary_metrics, solved_original
+from training.canary import CanaryAlarm, CanaryWatch, canary_budget, canary_metrics, solved_original
 from training.run_folder import RunFolder
 
 logger = logging.getLogger(__name__)
@@ -172,7 +172,7 @@ class PassAtKEvaluator:
         metrics["feedback/turns"] = sum(turns) / max(len(turns), 1)
         return metrics
 
-    def _canaries(self, model, accelerator, step: int, generate) -> tuple[dict, Alarm | None]:
+    def _canaries(self, model, accelerator, step: int, generate) -> tuple[dict, CanaryAlarm | None]:
         """This evaluation's turn of canary problems (training/canary.py), sampled and judged as the evaluation's
         own: what to record, and the alarm when a completion passed one (every such completion is kept whole)."""
         started = time.time()
@@ -211,8 +211,8 @@ class PassAtKEvaluator:
             with path.open("w") as f:
                 f.writelines(json.dumps(s) + "\n" for s in passing)
             samples_file = str(path)
-        alarm = Alarm(step, len(passing), metrics["canary/completions"], sorted({s["id"] for s in passing}),
-                      samples_file) if passing else None
+        alarm = CanaryAlarm(step, len(passing), metrics["canary/completions"], sorted({s["id"] for s in passing}),
+                            samples_file) if passing else None
         return {"seconds": round(time.time() - started, 2), "metrics": metrics,
                 "samples": str(Path(samples_file).relative_to(self.run.logs)) if samples_file else None,
                 "problems": records}, alarm

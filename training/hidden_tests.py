@@ -5,11 +5,11 @@ judges and wrong elsewhere earns the full reward, and the canary cannot see it (
 impossible test exactly as an honest solver does). A problem's hidden tests, those beyond `--max_tests_per_problem`
 and those its record marks ``"hidden": true``, never enter the reward. The test-case reward judges them for each
 completion that passed every judged test, as soon as it has passed (rewards/scoring.py, `ascore`), so the watch
-costs judging the perfect completions only, and returns which of them passed (`rewards.Rewards.passed_hidden`).
+costs judging the perfect completions only, and says which of them passed (`rewards.JudgedRewards.passed_hidden`).
 
 Each training step then logs, over the gathered generation batch, `hidden_tests/checked` (the perfect completions
 judged on hidden tests), `hidden_tests/failed` (those that failed one) and `hidden_tests/failed_share` (failed /
-checked; left out of a step that checked none); the per-problem records (training/difficulty.py) keep each
+checked; left out of a step that checked none); the per-problem records (training/problem_records.py) keep each
 problem's counts. A policy that solves the problems keeps the share near 0; one that learns the tests raises it
 while its reward looks like success.
 
@@ -21,6 +21,9 @@ ends the run once that step is done, after saving its checkpoint, as the canary 
 
 import logging
 from dataclasses import dataclass
+from typing import ClassVar
+
+from training.judged_batch import JudgedBatch
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +40,7 @@ class HiddenTestsAlarm:
     """A step whose perfect completions failed hidden tests above the threshold: the counts, each problem with a
     failure (id: failed, checked) and where the per-problem records are."""
 
+    exit_code: ClassVar[int] = HIDDEN_TESTS_EXIT_CODE
     step: int
     failed: int
     checked: int
@@ -54,18 +58,9 @@ class HiddenTestsAlarm:
                 f"--hidden_tests_threshold {self.threshold:g}), so the policy passes these problems' judged tests "
                 f"without solving them{where}")
 
-    def line(self, weights: str) -> str:
-        """The one line a stopped run prints; ``weights`` names its last checkpoint."""
-        return f"{self.what()}; {weights}"
-
-
-class HiddenTestsStopped(Exception):
-    """The watch stopped the run (`--hidden_tests_action stop`): raised by the trainer's `train` once the step that
-    sounded the alarm is done and its checkpoint saved."""
-
-    def __init__(self, alarm: HiddenTestsAlarm):
-        super().__init__(alarm.what())
-        self.alarm = alarm
+    def weights(self, latest_checkpoint: str | None, model: str) -> str:
+        """The checkpoint saved at the end of the step that sounded it."""
+        return f"last checkpoint {latest_checkpoint} (trained on that step's completions)"
 
 
 @dataclass
@@ -76,12 +71,13 @@ class HiddenTestWatch:
     action: str = "warn"
     records: str | None = None  # the per-problem records, named in the alarm's line
 
-    def observe(self, step: int, ids: list[str],
-                passed_hidden: list[bool | None]) -> tuple[dict[str, float], HiddenTestsAlarm | None]:
-        """The step's metrics from the gathered problem ids and hidden-test verdicts (None: not judged on hidden
+    def observe(self, batch: JudgedBatch) -> tuple[dict[str, float], HiddenTestsAlarm | None]:
+        """The step's metrics from a judged generation batch's hidden-test verdicts (None: not judged on hidden
         tests), and its alarm when the share of checked completions that failed is above the threshold."""
+        if batch.passed_hidden is None:
+            return {}, None
         counts: dict[str, list[int]] = {}
-        for pid, passed in zip(ids, passed_hidden, strict=True):
+        for pid, passed in zip(batch.ids, batch.passed_hidden, strict=True):
             if passed is not None:
                 failed_checked = counts.setdefault(pid, [0, 0])
                 failed_checked[0] += not passed
@@ -95,7 +91,7 @@ class HiddenTestWatch:
         if failed / checked <= self.threshold:
             return metrics, None
         problems = {pid: (f, c) for pid, (f, c) in counts.items() if f}
-        return metrics, HiddenTestsAlarm(step, failed, checked, self.threshold, problems, self.records)
+        return metrics, HiddenTestsAlarm(batch.step, failed, checked, self.threshold, problems, self.records)
 
     def sound(self, alarm: HiddenTestsAlarm, log: bool = True) -> bool:
         """What an alarm does, decided here only: a warning (when ``log``: on the main process), and whether the run

@@ -24,7 +24,7 @@ confirms them (docs/clusters.md, "First run on a real cluster").
 
 `python -m training.memory_plan --preset 32b` prints the plan. exps.sh and scripts/slurm/train.sbatch run it for
 their dry runs and before they start anything, through one shell function (scripts/memory_plan.sh) that reads
-back the layout it writes (`--layout-file`); rl_trainer.py checks its own processes (training/preflight.py).
+back the layout it writes (`--layout-file`); rl_trainer.py checks its own processes (training/prerequisites.py).
 Standard library and PyYAML only: no torch, so a launcher's dry run stays fast; the trainer's defaults are read
 from the source that declares them (`declared_defaults`).
 """
@@ -681,7 +681,7 @@ def _offloading(config: str) -> str:
 
 def training_plan(shape: Shape, settings: Settings, processes: int, gpu_gib: float, zero_stage: int | None,
                   offload: str, accelerate_config: str = "this launch's config") -> Plan:
-    """The training side alone, for a launch already under way (the trainer's preflight: its processes, its GPU,
+    """The training side alone, for a launch already under way (the trainer's own check: its processes, its GPU,
     the DeepSpeed settings accelerate passed it, `offload` as `offload_of` reads them); the server's fields
     describe a one-GPU server and go unused."""
     hardware = Hardware(gpus_per_node=processes, gpu_gib=gpu_gib)

@@ -8,7 +8,7 @@
     <run>/logs/eval_results.json     every pass@k evaluation, appended
     <run>/logs/eval_samples/step-N.jsonl   the evaluation's completions with their judgements
     <run>/logs/eval_samples/step-N-eval_only.jsonl   the same for an `--eval_only` evaluation of the step's model
-    <run>/logs/problem_stats.jsonl   one line per training problem per step it was sampled (training/difficulty.py)
+    <run>/logs/problem_stats.jsonl   one line per training problem per step it was sampled (training/problem_records.py)
     <run>/logs/canary/step-N.jsonl   completions that passed a canary, an impossible problem (training/canary.py)
     <run>/final_model/               the trained model (or LoRA adapter) and tokenizer
 """
@@ -40,7 +40,7 @@ OUTPUT_FILES = ("config.yaml", "logs/metrics.jsonl", "logs/eval_results.json", "
 
 @dataclass(frozen=True)
 class Resume:
-    """The checkpoint a session resumes from (`RunFolder.resume` chooses it), its step, and why it was chosen."""
+    """The checkpoint a run resumes from (`RunFolder.resume` chooses it), its step, and why it was chosen."""
 
     checkpoint: str
     step: int
@@ -97,7 +97,7 @@ class RunFolder:
         return resume
 
     def resume(self, grpo) -> Resume | None:
-        """What this session resumes (``grpo.resume_from_checkpoint``; None: a new run), decided and checked before
+        """What this run resumes (``grpo.resume_from_checkpoint``; None: a new run), decided and checked before
         any model loads, and why, in a log line: `latest` is the newest whole checkpoint here, a path is that
         checkpoint, and its learning-rate schedule must reach ``grpo.max_steps``."""
         requested = grpo.resume_from_checkpoint
@@ -123,7 +123,7 @@ class RunFolder:
     def prepare(self, overwrite: bool, resume: Resume | None, evaluation_only: bool = False) -> None:
         """Create the folders, refusing to write a new run over a finished or started one (unless resuming it).
 
-        An evaluation-only session appends to whatever the folder holds and needs only logs/.
+        An evaluation-only run appends to whatever the folder holds and needs only logs/.
         """
         resuming = resume is not None
         if self.holds_outputs() and not (overwrite or resuming or evaluation_only):

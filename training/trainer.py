@@ -3,18 +3,18 @@ generation overlapped with training (`--async_generation`, training/async_genera
 
 This is the one file that touches TRL's private internals at run time (training/memory_plan.py reads where TRL
 declares its settings, `trl/trainer/base_config.py` and `trl/scripts/vllm_serve.py`, as source files by path, and
-tests/training/test_memory_plan.py checks they are there). Written against trl==1.16.0 (requirements.txt). Every
+tests/test_memory_plan.py checks they are there). Written against trl==1.16.0 (requirements.txt). Every
 name of TRL's (and of transformers' `Trainer`, reached past TRL's overrides) that this project relies on and TRL
 does not promise to keep is listed once, in `TRL_INTERNALS` below, with what relies on it: this file, and the two
-that patch TRL outside it (benchmarks/step_overhead.py times TRL's profiling spans; tests/helpers/run_with_vllm.py reads a
+that patch TRL outside it (benchmarks/step_overhead.py times TRL's profiling spans; tests/run_with_vllm.py reads a
 colocated engine's weights back, leaves out the NCCL weight transfer to a server, which needs CUDA, and delays and
 traces the requests to a server).
 `missing_trl_internals()` checks every name listed, the trainer checks them when it is built, and
-tests/training/test_trainer_seam.py fails naming any an upgrade removed.
+tests/test_trainer_seam.py fails naming any an upgrade removed.
 
 With vLLM's CPU engine in colocate mode, the weight sync also reaches into vLLM (not TRL): the engine's model runner
 at `.llm.llm_engine.model_executor.driver_worker.model_runner` (TRL's own path to it) and its `reload_weights`
-(`sync_weights_into_cpu_engine`); tests/training/test_vllm.py runs it against the real engine.
+(`sync_weights_into_cpu_engine`); tests/test_vllm.py runs it against the real engine.
 """
 
 import functools
@@ -33,13 +33,14 @@ from trl.extras.profiling import ProfilingContext, profiling_context
 from trl.generation.vllm_client import VLLMClient
 from trl.generation.vllm_generation import VLLMGeneration
 
-from rewards import Rewards
+from rewards import JudgedRewards
 from training.async_generation import Batch, OverlappedGeneration, RequestThread, RowSchedule
-from training.canary import CanaryTripped
-from training.difficulty import ProblemTracker
+from training.canary import CanaryAlarm, CanaryTripped
 from training.evaluation import PassAtKEvaluator
 from training.feedback import REPLIES_COLUMN, FeedbackRounds
-from training.hidden_tests import HiddenTestsStopped, HiddenTestWatch
+from training.hidden_tests import HiddenTestsAlarm, HiddenTestWatch
+from training.judged_batch import JudgedBatch
+from training.problem_records import ProblemTracker
 from training.vllm_timeout import bound_session
 
 TRL_VERSION = "1.16.0"
@@ -109,7 +110,7 @@ TRL_INTERNALS = (
     TrlInternal(VLLMGeneration, "mode", "server or colocate", set_by="__init__", held="vllm"),
     TrlInternal(VLLMGeneration, "sync_weights", "called before evaluation generates, so it samples current weights, "
                 "and by --async_generation; replaced on vLLM's CPU engine (sync_weights_into_cpu_engine); traced by "
-                "tests/helpers/run_with_vllm.py"),
+                "tests/run_with_vllm.py"),
     TrlInternal(VLLMGeneration, "_iter_named_params", "the weights as TRL sends them (gathered under ZeRO-3, LoRA "
                 "merged), which sync_weights_into_cpu_engine loads"),
     TrlInternal(VLLMGeneration, "llm", "the colocated vLLM engine evaluation generates with", set_by="_init_vllm",
@@ -120,10 +121,10 @@ TRL_INTERNALS = (
     TrlInternal(VLLMClient, "base_url", "names the server in the bound's one-line error", set_by="__init__",
                 held="server"),
     TrlInternal(VLLMClient, "generate", "evaluation's generation in server mode, and --async_generation's; delayed "
-                "and traced by tests/helpers/run_with_vllm.py"),
-    TrlInternal(VLLMClient, "init_communicator", "replaced by tests/helpers/run_with_vllm.py (the NCCL weight-transfer "
+                "and traced by tests/run_with_vllm.py"),
+    TrlInternal(VLLMClient, "init_communicator", "replaced by tests/run_with_vllm.py (the NCCL weight-transfer "
                 "group needs CUDA)"),
-    TrlInternal(VLLMClient, "update_named_params", "replaced by tests/helpers/run_with_vllm.py (it streams through that "
+    TrlInternal(VLLMClient, "update_named_params", "replaced by tests/run_with_vllm.py (it streams through that "
                 "group)"),
     TrlInternal(VLLMClient, "communicator", "set to None by that replacement, as TRL leaves it without a group",
                 set_by="__init__", held="server"),
@@ -219,7 +220,7 @@ def sync_weights_into_cpu_engine(generation) -> None:
 
 def server_sampling_params(generation, n: int) -> dict:
     """The sampling settings TRL's `VLLMGeneration.generate` sends with a server request for ``n`` completions per
-    prompt (tests/training/test_async_generation.py checks them against TRL's own request)."""
+    prompt (tests/test_async_generation.py checks them against TRL's own request)."""
     return {
         "n": n, "repetition_penalty": generation.repetition_penalty, "temperature": generation.temperature,
         "top_p": generation.top_p, "top_k": generation.top_k,
@@ -266,19 +267,19 @@ class CloseOverlap(TrainerCallback):
 
 
 class QGRPOTrainer(GRPOTrainer):
-    """TRL's GRPOTrainer whose evaluation is pass@k (``evaluator``; none: evaluation is off), whose generation
-    batches pass through ``tracker`` (training/difficulty.py), which learns which completions passed every test
-    from what the reward functions return (`rewards.Rewards`), whose requests to a vLLM server are each bounded
-    by ``vllm_request_timeout`` seconds (server mode; the main process sends them), and which, with
-    ``async_generation`` (server mode only), has the server generate the next batch while it trains on this one
+    """TRL's GRPOTrainer whose evaluation is pass@k (``evaluator``; none: evaluation is off), whose judged
+    generation batches go to the step's observers as one `JudgedBatch`: ``tracker`` (training/problem_records.py,
+    which also has the difficulty filter rewrite each batch before it is generated) and ``hidden_watch``
+    (training/hidden_tests.py). The batch carries which completions passed every test (and their hidden tests) from
+    the `rewards.JudgedRewards` a reward function returns, synchronous or not. Its requests to a vLLM server are
+    each bounded by ``vllm_request_timeout`` seconds (server mode; the main process sends them), and with
+    ``async_generation`` (server mode only) the server generates the next batch while it trains on this one
     (training/async_generation.py).
 
-    When an evaluation raises `CanaryTripped` (training/canary.py), the run stops: at once at step 0 (nothing
-    trained), else after saving that step's checkpoint, the weights that passed; `train` then raises it.
-
-    ``hidden_watch`` (training/hidden_tests.py) reads which perfect completions passed their hidden tests from the
-    same `Rewards`; when it says stop, the run stops after saving the checkpoint of the step whose completions
-    sounded it, and `train` raises `HiddenTestsStopped`."""
+    A watch can end training early: a canary passed at an evaluation (training/canary.py) stops it at once at step 0
+    (nothing trained), else after saving that step's checkpoint, the weights that passed; the hidden-test watch
+    stops it after saving the checkpoint of the step whose completions sounded it. `train` then returns with the
+    alarm in ``alarm`` (None when training ran to its end), for the run to stop with (training/stops.py)."""
 
     def __init__(self, model, reward_funcs, *args, evaluator: PassAtKEvaluator | None = None,
                  tracker: ProblemTracker | None = None, hidden_watch: HiddenTestWatch | None = None,
@@ -287,16 +288,15 @@ class QGRPOTrainer(GRPOTrainer):
         missing = missing_trl_internals()
         if missing:
             raise TrlInternalsChanged(missing)
-        self._verdicts: Rewards | None = None
-        self._canary_tripped: CanaryTripped | None = None
-        self._hidden_tests_stopped: HiddenTestsStopped | None = None
+        self._judged: JudgedRewards | None = None
+        self.alarm: CanaryAlarm | HiddenTestsAlarm | None = None
         funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
         if feedback is not None and async_generation:
             raise ValueError("feedback rounds generate each batch turn by turn: they cannot be requested a step ahead")
         self.feedback = feedback
         with warnings.catch_warnings():  # TRL calls rollout_func experimental; training/feedback.py is its one user
             warnings.filterwarnings("ignore", message="You are using 'rollout_func'")
-            super().__init__(model, [self._keeping_verdicts(f) for f in funcs], *args, rollout_func=feedback,
+            super().__init__(model, [self._keeping_judged(f) for f in funcs], *args, rollout_func=feedback,
                              **kwargs)
         missing = missing_trl_internals(self)
         if missing:
@@ -327,30 +327,34 @@ class QGRPOTrainer(GRPOTrainer):
             self._problem_ids = list(self.train_dataset["id"]) if tracker is not None else None
             self.add_callback(CloseOverlap(self.overlap))
 
-    def _keeping_verdicts(self, func):
-        """``func`` as TRL calls it, keeping the `Rewards` it returns when they say which completions passed every
-        test (and their hidden tests), for `_calculate_rewards` to read once TRL has called every reward
-        function."""
-        if not inspect.iscoroutinefunction(func):
-            return func
-
-        @functools.wraps(func)
-        async def keeping(*args, **kwargs):
-            rewards = await func(*args, **kwargs)
-            if isinstance(rewards, Rewards) and rewards.passed_all is not None:
-                self._verdicts = rewards
-            return rewards
-
+    def _keeping_judged(self, func):
+        """``func`` as TRL calls it (a coroutine function stays one, so TRL still runs it concurrently), keeping the
+        `JudgedRewards` it returns for `_calculate_rewards` to read once TRL has called every reward function."""
+        if inspect.iscoroutinefunction(func):
+            @functools.wraps(func)
+            async def keeping(*args, **kwargs):
+                return self._keep(await func(*args, **kwargs))
+        else:
+            @functools.wraps(func)
+            def keeping(*args, **kwargs):
+                return self._keep(func(*args, **kwargs))
         return keeping
 
+    def _keep(self, rewards):
+        if isinstance(rewards, JudgedRewards):
+            if self._judged is not None:
+                raise RuntimeError("two reward functions returned the judge's verdicts for one batch; the step's "
+                                   "observers read one")
+            self._judged = rewards
+        return rewards
+
     def train(self, *args, **kwargs):
-        self._canary_tripped = self._hidden_tests_stopped = None
-        output = super().train(*args, **kwargs)
-        if self._canary_tripped is not None:
-            raise self._canary_tripped
-        if self._hidden_tests_stopped is not None:
-            raise self._hidden_tests_stopped
-        return output
+        self.alarm = None
+        try:
+            return super().train(*args, **kwargs)
+        except CanaryTripped as tripped:  # at the evaluation on start: nothing trained, no step, no checkpoint
+            self.alarm = tripped.alarm
+            return None
 
     def create_model_card(self, *args, **kwargs) -> None:
         """checkpoints/README.md, written with each checkpoint. TRL's card names the base model only when it is a
@@ -382,17 +386,19 @@ class QGRPOTrainer(GRPOTrainer):
             generation, more = self._generation_position()
             batch = self.overlap.ahead or self._choose_generation(generation)
             next_batch = self._choose_generation(generation + 1) if more else None
-            if batch.extra is not None:  # the difficulty filter's check of the batch scored now
-                self.tracker.expected, self.tracker.swapped = batch.extra
+            if batch.extra is not None:  # the difficulty filter's choice, which the batch scored now must match
+                self.tracker.expect(batch.extra)
             self._async_step = (batch, next_batch)
             try:
                 return super()._generate_and_score_completions(
                     [self.train_dataset[row] for row in self._my_rows(batch)])
             finally:
                 self._async_step = None
-        if self.tracker is not None and self.tracker.filter is not None and self.model.training:
+        if self.tracker is not None and self.tracker.filtering and self.model.training:
             ids = gather_object([row["id"] for row in inputs])
-            chosen = self.tracker.rewrite(ids, self.num_generations)
+            rewrite = self.tracker.rewrite(ids, self.num_generations)
+            self.tracker.expect(rewrite)
+            chosen = rewrite.ids
             if chosen != ids:
                 mine = chosen[self.accelerator.process_index * len(inputs) :][: len(inputs)]
                 inputs = [self.train_dataset[self._row_of_problem[pid]] for pid in mine]
@@ -434,11 +440,10 @@ class QGRPOTrainer(GRPOTrainer):
         """A generation's rows: the train sampler's (replayed ahead of the dataloader), then the difficulty
         filter's rewrite, which also says what the tracker must see when the batch is scored."""
         rows = self._rows_ahead.rows(generation)
-        if self.tracker is None or self.tracker.filter is None:
+        if self.tracker is None or not self.tracker.filtering:
             return Batch(generation, rows)
-        chosen = self.tracker.rewrite([self._problem_ids[row] for row in rows], self.num_generations)
-        return Batch(generation, [self._row_of_problem[pid] for pid in chosen],
-                     (self.tracker.expected, self.tracker.swapped))
+        rewrite = self.tracker.rewrite([self._problem_ids[row] for row in rows], self.num_generations)
+        return Batch(generation, [self._row_of_problem[pid] for pid in rewrite.ids], rewrite)
 
     def _my_rows(self, batch: Batch) -> list[int]:
         size = self.args.per_device_train_batch_size * self.args.steps_per_generation
@@ -473,36 +478,39 @@ class QGRPOTrainer(GRPOTrainer):
             self._last_loaded_step = self.state.global_step
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        """TRL's rewards of the whole generation batch (gathered), shown to the tracker and the hidden-test watch
-        with the problem ids."""
-        self._verdicts = None
+        """TRL's rewards of the whole generation batch (gathered), handed with the judge's verdicts and the problem
+        ids, as one `JudgedBatch`, to the step's observers (the tracker, the hidden-test watch); their metrics are
+        logged with the step."""
+        self._judged = None
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         if (self.tracker is not None or self.hidden_watch is not None) and self.model.training:
-            step, verdicts = self.state.global_step + 1, self._verdicts
-            ids = gather_object([row["id"] for row in inputs])
-            passed_all = None if verdicts is None else gather_object(list(verdicts.passed_all))
-            passed_hidden = None
-            if verdicts is not None and verdicts.passed_hidden is not None:
-                passed_hidden = gather_object(list(verdicts.passed_hidden))
-            metrics = {}
-            if self.tracker is not None:
-                # The total reward as TRL forms it for the advantage; a row no function could score stays NaN.
-                weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
-                total = (rewards_per_func * weights).nansum(dim=1)
-                total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
-                replies = None if self.feedback is None else gather_object([row[REPLIES_COLUMN] for row in inputs])
-                metrics.update(self.tracker.observe(step, ids, total.tolist(), passed_all, self.num_generations,
-                                                    passed_hidden, replies))
-            if self.hidden_watch is not None and passed_hidden is not None:
-                watched, alarm = self.hidden_watch.observe(step, ids, passed_hidden)
+            batch = self._judged_batch(inputs, rewards_per_func)
+            metrics = self.tracker.observe(batch) if self.tracker is not None else {}
+            if self.hidden_watch is not None:
+                watched, alarm = self.hidden_watch.observe(batch)
                 metrics.update(watched)
                 if alarm is not None and self.hidden_watch.sound(alarm, log=self.accelerator.is_main_process):
                     # Every rank decided alike on the gathered verdicts: each finishes this step, saves, stops.
-                    self._hidden_tests_stopped = HiddenTestsStopped(alarm)
+                    self.alarm = alarm
                     self.control.should_save = self.control.should_training_stop = True
             for name, value in metrics.items():
                 self._metrics["train"][name].append(value)
         return rewards_per_func
+
+    def _judged_batch(self, inputs, rewards_per_func) -> JudgedBatch:
+        """The batch gathered from every rank: its problem ids, the total reward as TRL forms it for the advantage
+        (a row no function could score stays NaN) and the verdicts the judge-backed reward function returned."""
+        weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
+        total = (rewards_per_func * weights).nansum(dim=1)
+        total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+        judged = self._judged
+        return JudgedBatch(
+            step=self.state.global_step + 1, ids=gather_object([row["id"] for row in inputs]), rewards=total.tolist(),
+            group_size=self.num_generations,
+            passed_all=None if judged is None else gather_object(list(judged.passed_all)),
+            passed_hidden=None if judged is None or judged.passed_hidden is None
+            else gather_object(list(judged.passed_hidden)),
+            replies=None if self.feedback is None else gather_object([row[REPLIES_COLUMN] for row in inputs]))
 
     def evaluate(self, *args, **kwargs) -> dict:
         if self.evaluator is None:
@@ -522,9 +530,9 @@ class QGRPOTrainer(GRPOTrainer):
         Trainer.log(self, dict(metrics))
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         if tripped is not None and self.state.global_step == 0:
-            raise tripped  # nothing trained yet: no step, no checkpoint
+            raise tripped  # nothing trained yet: no step, no checkpoint (`train` keeps its alarm)
         if tripped is not None:  # this step's checkpoint keeps the weights that passed; nothing trains after it
-            self._canary_tripped = tripped
+            self.alarm = tripped.alarm
             self.control.should_save = self.control.should_training_stop = True
         return metrics
 

@@ -9,9 +9,9 @@ answered, does not resend a request that used it all up, and turns a timeout or 
 `VLLMServerUnresponsive` whose message names the server and how to check it.
 
 Start-up requests (the health check, /v1/models, /server_info, the weight-transfer rendezvous) run inside
-`GRPOTrainer.__init__`, before `QGRPOTrainer.__init__` can reach the client to bound it; the preflight health check (3 s) covers a server that is
-already dead or wedged then. Not covered: the NCCL broadcast of the weights itself, which runs beside the
-/update_weights request and is no HTTP request.
+`GRPOTrainer.__init__`, before `QGRPOTrainer.__init__` can reach the client to bound it; the health check before
+training (3 s, training/prerequisites.py) covers a server that is already dead or wedged then. Not covered: the
+NCCL broadcast of the weights itself, which runs beside the /update_weights request and is no HTTP request.
 """
 
 import inspect

@@ -120,7 +120,7 @@ def record_weights_at_generation(path: str) -> None:
 def leave_out_weight_transfer() -> None:
     from trl.generation import vllm_client
 
-    import training.preflight
+    import training.prerequisites
 
     def no_weight_transfer_group(self, device=0):
         self.communicator = None
@@ -131,7 +131,7 @@ def leave_out_weight_transfer() -> None:
 
     vllm_client.VLLMClient.init_communicator = no_weight_transfer_group
     vllm_client.VLLMClient.update_named_params = no_weight_update
-    training.preflight.check_vllm_server_device = lambda: None
+    training.prerequisites.check_vllm_server_device = lambda: None
 
 
 def delay_generation(seconds: float) -> None:

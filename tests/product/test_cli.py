@@ -190,7 +190,7 @@ SERVER_NEEDS_CUDA = ("rl_trainer.py: error: --vllm_mode server needs a CUDA GPU:
 def test_server_mode_without_cuda_is_refused_naming_colocate():
     import torch
 
-    from training.preflight import check_vllm_server_device
+    from training.prerequisites import check_vllm_server_device
 
     if torch.cuda.is_available():
         check_vllm_server_device()

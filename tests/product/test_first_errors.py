@@ -16,7 +16,7 @@ from conftest import ROOT
 from trainer_runs import run_trainer
 from cli import UsageError
 from training.arguments import parse_args
-from training.preflight import check_vllm_server
+from training.prerequisites import check_vllm_server
 from training.run_folder import RunFolder
 
 VLLM_INSTALLED = importlib.util.find_spec("vllm") is not None

@@ -97,7 +97,7 @@ def test_training_reward_reads_the_trivial_shares_it_was_made_with(judge, shares
                                       [PALINDROME, DOUBLE], trivial_shares=shares)
     rewards = asyncio.run(test_cases(prompts=["p"] * 3, completions=[CONSTANT, CANONICAL, LONG_PALINDROMES],
                                      language=["python"] * 3, id=["is-palindrome"] * 3))
-    assert rewards == pytest.approx([0.0, 2.0, 0.0])
+    assert rewards.rewards == pytest.approx([0.0, 2.0, 0.0])
 
 
 def write_jsonl(path, records):

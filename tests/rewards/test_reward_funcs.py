@@ -7,7 +7,7 @@ import pytest
 
 import judging.execution
 from judging import STATUSES, Judge, Problem, Test
-from rewards import REWARD_FUNCS, Rewards, ScoringArguments, make_reward_funcs, score
+from rewards import REWARD_FUNCS, JudgedRewards, ScoringArguments, make_reward_funcs, score
 
 FAKE_Q = str(Path(__file__).resolve().parents[1] / "helpers" / "fake_q" / "q")
 TESTS = tuple(Test(f"print(solve({n}))", str(2 * n)) for n in range(1, 7))
@@ -59,16 +59,17 @@ def test_test_cases_reward_logs_status_shares_and_extras(judge):
         prompts=["p"] * 4, completions=completions, id=["double"] * 4, language=["python"] * 4,
         log_metric=lambda name, value: metrics.__setitem__(name, value),
         log_extra=lambda column, values: extras.__setitem__(column, values)))
-    assert scores[0] == pytest.approx(2.0)
-    assert scores[1] == pytest.approx(0.5)
-    assert scores[3] == 0.0
+    assert isinstance(scores, JudgedRewards)
+    assert scores.rewards[0] == pytest.approx(2.0)
+    assert scores.rewards[1] == pytest.approx(0.5)
+    assert scores.rewards[3] == 0.0
     assert set(metrics) == {f"status/{s}" for s in STATUSES} | {"judge/licence_retries", "judge/proxy_refusals"}
     assert metrics["judge/licence_retries"] == metrics["judge/proxy_refusals"] == 0
     assert math.isclose(sum(v for k, v in metrics.items() if k.startswith("status/")), 1.0)
     assert metrics["status/passed"] == metrics["status/no_code"] == metrics["status/syntax_error"] == 0.25
     assert extras["status"][0] == "passed" and extras["status"][3] == "syntax_error"
     assert extras["tests_passed"][:2] == ["4/4", "2/4"], "only the first max_tests_per_problem tests count"
-    assert isinstance(scores, Rewards)
+    assert list(scores) == scores.rewards and len(scores) == 4, "TRL reads the record as its rewards"
     assert scores.passed_all == [True, False, False, False], "the judge's fact, not a reward threshold"
 
 
@@ -79,7 +80,8 @@ def test_test_cases_reward_looks_each_row_up_by_its_id(judge):
     negate = "```python\ndef solve(n):\n    return -n\n```"
     rewards = asyncio.run(test_cases(prompts=["p"] * 3, completions=[RIGHT, negate, RIGHT],
                                      id=["double", "neg", "neg"], language=["python"] * 3, description=["d"] * 3))
-    assert rewards == [pytest.approx(2.0), pytest.approx(2.0), 0.0] and rewards.passed_all == [True, True, False]
+    assert rewards.rewards == [pytest.approx(2.0), pytest.approx(2.0), 0.0]
+    assert rewards.passed_all == [True, True, False]
     with pytest.raises(KeyError, match="names problem 'other', which is not among the 2 problems"):
         asyncio.run(test_cases(prompts=["p"], completions=[RIGHT], id=["other"], language=["python"]))
     with pytest.raises(ValueError, match="share the id 'double'"):
@@ -100,7 +102,7 @@ def test_language_column_overrides_and_sandbox_error_gives_none(tmp_path, monkey
         scores = asyncio.run(test_cases(prompts=["p", "p"], completions=["```q\nx:1\n```", RIGHT],
                                         id=["six", "double"], language=["q", "python"],
                                         log_metric=lambda name, value: metrics.__setitem__(name, value)))
-    assert scores == [None, pytest.approx(2.0)]
+    assert scores.rewards == [None, pytest.approx(2.0)]
     assert metrics["judge/licence_retries"] >= 1, "the lapsed licence was retried, and the step logs it"
 
 
@@ -151,5 +153,5 @@ def test_code_smuggled_in_the_reasoning_earns_nothing(judge, reasoning):
     test_cases, fmt = make_reward_funcs(["test_cases", "format"], judge, ScoringArguments(), [DOUBLE],
                                         use_reasoning_format=reasoning)
     kwargs = dict(prompts=["p"], completions=[SMUGGLED], id=["double"], language=["python"])
-    assert asyncio.run(test_cases(**kwargs)) == [0.0]
+    assert asyncio.run(test_cases(**kwargs)).rewards == [0.0]
     assert asyncio.run(fmt(**kwargs)) == [1.0], "the visible answer is well formed; it is what gets judged"

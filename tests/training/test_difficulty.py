@@ -1,13 +1,12 @@
-"""The difficulty filter's rewrite of generation batches, on TRL's own RepeatSampler order, and the group records."""
+"""The difficulty filter's rewrite of generation batches, on TRL's own RepeatSampler order."""
 
-import json
 import math
 from collections import Counter
 
-import pytest
 from trl.trainer.utils import RepeatSampler
 
-from training.difficulty import DifficultyFilter, Group, ProblemTracker, groups_of, problem_record
+from training.difficulty import DifficultyFilter
+from training.problem_records import Group, ProblemTracker, group_ids
 
 IDS = [f"p{i}" for i in range(12)]
 SIZE = 4  # num_generations
@@ -36,10 +35,9 @@ def train(tracker: ProblemTracker, epochs: int, hard: set[str]) -> list[list[str
     """Feed the tracker generation batches as the trainer does; returns the batches it chose."""
     chosen = []
     for ids in generation_batches(epochs):
-        rewritten = tracker.rewrite(ids, SIZE)
+        rewritten = tracker.rewrite(ids, SIZE).ids
         chosen.append(rewritten)
-        groups = groups_of(rewritten, [math.nan] * len(rewritten), None, SIZE)
-        tracker.filter.update([judge(g.id, hard) for g in groups])
+        tracker.filter.update([judge(pid, hard) for pid in group_ids(rewritten, SIZE)])
     return chosen
 
 
@@ -48,13 +46,6 @@ def test_zero_signal_is_no_spread_among_scored_completions():
     assert group("a", [2.0, 2.0, math.nan]).zero_signal  # all passed; the unscorable one does not count
     assert group("a", [1.0, math.nan, math.nan]).zero_signal  # one scored completion: no advantage either
     assert not group("a", [0.0, 0.5, 0.0]).zero_signal
-
-
-def test_groups_of_refuses_a_group_that_mixes_problems():
-    assert [g.id for g in groups_of(["a", "a", "b", "b"], [0, 1, 1, 1], [False, True, True, True], 2)] == ["a", "b"]
-    assert groups_of(["a", "a"], [0.0, 2.0], [False, True], 2)[0].passed == 1
-    with pytest.raises(RuntimeError, match="ranks disagree"):
-        groups_of(["a", "b", "b", "b"], [0.0] * 4, None, 2)
 
 
 def test_rewritten_batches_keep_trls_layout():
@@ -117,33 +108,3 @@ def test_state_round_trips_through_a_checkpoint(tmp_path):
     assert fresh.filter.settled() and fresh.filter.generations == tracker.filter.generations
     batch = next(generation_batches(1))[::SIZE]
     assert fresh.filter.choose(batch) == tracker.filter.choose(batch)
-
-
-def test_records_merge_a_problems_groups_per_step_and_count_full_passes_and_hidden_test_failures(tmp_path):
-    path = tmp_path / "problem_stats.jsonl"
-    tracker = ProblemTracker(path)
-    ids = ["a", "a", "b", "b", "a", "a"]
-    tracker.observe(1, ids, [2.0, 0.5, 0.0, 0.0, 2.0, math.nan], [True, False, False, False, True, False], 2,
-                    passed_hidden=[False, None, None, None, True, None])
-    tracker.observe(2, ["b", "b"], [1.0, 1.0], [False, False], 2)  # without the hidden-test watch
-    tracker.flush(1)
-    assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1, 1]
-    tracker.flush()
-    a, b, b2 = [json.loads(line) for line in path.read_text().splitlines()]
-    assert a == {"step": 1, "id": "a", "samples": 4, "mean_reward": 1.5,
-                 "reward_std": pytest.approx(0.866025, abs=1e-6), "passed": 2, "hidden_checked": 2, "hidden_failed": 1}
-    assert b == {"step": 1, "id": "b", "samples": 2, "mean_reward": 0.0, "reward_std": 0.0, "passed": 0,
-                 "hidden_checked": 0, "hidden_failed": 0}
-    assert b2["step"] == 2 and b2["passed"] == 0 and b2["hidden_checked"] is None and b2["hidden_failed"] is None
-    assert problem_record(3, "c", [Group("c", [math.nan], None)]) == {
-        "step": 3, "id": "c", "samples": 1, "mean_reward": None, "reward_std": None, "passed": None,
-        "hidden_checked": None, "hidden_failed": None}
-
-
-def test_a_batch_other_than_the_chosen_one_is_refused():
-    tracker = ProblemTracker(None, DifficultyFilter(["a", "b", "c"], 1, 0.01, seed=0))
-    tracker.filter.update([group("a", [0.0, 0.0])])
-    chosen = tracker.rewrite(["a", "a", "b", "b"], 2)
-    assert chosen == ["c", "c", "b", "b"]  # a is settled; c, never seen, takes its slot
-    with pytest.raises(RuntimeError, match="differs between ranks"):
-        tracker.observe(1, ["a", "a", "b", "b"], [0.0] * 4, None, 2)

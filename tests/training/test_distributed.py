@@ -126,7 +126,7 @@ def adam_steps(checkpoint):
 @pytest.mark.parametrize("config_file", ["config/cpu/zero3.yaml", "config/cpu/ddp.yaml"])
 def test_two_process_difficulty_filter_rewrites_batches_alike_on_both_ranks(config_file, warm_model, tmp_path):
     """3 problems a step over 2 ranks, so one group spans both. A rank whose rewritten batch differed from the
-    batch the ranks generated for would stop the run (training/difficulty.py), so a finished run with swaps shows
+    batch the ranks generated for would stop the run (training/problem_records.py), so a finished run with swaps shows
     that both ranks chose alike."""
     run = tmp_path / "run"
     result = launch(config_file, "--model", warm_model, "--output_dir", run, "--data", WARM_PYTHON_DATA,

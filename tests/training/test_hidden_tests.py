@@ -28,6 +28,7 @@ from rewards.scoring import ascore
 from training.arguments import parse_args
 from cli import UsageError
 from training.hidden_tests import HIDDEN_TESTS_EXIT_CODE, HiddenTestWatch
+from training.judged_batch import JudgedBatch
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import plot_run  # noqa: E402
@@ -107,7 +108,7 @@ def test_the_test_cases_reward_says_which_perfect_completions_passed_their_hidde
     extras = {}
     rewards = asyncio.run(watching(prompts=["p"] * 3, completions=[PLUS_ONE, TIMES_TWO, PLUS_FIVE],
                                    id=["weak-double"] * 3, log_extra=lambda name, values: extras.update({name: values})))
-    assert rewards == [2.0, 2.0, 0.0] and rewards.passed_all == [True, True, False]
+    assert rewards.rewards == [2.0, 2.0, 0.0] and rewards.passed_all == [True, True, False]
     assert rewards.passed_hidden == [False, True, None]
     assert extras["hidden_tests_passed"] == ["0/2", "2/2", ""]
     unwatched, = make_reward_funcs(["test_cases"], judge, scoring, [WEAK_DOUBLE])
@@ -148,13 +149,17 @@ def test_strengthen_writes_new_tests_as_hidden_after_the_problem_s_own(tmp_path)
     assert not adequacy.survivors, "the judged tests alone reject the wrong programs"
 
 
+def judged(step: int, ids: list[str], passed_hidden: list[bool | None] | None) -> JudgedBatch:
+    return JudgedBatch(step, ids, [2.0] * len(ids), 4, [True] * len(ids), passed_hidden)
+
+
 def test_the_watch_counts_a_step_and_sounds_above_its_threshold():
     watch = HiddenTestWatch(threshold=0.25, action="warn", records="RUN/logs/problem_stats.jsonl")
     ids = ["a"] * 4 + ["b"] * 4
-    metrics, alarm = watch.observe(3, ids, [True, True, True, False, None, None, True, None])
+    metrics, alarm = watch.observe(judged(3, ids, [True, True, True, False, None, None, True, None]))
     assert metrics == {"hidden_tests/checked": 5.0, "hidden_tests/failed": 1.0, "hidden_tests/failed_share": 0.2}
     assert alarm is None
-    metrics, alarm = watch.observe(4, ids, [False, False, True, None, True, False, None, None])
+    metrics, alarm = watch.observe(judged(4, ids, [False, False, True, None, True, False, None, None]))
     assert metrics["hidden_tests/failed_share"] == 0.6
     assert alarm.what() == ("hidden tests: 3 of 5 completions that passed every judged test failed a hidden test at "
                             "step 4 (a 2/3, b 1/2; share 0.60, above --hidden_tests_threshold 0.25), so the policy "
@@ -162,10 +167,13 @@ def test_the_watch_counts_a_step_and_sounds_above_its_threshold():
                             "RUN/logs/problem_stats.jsonl")
     assert not watch.sound(alarm, log=False) and HiddenTestWatch(action="stop").sound(alarm, log=False)
     # A step with no perfect completion logs the counts only: a share of nothing is no 0.
-    assert watch.observe(5, ids, [None] * 8) == ({"hidden_tests/checked": 0.0, "hidden_tests/failed": 0.0}, None)
+    assert watch.observe(judged(5, ids, [None] * 8)) == ({"hidden_tests/checked": 0.0, "hidden_tests/failed": 0.0},
+                                                          None)
     # At the threshold exactly it stays quiet; 0 sounds at the first failure.
-    assert watch.observe(6, ["a"] * 4, [False, True, True, True])[1] is None
-    assert HiddenTestWatch(threshold=0).observe(6, ["a"], [False])[1] is not None
+    assert watch.observe(judged(6, ["a"] * 4, [False, True, True, True]))[1] is None
+    assert HiddenTestWatch(threshold=0).observe(judged(6, ["a"] * 4, [False, True, True, True]))[1] is not None
+    # A batch judged without the watch has nothing for it.
+    assert watch.observe(judged(7, ids, None)) == ({}, None)
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -262,3 +270,37 @@ def test_an_honest_run_keeps_the_watch_at_zero(warm_model, tmp_path):
     assert all(s["hidden_tests/failed"] == 0 and s.get("hidden_tests/failed_share", 0) == 0 for s in steps)
     records = lines(run / "logs/problem_stats.jsonl")
     assert all(r["hidden_failed"] == 0 for r in records) and "hidden tests:" not in result.stderr
+
+
+@pytest.mark.slow
+def test_a_synchronous_judge_backed_reward_feeds_the_records_and_the_watch(warm_model, judge, tmp_path):
+    """The test-case reward called synchronously, as TRL calls a plain function: its verdicts still reach the
+    per-problem records (`passed`, the hidden-test counts) and the hidden-test watch, as an async one's do."""
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    from training.problem_records import ProblemTracker
+    from training.prompts import prompt_rows
+    from training.trainer import QGRPOTrainer
+
+    problems = load_problems(str(write(tmp_path / "weak.jsonl", [weak(r) for r in warm_problems()])), "python")
+    (judged,) = make_reward_funcs(["test_cases"], judge, ScoringArguments(max_tests_per_problem=1), problems,
+                                  watch_hidden_tests=True)
+
+    def test_cases(prompts, completions, **kwargs):
+        return asyncio.run(judged(prompts, completions, **kwargs))
+
+    records = tmp_path / "problem_stats.jsonl"
+    config = GRPOConfig(output_dir=str(tmp_path / "checkpoints"), max_steps=1, per_device_train_batch_size=8,
+                        num_generations=4, max_completion_length=16, logging_steps=1, save_strategy="no",
+                        report_to=[], use_cpu=True)
+    trainer = QGRPOTrainer(model=str(warm_model), reward_funcs=[test_cases], args=config,
+                           train_dataset=Dataset.from_list(prompt_rows(problems, False, "plain")),
+                           tracker=ProblemTracker(records), hidden_watch=HiddenTestWatch(threshold=0.2))
+    trainer.train()
+    written = lines(records)
+    assert written and all(r["passed"] is not None and r["hidden_checked"] is not None for r in written)
+    assert sum(r["passed"] for r in written) > 0 and sum(r["hidden_failed"] for r in written) > 0
+    step = next(logged for logged in trainer.state.log_history if "reward" in logged)
+    assert step["hidden_tests/checked"] == sum(r["hidden_checked"] for r in written) > 0
+    assert step["reward_std"] > 0, "no signal: the step trained on nothing"

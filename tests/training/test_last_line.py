@@ -19,10 +19,10 @@ from transformers import ProgressCallback, TrainerControl, TrainerState
 
 import rl_trainer
 from judging import Judge, Test
-from training.canary import CANARY_EXIT_CODE, Alarm
+from cli import UsageError
+from training.canary import CANARY_EXIT_CODE, CanaryAlarm
 from training.hidden_tests import HIDDEN_TESTS_EXIT_CODE, HiddenTestsAlarm
-from training.run_folder import RunFolder
-from training.session import ENTRY, canary_stopped, hidden_tests_stopped
+from training.stops import ENTRY, RunStopped, finish, stopped_by
 
 # Each judged completion spins until its test's timeout: the judge's bar stays open for a second at least.
 SPIN = ("while True:\n    pass\n", (Test("print(1)", "1"),), "python")
@@ -52,21 +52,20 @@ def open_bars(judge) -> tuple[dict, threading.Thread]:
 
 
 def canary_stop(tmp_path) -> tuple[int, str]:
-    alarm = Alarm(0, 1, 1, ["sum~canary-changed"], str(tmp_path / "logs/canary/step-0.jsonl"))
+    alarm = CanaryAlarm(0, 1, 1, ["sum~canary-changed"], str(tmp_path / "logs/canary/step-0.jsonl"))
     weights = "model evaluated tiny_model (the run's start: nothing trained yet)"
-    return canary_stopped(alarm, weights), f"{ENTRY}: {alarm.line(weights)}"
+    return finish(stopped_by(alarm, None, "tiny_model")), f"{ENTRY}: {alarm.what()}; {weights}"
 
 
 def hidden_tests_stop(tmp_path) -> tuple[int, str]:
     alarm = HiddenTestsAlarm(1, 2, 2, 0.2, {"sum": (2, 2)}, str(tmp_path / "logs/problem_stats.jsonl"))
-    weights = "last checkpoint None (trained on that step's completions)"  # no checkpoint in tmp_path
-    return hidden_tests_stopped(alarm, RunFolder(tmp_path)), f"{ENTRY}: {alarm.line(weights)}"
+    weights = "last checkpoint None (trained on that step's completions)"  # no checkpoint saved
+    return finish(stopped_by(alarm, None, "tiny_model")), f"{ENTRY}: {alarm.what()}; {weights}"
 
 
 def usage_error(tmp_path) -> tuple[int, str]:
-    with pytest.raises(SystemExit) as exit_:
-        rl_trainer.fail("--data x.jsonl: no such file")
-    return exit_.value.code, f"{ENTRY}: error: --data x.jsonl: no such file"
+    code = finish(RunStopped.usage(UsageError("--data x.jsonl: no such file")))
+    return code, f"{ENTRY}: error: --data x.jsonl: no such file"
 
 
 def ctrl_c(tmp_path, monkeypatch) -> tuple[int, str]:

@@ -294,7 +294,7 @@ def test_the_trainer_stops_before_loading_a_model_that_does_not_fit(tmp_path):
     DeepSpeed settings: 32b on 7 x 80 GB GPUs without offloading stops with one line naming the optimizer offload
     config."""
     from cli import UsageError
-    from training.preflight import check_memory, check_model
+    from training.prerequisites import check_memory, check_model
 
     (tmp_path / "config.json").write_text((ROOT / "config" / "shapes" / "32b.json").read_text())
     args = parse_args(["--preset", "32b", "--model", str(tmp_path)])
@@ -313,7 +313,7 @@ def test_the_trainer_stops_before_loading_a_model_that_does_not_fit(tmp_path):
 def test_an_evaluation_of_32b_on_one_80_gb_gpu_stops_before_loading(tmp_path):
     """--eval_only samples with transformers on one GPU: 61 GiB of weights and the KV cache of 8 prompts x 4."""
     from cli import UsageError
-    from training.preflight import check_memory, check_model
+    from training.prerequisites import check_memory, check_model
 
     (tmp_path / "config.json").write_text((ROOT / "config" / "shapes" / "32b.json").read_text())
     args = parse_args(["--preset", "32b", "--model", str(tmp_path), "--eval_only"])

@@ -1,4 +1,5 @@
-"""Checks that run before any model weights load, so a bad setting costs seconds, not a GPU allocation."""
+"""What a run needs from outside its flags, checked before any model weights load, so that a bad setting costs
+seconds, not a GPU allocation: the model's config, the memory plan, the optional packages, the vLLM server, wandb."""
 
 import importlib.util
 import json
@@ -6,7 +7,7 @@ import os
 from pathlib import Path
 
 import requests
-from transformers import AutoConfig, AutoTokenizer
+from transformers import AutoConfig
 
 from data.loading.loaders import looks_like_path
 from cli import UsageError
@@ -94,22 +95,6 @@ def _this_launch() -> dict | None:
                          os.environ.get("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE"))
     return {"processes": int(os.environ.get("WORLD_SIZE", "1")), "zero_stage": int(stage) if stage else None,
             "gpu_gib": torch.cuda.get_device_properties(0).total_memory / 1024**3, "offload": offload}
-
-
-def load_tokenizer(model: str, prompt_style: str):
-    adapter = Path(model) / "adapter_config.json"
-    source = model
-    if adapter.exists() and not (Path(model) / "tokenizer_config.json").exists():
-        source = json.loads(adapter.read_text())["base_model_name_or_path"]
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(source)
-    except (OSError, ValueError) as e:
-        raise UsageError(f"--model {model}: cannot load its tokenizer ({str(e).splitlines()[0][:160]})") from None
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    if prompt_style == "chat" and not tokenizer.chat_template:
-        raise UsageError(f"--prompt_style chat: the tokenizer of {model} has no chat template; use --prompt_style plain")
-    return tokenizer
 
 
 def vllm_server_url(config) -> str:

@@ -1,4 +1,5 @@
-"""The run's checks and exits (training/session.py), each called directly: no model is loaded, the judge is real."""
+"""A run's checks and exits (training/run.py, training/stops.py), each called directly: no model is loaded, the judge
+is real."""
 
 import json
 from dataclasses import replace
@@ -10,10 +11,10 @@ from cli import UsageError
 from data import Problem, Test
 from judging import Judge
 from training.arguments import parse_args
-from training.canary import CANARY_EXIT_CODE, Alarm
+from training.canary import CANARY_EXIT_CODE, CanaryAlarm
+from training.run import TrainingRun, check_judge, interrupted, load_data, measure_trivial_shares, summary, verify_data
 from training.run_folder import RunFolder
-from training.session import (Session, canary_stopped, check_reward_function, interrupted, load_data, make_tracker,
-                              measure_trivial_shares, preflight, stopped_weights, summary, verify_data)
+from training.stops import RunStopped, finish, stopped_by
 
 DOUBLE = Problem("double", "python", "Write solve(n) that returns 2 * n.",
                  tuple(Test(f"print(solve({n}))", str(2 * n)) for n in (0, 3, 5, -2, 11)),
@@ -42,9 +43,10 @@ def judge():
         yield judge
 
 
-def session(tmp_path, judge, train, evaluated, *flags):
+def training_run(tmp_path, judge, train, evaluated, *flags):
     args = arguments(tmp_path, *flags)
-    return Session(args, PartialState(), "problems.jsonl", train, evaluated, RunFolder(args.run_dir), None, None, judge)
+    return TrainingRun(args, PartialState(), "problems.jsonl", train, evaluated, RunFolder(args.run_dir), None, None,
+                       judge)
 
 
 def test_load_data_splits_by_the_records_and_names_an_empty_side(tmp_path):
@@ -60,14 +62,14 @@ def test_load_data_splits_by_the_records_and_names_an_empty_side(tmp_path):
         load_data(arguments(tmp_path, "--test_fraction", "0"), str(only_train))
 
 
-def test_preflight_points_at_the_python_problems_when_q_is_missing(tmp_path):
+def test_the_judge_check_points_at_the_python_problems_when_q_is_missing(tmp_path):
     with Judge(timeout=5.0, workers=1, q_binary=str(tmp_path / "no-q")) as judge:
         with pytest.raises(UsageError, match="; to try the trainer without q, train on the bundled Python problems"):
-            preflight(judge, {"q"}, bundled=True)
+            check_judge(judge, {"q"}, bundled=True)
         with pytest.raises(UsageError) as own_data:
-            preflight(judge, {"q"}, bundled=False)
+            check_judge(judge, {"q"}, bundled=False)
         assert "bundled Python problems" not in str(own_data.value)
-        preflight(judge, {"python"}, bundled=True)
+        check_judge(judge, {"python"}, bundled=True)
 
 
 def test_trivial_shares_are_keyed_by_problem_and_read_back_from_the_cache(tmp_path, judge):
@@ -78,9 +80,9 @@ def test_trivial_shares_are_keyed_by_problem_and_read_back_from_the_cache(tmp_pa
 
 
 def test_verify_data_names_the_command_that_lists_each_problem(tmp_path, judge):
-    verify_data(session(tmp_path, judge, [DOUBLE], []))
+    verify_data(training_run(tmp_path, judge, [DOUBLE], []))
     with pytest.raises(UsageError) as raised:
-        verify_data(session(tmp_path, judge, [DOUBLE], [BROKEN, GUESSABLE]))
+        verify_data(training_run(tmp_path, judge, [DOUBLE], [BROKEN, GUESSABLE]))
     # broken's tests are guessable too: `2 * x`, a cheap program, passes four of its five.
     assert str(raised.value).startswith("--verify_data: verified 3 problems: 1 broken, 2 guessable")
     assert str(raised.value).endswith("`python -m data verify problems.jsonl --language python --max_trivial_share "
@@ -88,44 +90,46 @@ def test_verify_data_names_the_command_that_lists_each_problem(tmp_path, judge):
 
 
 def test_test_reward_function_prints_each_solutions_reward(tmp_path, judge, capsys):
-    assert check_reward_function(session(tmp_path, judge, [DOUBLE], [])) == 0
-    assert check_reward_function(session(tmp_path, judge, [DOUBLE, BROKEN], [])) == 1
+    assert training_run(tmp_path, judge, [DOUBLE], []).test_reward_function() == 0
+    assert training_run(tmp_path, judge, [DOUBLE, BROKEN], []).test_reward_function() == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[-3:] == ["double: reward 2.000 (5/5 tests, passed)", "broken: reward 0.800 (4/5 tests, failed)",
                           "1/2 canonical solutions earn the full reward 2"]
     # Under above_trivial, the shares are measured first: the constant True passes all of all-true's tests.
-    above_trivial = session(tmp_path, judge, [GUESSABLE], [], "--partial_credit", "above_trivial")
-    assert check_reward_function(above_trivial) == 0
+    above_trivial = training_run(tmp_path, judge, [GUESSABLE], [], "--partial_credit", "above_trivial")
+    assert above_trivial.test_reward_function() == 0
 
 
 def test_the_tracker_filters_only_when_asked(tmp_path, judge):
-    assert make_tracker(session(tmp_path, judge, [DOUBLE], [])).filter is None
-    tracker = make_tracker(session(tmp_path, judge, [DOUBLE, BROKEN], [], "--difficulty_filter"))
-    assert tracker.filter is not None
+    assert not training_run(tmp_path, judge, [DOUBLE], []).tracker().filtering
+    assert training_run(tmp_path, judge, [DOUBLE, BROKEN], [], "--difficulty_filter").tracker().filtering
 
 
 def test_a_canary_stop_names_the_weights_it_leaves(tmp_path):
     run = RunFolder(tmp_path / "run")
-    alarm = Alarm(step=0, passed=1, completions=4, canaries=["x~canary-changed"], samples_file="s.jsonl")
-    assert stopped_weights(run, alarm, "base") == "model evaluated base (the run's start: nothing trained yet)"
+    alarm = CanaryAlarm(step=0, passed=1, completions=4, canaries=["x~canary-changed"], samples_file="s.jsonl")
+    assert alarm.weights(None, "base") == "model evaluated base (the run's start: nothing trained yet)"
     (run.checkpoints / "checkpoint-2").mkdir(parents=True)
     (run.checkpoints / "checkpoint-2" / "trainer_state.json").write_text(json.dumps({"global_step": 2}))
     latest = run.latest_checkpoint()
-    passed_it = f"last checkpoint {latest} (the weights that passed it)"
-    assert stopped_weights(run, replace(alarm, step=2), "base") == passed_it
-    assert stopped_weights(run, replace(alarm, step=3), "base") == f"last checkpoint {latest}"
+    assert replace(alarm, step=2).weights(latest, "base") == f"last checkpoint {latest} (the weights that passed it)"
+    assert replace(alarm, step=3).weights(latest, "base") == f"last checkpoint {latest}"
 
 
-def test_canary_stopped_prints_one_line_and_exits_3(capsys):
-    alarm = Alarm(step=4, passed=1, completions=8, canaries=["x~canary-changed"], samples_file="s.jsonl")
-    assert canary_stopped(alarm, "last checkpoint c") == CANARY_EXIT_CODE == 3
+def test_a_stop_prints_one_line_and_exits_with_its_code(capsys):
+    alarm = CanaryAlarm(step=4, passed=1, completions=8, canaries=["x~canary-changed"], samples_file="s.jsonl")
+    stop = stopped_by(alarm, "c", "base")
+    assert finish(stop) == CANARY_EXIT_CODE == 3
     assert capsys.readouterr().err == f"rl_trainer.py: {alarm.what()}; last checkpoint c\n"
+    assert finish(RunStopped(1, "vLLM server gone")) == 1
+    assert capsys.readouterr().err == "rl_trainer.py: vLLM server gone\n"
 
 
 def test_interrupted_and_summary_say_where_things_are(tmp_path):
     args = arguments(tmp_path)
     run = RunFolder(args.run_dir)
-    assert interrupted(args) == f"interrupted before the first checkpoint; nothing to resume in {run.root}"
-    assert interrupted(arguments(tmp_path, "--eval_only")) == "interrupted; the evaluation was not recorded"
+    assert interrupted(args).line == f"interrupted before the first checkpoint; nothing to resume in {run.root}"
+    assert interrupted(arguments(tmp_path, "--eval_only")).line == "interrupted; the evaluation was not recorded"
+    assert interrupted(args).code == 130
     assert summary(run, 3) == (f"finished 3 steps. Outputs in {run.root}/ (final model: {run.final_model}, "
                                f"logs: {run.logs})")
