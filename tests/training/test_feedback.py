@@ -111,7 +111,7 @@ def test_a_completion_that_fixes_its_code_after_feedback_earns_the_fixed_codes_r
     assert rewards(judge, output) == pytest.approx([2.0, 2.0])  # the fixed code passes every judged test
     assert trainer.requests == [(2, 2), (2, 1)]  # the first turn in groups, then one turn per completion
     (wrong,) = make_reward_funcs(["test_cases"], judge, ScoringArguments(), [ADD])
-    assert asyncio.run(wrong(prompts=["p"], completions=[WRONG], id=["add"], language=["python"])) == [0.0]
+    assert list(asyncio.run(wrong(prompts=["p"], completions=[WRONG], id=["add"], language=["python"]))) == [0.0]
     metrics = trainer._metrics["train"]
     assert metrics["feedback/turns"] == [2.0] and metrics["feedback/examples_passed_by_turn_1"] == [0.0]
     assert metrics["feedback/continued_after_turn_1"] == [1.0] and metrics["feedback/time_s"][0] > 0
