@@ -24,8 +24,9 @@ from training.stops import RunStopped, finish, main_rank
 
 def main(argv=None) -> int:
     state = PartialState()
-    logging.basicConfig(level=logging.INFO if main_rank() else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if main_rank() else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         args = parse_args(argv)
         try:

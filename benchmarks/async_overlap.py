@@ -69,12 +69,30 @@ def on_cores(which: set[int] | None):
 def start_server(model: str, log: Path, cpus: set[int] | None) -> tuple[subprocess.Popen, str]:
     """`vllm serve` of ``model`` as scripts/serve_vllm.sh starts it, on a free port; waits until it is healthy."""
     port = free_port()
-    env = {**os.environ, **VLLM_ENV, "VLLM_PORT": str(port),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {
+        **os.environ,
+        **VLLM_ENV,
+        "VLLM_PORT": str(port),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
     with log.open("w") as out:
-        server = subprocess.Popen(["bash", str(ROOT / "scripts" / "serve_vllm.sh"), model, "--max_model_len",
-                                   str(MAX_MODEL_LEN), "--host", "127.0.0.1"], cwd=ROOT, env=env, stdout=out,
-                                  stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=on_cores(cpus))
+        server = subprocess.Popen(
+            [
+                "bash",
+                str(ROOT / "scripts" / "serve_vllm.sh"),
+                model,
+                "--max_model_len",
+                str(MAX_MODEL_LEN),
+                "--host",
+                "127.0.0.1",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=on_cores(cpus),
+        )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 900
     while True:
@@ -102,25 +120,60 @@ def stop_server(server: subprocess.Popen) -> None:
 def trainer_argv(model: str, url: str, out: Path, args, steps: int, asynchronous: bool) -> list[str]:
     """The same settings on both sides but --async_generation: groups of 4 completions, one optimizer step a
     generation."""
-    return ["--model", model, "--output_dir", str(out), "--language", "python", "--use_vllm", "--vllm_mode",
-            "server", "--vllm_server_base_url", url, "--max_model_len", str(MAX_MODEL_LEN), "--max_steps",
-            str(steps), "--num_generations", "4", "--per_device_train_batch_size", str(args.completions),
-            "--gradient_accumulation_steps", "1", "--max_completion_length", str(args.tokens), "--eval_pass_at_k",
-            "false", "--save_steps", "100000", "--seed", "42", *(["--async_generation"] if asynchronous else [])]
+    return [
+        "--model",
+        model,
+        "--output_dir",
+        str(out),
+        "--language",
+        "python",
+        "--use_vllm",
+        "--vllm_mode",
+        "server",
+        "--vllm_server_base_url",
+        url,
+        "--max_model_len",
+        str(MAX_MODEL_LEN),
+        "--max_steps",
+        str(steps),
+        "--num_generations",
+        "4",
+        "--per_device_train_batch_size",
+        str(args.completions),
+        "--gradient_accumulation_steps",
+        "1",
+        "--max_completion_length",
+        str(args.tokens),
+        "--eval_pass_at_k",
+        "false",
+        "--save_steps",
+        "100000",
+        "--seed",
+        "42",
+        *(["--async_generation"] if asynchronous else []),
+    ]
 
 
-def run_side(side: str, model: str, url: str, work: Path, run: int, args, cpus: set[int] | None,
-             delay: float, steps: int) -> dict:
+def run_side(
+    side: str, model: str, url: str, work: Path, run: int, args, cpus: set[int] | None, delay: float, steps: int
+) -> dict:
     """One run of one side; its steps' wall times and its training requests' durations (seconds)."""
     out, trace, log = work / f"{side}-{run}", work / f"{side}-{run}.trace", work / f"{side}-{run}.log"
-    env = {**os.environ, **VLLM_ENV, "OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false",
-           "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "RUN_WITH_VLLM_NO_WEIGHT_TRANSFER": "1", "RUN_WITH_VLLM_GENERATION_DELAY": str(delay),
-           "RUN_WITH_VLLM_TRACE": str(trace)}
+    env = {
+        **os.environ,
+        **VLLM_ENV,
+        "OMP_NUM_THREADS": str(args.threads),
+        "TOKENIZERS_PARALLELISM": "false",
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "RUN_WITH_VLLM_NO_WEIGHT_TRANSFER": "1",
+        "RUN_WITH_VLLM_GENERATION_DELAY": str(delay),
+        "RUN_WITH_VLLM_TRACE": str(trace),
+    }
     argv = [sys.executable, str(HARNESS), *trainer_argv(model, url, out, args, steps, side == "async")]
     with log.open("w") as output:
-        done = subprocess.run(argv, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
-                              preexec_fn=on_cores(cpus))
+        done = subprocess.run(
+            argv, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT, preexec_fn=on_cores(cpus)
+        )
     if done.returncode != 0:
         sys.exit(f"{side} run {run} failed (exit {done.returncode}):\n" + "\n".join(log.read_text().splitlines()[-15:]))
     logged = [json.loads(line) for line in (out / "logs" / "metrics.jsonl").read_text().splitlines()]
@@ -134,22 +187,33 @@ def run_side(side: str, model: str, url: str, work: Path, run: int, args, cpus: 
                 starts[e["thread"]] = e["time"]
             else:
                 requests_s.append(e["time"] - starts.pop(e["thread"]))
-    return {"steps": [b - a for a, b in zip(times, times[1:])], "requests": requests_s,
-            "waits": [m["async/generation_wait_s"] for m in logged if "async/generation_wait_s" in m]}
+    return {
+        "steps": [b - a for a, b in zip(times, times[1:])],
+        "requests": requests_s,
+        "waits": [m["async/generation_wait_s"] for m in logged if "async/generation_wait_s" in m],
+    }
 
 
 def pair_figures(sync: dict, asynchronous: dict, warmup: int) -> dict:
     """One pair of runs (launched back to back): the synchronous step split into generation and training, the
     async step and the request beside it, and the ratios (medians over each run's steps after the warm-up)."""
+
     def median(record, key):
         return statistics.median(record[key][warmup:])
 
     step, generation = median(sync, "steps"), median(sync, "requests")
     training = step - generation
     overlapped = median(asynchronous, "steps")
-    return {"sync": step, "generation": generation, "training": training, "async": overlapped,
-            "async request": median(asynchronous, "requests"), "wait": median(asynchronous, "waits"),
-            "to max": overlapped / max(generation, training), "to sum": overlapped / step}
+    return {
+        "sync": step,
+        "generation": generation,
+        "training": training,
+        "async": overlapped,
+        "async request": median(asynchronous, "requests"),
+        "wait": median(asynchronous, "waits"),
+        "to max": overlapped / max(generation, training),
+        "to sum": overlapped / step,
+    }
 
 
 def report(records: dict, args, delay: float, load_before: float, load_after: float) -> None:
@@ -162,28 +226,41 @@ def report(records: dict, args, delay: float, load_before: float, load_after: fl
         return f"pairs {min(p[key] for p in pairs):.2f}..{max(p[key] for p in pairs):.2f}"
 
     calibrated = " (a training step, calibrated)" if args.delay is None else ""
-    print(f"async overlap: tiny model, {args.completions // 4} prompts x 4 completions of at most {args.tokens} "
-          f"tokens a step; real vllm serve (CPU build, weight transfer left out), each request delayed {delay:g} s"
-          f"{calibrated}; {args.runs} run(s) x {args.steps} steps a side, alternating, the first {args.warmup} of "
-          f"each left out; OMP_NUM_THREADS={args.threads}; load average {load_before:.1f} before, {load_after:.1f} "
-          f"after")
-    print(f"  synchronous step   {median('sync'):7.3f} s = generation {median('generation'):.3f} s + training "
-          f"{median('training'):.3f} s")
-    print(f"  --async_generation {median('async'):7.3f} s  (its request took {median('async request'):.3f} s beside "
-          f"training; a step waited {median('wait'):.3f} s for it)")
-    print(f"  async / max(generation, training)                        = {median('to max'):.2f}  "
-          f"({spread('to max')}; target <= 1.2: {'met' if median('to max') <= 1.2 else 'MISSED'})")
-    print(f"  async / (generation + training) = async / synchronous step = {median('to sum'):.2f}  "
-          f"({spread('to sum')}; target <= 0.8: {'met' if median('to sum') <= 0.8 else 'MISSED'})")
+    print(
+        f"async overlap: tiny model, {args.completions // 4} prompts x 4 completions of at most {args.tokens} "
+        f"tokens a step; real vllm serve (CPU build, weight transfer left out), each request delayed {delay:g} s"
+        f"{calibrated}; {args.runs} run(s) x {args.steps} steps a side, alternating, the first {args.warmup} of "
+        f"each left out; OMP_NUM_THREADS={args.threads}; load average {load_before:.1f} before, {load_after:.1f} "
+        f"after"
+    )
+    print(
+        f"  synchronous step   {median('sync'):7.3f} s = generation {median('generation'):.3f} s + training "
+        f"{median('training'):.3f} s"
+    )
+    print(
+        f"  --async_generation {median('async'):7.3f} s  (its request took {median('async request'):.3f} s beside "
+        f"training; a step waited {median('wait'):.3f} s for it)"
+    )
+    print(
+        f"  async / max(generation, training)                        = {median('to max'):.2f}  "
+        f"({spread('to max')}; target <= 1.2: {'met' if median('to max') <= 1.2 else 'MISSED'})"
+    )
+    print(
+        f"  async / (generation + training) = async / synchronous step = {median('to sum'):.2f}  "
+        f"({spread('to sum')}; target <= 0.8: {'met' if median('to sum') <= 0.8 else 'MISSED'})"
+    )
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=8, help="training steps per run")
     parser.add_argument("--warmup", type=int, default=2, help="steps left out at the start of each run")
-    parser.add_argument("--delay", type=float,
-                        help="seconds added to each generation request (default: a training step's time, measured "
-                        "first by a synchronous run without delay)")
+    parser.add_argument(
+        "--delay",
+        type=float,
+        help="seconds added to each generation request (default: a training step's time, measured "
+        "first by a synchronous run without delay)",
+    )
     parser.add_argument("--runs", type=int, default=3, help="runs per side, alternating")
     parser.add_argument("--completions", type=int, default=16, help="completions a step (groups of 4)")
     parser.add_argument("--tokens", type=int, default=16, help="most tokens a completion")
@@ -206,23 +283,32 @@ def main(argv=None) -> int:
         model = args.model
         if model is None:
             model = str(work / "model")
-            subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), model], check=True,
-                           capture_output=True, text=True)
+            subprocess.run(
+                [sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), model],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
         trainer_cpus, server_cpus = cores() or (None, None)
-        server, url = ((None, args.server_url) if args.server_url
-                       else start_server(model, work / "server.log", server_cpus))
+        server, url = (
+            (None, args.server_url) if args.server_url else start_server(model, work / "server.log", server_cpus)
+        )
         try:
             delay = args.delay
             if delay is None:  # a training step's time: a synchronous run with no delay, less its generation
-                calibration = run_side("calibration", model, url, work, 0, args, trainer_cpus, 0.0,
-                                       args.warmup + 3)
-                delay = round(max(0.1, statistics.median(calibration["steps"][args.warmup :])
-                                  - statistics.median(calibration["requests"][args.warmup :])), 1)
+                calibration = run_side("calibration", model, url, work, 0, args, trainer_cpus, 0.0, args.warmup + 3)
+                delay = round(
+                    max(
+                        0.1,
+                        statistics.median(calibration["steps"][args.warmup :])
+                        - statistics.median(calibration["requests"][args.warmup :]),
+                    ),
+                    1,
+                )
             records = {side: [] for side in SIDES}
             for run in range(args.runs):
                 for side in SIDES if run % 2 == 0 else reversed(SIDES):
-                    records[side].append(run_side(side, model, url, work, run, args, trainer_cpus, delay,
-                                                  args.steps))
+                    records[side].append(run_side(side, model, url, work, run, args, trainer_cpus, delay, args.steps))
         finally:
             if server is not None:
                 stop_server(server)

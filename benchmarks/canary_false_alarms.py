@@ -47,7 +47,7 @@ def one_off_outputs(expected: str) -> list[str]:
             other = str(int(value) + 1)
         else:
             continue
-        outputs.append(" ".join(values[:i] + [other] + values[i + 1:]))
+        outputs.append(" ".join(values[:i] + [other] + values[i + 1 :]))
     return outputs
 
 
@@ -71,7 +71,7 @@ def measure(run: Path) -> dict:
                 outputs = one_off_outputs(expected)
                 variants += len(outputs)
                 passed += sum(printed == o for o in outputs)
-                token_like += printed.startswith(expected) and bool(TOKEN_TAIL.fullmatch(printed[len(expected):]))
+                token_like += printed.startswith(expected) and bool(TOKEN_TAIL.fullmatch(printed[len(expected) :]))
             if variants:
                 family = sample["id"].split("-")[0]
                 one_off[family][0] += passed / variants
@@ -81,9 +81,13 @@ def measure(run: Path) -> dict:
             canary["completions"] += metrics["canary/completions"]
             canary["passed"] += metrics["canary/passed"]
             canary["per_evaluation"].append(metrics["canary/completions"])
-    return {"completions": completions, "one_off": {f: s / n for f, (s, n) in sorted(one_off.items())},
-            "one_off_counts": {f: n for f, (_, n) in sorted(one_off.items())}, "token_like": token_like,
-            "canary": canary}
+    return {
+        "completions": completions,
+        "one_off": {f: s / n for f, (s, n) in sorted(one_off.items())},
+        "one_off_counts": {f: n for f, (_, n) in sorted(one_off.items())},
+        "token_like": token_like,
+        "canary": canary,
+    }
 
 
 def main(argv=None) -> int:
@@ -93,18 +97,23 @@ def main(argv=None) -> int:
     try:
         found = measure(args.run)
     except (OSError, ValueError, KeyError) as e:
-        print(f"error: {args.run}: cannot read the run's evaluations ({e}); pass a finished run folder",
-              file=sys.stderr)
+        print(
+            f"error: {args.run}: cannot read the run's evaluations ({e}); pass a finished run folder", file=sys.stderr
+        )
         return 2
     per_evaluation = max(found["canary"]["per_evaluation"], default=0)
     print(f"{found['completions']} evaluation completions of {args.run}")
     print("one-off variants (one value changed): chance that a completion passes one drawn at random")
     for family, share in found["one_off"].items():
         evaluation = 1 - (1 - share) ** per_evaluation if per_evaluation else float("nan")
-        print(f"  {family:10s} {share:.4f} per completion over {found['one_off_counts'][family]} completions; "
-              f"{evaluation:.3f} per evaluation of {per_evaluation} canary completions all of this family")
-    print(f"token variants: {found['token_like']} completions printed an expected output followed by a 64-bit "
-          f"token; the run's canaries: {found['canary']['passed']} of {found['canary']['completions']} passed")
+        print(
+            f"  {family:10s} {share:.4f} per completion over {found['one_off_counts'][family]} completions; "
+            f"{evaluation:.3f} per evaluation of {per_evaluation} canary completions all of this family"
+        )
+    print(
+        f"token variants: {found['token_like']} completions printed an expected output followed by a 64-bit "
+        f"token; the run's canaries: {found['canary']['passed']} of {found['canary']['completions']} passed"
+    )
     return 0 if found["token_like"] == 0 and found["canary"]["passed"] == 0 else 1
 
 

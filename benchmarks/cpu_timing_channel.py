@@ -41,7 +41,9 @@ first = math.ceil((start + 0.05) / window)
 end = start + {seconds}
 """
 
-SENDER = SCHEDULE + r"""
+SENDER = (
+    SCHEDULE
+    + r"""
 k = first
 while (k + 1) * window <= end:
     while time.time() < k * window:
@@ -55,8 +57,11 @@ while (k + 1) * window <= end:
     k += 1
 print("sent")
 """
+)
 
-RECEIVER = SCHEDULE + r"""
+RECEIVER = (
+    SCHEDULE
+    + r"""
 counts = []
 k = first
 while time.time() < k * window:
@@ -69,6 +74,7 @@ while (k + 1) * window <= end:
     k += 1
 print(" ".join(f"{{k}}:{{turns}}" for k, turns in counts))
 """
+)
 
 
 def entropy(p: float) -> float:
@@ -96,20 +102,42 @@ def measure(sandbox: str, rounds: int, window: float, seed: int) -> dict:
         for _ in range(rounds):
             bits = "".join(rng.choice("01") for _ in range(64))
             fill = {"window": window, "bits": bits, "seconds": SECONDS}
-            said, heard = judge.run_many([("", [test(SENDER.format(**fill), "sent")], "python"),
-                                          ("", [test(RECEIVER.format(**fill), "")], "python")])
+            said, heard = judge.run_many(
+                [
+                    ("", [test(SENDER.format(**fill), "sent")], "python"),
+                    ("", [test(RECEIVER.format(**fill), "")], "python"),
+                ]
+            )
             got, of = decoded(heard.tests[0].stdout, bits)
             right, read = right + got, read + of
         isolation = judge.isolation
-    return {"right": right, "read": read,
-            "cpu": next((part for part in isolation.split("; ") if part.startswith("cpu")), "no cpu bound")}
+    return {
+        "right": right,
+        "read": read,
+        "cpu": next((part for part in isolation.split("; ") if part.startswith("cpu")), "no cpu bound"),
+    }
 
 
 def child(sandbox: str, args, pythonpath: str) -> dict:
     env = {**os.environ, "PYTHONPATH": pythonpath}
-    done = subprocess.run([sys.executable, __file__, "--child", sandbox, "--rounds", str(args.rounds), "--window",
-                           str(args.window), "--seed", str(args.seed)], env=env, capture_output=True, text=True,
-                          cwd=pythonpath)
+    done = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            sandbox,
+            "--rounds",
+            str(args.rounds),
+            "--window",
+            str(args.window),
+            "--seed",
+            str(args.seed),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=pythonpath,
+    )
     if done.returncode != 0:
         raise SystemExit(f"{sandbox} with {pythonpath} failed: {done.stderr.strip()[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -120,8 +148,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=8, help="sender-receiver pairs per path (default 8)")
     parser.add_argument("--window", type=float, default=0.3, help="seconds a bit (default 0.3)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--host_load", type=int, default=2,
-                        help="busy processes beside the judge, standing for the trainer's CPU work (0: none)")
+    parser.add_argument(
+        "--host_load",
+        type=int,
+        default=2,
+        help="busy processes beside the judge, standing for the trainer's CPU work (0: none)",
+    )
     parser.add_argument("--baseline", help="a git revision to measure as 'before' (e.g. main)")
     parser.add_argument("--child", metavar="SANDBOX", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -133,19 +165,27 @@ def main() -> None:
     variants = {"after": str(ROOT)}
     with tempfile.TemporaryDirectory(prefix="judge-baseline-") as old, host_load(args.host_load) as load_line:
         if args.baseline:
-            archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline, "judging", "cli"],
-                                     capture_output=True, check=True).stdout
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", args.baseline, "judging", "cli"], capture_output=True, check=True
+            ).stdout
             subprocess.run(["tar", "-x", "-C", old], input=archive, check=True)
             variants = {"before": old, **variants}
         load = os.getloadavg()[0]
-        results = {(variant, sandbox): child(sandbox, args, pythonpath) for sandbox in PATHS
-                   for variant, pythonpath in variants.items()}
-    print(f"a sender spinning or sleeping through {args.window} s windows beside a receiver counting its loop turns, "
-          f"{args.rounds} pairs each, 2 slots ({os.cpu_count()} cores, load {load:.1f} at the start; {load_line})")
+        results = {
+            (variant, sandbox): child(sandbox, args, pythonpath)
+            for sandbox in PATHS
+            for variant, pythonpath in variants.items()
+        }
+    print(
+        f"a sender spinning or sleeping through {args.window} s windows beside a receiver counting its loop turns, "
+        f"{args.rounds} pairs each, 2 slots ({os.cpu_count()} cores, load {load:.1f} at the start; {load_line})"
+    )
     for (variant, sandbox), result in results.items():
         share = result["right"] / max(result["read"], 1)
-        print(f"{variant:<7} {sandbox:<11} {share:6.1%} of {result['read']} bits read right: about "
-              f"{(1 - entropy(share)) / args.window:.2f} bits a second")
+        print(
+            f"{variant:<7} {sandbox:<11} {share:6.1%} of {result['read']} bits read right: about "
+            f"{(1 - entropy(share)) / args.window:.2f} bits a second"
+        )
         print(f"{'':<19} {result['cpu']}")
 
 

@@ -31,29 +31,65 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # scripts/cpu_demo.sh step 3, less its run folder, step count and evaluation schedule (set below).
-DEMO_GRPO = ["--language", "python", "--max_train_problems", "13", "--reward_funcs", "test_cases",
-             "--learning_rate", "2e-4", "--beta", "0", "--generation_temp", "0.7", "--max_completion_length", "48",
-             "--num_generations", "8", "--per_device_train_batch_size", "32", "--gradient_accumulation_steps", "1"]
+DEMO_GRPO = [
+    "--language",
+    "python",
+    "--max_train_problems",
+    "13",
+    "--reward_funcs",
+    "test_cases",
+    "--learning_rate",
+    "2e-4",
+    "--beta",
+    "0",
+    "--generation_temp",
+    "0.7",
+    "--max_completion_length",
+    "48",
+    "--num_generations",
+    "8",
+    "--per_device_train_batch_size",
+    "32",
+    "--gradient_accumulation_steps",
+    "1",
+]
 
 
 def run(command: list, log: Path) -> None:
     """Run one stage with its output in `log`; stop the benchmark with the log's tail if it fails."""
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "TOKENIZERS_PARALLELISM": "false"}
     with log.open("w") as f:
-        result = subprocess.run([sys.executable, *map(str, command)], cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
-                                env=env)
+        result = subprocess.run(
+            [sys.executable, *map(str, command)], cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=env
+        )
     if result.returncode != 0:
-        sys.exit(f"{command[0]} failed (exit {result.returncode}); its output: {log}\n"
-                 + "".join(log.read_text().splitlines(keepends=True)[-15:]))
+        sys.exit(
+            f"{command[0]} failed (exit {result.returncode}); its output: {log}\n"
+            + "".join(log.read_text().splitlines(keepends=True)[-15:])
+        )
 
 
 def prepare_model(work: Path) -> Path:
     warm = work / "warm_start"
     if not (warm / "config.json").exists():
-        run([ROOT / "scripts/make_tiny_model.py", work / "tiny_model", "--hidden_size", "128", "--layers", "4"],
-            work / "tiny_model.log")
-        run([ROOT / "scripts/sft_warm_start.py", work / "tiny_model", warm, "--problems", "warmup", "--epochs", "40",
-             "--learning_rate", "1e-3"], work / "warm_start.log")
+        run(
+            [ROOT / "scripts/make_tiny_model.py", work / "tiny_model", "--hidden_size", "128", "--layers", "4"],
+            work / "tiny_model.log",
+        )
+        run(
+            [
+                ROOT / "scripts/sft_warm_start.py",
+                work / "tiny_model",
+                warm,
+                "--problems",
+                "warmup",
+                "--epochs",
+                "40",
+                "--learning_rate",
+                "1e-3",
+            ],
+            work / "warm_start.log",
+        )
     return warm
 
 
@@ -107,37 +143,73 @@ def main(argv=None) -> int:
     parser.add_argument("--eval_steps", type=int, default=20)
     parser.add_argument("--repeat_eval_problems", type=int, default=8, help="samples per problem for pass@1")
     parser.add_argument("--work", type=Path, default=ROOT / "final_outputs" / "difficulty_benchmark")
-    parser.add_argument("--model", type=Path,
-                        help="start every run from this model instead of building the demo's warm start")
+    parser.add_argument(
+        "--model", type=Path, help="start every run from this model instead of building the demo's warm start"
+    )
     parser.add_argument("--data", help="problems file (default: the bundled Python problems, as the demo)")
-    parser.add_argument("--eval_split", default="train", choices=["train", "test"],
-                        help="train: the demo's 13 training problems; test: a held-out split of --data")
+    parser.add_argument(
+        "--eval_split",
+        default="train",
+        choices=["train", "test"],
+        help="train: the demo's 13 training problems; test: a held-out split of --data",
+    )
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()[0]
     model = args.model or prepare_model(args.work)
-    evaluation = ["--eval_split", args.eval_split, "--eval_on_start", "--eval_steps", args.eval_steps,
-                  "--simple_eval_problems", "13", "--repeat_eval_problems", args.repeat_eval_problems, "--eval_k", "1"]
+    evaluation = [
+        "--eval_split",
+        args.eval_split,
+        "--eval_on_start",
+        "--eval_steps",
+        args.eval_steps,
+        "--simple_eval_problems",
+        "13",
+        "--repeat_eval_problems",
+        args.repeat_eval_problems,
+        "--eval_k",
+        "1",
+    ]
     results = {}
     for seed in args.seeds:
         for arm in ("off", "on"):
             out = args.work / f"seed{seed}-filter_{arm}"
-            command = [ROOT / "rl_trainer.py", "--model", model, "--output_dir", out, "--overwrite_output_dir",
-                       *DEMO_GRPO, "--max_steps", args.steps, "--save_steps", args.steps, "--seed", seed, *evaluation]
+            command = [
+                ROOT / "rl_trainer.py",
+                "--model",
+                model,
+                "--output_dir",
+                out,
+                "--overwrite_output_dir",
+                *DEMO_GRPO,
+                "--max_steps",
+                args.steps,
+                "--save_steps",
+                args.steps,
+                "--seed",
+                seed,
+                *evaluation,
+            ]
             command += ["--data", args.data] if args.data else []
             command += ["--difficulty_filter"] if arm == "on" else []
             started = time.time()
             run(command, args.work / f"seed{seed}-filter_{arm}.log")
             results[(seed, arm)] = {**summarize(out), "wall": time.time() - started}
             r = results[(seed, arm)]
-            print(f"seed {seed} filter {arm:3}: zero-signal {r['zero_signal']:.3f}, pass@1 {r['pass@1_start']:.3f} "
-                  f"-> {r['pass@1_end']:.3f}, {r['seconds']:.0f} s training ({r['wall']:.0f} s with evaluations)",
-                  flush=True)
+            print(
+                f"seed {seed} filter {arm:3}: zero-signal {r['zero_signal']:.3f}, pass@1 {r['pass@1_start']:.3f} "
+                f"-> {r['pass@1_end']:.3f}, {r['seconds']:.0f} s training ({r['wall']:.0f} s with evaluations)",
+                flush=True,
+            )
 
-    print(f"\n{len(args.seeds)} seeds x {args.steps} steps, pass@1 on {args.eval_split} problems "
-          f"(n={args.repeat_eval_problems})")
-    print(f"{'seed':>4} {'filter':>6} {'zero-signal':>11} {'settled':>7} {'pass@1 equal steps':>18} "
-          f"{'pass@1 equal time':>17} {'train s':>7}")
+    print(
+        f"\n{len(args.seeds)} seeds x {args.steps} steps, pass@1 on {args.eval_split} problems "
+        f"(n={args.repeat_eval_problems})"
+    )
+    print(
+        f"{'seed':>4} {'filter':>6} {'zero-signal':>11} {'settled':>7} {'pass@1 equal steps':>18} "
+        f"{'pass@1 equal time':>17} {'train s':>7}"
+    )
     table = {"off": [], "on": []}
     for seed in args.seeds:
         budget = min(results[(seed, arm)]["seconds"] for arm in ("off", "on"))
@@ -146,13 +218,17 @@ def main(argv=None) -> int:
             r["pass@1_equal_time"] = at_time(r["curve"], budget)
             table[arm].append(r)
             settled = "-" if r["settled_last"] is None else f"{r['settled_last']:.0f}"
-            print(f"{seed:>4} {arm:>6} {r['zero_signal']:>11.3f} {settled:>7} {r['pass@1_end']:>18.3f} "
-                  f"{r['pass@1_equal_time']:>17.3f} {r['seconds']:>7.0f}")
+            print(
+                f"{seed:>4} {arm:>6} {r['zero_signal']:>11.3f} {settled:>7} {r['pass@1_end']:>18.3f} "
+                f"{r['pass@1_equal_time']:>17.3f} {r['seconds']:>7.0f}"
+            )
     for arm in ("off", "on"):
         rs = table[arm]
-        print(f"{'mean':>4} {arm:>6} {mean([r['zero_signal'] for r in rs]):>11.3f} {'':>7} "
-              f"{mean([r['pass@1_end'] for r in rs]):>18.3f} {mean([r['pass@1_equal_time'] for r in rs]):>17.3f} "
-              f"{mean([r['seconds'] for r in rs]):>7.0f}")
+        print(
+            f"{'mean':>4} {arm:>6} {mean([r['zero_signal'] for r in rs]):>11.3f} {'':>7} "
+            f"{mean([r['pass@1_end'] for r in rs]):>18.3f} {mean([r['pass@1_equal_time'] for r in rs]):>17.3f} "
+            f"{mean([r['seconds'] for r in rs]):>7.0f}"
+        )
     print(f"load average (1 min): {load_before:.1f} before, {os.getloadavg()[0]:.1f} after; cpus: {os.cpu_count()}")
     return 0
 

@@ -25,14 +25,21 @@ FAMILIES = {
     "repeated closing tags": lambda n: "<reasoning>" + "</reasoning><answer></answer>x" * (n // 29),
     "repeated opening tags": lambda n: "<reasoning><answer>" * (n // 19),
     "unclosed fences": lambda n: "<reasoning>r</reasoning><answer>" + "```python\nx = 1\n" * (n // 17),
-    "well formed, long": lambda n: ("<reasoning>" + "think " * (n // 12) + "</reasoning><answer>```python\n"
-                                    + "x = 1\n" * (n // 12) + "```</answer>"),
+    "well formed, long": lambda n: (
+        "<reasoning>"
+        + "think " * (n // 12)
+        + "</reasoning><answer>```python\n"
+        + "x = 1\n" * (n // 12)
+        + "```</answer>"
+    ),
 }
 
 
 CALLS = {
-    "format reward (both modes, the slower)": (lambda text: format_score(text, "python", True),
-                                               lambda text: format_score(text, "python", False)),
+    "format reward (both modes, the slower)": (
+        lambda text: format_score(text, "python", True),
+        lambda text: format_score(text, "python", False),
+    ),
     "extract_code (the judged code, dedented)": (lambda text: extract_code(text, "python"),),
 }
 

@@ -94,8 +94,9 @@ def measure_here(sizes: list[int], give_up: float) -> dict:
                     continue
                 printed, expected = make(size * 1024), make_expected(size * 1024)
                 first, verdict = graded(printed, expected, marker, tolerance)
-                runs = [first] + ([graded(printed, expected, marker, tolerance)[0] for _ in range(2)]
-                                  if first < give_up / 10 else [])
+                runs = [first] + (
+                    [graded(printed, expected, marker, tolerance)[0] for _ in range(2)] if first < give_up / 10 else []
+                )
                 times.append(min(runs))
             out[rule][family] = {"times": times, "verdict": verdict}
     return out
@@ -105,8 +106,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 16, 64, 256, 1024], help="KB")
     parser.add_argument("--give_up", type=float, default=1.0, help="seconds after which a family stops growing")
-    parser.add_argument("--checkout", action="append", type=Path,
-                        help="a checkout whose grading to measure (repeatable; default: this one)")
+    parser.add_argument(
+        "--checkout",
+        action="append",
+        type=Path,
+        help="a checkout whose grading to measure (repeatable; default: this one)",
+    )
     parser.add_argument("--one-checkout", action="store_true", help=argparse.SUPPRESS)  # measure in this process
     args = parser.parse_args()
     if args.one_checkout:
@@ -114,9 +119,21 @@ def main() -> None:
         return
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} cores")
     for checkout in [path.resolve() for path in args.checkout or [ROOT]]:
-        done = subprocess.run([sys.executable, __file__, "--one-checkout", "--give_up", str(args.give_up),
-                               "--sizes", *map(str, args.sizes)], cwd=checkout,
-                              env={**os.environ, "PYTHONPATH": str(checkout)}, capture_output=True, text=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--one-checkout",
+                "--give_up",
+                str(args.give_up),
+                "--sizes",
+                *map(str, args.sizes),
+            ],
+            cwd=checkout,
+            env={**os.environ, "PYTHONPATH": str(checkout)},
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             raise SystemExit(f"{checkout}: {done.stderr.strip()[-2000:]}")
         print(f"{checkout}: seconds to grade one test's output")

@@ -88,15 +88,26 @@ def run_demo(command: list[str], out: Path, steps: int, flags: dict[str, str | N
     """The demo's GRPO ``command`` for ``steps`` steps into ``out``, without evaluation, with ``flags`` set: its logged
     steps, TRL's profiling spans and the CPU seconds of it and every process it waited for."""
     argv = replaced(command, "--output_dir", str(out))
-    for flag, value in {"--max_steps": str(steps), "--eval_pass_at_k": "false", "--eval_on_start": None,
-                        **flags}.items():
+    for flag, value in {
+        "--max_steps": str(steps),
+        "--eval_pass_at_k": "false",
+        "--eval_on_start": None,
+        **flags,
+    }.items():
         argv = replaced(argv, flag, value)
     record = out.with_suffix(".spans.json")
     started = cpu_seconds()
-    result = subprocess.run([sys.executable, __file__, "--child", str(record), "--", *argv], cwd=ROOT,
-                            capture_output=True, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-                                 "TOKENIZERS_PARALLELISM": "false"})
+    result = subprocess.run(
+        [sys.executable, __file__, "--child", str(record), "--", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+            "TOKENIZERS_PARALLELISM": "false",
+        },
+    )
     cpu = cpu_seconds() - started
     if result.returncode != 0:
         shown = " ".join(f"{flag} {value}" for flag, value in flags.items())
@@ -108,16 +119,19 @@ def run_demo(command: list[str], out: Path, steps: int, flags: dict[str, str | N
 def run(command: list[str], out: Path, steps: int, action: str) -> dict:
     steps_logged, spans, cpu = run_demo(command, out, steps, {"--hidden_tests_action": action})
     rewards = [wall for name, wall, _ in spans if name == "_calculate_rewards"]
-    return {"reward_time": statistics.median(rewards[1:]),
-            "step_time": statistics.median(row["step_time"] for row in steps_logged[1:]),
-            "cpu_per_step": cpu / len(steps_logged),
-            "checked": sum(row.get("hidden_tests/checked", 0) for row in steps_logged) / len(steps_logged),
-            "failed": sum(row.get("hidden_tests/failed", 0) for row in steps_logged),
-            "checked_total": sum(row.get("hidden_tests/checked", 0) for row in steps_logged),
-            "reward": [round(row["reward"], 6) for row in steps_logged],
-            # Verdicts that follow the machine's load, not the completions: where two runs' rewards part.
-            "load_bound": [any(row.get(f"status/{status}", 0) for status in ("timeout", "sandbox_error"))
-                           for row in steps_logged]}
+    return {
+        "reward_time": statistics.median(rewards[1:]),
+        "step_time": statistics.median(row["step_time"] for row in steps_logged[1:]),
+        "cpu_per_step": cpu / len(steps_logged),
+        "checked": sum(row.get("hidden_tests/checked", 0) for row in steps_logged) / len(steps_logged),
+        "failed": sum(row.get("hidden_tests/failed", 0) for row in steps_logged),
+        "checked_total": sum(row.get("hidden_tests/checked", 0) for row in steps_logged),
+        "reward": [round(row["reward"], 6) for row in steps_logged],
+        # Verdicts that follow the machine's load, not the completions: where two runs' rewards part.
+        "load_bound": [
+            any(row.get(f"status/{status}", 0) for status in ("timeout", "sandbox_error")) for row in steps_logged
+        ],
+    }
 
 
 def _steps(flags: list[bool]) -> str:
@@ -126,8 +140,13 @@ def _steps(flags: list[bool]) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("run_dir", nargs="?", type=Path, default=ROOT / "final_outputs" / "demo",
-                        help="a CPU demo's folder (problems.jsonl, warm_start/)")
+    parser.add_argument(
+        "run_dir",
+        nargs="?",
+        type=Path,
+        default=ROOT / "final_outputs" / "demo",
+        help="a CPU demo's folder (problems.jsonl, warm_start/)",
+    )
     parser.add_argument("--runs", type=int, default=2, help="runs per side (default %(default)s)")
     parser.add_argument("--steps", type=int, default=10, help="training steps per run (default %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="the demo's DEMO_SEED (default %(default)s)")
@@ -143,42 +162,56 @@ def main(argv=None) -> int:
     model, problems = args.model or args.run_dir / "warm_start", args.problems or args.run_dir / "problems.jsonl"
     for needed in (problems, model / "config.json"):
         if not needed.exists():
-            parser.exit(2, f"hidden_tests_cost.py: {needed} is missing; run `bash scripts/cpu_demo.sh "
-                           f"{args.run_dir}` first, or give --model and --problems\n")
+            parser.exit(
+                2,
+                f"hidden_tests_cost.py: {needed} is missing; run `bash scripts/cpu_demo.sh "
+                f"{args.run_dir}` first, or give --model and --problems\n",
+            )
     command = replaced(replaced(demo_command(args.run_dir, args.seed), "--model", str(model)), "--data", str(problems))
-    print(f"load average at start: {os.getloadavg()[0]:.2f}; {args.runs} runs per side of {args.steps} steps, "
-          "alternating")
+    print(
+        f"load average at start: {os.getloadavg()[0]:.2f}; {args.runs} runs per side of {args.steps} steps, alternating"
+    )
     results: dict[str, list[dict]] = {side: [] for side in SIDES}
     with tempfile.TemporaryDirectory(prefix="hidden-tests-cost-") as work:
         for index in range(args.runs):
             for side, action in SIDES.items():
                 measured = run(command, Path(work) / f"{side}-{index}", args.steps, action)
                 results[side].append(measured)
-                print(f"  run {index + 1} {side:8s} reward {measured['reward_time']:.3f} s/step, "
-                      f"step {measured['step_time']:.2f} s/step, "
-                      f"{measured['cpu_per_step']:.2f} CPU s/step, {measured['checked']:.1f} checked/step, "
-                      f"{measured['failed']:g} failed", flush=True)
+                print(
+                    f"  run {index + 1} {side:8s} reward {measured['reward_time']:.3f} s/step, "
+                    f"step {measured['step_time']:.2f} s/step, "
+                    f"{measured['cpu_per_step']:.2f} CPU s/step, {measured['checked']:.1f} checked/step, "
+                    f"{measured['failed']:g} failed",
+                    flush=True,
+                )
     same = all(w["reward"] == o["reward"] for w, o in zip(results["watch"], results["without"]))
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
-    print(f"{'side':10s} {'reward s/step':>14s} {'step s/step':>12s} {'CPU s/step':>11s} {'checked/step':>13s} "
-          f"{'failed share':>13s}")
+    print(
+        f"{'side':10s} {'reward s/step':>14s} {'step s/step':>12s} {'CPU s/step':>11s} {'checked/step':>13s} "
+        f"{'failed share':>13s}"
+    )
     for side in SIDES:
         runs = results[side]
         checked = sum(r["checked_total"] for r in runs)
         share = f"{sum(r['failed'] for r in runs) / checked:.4f}" if checked else "-"
-        print(f"{side:10s} {statistics.median(r['reward_time'] for r in runs):14.3f} "
-              f"{statistics.median(r['step_time'] for r in runs):12.2f} "
-              f"{statistics.median(r['cpu_per_step'] for r in runs):11.2f} "
-              f"{statistics.median(r['checked'] for r in runs):13.1f} {share:>13s}")
+        print(
+            f"{side:10s} {statistics.median(r['reward_time'] for r in runs):14.3f} "
+            f"{statistics.median(r['step_time'] for r in runs):12.2f} "
+            f"{statistics.median(r['cpu_per_step'] for r in runs):11.2f} "
+            f"{statistics.median(r['checked'] for r in runs):13.1f} {share:>13s}"
+        )
     for key, name in (("reward_time", "reward s/step"), ("step_time", "step s/step"), ("cpu_per_step", "CPU s/step")):
         ratios = [w[key] / o[key] for w, o in zip(results["watch"], results["without"])]
-        print(f"watch / without, {name}: {statistics.median(ratios):.3f} (pairs {min(ratios):.3f} to "
-              f"{max(ratios):.3f})")
+        print(
+            f"watch / without, {name}: {statistics.median(ratios):.3f} (pairs {min(ratios):.3f} to {max(ratios):.3f})"
+        )
     for index, (watch, without) in enumerate(zip(results["watch"], results["without"])):
         parted = [step for step, (w, o) in enumerate(zip(watch["reward"], without["reward"]), 1) if w != o]
         if parted:
-            print(f"  pair {index + 1}: rewards part at step {parted[0]}; steps with a timeout or sandbox_error "
-                  f"verdict: watch {_steps(watch['load_bound'])}, without {_steps(without['load_bound'])}")
+            print(
+                f"  pair {index + 1}: rewards part at step {parted[0]}; steps with a timeout or sandbox_error "
+                f"verdict: watch {_steps(watch['load_bound'])}, without {_steps(without['load_bound'])}"
+            )
     print("same rewards on both sides at every step: " + ("yes" if same else "NO (the watch changed training)"))
     return 0 if same else 1
 

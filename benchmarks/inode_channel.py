@@ -75,8 +75,14 @@ def measure(sandbox: str, bits: int, rounds: int, seed: int) -> tuple[float, flo
         for _ in range(rounds):
             sent = rng.randrange(1 << bits)
             said, heard = judge.run_many(
-                [("", [Test(SENDER.format(message=sent, bits=bits), ""),
-                       Test(RECEIVER.format(bits=bits), "")], "python")])[0].tests
+                [
+                    (
+                        "",
+                        [Test(SENDER.format(message=sent, bits=bits), ""), Test(RECEIVER.format(bits=bits), "")],
+                        "python",
+                    )
+                ]
+            )[0].tests
             got = int(heard.stdout.strip() or -1)
             messages += got == sent
             bits_right += sum(((got >> bit) & 1) == ((sent >> bit) & 1) for bit in range(bits)) if got >= 0 else 0
@@ -93,8 +99,10 @@ def main() -> None:
         parser.error("--bits must be 1 to 9")
     for sandbox in ("bwrap", "bwrap-cold"):
         messages, share = measure(sandbox, args.bits, args.rounds, args.seed)
-        print(f"{sandbox:10s} {messages:6.1%} of {args.rounds} messages and {share:6.1%} of their bits read right; "
-              f"capacity about {args.bits * (1 - entropy(share)):.1f} of {args.bits} bits a test")
+        print(
+            f"{sandbox:10s} {messages:6.1%} of {args.rounds} messages and {share:6.1%} of their bits read right; "
+            f"capacity about {args.bits * (1 - entropy(share)):.1f} of {args.bits} bits a test"
+        )
 
 
 if __name__ == "__main__":

@@ -45,8 +45,10 @@ SAMPLE_SECONDS = 0.1
 # Syscalls a random call leaves out: they change the interpreter's own memory at addresses that differ from run to
 # run (so the outcome would too), copy the process without fork's bookkeeping, flush the host's disks, or set an
 # alarm that could race the timeout.
-SYSCALLS_LEFT_OUT = {"x86_64": {9, 10, 11, 12, 15, 25, 28, 37, 56, 57, 58, 67, 158, 162, 216, 306},
-                     "aarch64": {81, 139, 214, 215, 216, 220, 226, 227, 233, 234, 267}}
+SYSCALLS_LEFT_OUT = {
+    "x86_64": {9, 10, 11, 12, 15, 25, 28, 37, 56, 57, 58, 67, 158, 162, 216, 306},
+    "aarch64": {81, 139, 214, 215, 216, 220, 226, 227, 233, 234, 267},
+}
 SYSCALL_COUNT = {"x86_64": 335, "aarch64": 294}
 # Argument values a random call draws from: small, edge and a zeroed buffer (never an address that varies).
 ARGUMENTS = ("0", "1", "-1", "2", "17", "64", "4096", "1 << 31", "ctypes.addressof(buffer)")
@@ -55,8 +57,10 @@ ARGUMENTS = ("0", "1", "-1", "2", "17", "64", "4096", "1 << 31", "ctypes.address
 def solution_then(snippet: str):
     """A generator for a hostile program: the canonical solution, then ``snippet`` at module level (before the
     test code runs), judged on the problem's first test."""
+
     def generate(rng: random.Random, problem) -> tuple[str, list[dict]]:
         return problem.solution + "\n" + snippet(rng) + "\n", problem.tests[:1]
+
     return generate
 
 
@@ -73,14 +77,20 @@ def fork_bomb(rng):
     if kind == 0:
         return "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
     if kind == 1:  # as many sleeping children as the process limit allows, then on with the test
-        return ("import os, time\nfor _ in range(64):\n    try:\n        if os.fork() == 0:\n"
-                "            time.sleep(30)\n            os._exit(0)\n    except OSError:\n        break")
+        return (
+            "import os, time\nfor _ in range(64):\n    try:\n        if os.fork() == 0:\n"
+            "            time.sleep(30)\n            os._exit(0)\n    except OSError:\n        break"
+        )
     if kind == 2:  # a double-forked daemon, new session, left running
-        return ("import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-                f"        os.execv('/usr/bin/sleep', ['sleep', '{DAEMON_MARK}'])\n    os._exit(0)\nos.wait()")
-    return ("import subprocess\n"
-            f"procs = [subprocess.Popen(['/usr/bin/sleep', '{DAEMON_MARK}'], start_new_session=True) "
-            f"for _ in range({rng.randrange(1, 8)})]")
+        return (
+            "import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+            f"        os.execv('/usr/bin/sleep', ['sleep', '{DAEMON_MARK}'])\n    os._exit(0)\nos.wait()"
+        )
+    return (
+        "import subprocess\n"
+        f"procs = [subprocess.Popen(['/usr/bin/sleep', '{DAEMON_MARK}'], start_new_session=True) "
+        f"for _ in range({rng.randrange(1, 8)})]"
+    )
 
 
 def memory_bomb(rng):
@@ -90,18 +100,24 @@ def memory_bomb(rng):
     if kind == 0:
         return f"hog = bytearray({rng.choice([2, 4, 64])} << 30)"
     if kind == 1:  # address space until the limit says no, untouched
-        return ("import mmap\nhog = []\ntry:\n    while True:\n        hog.append(mmap.mmap(-1, 256 << 20))\n"
-                "except OSError:\n    hog = None" + ("\n    raise MemoryError" if rng.random() < 0.5 else ""))
+        return (
+            "import mmap\nhog = []\ntry:\n    while True:\n        hog.append(mmap.mmap(-1, 256 << 20))\n"
+            "except OSError:\n    hog = None" + ("\n    raise MemoryError" if rng.random() < 0.5 else "")
+        )
     if kind == 2:  # pages written into a memfd are outside RLIMIT_AS
         size = rng.choice([8, 64, 512])
-        return (f"import os\nfd = os.memfd_create('fuzz')\nchunk = b'x' * (1 << 20)\n"
-                f"try:\n    for _ in range({size}):\n        os.write(fd, chunk)\nexcept OSError:\n    pass")
+        return (
+            f"import os\nfd = os.memfd_create('fuzz')\nchunk = b'x' * (1 << 20)\n"
+            f"try:\n    for _ in range({size}):\n        os.write(fd, chunk)\nexcept OSError:\n    pass"
+        )
     if kind == 3:  # several processes, each under its own limit
         count, size = rng.randrange(2, 5), rng.choice([16, 32])
-        return ("import os\nkids = []\n"
-                f"for _ in range({count}):\n    pid = os.fork()\n    if pid == 0:\n"
-                f"        hog = bytearray({size} << 20)\n        os._exit(0)\n    kids.append(pid)\n"
-                "for pid in kids:\n    os.waitpid(pid, 0)")
+        return (
+            "import os\nkids = []\n"
+            f"for _ in range({count}):\n    pid = os.fork()\n    if pid == 0:\n"
+            f"        hog = bytearray({size} << 20)\n        os._exit(0)\n    kids.append(pid)\n"
+            "for pid in kids:\n    os.waitpid(pid, 0)"
+        )
     return f"import mmap\nm = mmap.mmap(-1, {rng.choice([16, 64, 128])} << 20)\nm[::4096] = b'x' * len(m[::4096])"
 
 
@@ -109,18 +125,22 @@ def disk_bomb(rng):
     folder = rng.choice([".", "/tmp", "/dev/shm"])
     chunk = rng.choice([1, 4, 8])
     total = rng.choice([32, 64, 96])
-    return ("chunk = b'x' * (%d << 20)\ntry:\n    for n in range(%d):\n"
-            "        with open(f'%s/fill{n}', 'wb') as out:\n            out.write(chunk)\n"
-            "except OSError:\n    pass" % (chunk, total // chunk, folder))
+    return (
+        "chunk = b'x' * (%d << 20)\ntry:\n    for n in range(%d):\n"
+        "        with open(f'%s/fill{n}', 'wb') as out:\n            out.write(chunk)\n"
+        "except OSError:\n    pass" % (chunk, total // chunk, folder)
+    )
 
 
 def inode_bomb(rng):
     folder = rng.choice([".", "/tmp"])
     count = rng.choice([500, 2000, 4000])
-    kind = rng.choice(["open(f'{folder}/i{n}', 'w').close()", "os.mkdir(f'{folder}/d{n}')",
-                       "os.symlink('x', f'{folder}/l{n}')"])
-    return (f"import os\nfolder = {folder!r}\ntry:\n    for n in range({count}):\n        {kind}\n"
-            "except OSError:\n    pass")
+    kind = rng.choice(
+        ["open(f'{folder}/i{n}', 'w').close()", "os.mkdir(f'{folder}/d{n}')", "os.symlink('x', f'{folder}/l{n}')"]
+    )
+    return (
+        f"import os\nfolder = {folder!r}\ntry:\n    for n in range({count}):\n        {kind}\nexcept OSError:\n    pass"
+    )
 
 
 def signals(rng):
@@ -145,8 +165,10 @@ def random_syscalls(rng):
         arguments = [rng.choice(ARGUMENTS) for _ in range(rng.randrange(0, 6))]
         listed = ", ".join([str(number), *arguments, *["0"] * (6 - len(arguments))])
         calls.append(f"libc.syscall(*map(ctypes.c_long, ({listed})))")
-    return ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\n"
-            "buffer = ctypes.create_string_buffer(4096)\n" + "\n".join(calls))
+    return (
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\n"
+        "buffer = ctypes.create_string_buffer(4096)\n" + "\n".join(calls)
+    )
 
 
 def cleanup_breaker(rng):
@@ -157,24 +179,41 @@ def cleanup_breaker(rng):
     if kind == 1:
         return "import os\nos.symlink('loop', 'loop')\nos.symlink('/', 'root')\nos.symlink('.', 'self')"
     if kind == 2:  # folders no one may enter, holding files
-        return ("import os\nos.makedirs('locked/inner')\nopen('locked/inner/f', 'w').write('x')\n"
-                "os.chmod('locked/inner', 0)\nos.chmod('locked', 0)")
+        return (
+            "import os\nos.makedirs('locked/inner')\nopen('locked/inner/f', 'w').write('x')\n"
+            "os.chmod('locked/inner', 0)\nos.chmod('locked', 0)"
+        )
     if kind == 3:
-        return ("import os, socket\nos.mkfifo('fifo')\ns = socket.socket(socket.AF_UNIX)\ns.bind('sock')\n"
-                "open(b'\\xff\\xfe-not-utf8', 'w').close()\nopen('n' * 255, 'w').close()")
+        return (
+            "import os, socket\nos.mkfifo('fifo')\ns = socket.socket(socket.AF_UNIX)\ns.bind('sock')\n"
+            "open(b'\\xff\\xfe-not-utf8', 'w').close()\nopen('n' * 255, 'w').close()"
+        )
     if kind == 4:  # the longest path the kernel takes, in steps
-        return ("import os\nname = 'p' * 250\ntry:\n    while True:\n        os.mkdir(name)\n        os.chdir(name)\n"
-                "except OSError:\n    pass\nos.chdir('/scratch')")
+        return (
+            "import os\nname = 'p' * 250\ntry:\n    while True:\n        os.mkdir(name)\n        os.chdir(name)\n"
+            "except OSError:\n    pass\nos.chdir('/scratch')"
+        )
     return f"import os\nos.chmod('.', 0o{rng.choice(['000', '500', '100'])})"
 
 
 def exit_trick(rng):
-    return rng.choice(["import sys\nsys.exit(2 ** 64)", "import sys\nsys.exit(0)", "import os\nos._exit(0)",
-                       "import sys\nsys.stdout.close()", "import os\nos.close(1)", "raise KeyboardInterrupt",
-                       "import sys\nsys.exit(-1)", "import sys\nsys.exit('bye')", "raise SystemExit(256)",
-                       "import os\nos.close(2)\nraise ValueError", "import atexit, os\natexit.register(os._exit, 3)",
-                       "import threading, time\nthreading.Thread(target=time.sleep, args=(30,)).start()",
-                       "import threading, time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()"])
+    return rng.choice(
+        [
+            "import sys\nsys.exit(2 ** 64)",
+            "import sys\nsys.exit(0)",
+            "import os\nos._exit(0)",
+            "import sys\nsys.stdout.close()",
+            "import os\nos.close(1)",
+            "raise KeyboardInterrupt",
+            "import sys\nsys.exit(-1)",
+            "import sys\nsys.exit('bye')",
+            "raise SystemExit(256)",
+            "import os\nos.close(2)\nraise ValueError",
+            "import atexit, os\natexit.register(os._exit, 3)",
+            "import threading, time\nthreading.Thread(target=time.sleep, args=(30,)).start()",
+            "import threading, time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()",
+        ]
+    )
 
 
 def output_flood(rng):
@@ -188,8 +227,21 @@ def escape(rng):
     return f"try:\n    open({target!r}, 'w').write('x')\nexcept OSError:\n    pass"
 
 
-OPERATORS = [("+", "-"), ("-", "+"), ("*", "+"), ("//", "%"), ("%", "//"), ("<=", "<"), ("<", "<="), (">=", ">"),
-             (">", ">="), ("==", "!="), ("!=", "=="), (" and ", " or "), (" or ", " and ")]
+OPERATORS = [
+    ("+", "-"),
+    ("-", "+"),
+    ("*", "+"),
+    ("//", "%"),
+    ("%", "//"),
+    ("<=", "<"),
+    ("<", "<="),
+    (">=", ">"),
+    (">", ">="),
+    ("==", "!="),
+    ("!=", "=="),
+    (" and ", " or "),
+    (" or ", " and "),
+]
 
 
 def mutate(rng: random.Random, problem) -> tuple[str, list[dict]]:
@@ -205,13 +257,13 @@ def mutate(rng: random.Random, problem) -> tuple[str, list[dict]]:
                 old, new = rng.choice(present)
                 spots = [m.start() for m in re.finditer(re.escape(old), line)]
                 spot = rng.choice(spots)
-                lines[index] = line[:spot] + new + line[spot + len(old):]
+                lines[index] = line[:spot] + new + line[spot + len(old) :]
         elif kind == 1:
             numbers = list(re.finditer(r"\b\d+\b", line))
             if numbers:
                 match = rng.choice(numbers)
                 value = int(match.group()) + rng.choice([-1, 1])
-                lines[index] = line[:match.start()] + str(max(value, 0)) + line[match.end():]
+                lines[index] = line[: match.start()] + str(max(value, 0)) + line[match.end() :]
         elif kind == 2 and len(lines) > 1:
             del lines[index]
         elif kind == 3:
@@ -253,8 +305,11 @@ def programs(count: int, seed: int, per_generator: int = 0) -> list[tuple[str, s
     problems = [problem for problem in load_problems(bundled_path("python"), "python") if problem.solution]
     names = list(GENERATORS)
     weights = [GENERATORS[name][1] for name in names]
-    chosen = [name for name in names for _ in range(per_generator)] if per_generator else \
-        [rng.choices(names, weights)[0] for _ in range(count)]
+    chosen = (
+        [name for name in names for _ in range(per_generator)]
+        if per_generator
+        else [rng.choices(names, weights)[0] for _ in range(count)]
+    )
     made = []
     for name in chosen:
         code, tests = GENERATORS[name][0](rng, rng.choice(problems))
@@ -329,17 +384,22 @@ def left_files(uids: set[int], judge_folders: list[str], since: float) -> list[s
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--programs", type=int, default=2000)
-    parser.add_argument("--per_generator", type=int, default=0,
-                        help="N programs of every generator instead of --programs drawn by weight (a small run that "
-                             "tries each)")
+    parser.add_argument(
+        "--per_generator",
+        type=int,
+        default=0,
+        help="N programs of every generator instead of --programs drawn by weight (a small run that tries each)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2, help="slots of each judge, and programs judged at once")
     parser.add_argument("--timeout", type=float, default=1.0, help="seconds per test")
     parser.add_argument("--show", type=int, default=10, help="disagreements and exceptions shown in full")
     args = parser.parse_args()
     if args.programs < 1 or args.per_generator < 0 or args.workers < 1 or args.timeout <= 0:
-        raise SystemExit("judge_fuzz.py: --programs and --workers must be at least 1, --per_generator not negative, "
-                         "--timeout positive")
+        raise SystemExit(
+            "judge_fuzz.py: --programs and --workers must be at least 1, --per_generator not negative, "
+            "--timeout positive"
+        )
     if os.geteuid() != 0:
         raise SystemExit("judge_fuzz.py: run it as root (the warm path and slot uids need root)")
     corpus = programs(args.programs, args.seed, args.per_generator)
@@ -397,25 +457,31 @@ def main() -> None:
     by_generator = defaultdict(Counter)
     for index, (name, _, _) in enumerate(corpus):
         by_generator[name][verdicts["bwrap"][index][0]] += 1
-    print(f"judge_fuzz: {len(corpus)} programs (seed {args.seed}), {args.workers} workers, timeout {args.timeout} s, "
-          f"{os.cpu_count()} CPUs, load average at the end {os.getloadavg()[0]:.2f}, {wall:.0f} s in all")
+    print(
+        f"judge_fuzz: {len(corpus)} programs (seed {args.seed}), {args.workers} workers, timeout {args.timeout} s, "
+        f"{os.cpu_count()} CPUs, load average at the end {os.getloadavg()[0]:.2f}, {wall:.0f} s in all"
+    )
     for name in GENERATORS:
         print(f"  {name:10} {sum(by_generator[name].values()):5}  warm statuses: {dict(by_generator[name])}")
     print(f"judge exceptions:            {len(exceptions)}")
-    for line in exceptions[:args.show]:
+    for line in exceptions[: args.show]:
         print(f"  {line}")
     print("slots free at the end:       " + ", ".join(f"{path} {free[path][0]}/{free[path][1]}" for path in free))
     print(f"warm workers dropped:        {dropped}" + (f" (last: {last_drop})" if dropped else ""))
-    print(f"processes left on the host:  {len(processes)} {processes[:args.show]}")
-    print(f"files left on the host:      {len(files)} {files[:args.show]}")
+    print(f"processes left on the host:  {len(processes)} {processes[: args.show]}")
+    print(f"files left on the host:      {len(files)} {files[: args.show]}")
     print(f"peak RSS, judging process:   {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
-    print(f"peak memory use, machine:    {(memory.peak - memory.start) / 2**20:.0f} MiB above the "
-          f"{memory.start / 2**30:.1f} GiB in use at the start (sampled every {SAMPLE_SECONDS} s)")
+    print(
+        f"peak memory use, machine:    {(memory.peak - memory.start) / 2**20:.0f} MiB above the "
+        f"{memory.start / 2**30:.1f} GiB in use at the start (sampled every {SAMPLE_SECONDS} s)"
+    )
     print(f"warm/cold disagreements:     {len(disagreements)}")
-    for index in disagreements[:args.show]:
+    for index in disagreements[: args.show]:
         name, code, _ = corpus[index]
-        print(f"  #{index} {name}: warm {verdicts['bwrap'][index]} cold {verdicts['bwrap-cold'][index]}\n"
-              f"    {code[-300:]!r}\n    stderr warm {details['bwrap'][index]!r} cold {details['bwrap-cold'][index]!r}")
+        print(
+            f"  #{index} {name}: warm {verdicts['bwrap'][index]} cold {verdicts['bwrap-cold'][index]}\n"
+            f"    {code[-300:]!r}\n    stderr warm {details['bwrap'][index]!r} cold {details['bwrap-cold'][index]!r}"
+        )
     for path in judges:
         rate = tests_run[path] / (seconds[path] / args.workers)
         print(f"tests per second, {path:10}: {rate:.1f} ({tests_run[path]} tests run)")

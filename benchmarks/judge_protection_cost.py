@@ -69,8 +69,13 @@ def measure(variant: str, sandbox: str, runs: int) -> float:
 
 def child(variant: str, sandbox: str, runs: int, pythonpath: str) -> float:
     env = {**os.environ, "PYTHONPATH": pythonpath}
-    done = subprocess.run([sys.executable, __file__, "--child", variant, sandbox, "--runs", str(runs)], env=env,
-                          capture_output=True, text=True, cwd=pythonpath)
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", variant, sandbox, "--runs", str(runs)],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=pythonpath,
+    )
     if done.returncode != 0:
         raise SystemExit(f"{variant} on {sandbox} failed: {done.stderr.strip()[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -93,8 +98,9 @@ def main() -> None:
     variants = {variant: str(ROOT) for variant in VARIANTS}
     with tempfile.TemporaryDirectory(prefix="judge-baseline-") as old:
         if args.baseline:
-            archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline, "judging", "cli"],
-                                     capture_output=True, check=True).stdout
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", args.baseline, "judging", "cli"], capture_output=True, check=True
+            ).stdout
             subprocess.run(["tar", "-x", "-C", old], input=archive, check=True)
             variants["before"] = old
         results = {(variant, sandbox): [] for variant in variants for sandbox in PATHS}
@@ -102,8 +108,10 @@ def main() -> None:
             for sandbox in PATHS:
                 for variant, pythonpath in variants.items():
                     results[variant, sandbox].append(child(variant, sandbox, args.runs, pythonpath))
-    print(f"ms per empty Python test, median of {args.rounds} rounds of {args.runs} tests, one slot "
-          f"({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f})")
+    print(
+        f"ms per empty Python test, median of {args.rounds} rounds of {args.runs} tests, one slot "
+        f"({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f})"
+    )
     print("each cell: median ms (the rounds' lowest-highest median) and the ratio to 'all' on that path")
     print(f"{'variant':<26}" + "".join(f"{sandbox:>34}" for sandbox in PATHS))
     for variant in variants:

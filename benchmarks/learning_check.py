@@ -41,8 +41,10 @@ def evaluations(run: Path) -> tuple[dict, dict]:
     """The first and last evaluation, checked to be a before/after pair on the same held-out problems."""
     path = run / "logs" / "eval_results.json"
     if not path.exists():
-        raise BadRun(f"{path}: missing; give the folder of a finished training run (--eval_on_start, the default "
-                     "--eval_pass_at_k)")
+        raise BadRun(
+            f"{path}: missing; give the folder of a finished training run (--eval_on_start, the default "
+            "--eval_pass_at_k)"
+        )
     evals = read_json(path.read_text(), str(path))
     if not isinstance(evals, list) or not all(isinstance(e, dict) for e in evals):
         raise BadRun(f"{path}: expected a JSON list of evaluations; fix the file or move it away")
@@ -53,14 +55,18 @@ def evaluations(run: Path) -> tuple[dict, dict]:
     before, after = evals[0], evals[-1]
     for entry in (before, after):
         if entry.get("settings", {}).get("split") != "test":
-            raise BadRun(f"{path}: the evaluation at step {entry.get('step')} is on the "
-                         f"{entry.get('settings', {}).get('split')!r} split; the verdict needs held-out problems: "
-                         "train with --eval_split test")
+            raise BadRun(
+                f"{path}: the evaluation at step {entry.get('step')} is on the "
+                f"{entry.get('settings', {}).get('split')!r} split; the verdict needs held-out problems: "
+                "train with --eval_split test"
+            )
         if not entry.get("problems"):
             raise BadRun(f"{path}: the evaluation at step {entry.get('step')} has no per-problem results")
     if sorted(p["id"] for p in before["problems"]) != sorted(p["id"] for p in after["problems"]):
-        raise BadRun(f"{path}: the evaluations at steps {before['step']} and {after['step']} are on different "
-                     "problems; compare runs with the same --data and --simple_eval_problems")
+        raise BadRun(
+            f"{path}: the evaluations at steps {before['step']} and {after['step']} are on different "
+            "problems; compare runs with the same --data and --simple_eval_problems"
+        )
     return before, after
 
 
@@ -83,8 +89,11 @@ def rolling_reward(run: Path, window: int) -> tuple[float, float, int] | None:
     path = run / "logs" / "metrics.jsonl"
     if not path.exists():
         return None
-    rows = [read_json(line, f"{path}:{number}") for number, line in enumerate(path.read_text().splitlines(), 1)
-            if line.strip()]
+    rows = [
+        read_json(line, f"{path}:{number}")
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if line.strip()
+    ]
     rewards = [row["reward"] for row in rows if "reward" in row]
     if len(rewards) < 2 * window:
         return None
@@ -96,25 +105,34 @@ def check(run: Path, resamples: int, seed: int, window: int) -> bool:
     settings = after["settings"]
     rates_before, rates_after = pass_rates(before), pass_rates(after)
     differences = [rates_after[i] - rates_before[i] for i in sorted(rates_before)]
-    print(f"held-out problems: {len(differences)} (split {settings['split']}), n={settings['n']} samples each, "
-          f"temperature {settings['temperature']}: step {before['step']} -> step {after['step']}")
+    print(
+        f"held-out problems: {len(differences)} (split {settings['split']}), n={settings['n']} samples each, "
+        f"temperature {settings['temperature']}: step {before['step']} -> step {after['step']}"
+    )
     for key in sorted((k for k in after["metrics"] if k.startswith("pass@")), key=lambda k: int(k[5:])):
         print(f"  {key}: {before['metrics'][key]:.3f} -> {after['metrics'][key]:.3f}")
     print(f"  mean reward: {before['metrics']['mean_reward']:.3f} -> {after['metrics']['mean_reward']:.3f}")
     reward = rolling_reward(run, window)
     if reward:
-        print(f"training reward (context only), mean of the first {window} steps: {reward[0]:.3f}; of the last "
-              f"{window}: {reward[1]:.3f} ({reward[2]} steps)")
+        print(
+            f"training reward (context only), mean of the first {window} steps: {reward[0]:.3f}; of the last "
+            f"{window}: {reward[1]:.3f} ({reward[2]} steps)"
+        )
     low, high = paired_bootstrap(differences, resamples, seed)
     mean = sum(differences) / len(differences)
     up = sum(d > 0 for d in differences)
     down = sum(d < 0 for d in differences)
-    print(f"pass@1 after - before, per problem: mean {mean:+.3f} ({up} up, {down} down, "
-          f"{len(differences) - up - down} equal); paired bootstrap over {len(differences)} problems, "
-          f"{resamples} resamples: {CONFIDENCE:.0%} interval [{low:+.3f}, {high:+.3f}]")
+    print(
+        f"pass@1 after - before, per problem: mean {mean:+.3f} ({up} up, {down} down, "
+        f"{len(differences) - up - down} equal); paired bootstrap over {len(differences)} problems, "
+        f"{resamples} resamples: {CONFIDENCE:.0%} interval [{low:+.3f}, {high:+.3f}]"
+    )
     learned = low > 0
-    print("learned on held-out problems: yes (the interval's lower bound is above 0)" if learned else
-          "learned on held-out problems: NO (the interval's lower bound is not above 0)")
+    print(
+        "learned on held-out problems: yes (the interval's lower bound is above 0)"
+        if learned
+        else "learned on held-out problems: NO (the interval's lower bound is not above 0)"
+    )
     return learned
 
 

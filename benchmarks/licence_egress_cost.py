@@ -74,8 +74,10 @@ def proxy_alone(server: LoopbackService, runs: int) -> None:
     thread.join()
     proxy.close()
     for name, spent in times.items():
-        print(f"licence exchange {name:31s} median {statistics.median(spent):6.2f} ms  "
-              f"mean {statistics.fmean(spent):6.2f} ms  ({runs} runs)")
+        print(
+            f"licence exchange {name:31s} median {statistics.median(spent):6.2f} ms  "
+            f"mean {statistics.fmean(spent):6.2f} ms  ({runs} runs)"
+        )
 
 
 def main() -> None:
@@ -88,10 +90,12 @@ def main() -> None:
         os.chmod(folder, 0o755)
     Path(licensed_home, "kc.lic").write_text(server.address + "\n")
     plain, licensed = str(ROOT / "tests/helpers/fake_q/q"), str(ROOT / "tests/helpers/fake_q/licensed_q")
-    settings = [("fresh netns (q contacts nothing, none)", plain, "none", unlicensed),
-                ("slot netns (q contacts nothing, proxy on)", plain, server.address, unlicensed),
-                ("licensed stand-in, no kc.lic, none", licensed, "none", unlicensed),
-                ("licensed stand-in via proxy to licence server", licensed, server.address, licensed_home)]
+    settings = [
+        ("fresh netns (q contacts nothing, none)", plain, "none", unlicensed),
+        ("slot netns (q contacts nothing, proxy on)", plain, server.address, unlicensed),
+        ("licensed stand-in, no kc.lic, none", licensed, "none", unlicensed),
+        ("licensed stand-in via proxy to licence server", licensed, server.address, licensed_home),
+    ]
     judges = []
     for _, binary, hosts, home in settings:
         os.environ.update(QHOME=home, QLIC=home)  # read when the judge first builds its q runner
@@ -106,8 +110,10 @@ def main() -> None:
             if status != "passed":
                 raise SystemExit(f"{judge.isolation}: {status}")
     for (name, *_), spent, judge in zip(settings, times, judges):
-        print(f"{name:48s} median {statistics.median(spent):6.1f} ms  mean {statistics.fmean(spent):6.1f} ms  "
-              f"p90 {statistics.quantiles(spent, n=10)[-1]:6.1f} ms  ({args.runs} runs)")
+        print(
+            f"{name:48s} median {statistics.median(spent):6.1f} ms  mean {statistics.fmean(spent):6.1f} ms  "
+            f"p90 {statistics.quantiles(spent, n=10)[-1]:6.1f} ms  ({args.runs} runs)"
+        )
         judge.close()
     proxy_alone(server, args.runs)
     server.close()

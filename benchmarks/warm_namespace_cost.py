@@ -113,8 +113,10 @@ def main() -> None:
     for variant in VARIANTS:
         row = [1000 * value / count for value in totals[variant]]
         extra = [value - 1000 * base / count for value, base in zip(row, totals["before"])]
-        print(f"{variant:10} {row[0]:8.2f} {extra[0]:+6.2f} {row[1]:10.2f} {extra[1]:+6.2f} {row[2]:14.2f} "
-              f"{extra[2]:+6.2f}")
+        print(
+            f"{variant:10} {row[0]:8.2f} {extra[0]:+6.2f} {row[1]:10.2f} {extra[1]:+6.2f} {row[2]:14.2f} "
+            f"{extra[2]:+6.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -32,10 +32,13 @@ sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-install
 # its check, one line printed).
 PROGRAMS = {
     "empty": ("", "pass", ""),
-    "humaneval-like": ("from typing import List\n\n\ndef below_zero(operations: List[int]) -> bool:\n"
-                       "    balance = 0\n    for op in operations:\n        balance += op\n"
-                       "        if balance < 0:\n            return True\n    return False\n",
-                       "assert below_zero([1, -2]) and not below_zero([1, 2])\nprint('checked')", "checked"),
+    "humaneval-like": (
+        "from typing import List\n\n\ndef below_zero(operations: List[int]) -> bool:\n"
+        "    balance = 0\n    for op in operations:\n        balance += op\n"
+        "        if balance < 0:\n            return True\n    return False\n",
+        "assert below_zero([1, -2]) and not below_zero([1, 2])\nprint('checked')",
+        "checked",
+    ),
 }
 # Minor faults a test may cost at most, per program, in the worker (its loop) and in the program's process.
 # Measured on this project's development machine (Debian, kernel 6.18, CPython 3.11, 2 cores): the worker 93-94 a
@@ -51,8 +54,12 @@ def counters(pid: int) -> dict[str, float]:
     """The worker's own and its reaped children's minor faults and CPU seconds (/proc/<pid>/stat)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     minflt, cminflt, utime, stime, cutime, cstime = (int(fields[index]) for index in (7, 8, 11, 12, 13, 14))
-    return {"worker_faults": minflt, "program_faults": cminflt,
-            "worker_cpu": (utime + stime) / CLOCK_TICK, "program_cpu": (cutime + cstime) / CLOCK_TICK}
+    return {
+        "worker_faults": minflt,
+        "program_faults": cminflt,
+        "worker_cpu": (utime + stime) / CLOCK_TICK,
+        "program_cpu": (cutime + cstime) / CLOCK_TICK,
+    }
 
 
 def worker_pid(judge) -> int:
@@ -97,8 +104,9 @@ def measure(judge, program: str, tests: int) -> dict[str, float]:
     per_test = {key: (after[key] - before[key]) / tests for key in before}
     for key in ("worker_cpu", "program_cpu"):
         per_test[key] *= 1000
-    per_test["judge_cpu"] = 1000 * (judge_after.user + judge_after.system - judge_before.user
-                                    - judge_before.system) / tests
+    per_test["judge_cpu"] = (
+        1000 * (judge_after.user + judge_after.system - judge_before.user - judge_before.system) / tests
+    )
     return per_test
 
 
@@ -116,8 +124,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tests", type=int, default=200, help="tests per program per round")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--checkout", action="append", type=Path,
-                        help="a checkout whose judge to measure (repeatable; default: this one)")
+    parser.add_argument(
+        "--checkout",
+        action="append",
+        type=Path,
+        help="a checkout whose judge to measure (repeatable; default: this one)",
+    )
     parser.add_argument("--one-round", action="store_true", help=argparse.SUPPRESS)  # a round in this process
     args = parser.parse_args()
     if os.geteuid() != 0:
@@ -127,13 +139,21 @@ def main() -> None:
         return
     checkouts = [path.resolve() for path in args.checkout or [ROOT]]
     results = {checkout: [] for checkout in checkouts}
-    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} cores; "
-          f"{args.tests} tests per program per round, {args.rounds} rounds, checkouts alternating")
+    print(
+        f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} cores; "
+        f"{args.tests} tests per program per round, {args.rounds} rounds, checkouts alternating"
+    )
     for _ in range(args.rounds):
         for checkout in checkouts:
             env = {**os.environ, "PYTHONPATH": str(checkout)}
-            done = subprocess.run([sys.executable, __file__, "--one-round", "--tests", str(args.tests)], env=env,
-                                  cwd=checkout, capture_output=True, text=True, check=False)
+            done = subprocess.run(
+                [sys.executable, __file__, "--one-round", "--tests", str(args.tests)],
+                env=env,
+                cwd=checkout,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             if done.returncode != 0:
                 raise SystemExit(f"{checkout}: {done.stderr.strip()[-2000:]}")
             results[checkout].append(json.loads(done.stdout))
@@ -146,11 +166,14 @@ def main() -> None:
             for key in keys:
                 values = [one[program][key] for one in rounds]
                 digits = 0 if key.endswith("faults") else 2
-                cells.append(f"{key} {statistics.median(values):.{digits}f} "
-                             f"({min(values):.{digits}f}-{max(values):.{digits}f})")
+                cells.append(
+                    f"{key} {statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+                )
             print(f"  {program:15} " + ", ".join(cells))
-    print(f"bounds (tests/judging/test_warm_test_cost.py): worker {FAULT_BOUNDS['worker']}, program "
-          + ", ".join(f"{program} {bound}" for program, bound in FAULT_BOUNDS["program"].items()))
+    print(
+        f"bounds (tests/judging/test_warm_test_cost.py): worker {FAULT_BOUNDS['worker']}, program "
+        + ", ".join(f"{program} {bound}" for program, bound in FAULT_BOUNDS["program"].items())
+    )
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -99,11 +99,12 @@ class CommandParser(argparse.ArgumentParser):
             for action in self._actions:  # the subcommand's own flags, where one was chosen
                 if isinstance(action, argparse._SubParsersAction):
                     parser = action.choices.get(getattr(namespace, action.dest, None), parser)
-            self.error(unknown_flag(list(parser._option_string_actions), remaining,
-                                   f"see `{parser.prog} --help`"))
+            self.error(unknown_flag(list(parser._option_string_actions), remaining, f"see `{parser.prog} --help`"))
         return namespace
 
     def dataclasses_from(self, namespace) -> tuple:
         """The parsed namespace as this parser's dataclasses; their checks raise UsageError."""
-        return tuple(dtype(**{f.name: getattr(namespace, f.name) for f in fields(dtype) if f.init})
-                     for dtype in self.dataclass_types)
+        return tuple(
+            dtype(**{f.name: getattr(namespace, f.name) for f in fields(dtype) if f.init})
+            for dtype in self.dataclass_types
+        )

@@ -36,8 +36,9 @@ def read_json_objects(path, required: dict[str, type] | None = None, hint: str =
             raise LocatedError(f"{path}:{number}", "expected a JSON object" + (f"; {hint}" if hint else ""))
         for key, kind in (required or {}).items():
             if not isinstance(record.get(key), kind):
-                raise LocatedError(f"{path}:{number}", f"'{key}' must be a {_kind_name(kind)}"
-                                   + (f"; {hint}" if hint else ""))
+                raise LocatedError(
+                    f"{path}:{number}", f"'{key}' must be a {_kind_name(kind)}" + (f"; {hint}" if hint else "")
+                )
         record["_line"] = number
         records.append(record)
     return records

@@ -37,8 +37,7 @@ class ScoreArguments:
     problems: str = field(metadata={"help": "problem file (JSONL, or any source the trainer's --data reads)"})
     completions: str = field(metadata={"help": 'JSONL of {"id", "completion"}; repeated ids are samples'})
     out: str = field(metadata={"help": "scores JSONL, one line per completion in input order"})
-    language: str = field(default="q", metadata={"help": "for problems without a language",
-                                                 "choices": list(LANGUAGES)})
+    language: str = field(default="q", metadata={"help": "for problems without a language", "choices": list(LANGUAGES)})
     allow_in_sandbox_comparisons: bool = field(default=False, metadata={"help": ALLOW_COMPARISONS_HELP})
 
 
@@ -112,25 +111,40 @@ def run_score(args: ScoreArguments, judge_args: JudgeArguments, scoring: Scoring
     check_writable_file("--out", args.out)
     # Before the problems load: loading may log what it converted, and a missing file is then the one line to show.
     if not Path(args.completions).is_file():
-        raise UsageError(f"--completions {args.completions}: no such file; give the JSONL of "
-                         '{"id", "completion"} records to score')
+        raise UsageError(
+            f'--completions {args.completions}: no such file; give the JSONL of {{"id", "completion"}} records to score'
+        )
     judge, judged, completions = judge_beside_inputs(args, judge_args)
     with judge:
         judge.preflight(*{p.language for p in judged})
         trivial_shares = None
         if scoring.needs_trivial_shares:
             measured = list(dict.fromkeys(judged))
-            trivial_shares = {problem: share.by_tests for problem, share
-                              in zip(measured, measure_trivial_shares(measured, judge, show_progress=True))}
-        scores = score(judge, judged, [record["completion"] for record in completions], scoring,
-                       trivial_shares=trivial_shares, progress=True)
+            trivial_shares = {
+                problem: share.by_tests
+                for problem, share in zip(measured, measure_trivial_shares(measured, judge, show_progress=True))
+            }
+        scores = score(
+            judge,
+            judged,
+            [record["completion"] for record in completions],
+            scoring,
+            trivial_shares=trivial_shares,
+            progress=True,
+        )
     samples: Counter = Counter()
     with open(args.out, "w", encoding="utf-8") as out:
         for record, scored in zip(completions, scores):
             j = scored.judgement
-            row = {"id": record["id"], "sample": samples[record["id"]], "reward": scored.reward, "passed": j.passed,
-                   "total": j.total, "status": j.status,
-                   "tests": [{"status": t.status, "seconds": t.seconds} for t in j.tests]}
+            row = {
+                "id": record["id"],
+                "sample": samples[record["id"]],
+                "reward": scored.reward,
+                "passed": j.passed,
+                "total": j.total,
+                "status": j.status,
+                "tests": [{"status": t.status, "seconds": t.seconds} for t in j.tests],
+            }
             samples[record["id"]] += 1
             out.write(json.dumps(row) + "\n")
     counts = Counter(s.status for s in scores)
@@ -148,8 +162,10 @@ def run_passk(args: PassKArguments) -> int:
         counts[record["id"]][1] += record["status"] == "passed"
     for problem, (n, _) in counts.items():
         if n < max(args.k):
-            raise UsageError(f"{args.scores}: problem {problem!r} has {n} samples, fewer than k={max(args.k)}; "
-                             f"sample more or lower --k")
+            raise UsageError(
+                f"{args.scores}: problem {problem!r} has {n} samples, fewer than k={max(args.k)}; "
+                f"sample more or lower --k"
+            )
     result = mean_pass_at_k([tuple(c) for c in counts.values()], args.k)
     # Rounded for reading: the estimator's products leave float noise (0.33333333333333326) in the last digits.
     print(json.dumps({**{k: round(v, PASSK_DECIMALS) for k, v in result.items()}, "problems": len(counts)}))
@@ -167,8 +183,11 @@ SCORE_HELP = {
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(prog="python -m rewards", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
-    s = commands.add_parser("score", help="judge every completion against its problem's tests",
-                            dataclass_types=[ScoreArguments, JudgeArguments, ScoringArguments])
+    s = commands.add_parser(
+        "score",
+        help="judge every completion against its problem's tests",
+        dataclass_types=[ScoreArguments, JudgeArguments, ScoringArguments],
+    )
     # Scoring is evaluation: the evaluation's time per test and every test of a problem, unless asked otherwise.
     s.set_defaults(handler=run_score, parser=s, judge_timeout=DEFAULT_EVAL_TIMEOUT, max_tests_per_problem=None)
     for action in s._actions:  # the shared fields' help describes the trainer's training reward; say what holds here

@@ -9,6 +9,18 @@ from data.quality.trivial import DEFAULT_MAX_TRIVIAL_SHARE, TrivialShare, cached
 from data.loading.validate import ALLOW_COMPARISONS_HELP, DataError
 from data.quality.verify import VerifyReport, verify_problems
 
-__all__ = ["ALLOW_COMPARISONS_HELP", "DEFAULT_MAX_TRIVIAL_SHARE", "DataError", "Problem", "Test", "TrivialShare",
-           "VerifyReport", "bundled_path", "cached_trivial_shares", "load_problems", "measure_trivial_shares",
-           "split_problems", "verify_problems"]
+__all__ = [
+    "ALLOW_COMPARISONS_HELP",
+    "DEFAULT_MAX_TRIVIAL_SHARE",
+    "DataError",
+    "Problem",
+    "Test",
+    "TrivialShare",
+    "VerifyReport",
+    "bundled_path",
+    "cached_trivial_shares",
+    "load_problems",
+    "measure_trivial_shares",
+    "split_problems",
+    "verify_problems",
+]

@@ -47,51 +47,79 @@ from judging.policy import DEFAULT_EVAL_TIMEOUT
 SHOWN_CHARS = 200
 SHOWN_IDS = 10
 SHOWN_SURVIVORS = 3
-WRONG_PROGRAMS_HELP = ('JSONL of {"id", "completion"} (as `python -m rewards score` reads): programs a model wrote, '
-                       "such as its first samples; each that prints something else than the solution on an input of "
-                       "the problem's domain must earn no more from the judged tests than a constant")
+WRONG_PROGRAMS_HELP = (
+    'JSONL of {"id", "completion"} (as `python -m rewards score` reads): programs a model wrote, '
+    "such as its first samples; each that prints something else than the solution on an input of "
+    "the problem's domain must earn no more from the judged tests than a constant"
+)
 
 
 def _parser():
     parser = CommandParser(prog="python -m data", description="Validate and verify problem sets.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
     check = commands.add_parser("check", help="load and validate a problem source, print its counts")
-    verify = commands.add_parser("verify", help="run each problem's solution, a no-op and the trivial programs "
-                                                "through the judge", dataclass_types=[JudgeArguments])
-    strengthen = commands.add_parser("strengthen", help="write the problems with tests that reject wrong programs",
-                                     dataclass_types=[JudgeArguments])
+    verify = commands.add_parser(
+        "verify",
+        help="run each problem's solution, a no-op and the trivial programs through the judge",
+        dataclass_types=[JudgeArguments],
+    )
+    strengthen = commands.add_parser(
+        "strengthen", help="write the problems with tests that reject wrong programs", dataclass_types=[JudgeArguments]
+    )
     strengthen.add_argument("source", help="problem file, folder or dataset name")
     strengthen.add_argument("out", help="the JSONL file to write (never the source)")
-    strengthen.add_argument("--hidden_tests", type=int, default=0, metavar="N",
-                            help="also write new tests marked hidden, up to N hidden tests a problem (its own "
-                                 "counted): inputs near its tests, answered by its solution, that the reward never "
-                                 "judges and the trainer's hidden-test watch does (default %(default)s)")
-    pool = commands.add_parser("pool", help="write the problems with a pool of tests generated from each solution",
-                               dataclass_types=[JudgeArguments])
+    strengthen.add_argument(
+        "--hidden_tests",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also write new tests marked hidden, up to N hidden tests a problem (its own "
+        "counted): inputs near its tests, answered by its solution, that the reward never "
+        "judges and the trainer's hidden-test watch does (default %(default)s)",
+    )
+    pool = commands.add_parser(
+        "pool",
+        help="write the problems with a pool of tests generated from each solution",
+        dataclass_types=[JudgeArguments],
+    )
     pool.add_argument("source", help="problem file, folder or dataset name")
     pool.add_argument("out", help="the JSONL file to write (never the source)")
-    pool.add_argument("--pool_size", type=int, default=POOL_SIZE, metavar="N",
-                      help="inputs a pool aims at (default %(default)s)")
+    pool.add_argument(
+        "--pool_size", type=int, default=POOL_SIZE, metavar="N", help="inputs a pool aims at (default %(default)s)"
+    )
     pool.add_argument("--python_twins", nargs="+", default=[], metavar="FILE", help=TWINS_HELP)
     pool.set_defaults(judge_timeout=DEFAULT_EVAL_TIMEOUT)
     for command in (verify, strengthen):
         command.set_defaults(judge_timeout=DEFAULT_EVAL_TIMEOUT)  # not training: the evaluation's timeout
-        command.add_argument("--max_trivial_share", type=_share, default=DEFAULT_MAX_TRIVIAL_SHARE,
-                             help="list a problem when a cheap program (a constant, echoing the input, printing "
-                                  "nothing, the first element, the length, True then False ...) passes more than "
-                                  "this fraction of its tests (default %(default)s)")
-        command.add_argument("--max_tests_per_problem", type=int, default=MAX_TESTS_PER_PROBLEM,
-                             help="the tests the training reward judges, which must reject every wrong program "
-                                  "(default %(default)s, the trainer's default)")
+        command.add_argument(
+            "--max_trivial_share",
+            type=_share,
+            default=DEFAULT_MAX_TRIVIAL_SHARE,
+            help="list a problem when a cheap program (a constant, echoing the input, printing "
+            "nothing, the first element, the length, True then False ...) passes more than "
+            "this fraction of its tests (default %(default)s)",
+        )
+        command.add_argument(
+            "--max_tests_per_problem",
+            type=int,
+            default=MAX_TESTS_PER_PROBLEM,
+            help="the tests the training reward judges, which must reject every wrong program "
+            "(default %(default)s, the trainer's default)",
+        )
         command.add_argument("--python_twins", nargs="+", default=[], metavar="FILE", help=TWINS_HELP)
     for command in (check, verify):
-        command.add_argument("source", nargs="?", help="problem file, folder or dataset name "
-                                                       "(default: the bundled set for --language)")
+        command.add_argument(
+            "source", nargs="?", help="problem file, folder or dataset name (default: the bundled set for --language)"
+        )
     for command in (verify, strengthen):
         command.add_argument("--wrong_programs", metavar="COMPLETIONS", help=WRONG_PROGRAMS_HELP)
     for command in (check, verify, strengthen, pool):
-        command.add_argument("--language", choices=list(LANGUAGES), default="q",
-                             help="language of records that do not name one, and of the fields to pick")
+        command.add_argument(
+            "--language",
+            choices=list(LANGUAGES),
+            default="q",
+            help="language of records that do not name one, and of the fields to pick",
+        )
         command.add_argument("--allow_in_sandbox_comparisons", action="store_true", help=ALLOW_COMPARISONS_HELP)
         command.set_defaults(parser=command)
     return parser
@@ -140,8 +168,11 @@ def main(argv=None):
         given = _given_programs(args, problems) if args.command != "pool" else {}
         if args.command == "check":
             splits = Counter(problem.split or "unsplit" for problem in problems)
-            print(f"{source}: {len(problems)} problems valid ("
-                  + ", ".join(f"{count} {split}" for split, count in sorted(splits.items())) + ")")
+            print(
+                f"{source}: {len(problems)} problems valid ("
+                + ", ".join(f"{count} {split}" for split, count in sorted(splits.items()))
+                + ")"
+            )
             return 0
         twins = load_twins(args.python_twins, problems, args.allow_in_sandbox_comparisons)
         with judge_args[0].make_judge() as judge:
@@ -174,22 +205,31 @@ def _pool(problems, judge, args, twins):
             pools.append(build_pool(problem, judge, args.pool_size))
     seconds = time.monotonic() - start
     out = Path(args.out)
-    out.write_text("".join(json.dumps(with_pool(problem, pool).record(), ensure_ascii=False) + "\n"
-                           for problem, pool in zip(problems, pools)), encoding="utf-8")
+    out.write_text(
+        "".join(
+            json.dumps(with_pool(problem, pool).record(), ensure_ascii=False) + "\n"
+            for problem, pool in zip(problems, pools)
+        ),
+        encoding="utf-8",
+    )
     for pool in pools:
         for line in pool.disagreements:
             print(f"DISAGREES {pool.problem.id}: {line}")
         if pool.skipped:
             print(f"no pool for {pool.problem.id}: {pool.skipped}")
         elif not pool.problem.domain:
-            print(f"{pool.problem.id}: no domain: its pool keeps to the types and classes its tests show; "
-                  f"suggested: {suggested_domain(pool.problem) or 'none'}")
+            print(
+                f"{pool.problem.id}: no domain: its pool keeps to the types and classes its tests show; "
+                f"suggested: {suggested_domain(pool.problem) or 'none'}"
+            )
     sizes = sorted(len(pool.tests) for pool in pools if pool.tests)
     if sizes:
-        print(f"pools for {len(sizes)} of {len(problems)} problems: {sizes[0]} to {sizes[-1]} tests (median "
-              f"{sizes[len(sizes) // 2]}), {sum(sizes)} in all, in {seconds:.0f} s ({seconds / len(problems):.2f} s a "
-              f"problem); {sum(bool(p.unstable) for p in pools)} solutions not trusted (unstable) and "
-              f"{sum(len(p.disagreements) for p in pools)} disagreeing inputs left out")
+        print(
+            f"pools for {len(sizes)} of {len(problems)} problems: {sizes[0]} to {sizes[-1]} tests (median "
+            f"{sizes[len(sizes) // 2]}), {sum(sizes)} in all, in {seconds:.0f} s ({seconds / len(problems):.2f} s a "
+            f"problem); {sum(bool(p.unstable) for p in pools)} solutions not trusted (unstable) and "
+            f"{sum(len(p.disagreements) for p in pools)} disagreeing inputs left out"
+        )
     else:
         print(f"no pool built for any of {len(problems)} problems")
     print(f"wrote {out}")
@@ -207,17 +247,31 @@ def _verify(problems, judge, args, twins, given):
         except JudgeUnavailable as error:
             without_q = str(error)
     if without_q is None:
-        report = verify_problems(problems, judge, max_trivial_share=args.max_trivial_share,
-                                 max_tests=args.max_tests_per_problem, given=given, exempt_twins=True)
+        report = verify_problems(
+            problems,
+            judge,
+            max_trivial_share=args.max_trivial_share,
+            max_tests=args.max_tests_per_problem,
+            given=given,
+            exempt_twins=True,
+        )
     else:
-        print(f"no q here ({without_q}): the q solutions, the no-op and the wrong programs are not run; the trivial "
-              "shares are read off the tests (the most frequent expected output, the identity, the description's "
-              "examples), and the tests are cross-checked against their Python twins")
+        print(
+            f"no q here ({without_q}): the q solutions, the no-op and the wrong programs are not run; the trivial "
+            "shares are read off the tests (the most frequent expected output, the identity, the description's "
+            "examples), and the tests are cross-checked against their Python twins"
+        )
         others = [problem for problem in problems if problem.language != "q"]
         report = read_without_q(q_problems, args.max_trivial_share, without_q)
         if others:
-            extra = verify_problems(others, judge, max_trivial_share=args.max_trivial_share,
-                                    max_tests=args.max_tests_per_problem, given=given, exempt_twins=True)
+            extra = verify_problems(
+                others,
+                judge,
+                max_trivial_share=args.max_trivial_share,
+                max_tests=args.max_tests_per_problem,
+                given=given,
+                exempt_twins=True,
+            )
             report = _merged(report, extra)
     if not twins and not args.python_twins:
         return report, None
@@ -245,8 +299,11 @@ def _given_programs(args, problems):
     unknown = sorted(set(given) - {problem.id for problem in problems})
     if unknown:
         source = args.source or "the bundled set"
-        raise DataError(path, f"no problem with id {', '.join(map(repr, unknown[:SHOWN_IDS]))} in {source}; give "
-                              "--wrong_programs programs of the problems verified")
+        raise DataError(
+            path,
+            f"no problem with id {', '.join(map(repr, unknown[:SHOWN_IDS]))} in {source}; give "
+            "--wrong_programs programs of the problems verified",
+        )
     return given
 
 
@@ -259,8 +316,10 @@ def _print_report(report, source, max_tests):
     for broken in report.broken:
         _print_broken(broken)
     for guessable in report.guessable:
-        print(f"{guessable['location'] or source}: {guessable['id']}: {guessable['probe']} passes "
-              f"{guessable['passed']}/{guessable['total']} tests")
+        print(
+            f"{guessable['location'] or source}: {guessable['id']}: {guessable['probe']} passes "
+            f"{guessable['passed']}/{guessable['total']} tests"
+        )
     for weak in report.weak:
         for survivor in weak["adequacy"].survivors[:SHOWN_SURVIVORS]:
             print(f"{weak['location'] or source}: {weak['id']}: weak tests: {survivor}")
@@ -271,29 +330,39 @@ def _print_report(report, source, max_tests):
     _print_outside_domain(report.adequacy)
     if report.trivial:
         shares = [share.share for share in report.trivial.values()]
-        print(f"trivial share (the most of a problem's tests a constant, an echo, printing nothing or a cheap "
-              f"program passes): mean {sum(shares) / len(shares):.2f}, max {max(shares):.2f}")
+        print(
+            f"trivial share (the most of a problem's tests a constant, an echo, printing nothing or a cheap "
+            f"program passes): mean {sum(shares) / len(shares):.2f}, max {max(shares):.2f}"
+        )
     if report.twins:
         above = ", ".join(f"{t['id']} {t['passed']}/{t['total']}" for t in report.twins_above[:SHOWN_IDS])
-        print(f"{source}: {len(report.twins)} of {report.checked} problems are twins (\"twin_of\"), which check the "
-              "tests of a problem in another language and are not trained on: their trivial shares are not held to "
-              f"--max_trivial_share ({len(report.twins_above)} above {report.max_trivial_share:g}"
-              + (f": {above}" if above else "") + (" ..." if len(report.twins_above) > SHOWN_IDS else "") + ")")
+        print(
+            f'{source}: {len(report.twins)} of {report.checked} problems are twins ("twin_of"), which check the '
+            "tests of a problem in another language and are not trained on: their trivial shares are not held to "
+            f"--max_trivial_share ({len(report.twins_above)} above {report.max_trivial_share:g}"
+            + (f": {above}" if above else "")
+            + (" ..." if len(report.twins_above) > SHOWN_IDS else "")
+            + ")"
+        )
     print(_mutation_scores(report.adequacy, max_tests))
     pooled = {i: a for i, a in report.adequacy.items() if a.pool}
     if pooled:
         sizes = sorted(a.pool for a in pooled.values())
-        print(f"pools on {len(pooled)} problems ({sizes[0]} to {sizes[-1]} tests, median {sizes[len(sizes) // 2]}): "
-              f"{sum(a.killed_by_pool for a in pooled.values())} wrong programs that pass the first {max_tests} "
-              f"tests fail a pool test; by problem: "
-              + ", ".join(f"{i} {a.pool} tests, {a.killed_by_pool} caught" for i, a in list(pooled.items())[:8])
-              + (" ..." if len(pooled) > 8 else ""))
+        print(
+            f"pools on {len(pooled)} problems ({sizes[0]} to {sizes[-1]} tests, median {sizes[len(sizes) // 2]}): "
+            f"{sum(a.killed_by_pool for a in pooled.values())} wrong programs that pass the first {max_tests} "
+            f"tests fail a pool test; by problem: "
+            + ", ".join(f"{i} {a.pool} tests, {a.killed_by_pool} caught" for i, a in list(pooled.items())[:8])
+            + (" ..." if len(pooled) > 8 else "")
+        )
     skipped = Counter(a.skipped for a in report.adequacy.values() if a.skipped and a.skipped != "no solution")
     for reason, count in skipped.items():
         print(f"wrong programs not tried on {count} problems: {reason}")
     if report.unverifiable:
-        print(f"unverifiable (no solution): {', '.join(report.unverifiable[:SHOWN_IDS])}"
-              + (" ..." if len(report.unverifiable) > SHOWN_IDS else ""))
+        print(
+            f"unverifiable (no solution): {', '.join(report.unverifiable[:SHOWN_IDS])}"
+            + (" ..." if len(report.unverifiable) > SHOWN_IDS else "")
+        )
     print(report.summary())
 
 
@@ -303,13 +372,17 @@ def _print_given(report, source):
         return
     for problem_id, programs in report.paid.items():
         for program in programs:
-            print(f"{report.locations.get(problem_id) or source}: {problem_id}: a wrong program earns more than a "
-                  f"constant: {program}")
+            print(
+                f"{report.locations.get(problem_id) or source}: {problem_id}: a wrong program earns more than a "
+                f"constant: {program}"
+            )
     programs = [p for found in report.given.values() for p in found]
     wrong = [p for p in programs if p.differs_on is not None]
-    print(f"given programs: {len(programs)} on {len(report.given)} problems: {len(wrong)} wrong, of which "
-          f"{sum(p.paid for p in wrong)} earn more than a constant on the judged tests; "
-          f"{len(programs) - len(wrong)} agree with the solution on every input tried")
+    print(
+        f"given programs: {len(programs)} on {len(report.given)} problems: {len(wrong)} wrong, of which "
+        f"{sum(p.paid for p in wrong)} earn more than a constant on the judged tests; "
+        f"{len(programs) - len(wrong)} agree with the solution on every input tried"
+    )
 
 
 def _print_outside_domain(adequacy: dict):
@@ -317,9 +390,11 @@ def _print_outside_domain(adequacy: dict):
     outside = {i: a.outside_domain for i, a in adequacy.items() if a.outside_domain}
     if outside:
         shown = ", ".join(f"{i} ({n})" for i, n in list(outside.items())[:SHOWN_IDS])
-        print(f"nearby inputs left out as outside the domain (the solution raises, fails an assert or the problem's "
-              f"domain, or takes over a quarter of the time limit there): {sum(outside.values())} on {len(outside)} "
-              f"problems: {shown}" + (" ..." if len(outside) > SHOWN_IDS else ""))
+        print(
+            f"nearby inputs left out as outside the domain (the solution raises, fails an assert or the problem's "
+            f"domain, or takes over a quarter of the time limit there): {sum(outside.values())} on {len(outside)} "
+            f"problems: {shown}" + (" ..." if len(outside) > SHOWN_IDS else "")
+        )
 
 
 def _mutation_scores(adequacy: dict, max_tests) -> str:
@@ -329,9 +404,11 @@ def _mutation_scores(adequacy: dict, max_tests) -> str:
         return "mutation score: no problem checked"
     worst = min(checked, key=lambda i: checked[i].score)
     below = [f"{i} {a.killed}/{a.wrong}" for i, a in checked.items() if a.survivors]
-    return (f"mutation score (the share of wrong programs the first {max_tests} tests reject) of {len(checked)} "
-            f"problems: mean {sum(a.score for a in checked.values()) / len(checked):.3f}, min "
-            f"{checked[worst].score:.2f}" + (f"; below 1: {', '.join(below)}" if below else ""))
+    return (
+        f"mutation score (the share of wrong programs the first {max_tests} tests reject) of {len(checked)} "
+        f"problems: mean {sum(a.score for a in checked.values()) / len(checked):.3f}, min "
+        f"{checked[worst].score:.2f}" + (f"; below 1: {', '.join(below)}" if below else "")
+    )
 
 
 def _hidden_added(record) -> str:
@@ -342,27 +419,36 @@ def _strengthen(problems, judge, args, twins, given):
     # q problems are strengthened from their Python twins, with no q run.
     judge.preflight(*({problem.language for problem in problems} - {"q"}) | ({"python"} if twins else set()))
     started = time.monotonic()
-    strengthened, records, before, after = strengthen(problems, judge, args.max_tests_per_problem,
-                                                      args.max_trivial_share, show_progress=True, given=given,
-                                                      hidden=args.hidden_tests)
+    strengthened, records, before, after = strengthen(
+        problems,
+        judge,
+        args.max_tests_per_problem,
+        args.max_trivial_share,
+        show_progress=True,
+        given=given,
+        hidden=args.hidden_tests,
+    )
     if twins:
-        strengthened, q_records = strengthen_q(strengthened, twins, judge, args.max_tests_per_problem,
-                                               args.max_trivial_share, show_progress=True)
+        strengthened, q_records = strengthen_q(
+            strengthened, twins, judge, args.max_tests_per_problem, args.max_trivial_share, show_progress=True
+        )
         records = [q if q.skipped != "not q" else record for record, q in zip(records, q_records)]
     out = Path(args.out)
-    out.write_text("".join(json.dumps(problem.record(), ensure_ascii=False) + "\n" for problem in strengthened),
-                   encoding="utf-8")
+    out.write_text(
+        "".join(json.dumps(problem.record(), ensure_ascii=False) + "\n" for problem in strengthened), encoding="utf-8"
+    )
     for problem, record, old, new in zip(problems, records, before, after):
         where = problem.location or args.source
         if record.skipped is None and problem.language == "q":
             print(f"{where}: {describe(problem, record, args.max_tests_per_problem)}")
         elif record.skipped is None:
             still = [f"{survivor.program} (differs on {survivor.differs_on})" for survivor in new.survivors]
-            print(f"{where}: {problem.id}: {record.added} tests added{_hidden_added(record)}, "
-                  f"mutation score {old.killed}/{old.wrong} -> {new.killed}/{new.wrong}"
-                  + (f"; passing the first {args.max_tests_per_problem} tests still: {', '.join(still)}"
-                     if still else "")
-                  + "".join(f"; {left}" for left in record.left))
+            print(
+                f"{where}: {problem.id}: {record.added} tests added{_hidden_added(record)}, "
+                f"mutation score {old.killed}/{old.wrong} -> {new.killed}/{new.wrong}"
+                + (f"; passing the first {args.max_tests_per_problem} tests still: {', '.join(still)}" if still else "")
+                + "".join(f"; {left}" for left in record.left)
+            )
         elif _hidden_added(record):
             print(f"{where}: {problem.id}: {record.skipped}{_hidden_added(record)}")
     if given:
@@ -375,29 +461,41 @@ def _strengthen(problems, judge, args, twins, given):
         print("after:  " + _mutation_scores({p.id: a for p, a in zip(problems, after)}, args.max_tests_per_problem))
     made = [record for problem, record in zip(problems, records) if problem.language == "q" and not record.skipped]
     if made:
-        print(f"q problems with tests from their Python twins: {len(made)}; the twins' wrong programs the first "
-              f"{args.max_tests_per_problem} tests reject: {sum(r.killed_before for r in made)}/"
-              f"{sum(r.wrong for r in made)} before, {sum(r.killed_after for r in made)}/{sum(r.wrong for r in made)} "
-              "after")
+        print(
+            f"q problems with tests from their Python twins: {len(made)}; the twins' wrong programs the first "
+            f"{args.max_tests_per_problem} tests reject: {sum(r.killed_before for r in made)}/"
+            f"{sum(r.wrong for r in made)} before, {sum(r.killed_after for r in made)}/{sum(r.wrong for r in made)} "
+            "after"
+        )
     seconds = time.monotonic() - started
-    print(f"strengthened {len(problems)} problems in {seconds:.0f} s ({seconds / max(len(problems), 1):.1f} s a "
-          f"problem, {judge.workers} judge workers, load average {os.getloadavg()[1]:.1f})")
+    print(
+        f"strengthened {len(problems)} problems in {seconds:.0f} s ({seconds / max(len(problems), 1):.1f} s a "
+        f"problem, {judge.workers} judge workers, load average {os.getloadavg()[1]:.1f})"
+    )
     twins = " --python_twins " + " ".join(args.python_twins) if args.python_twins else ""
-    print(f"wrote {out}: {len(strengthened)} problems, {sum(len(p.tests) for p in strengthened)} tests (was "
-          f"{sum(len(p.tests) for p in problems)}); check it with `python -m data verify {out} --language "
-          f"{args.language}{twins}`")
+    print(
+        f"wrote {out}: {len(strengthened)} problems, {sum(len(p.tests) for p in strengthened)} tests (was "
+        f"{sum(len(p.tests) for p in problems)}); check it with `python -m data verify {out} --language "
+        f"{args.language}{twins}`"
+    )
     return 0
 
 
 def _print_given_after(problems, given, judge, args):
     """How each program of ``--wrong_programs`` fares on the strengthened tests, judged."""
     checked = [problem for problem in problems if problem.id in given]
-    cheap = cheap_counts({p.id: s for p, s in zip(checked, measure_trivial_shares(checked, judge))},
-                         args.max_tests_per_problem)
+    cheap = cheap_counts(
+        {p.id: s for p, s in zip(checked, measure_trivial_shares(checked, judge))}, args.max_tests_per_problem
+    )
     for problem_id, programs in check_given_programs(checked, given, judge, args.max_tests_per_problem, cheap).items():
         for program in programs:
-            verdict = ("agrees with the solution on every input tried" if program.differs_on is None else
-                       "earns more than a constant" if program.paid else "earns no more than a constant")
+            verdict = (
+                "agrees with the solution on every input tried"
+                if program.differs_on is None
+                else "earns more than a constant"
+                if program.paid
+                else "earns no more than a constant"
+            )
             print(f"{problem_id}: {program}: {verdict}")
 
 

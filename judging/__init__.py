@@ -12,4 +12,14 @@ from judging.arguments import JudgeArguments
 from judging.judge import STATUSES, Judge, Judgement, JudgeUnavailable, TestResult
 from judging.records import Calls, Problem, Test
 
-__all__ = ["Calls", "JudgeArguments", "Judge", "Judgement", "JudgeUnavailable", "Problem", "STATUSES", "Test", "TestResult"]
+__all__ = [
+    "Calls",
+    "JudgeArguments",
+    "Judge",
+    "Judgement",
+    "JudgeUnavailable",
+    "Problem",
+    "STATUSES",
+    "Test",
+    "TestResult",
+]

@@ -12,8 +12,14 @@ from judging.env_vars import refuse_names_not_read
 from judging.judge import Judge
 from judging.levels import SANDBOX_CHOICES
 from judging.licence_proxy import parse_licence_hosts
-from judging.policy import (DEFAULT_DISK_MB, DEFAULT_LICENCE_HOSTS, DEFAULT_MEMORY_MB, DEFAULT_SANDBOX,
-                            DEFAULT_TIMEOUT, default_workers)
+from judging.policy import (
+    DEFAULT_DISK_MB,
+    DEFAULT_LICENCE_HOSTS,
+    DEFAULT_MEMORY_MB,
+    DEFAULT_SANDBOX,
+    DEFAULT_TIMEOUT,
+    default_workers,
+)
 
 
 @dataclass
@@ -35,30 +41,38 @@ class JudgeArguments:
     )
     judge_timeout: float = field(
         default=DEFAULT_TIMEOUT,
-        metadata={"help": "Seconds per test (during training, in the trainer).", "aliases": ["--timeout"]}
+        metadata={"help": "Seconds per test (during training, in the trainer).", "aliases": ["--timeout"]},
     )
     judge_workers: int | None = field(
         default=None,
-        metadata={"help": "Parallel executions per process. Default: the cores this process may run on (its "
-                          "affinity), shared among local ranks.",
-                  "aliases": ["--workers"]},
+        metadata={
+            "help": "Parallel executions per process. Default: the cores this process may run on (its "
+            "affinity), shared among local ranks.",
+            "aliases": ["--workers"],
+        },
     )
     judge_memory_mb: int = field(
         default=DEFAULT_MEMORY_MB,
-        metadata={"help": "Memory of one test, in MB: all its processes together, tmpfs and memfd pages included "
-                  "(a cgroup per slot, as root), and each process's address space. Without a writable cgroup only "
-                  "the latter holds; the logged isolation line says which."},
+        metadata={
+            "help": "Memory of one test, in MB: all its processes together, tmpfs and memfd pages included "
+            "(a cgroup per slot, as root), and each process's address space. Without a writable cgroup only "
+            "the latter holds; the logged isolation line says which."
+        },
     )
     judge_disk_mb: int = field(
         default=DEFAULT_DISK_MB,
-        metadata={"help": "What one test may write, in MB: the size of its /scratch, /tmp and /dev/shm, each a "
-                  "tmpfs in the bwrap sandbox (memory, never the host disk)."},
+        metadata={
+            "help": "What one test may write, in MB: the size of its /scratch, /tmp and /dev/shm, each a "
+            "tmpfs in the bwrap sandbox (memory, never the host disk)."
+        },
     )
     q_licence_hosts: str = field(
         default=DEFAULT_LICENCE_HOSTS,
-        metadata={"help": "What judged q may reach, only through the judge's licence proxy: auto (the hosts q "
-                  "contacts in a trusted start-up run, logged; none if it contacts none), none, or "
-                  "HOST:PORT[,HOST:PORT...]."},
+        metadata={
+            "help": "What judged q may reach, only through the judge's licence proxy: auto (the hosts q "
+            "contacts in a trusted start-up run, logged; none if it contacts none), none, or "
+            "HOST:PORT[,HOST:PORT...]."
+        },
     )
 
     def __post_init__(self):
@@ -72,6 +86,12 @@ class JudgeArguments:
     def make_judge(self) -> Judge:
         """The process's one judge. Every rank judges its own completions, so ranks on a node share its cores."""
         workers = self.judge_workers or default_workers(int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
-        return Judge(timeout=self.judge_timeout, workers=workers, sandbox=self.sandbox,
-                     memory_mb=self.judge_memory_mb, q_binary=self.q_binary, q_licence_hosts=self._licence_hosts,
-                     disk_mb=self.judge_disk_mb)
+        return Judge(
+            timeout=self.judge_timeout,
+            workers=workers,
+            sandbox=self.sandbox,
+            memory_mb=self.judge_memory_mb,
+            q_binary=self.q_binary,
+            q_licence_hosts=self._licence_hosts,
+            disk_mb=self.judge_disk_mb,
+        )

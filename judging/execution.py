@@ -51,8 +51,15 @@ class Counter:
             return self._value
 
 
-def execute(runner: Runner, code: str, test: Test | Calls, timeout: float, slots: Slots, warm: WarmWorkers | None,
-            licence_retries: Counter) -> list[TestResult]:
+def execute(
+    runner: Runner,
+    code: str,
+    test: Test | Calls,
+    timeout: float,
+    slots: Slots,
+    warm: WarmWorkers | None,
+    licence_retries: Counter,
+) -> list[TestResult]:
     """Run ``test`` (or a run of calls) on ``code`` in a free slot of ``slots`` (Python in ``warm`` workers when there
     are some) and grade it: one verdict per test, a call being one; a fault of the judge's own (a host folder it
     cannot write) is ``sandbox_error``."""
@@ -65,13 +72,15 @@ def execute(runner: Runner, code: str, test: Test | Calls, timeout: float, slots
         marker = None if reads_input else secrets.token_hex(16)
         test_code = runner.executor.calls_code(marker, tests) if isinstance(test, Calls) else test.test_code
         # Model text can hold lone surrogates, which UTF-8 cannot encode: judge them as "?", never crash.
-        program = (runner.executor.program(code, marker, test_code) if marker
-                   else runner.executor.whole_program(code)).encode("utf-8", "replace")
+        program = (
+            runner.executor.program(code, marker, test_code) if marker else runner.executor.whole_program(code)
+        ).encode("utf-8", "replace")
         stdin = test.input.encode("utf-8", "replace") if reads_input else None
         warm = warm if runner.executor.language == "python" else None
         try:
-            result, outcome, out_of_memory = _run(runner, program, marker or "", uid, timeout, slots, warm,
-                                                  licence_retries, stdin)
+            result, outcome, out_of_memory = _run(
+                runner, program, marker or "", uid, timeout, slots, warm, licence_retries, stdin
+            )
         except (OSError, SandboxUnavailable) as error:
             return [TestResult("sandbox_error", 0.0, "", f"{type(error).__name__}: {error}") for _ in tests]
     finally:
@@ -82,8 +91,17 @@ def execute(runner: Runner, code: str, test: Test | Calls, timeout: float, slots
     return [grade(result, outcome, out_of_memory, marker, test.expected_output, test.tolerance, test.compare)]
 
 
-def _run(runner: Runner, program: bytes, marker: str, uid: int | None, timeout: float, slots: Slots,
-         warm: WarmWorkers | None, licence_retries: Counter, stdin: bytes | None = None) -> tuple[RunResult, str, bool]:
+def _run(
+    runner: Runner,
+    program: bytes,
+    marker: str,
+    uid: int | None,
+    timeout: float,
+    slots: Slots,
+    warm: WarmWorkers | None,
+    licence_retries: Counter,
+    stdin: bytes | None = None,
+) -> tuple[RunResult, str, bool]:
     """Place ``program``, run it with ``stdin`` as its standard input (again after a licence failure) and remove what
     it left: the run's result, its outcome (``RAN`` or a failure status) and whether the kernel killed one of its
     processes for memory."""
@@ -104,8 +122,9 @@ def _run(runner: Runner, program: bytes, marker: str, uid: int | None, timeout: 
                 result = warm.run(uid, program, timeout, stdin)
             if result is None:  # no warm worker, or it failed (maybe mid-test): run cold
                 run_in(cgroup)
-                result = run_cold(runner.sandbox, argv, scratch, uid, timeout, (runner.executor.filename, program),
-                                  cgroup, stdin)
+                result = run_cold(
+                    runner.sandbox, argv, scratch, uid, timeout, (runner.executor.filename, program), cgroup, stdin
+                )
             return result
 
         def language_starts() -> bool:
@@ -116,13 +135,13 @@ def _run(runner: Runner, program: bytes, marker: str, uid: int | None, timeout: 
             result = _run_cold_once(runner, probe, uid, timeout, slots, cgroup)
             return result.returncode is None or runner.executor.outcome(result, probe_marker) != LICENCE_FAILURE
 
-        result, outcome = _retrying_licence_failures(run_once, language_starts, runner.executor, marker,
-                                                     licence_retries)
+        result, outcome = _retrying_licence_failures(
+            run_once, language_starts, runner.executor, marker, licence_retries
+        )
         return result, outcome, any(each.oom_kills() > before for each, before in oom_kills.items())
 
 
-def _run_cold_once(runner: Runner, program: bytes, uid: int | None, timeout: float, slots: Slots,
-                   cgroup) -> RunResult:
+def _run_cold_once(runner: Runner, program: bytes, uid: int | None, timeout: float, slots: Slots, cgroup) -> RunResult:
     """Run ``program`` cold in the slot."""
     with _placed(runner, program, uid, slots) as (argv, scratch):
         return run_cold(runner.sandbox, argv, scratch, uid, timeout, (runner.executor.filename, program), cgroup)
@@ -143,8 +162,9 @@ def _placed(runner: Runner, program: bytes, uid: int | None, slots: Slots):
             remove_tree(scratch)  # never raises: what judged code left is logged, not the test's verdict
 
 
-def _retrying_licence_failures(run_once, language_starts, executor: Executor, marker: str,
-                               licence_retries: Counter) -> tuple[RunResult, str]:
+def _retrying_licence_failures(
+    run_once, language_starts, executor: Executor, marker: str, licence_retries: Counter
+) -> tuple[RunResult, str]:
     """``run_once()`` until its outcome is not a licence failure, waiting ``LICENCE_RETRY_DELAYS`` between tries;
     still failing after the last, the outcome is ``sandbox_error`` (not the program's fault). A licence failure is
     only concluded while ``language_starts()`` (the judge's trusted program) fails too: when it starts, the test

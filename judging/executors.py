@@ -127,8 +127,10 @@ class PythonExecutor:
         return f"{solution}\n"
 
     def calls_code(self, marker: str, tests) -> str:
-        return "\n".join(f"print({call_separator(marker, index)!r}, flush=True)\n{test.test_code}"
-                         for index, test in enumerate(tests))
+        return "\n".join(
+            f"print({call_separator(marker, index)!r}, flush=True)\n{test.test_code}"
+            for index, test in enumerate(tests)
+        )
 
     def failed_call(self, result: RunResult, marker: str) -> int | None:
         return None  # a Python program stops at its first uncaught error: the last call it reached
@@ -147,12 +149,23 @@ def site_packages_in_view(read_only: list[str]) -> list[str]:
     """This interpreter's site-packages folders that the sandbox's view would show (under /usr or ``read_only``):
     a venv's own, and its base interpreter's, whose prefix is in the view."""
     base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
-    found = {*site.getsitepackages(), *site.getsitepackages([sys.base_prefix, sys.base_exec_prefix]),
-             site.getusersitepackages(), sysconfig.get_path("purelib"), sysconfig.get_path("platlib"),
-             sysconfig.get_path("purelib", vars=base), sysconfig.get_path("platlib", vars=base)}
+    found = {
+        *site.getsitepackages(),
+        *site.getsitepackages([sys.base_prefix, sys.base_exec_prefix]),
+        site.getusersitepackages(),
+        sysconfig.get_path("purelib"),
+        sysconfig.get_path("platlib"),
+        sysconfig.get_path("purelib", vars=base),
+        sysconfig.get_path("platlib", vars=base),
+    }
     shown = ("/usr", *read_only)
-    return sorted({os.path.realpath(path) for path in found if os.path.isdir(path)
-                   and any(os.path.realpath(path).startswith(top + "/") for top in shown)})
+    return sorted(
+        {
+            os.path.realpath(path)
+            for path in found
+            if os.path.isdir(path) and any(os.path.realpath(path).startswith(top + "/") for top in shown)
+        }
+    )
 
 
 class QExecutor:
@@ -181,9 +194,14 @@ class QExecutor:
 
     def __init__(self, q_binary: str | None = None):
         self.binary = find_q(q_binary)
-        self.missing = None if self.binary else (
-            "q executable not found: pass --q_binary, set Q_INTERPRETER_PATH (or QHOME with l64/q inside), "
-            "or put q on PATH; a kdb+ licence (QLIC) is needed too")
+        self.missing = (
+            None
+            if self.binary
+            else (
+                "q executable not found: pass --q_binary, set Q_INTERPRETER_PATH (or QHOME with l64/q inside), "
+                "or put q on PATH; a kdb+ licence (QLIC) is needed too"
+            )
+        )
         self.env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
         self.read_only = [self.binary] if self.binary else []
         for key in ("QHOME", "QLIC"):
@@ -217,8 +235,10 @@ class QExecutor:
 
     def calls_code(self, marker: str, tests) -> str:
         # The separator goes to stderr too: q goes on after an error, so the call whose stderr shows one is found.
-        return "\n".join(f'-1 "{call_separator(marker, index)}";\n-2 "{call_separator(marker, index)}";\n'
-                         f"{test.test_code}" for index, test in enumerate(tests))
+        return "\n".join(
+            f'-1 "{call_separator(marker, index)}";\n-2 "{call_separator(marker, index)}";\n{test.test_code}'
+            for index, test in enumerate(tests)
+        )
 
     def failed_call(self, result: RunResult, marker: str) -> int | None:
         """The first call after whose separator q wrote an error (``'type``, ``'wsfull`` ...) to stderr."""
@@ -257,8 +277,10 @@ def _accounting_file_problem(path: str) -> str | None:
     except FileExistsError:
         fd = None
     except OSError as error:
-        return (f"KX_ACCT={path}: cannot create q's accounting file ({error.strerror}); point KX_ACCT at a "
-                f"writable file, or unset it so q keeps kod.q.acct in its working folder")
+        return (
+            f"KX_ACCT={path}: cannot create q's accounting file ({error.strerror}); point KX_ACCT at a "
+            f"writable file, or unset it so q keeps kod.q.acct in its working folder"
+        )
     if fd is not None:
         os.fchmod(fd, 0o666)
         os.close(fd)
@@ -266,9 +288,11 @@ def _accounting_file_problem(path: str) -> str | None:
     if not stat.S_ISREG(info.st_mode):
         return f"KX_ACCT={path} is not a regular file; point KX_ACCT at a file"
     if os.geteuid() == 0 and not info.st_mode & stat.S_IWOTH:
-        return (f"KX_ACCT={path} is mode {stat.S_IMODE(info.st_mode):04o}: judged q runs as unprivileged sandbox "
-                f"uids and cannot write it; chmod o+w {path}, or unset KX_ACCT so q keeps kod.q.acct in its "
-                f"working folder")
+        return (
+            f"KX_ACCT={path} is mode {stat.S_IMODE(info.st_mode):04o}: judged q runs as unprivileged sandbox "
+            f"uids and cannot write it; chmod o+w {path}, or unset KX_ACCT so q keeps kod.q.acct in its "
+            f"working folder"
+        )
     return None
 
 

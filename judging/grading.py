@@ -29,8 +29,17 @@ from judging.tolerance import within_tolerance
 if TYPE_CHECKING:
     from judging.running import RunResult
 
-STATUSES = ("passed", "failed", "no_code", "syntax_error", "runtime_error", "timeout", "memory",
-            "output_limit", "sandbox_error")
+STATUSES = (
+    "passed",
+    "failed",
+    "no_code",
+    "syntax_error",
+    "runtime_error",
+    "timeout",
+    "memory",
+    "output_limit",
+    "sandbox_error",
+)
 # A completion's status is its most telling failing test status, in this order: a broken sandbox
 # says nothing about the code; then errors that stop every test; then per-test failures.
 SEVERITY = ("sandbox_error", "syntax_error", "timeout", "memory", "output_limit", "runtime_error", "failed")
@@ -73,8 +82,15 @@ def run_status(result: RunResult, outcome: str, out_of_memory: bool) -> str | No
     return None if outcome == RAN else outcome
 
 
-def grade(result: RunResult, outcome: str, out_of_memory: bool, marker: str | None, expected_output,
-          tolerance: float | None = None, compare: str = "text") -> TestResult:
+def grade(
+    result: RunResult,
+    outcome: str,
+    out_of_memory: bool,
+    marker: str | None,
+    expected_output,
+    tolerance: float | None = None,
+    compare: str = "text",
+) -> TestResult:
     """One test's verdict: ``result`` of its run, ``outcome`` as its executor read it (``RAN`` or a failure status),
     whether the kernel killed one of its processes for memory, the run's ``marker`` (None: all of stdout counts),
     the expected output, the test's tolerance (None: the text must be equal) and how it compares (``"value"``:
@@ -93,8 +109,9 @@ def grade(result: RunResult, outcome: str, out_of_memory: bool, marker: str | No
     return TestResult(status, round(result.seconds, 4), shown[:KEEP_CHARS], result.stderr[-KEEP_CHARS:])
 
 
-def grade_calls(result: RunResult, outcome: str, out_of_memory: bool, marker: str, tests,
-                failed_call: int | None = None) -> list[TestResult]:
+def grade_calls(
+    result: RunResult, outcome: str, out_of_memory: bool, marker: str, tests, failed_call: int | None = None
+) -> list[TestResult]:
     """The verdicts of a run of calls, one per test of ``tests``: what was printed between call ``i``'s separator
     line and the next is call ``i``'s output, graded as one test's. A run that ended normally grades every call it
     reached (one it never reached, the program having ended first, fails). A run that failed (raised, ran out of
@@ -121,16 +138,22 @@ def grade_calls(result: RunResult, outcome: str, out_of_memory: bool, marker: st
     results = []
     for index, test in enumerate(tests):
         if index < first_failed:
-            printed = text[spans[index][0]:spans[index][1]]
-            verdict = "passed" if output_matches(printed, str(test.expected_output), test.tolerance,
-                                                 test.compare) else "failed"
+            printed = text[spans[index][0] : spans[index][1]]
+            verdict = (
+                "passed"
+                if output_matches(printed, str(test.expected_output), test.tolerance, test.compare)
+                else "failed"
+            )
             results.append(TestResult(verdict, seconds, printed[:KEEP_CHARS], ""))
         elif status is None:
             results.append(TestResult("failed", seconds, "", "not reached: the program ended before this call"))
         else:
-            printed = text[spans[index][0]:spans[index][1]] if index < len(spans) else ""
-            why = result.stderr[-KEEP_CHARS:] if index == first_failed else f"not run: call {first_failed} ended " \
-                                                                             f"the run ({status})"
+            printed = text[spans[index][0] : spans[index][1]] if index < len(spans) else ""
+            why = (
+                result.stderr[-KEEP_CHARS:]
+                if index == first_failed
+                else f"not run: call {first_failed} ended the run ({status})"
+            )
             results.append(TestResult(status, seconds, printed[:KEEP_CHARS], why))
     return results
 
@@ -208,5 +231,5 @@ def after(stdout: str, marker: str) -> str | None:
     index = stdout.find(marker)
     if index < 0:
         return None
-    rest = stdout[index + len(marker):]
+    rest = stdout[index + len(marker) :]
     return rest[1:] if rest.startswith("\n") else rest

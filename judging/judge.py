@@ -17,8 +17,16 @@ from judging import languages
 from judging.env_vars import refuse_names_not_read
 from judging.grading import STATUSES, Judgement, TestResult, completion_status
 from judging.licence_proxy import FLAG, parse_licence_hosts
-from judging.policy import (COMPLETION_BUDGET_TIMEOUTS, DEFAULT_DISK_MB, DEFAULT_LICENCE_HOSTS, DEFAULT_MEMORY_MB,
-                             DEFAULT_SANDBOX, DEFAULT_TIMEOUT, Limits, default_workers)
+from judging.policy import (
+    COMPLETION_BUDGET_TIMEOUTS,
+    DEFAULT_DISK_MB,
+    DEFAULT_LICENCE_HOSTS,
+    DEFAULT_MEMORY_MB,
+    DEFAULT_SANDBOX,
+    DEFAULT_TIMEOUT,
+    Limits,
+    default_workers,
+)
 from judging.records import Calls, Test, count
 from judging.levels import SANDBOX_CHOICES
 from judging.setup import JudgeSetup, JudgeUnavailable
@@ -52,10 +60,17 @@ class Judge:
     ``LicenceHostsError`` (a UsageError). Egress needs root (a network namespace per slot).
     """
 
-    def __init__(self, timeout: float = DEFAULT_TIMEOUT, completion_budget: float | None = None,
-                 workers: int | None = None, sandbox: str = DEFAULT_SANDBOX, memory_mb: int = DEFAULT_MEMORY_MB,
-                 q_binary: str | None = None, q_licence_hosts: str | tuple = DEFAULT_LICENCE_HOSTS,
-                 disk_mb: int = DEFAULT_DISK_MB):
+    def __init__(
+        self,
+        timeout: float = DEFAULT_TIMEOUT,
+        completion_budget: float | None = None,
+        workers: int | None = None,
+        sandbox: str = DEFAULT_SANDBOX,
+        memory_mb: int = DEFAULT_MEMORY_MB,
+        q_binary: str | None = None,
+        q_licence_hosts: str | tuple = DEFAULT_LICENCE_HOSTS,
+        disk_mb: int = DEFAULT_DISK_MB,
+    ):
         # JudgeArguments hands over the hosts it parsed; a string (the Python API) is parsed here.
         licence_hosts = parse_licence_hosts(q_licence_hosts) if isinstance(q_licence_hosts, str) else q_licence_hosts
         if timeout <= 0:
@@ -74,8 +89,9 @@ class Judge:
         self.completion_budget = float(completion_budget) if completion_budget else None
         self.workers = workers if workers is not None else default_workers()
         self.q_binary = q_binary
-        self.setup = JudgeSetup(self.workers, Limits(memory_mb=memory_mb, disk_mb=disk_mb), sandbox, q_binary,
-                                licence_hosts)
+        self.setup = JudgeSetup(
+            self.workers, Limits(memory_mb=memory_mb, disk_mb=disk_mb), sandbox, q_binary, licence_hosts
+        )
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="judge")
 
     @property
@@ -97,8 +113,10 @@ class Judge:
         """Cumulative counts since the judge was built, for the trainer's log each step: q runs that failed
         their licence check and were run again, and requests the licence proxy refused."""
         proxy = self.setup.proxy
-        return {"judge/proxy_refusals": proxy.refusals if proxy else 0,
-                "judge/licence_retries": self.setup.licence_retries.value}
+        return {
+            "judge/proxy_refusals": proxy.refusals if proxy else 0,
+            "judge/licence_retries": self.setup.licence_retries.value,
+        }
 
     def preflight(self, *names: str) -> None:
         """Prove each language runs here (a trusted ``1+1``) before any model loads; raise with the fix if not."""
@@ -112,14 +130,18 @@ class Judge:
             result = judgement.tests[0]
             detail = (result.stderr.strip().splitlines() or result.stdout.strip().splitlines() or ["no output"])[-1]
             if runner.executor.licensed and judgement.status == "sandbox_error":
-                raise JudgeUnavailable(f"q did not start ({detail}): check the licence (QLIC folder with k4.lic or "
-                                       f"kc.lic; {self.setup.egress}; an on-demand kc.lic needs its licence server "
-                                       f"allowed: {FLAG} auto or HOST:PORT)")
-            raise JudgeUnavailable(f"{name} cannot run 1+1 in the sandbox ({self.isolation}): "
-                                   f"{judgement.status}: {detail}")
+                raise JudgeUnavailable(
+                    f"q did not start ({detail}): check the licence (QLIC folder with k4.lic or "
+                    f"kc.lic; {self.setup.egress}; an on-demand kc.lic needs its licence server "
+                    f"allowed: {FLAG} auto or HOST:PORT)"
+                )
+            raise JudgeUnavailable(
+                f"{name} cannot run 1+1 in the sandbox ({self.isolation}): {judgement.status}: {detail}"
+            )
 
-    def run(self, code: str | None, tests: Sequence[Test | Calls], language: str,
-            timeout: float | None = None) -> Judgement:
+    def run(
+        self, code: str | None, tests: Sequence[Test | Calls], language: str, timeout: float | None = None
+    ) -> Judgement:
         """Judge ``code`` on ``tests``, each a `Test` or a run of `Calls` (each call counting as a test); ``timeout``
         (default: the judge's) bounds each test or run, and ``completion_budget`` (default three times it) all of
         them together."""
@@ -133,8 +155,9 @@ class Judge:
         if any(test.input is not None for each in tests if isinstance(each, Calls) for test in each.tests):
             raise ValueError("a run of calls holds printed calls only, not a test giving standard input")
         if runner.executor.missing:
-            return Judgement("sandbox_error", 0, total,
-                             [TestResult("sandbox_error", 0.0, "", runner.executor.missing) for _ in flat])
+            return Judgement(
+                "sandbox_error", 0, total, [TestResult("sandbox_error", 0.0, "", runner.executor.missing) for _ in flat]
+            )
         if code is None:
             return Judgement("no_code", 0, total, [TestResult("no_code", 0.0, "", "") for _ in flat])
         problem = runner.executor.syntax_error(code)
@@ -146,8 +169,15 @@ class Judge:
         for test in tests:
             left = budget_end - time.monotonic()
             if left <= 0 or (results and results[-1].status == "timeout"):
-                results.extend(TestResult("timeout", 0.0, "", "not run: an earlier test timed out or the completion's "
-                                                              "time budget is spent") for _ in range(count([test])))
+                results.extend(
+                    TestResult(
+                        "timeout",
+                        0.0,
+                        "",
+                        "not run: an earlier test timed out or the completion's time budget is spent",
+                    )
+                    for _ in range(count([test]))
+                )
             elif isinstance(test, Calls):
                 results.extend(self.setup.execute_calls(runner, code, test, min(timeout, left)))
             else:
@@ -155,8 +185,12 @@ class Judge:
         passed = sum(result.status == "passed" for result in results)
         return Judgement(completion_status(results), passed, total, results)
 
-    def run_many(self, items: list[tuple[str | None, Sequence[Test | Calls], str]], progress: bool = False,
-                 timeout: float | None = None) -> list[Judgement]:
+    def run_many(
+        self,
+        items: list[tuple[str | None, Sequence[Test | Calls], str]],
+        progress: bool = False,
+        timeout: float | None = None,
+    ) -> list[Judgement]:
         from tqdm import tqdm  # here, not at the top: its import reads every installed package's metadata (~25 ms)
 
         futures = [self._pool.submit(self.run, *item, timeout) for item in items]
@@ -169,12 +203,14 @@ class Judge:
                     future.result()  # a judge's own fault raises here, as soon as it happens
         return [future.result() for future in futures]
 
-    async def arun_many(self, items: list[tuple[str | None, Sequence[Test | Calls], str]],
-                        timeout: float | None = None) -> list[Judgement]:
+    async def arun_many(
+        self, items: list[tuple[str | None, Sequence[Test | Calls], str]], timeout: float | None = None
+    ) -> list[Judgement]:
         import asyncio  # here, not at the top: only TRL's async reward functions need it, and it costs a CLI ~35 ms
 
-        return list(await asyncio.gather(*(asyncio.wrap_future(self._pool.submit(self.run, *item, timeout))
-                                           for item in items)))
+        return list(
+            await asyncio.gather(*(asyncio.wrap_future(self._pool.submit(self.run, *item, timeout)) for item in items))
+        )
 
     def close(self) -> None:
         """Stop the pool, the licence proxy and the warm workers and remove the judge's folder; never raises (a
@@ -190,4 +226,3 @@ class Judge:
 
     def __exit__(self, *exc) -> None:
         self.close()
-

@@ -44,12 +44,15 @@ class Level:
         return f"{self.name}{'' if self.namespaces else ' (weak)'}: {self.isolates}, {disk}"
 
 
-BWRAP = Level("bwrap", "bwrap", namespaces=True, own_view=True,
-              isolates="pid+net+ipc+uts namespaces, private read-only fs")
-UNSHARE = Level("unshare", "unshare", namespaces=True, own_view=False,
-                isolates="pid+net+ipc+uts namespaces, host fs visible")
-RLIMITS = Level("rlimits", "prlimit", namespaces=False, own_view=False,
-                isolates="no namespaces, network and host fs reachable")
+BWRAP = Level(
+    "bwrap", "bwrap", namespaces=True, own_view=True, isolates="pid+net+ipc+uts namespaces, private read-only fs"
+)
+UNSHARE = Level(
+    "unshare", "unshare", namespaces=True, own_view=False, isolates="pid+net+ipc+uts namespaces, host fs visible"
+)
+RLIMITS = Level(
+    "rlimits", "prlimit", namespaces=False, own_view=False, isolates="no namespaces, network and host fs reachable"
+)
 LEVELS = (BWRAP, UNSHARE, RLIMITS)
 
 # The --sandbox choices: auto (the strongest level that works; as root, only levels with namespaces), strict (only

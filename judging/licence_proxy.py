@@ -74,8 +74,10 @@ def parse_licence_hosts(text: str) -> str | tuple[tuple[str, int], ...]:
     for item in value.split(","):
         match = _HOST_PORT.match(item.strip())
         if not match or not 1 <= int(match.group(2)) <= 65535:
-            raise LicenceHostsError(f"{FLAG}: {item.strip()!r} is not HOST:PORT; use auto, none, or "
-                                    f"HOST:PORT[,HOST:PORT...] with a port from 1 to 65535 (e.g. licence.kx.com:443)")
+            raise LicenceHostsError(
+                f"{FLAG}: {item.strip()!r} is not HOST:PORT; use auto, none, or "
+                f"HOST:PORT[,HOST:PORT...] with a port from 1 to 65535 (e.g. licence.kx.com:443)"
+            )
         pairs.append((match.group(1).strip("[]").lower(), int(match.group(2))))
     return tuple(dict.fromkeys(pairs))
 
@@ -112,8 +114,9 @@ def _slot_namespace() -> tuple[int, socket.socket]:
     if "error" in made:
         if "fd" in made:
             os.close(made["fd"])
-        raise LicenceEgressUnavailable(f"cannot make a network namespace for the licence proxy "
-                                       f"({made['error']}); licence egress needs root")
+        raise LicenceEgressUnavailable(
+            f"cannot make a network namespace for the licence proxy ({made['error']}); licence egress needs root"
+        )
     return made["fd"], made["listener"]
 
 
@@ -186,8 +189,9 @@ class LicenceProxy:
             if not self._open[listener].acquire(blocking=False):
                 client.close()
                 continue
-            threading.Thread(target=self._serve, args=(client, self._open[listener]), name="licence-relay",
-                             daemon=True).start()
+            threading.Thread(
+                target=self._serve, args=(client, self._open[listener]), name="licence-relay", daemon=True
+            ).start()
 
     def _serve(self, client: socket.socket, slot_open: threading.BoundedSemaphore) -> None:
         try:
@@ -236,8 +240,9 @@ class LicenceProxy:
             else:
                 path = urlunsplit(("", "", url.path or "/", url.query, ""))
                 kept = [h for h in headers if not h.lower().startswith(("proxy-", "connection:"))]
-                rest = ("\r\n".join([f"{method} {path} {version}", *kept, "Connection: close"]) + "\r\n\r\n"
-                        ).encode("latin-1") + rest
+                rest = ("\r\n".join([f"{method} {path} {version}", *kept, "Connection: close"]) + "\r\n\r\n").encode(
+                    "latin-1"
+                ) + rest
             if rest:
                 upstream.sendall(rest)
             _relay(client, upstream)
@@ -252,8 +257,13 @@ class LicenceProxy:
             self.refusals += 1
             first = self.refusals == 1
         if first:
-            logger.warning("licence proxy refused %r: only %s is allowed (%s); further refusals are counted in "
-                           "judge/proxy_refusals", request[:200], describe_hosts(self.allowed) or "nothing", FLAG)
+            logger.warning(
+                "licence proxy refused %r: only %s is allowed (%s); further refusals are counted in "
+                "judge/proxy_refusals",
+                request[:200],
+                describe_hosts(self.allowed) or "nothing",
+                FLAG,
+            )
         return False
 
 

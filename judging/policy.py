@@ -49,8 +49,14 @@ PROC_EMPTY = f"{SCRATCH}/.proc-empty"
 # read-only, and the folders a view hides).
 EMPTY_TMPFS = ("--perms", "0555", "--size", "4096", "--tmpfs")
 # prlimit's flag for each resource limit.
-PRLIMIT_FLAGS = {"RLIMIT_AS": "as", "RLIMIT_CPU": "cpu", "RLIMIT_FSIZE": "fsize", "RLIMIT_NOFILE": "nofile",
-                 "RLIMIT_CORE": "core", "RLIMIT_NPROC": "nproc"}
+PRLIMIT_FLAGS = {
+    "RLIMIT_AS": "as",
+    "RLIMIT_CPU": "cpu",
+    "RLIMIT_FSIZE": "fsize",
+    "RLIMIT_NOFILE": "nofile",
+    "RLIMIT_CORE": "core",
+    "RLIMIT_NPROC": "nproc",
+}
 
 
 # The judge's defaults, declared here only: ``Judge`` (judging/judge.py) and the judge's flags
@@ -88,9 +94,13 @@ class Limits:
         """Each resource limit of one test, (soft, hard): CPU seconds follow the test's timeout; RLIMIT_NPROC counts
         the uid's processes, so it binds only with a slot uid (``bind_nproc``)."""
         cpu = math.ceil(timeout) + 1
-        limits = {"RLIMIT_AS": (self.memory_mb << 20,) * 2, "RLIMIT_CPU": (cpu, cpu + 1),
-                  "RLIMIT_FSIZE": (self.file_mb << 20,) * 2, "RLIMIT_NOFILE": (self.open_files,) * 2,
-                  "RLIMIT_CORE": (0, 0)}
+        limits = {
+            "RLIMIT_AS": (self.memory_mb << 20,) * 2,
+            "RLIMIT_CPU": (cpu, cpu + 1),
+            "RLIMIT_FSIZE": (self.file_mb << 20,) * 2,
+            "RLIMIT_NOFILE": (self.open_files,) * 2,
+            "RLIMIT_CORE": (0, 0),
+        }
         if bind_nproc:
             limits["RLIMIT_NPROC"] = (self.processes,) * 2
         return limits
@@ -114,17 +124,33 @@ def frozen_proc(limits: Limits) -> dict[str, str]:
     this host's CPU count and the test's memory bound), empty where nothing a test needs reads it."""
     kib = limits.memory_mb << 10
     cpus = "".join(f"cpu{index} 0 0 0 0 0 0 0 0 0 0\n" for index in range(os.cpu_count() or 1))
-    shown = {"loadavg": "0.00 0.00 0.00 1/1 1\n", "uptime": "0.00 0.00\n",
-             "stat": f"cpu  0 0 0 0 0 0 0 0 0 0\n{cpus}intr 0\nctxt 0\nbtime 0\nprocesses 1\nprocs_running 1\n"
-                     f"procs_blocked 0\nsoftirq 0 0 0 0 0 0 0 0 0 0 0\n",
-             "meminfo": f"MemTotal: {kib} kB\nMemFree: {kib} kB\nMemAvailable: {kib} kB\nBuffers: 0 kB\n"
-                        f"Cached: 0 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n",
-             "swaps": "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"}
+    shown = {
+        "loadavg": "0.00 0.00 0.00 1/1 1\n",
+        "uptime": "0.00 0.00\n",
+        "stat": f"cpu  0 0 0 0 0 0 0 0 0 0\n{cpus}intr 0\nctxt 0\nbtime 0\nprocesses 1\nprocs_running 1\n"
+        f"procs_blocked 0\nsoftirq 0 0 0 0 0 0 0 0 0 0 0\n",
+        "meminfo": f"MemTotal: {kib} kB\nMemFree: {kib} kB\nMemAvailable: {kib} kB\nBuffers: 0 kB\n"
+        f"Cached: 0 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n",
+        "swaps": "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n",
+    }
     # /proc/locks lists the OFD locks of every PID namespace (the host's, a q test's) with their ranges.
-    empty = ("vmstat", "zoneinfo", "buddyinfo", "pagetypeinfo", "interrupts", "softirqs", "diskstats", "schedstat",
-             "cgroups", "locks")
-    return {name: content for name, content in {**shown, **dict.fromkeys(empty, "")}.items()
-            if os.path.isfile(f"/proc/{name}")}
+    empty = (
+        "vmstat",
+        "zoneinfo",
+        "buddyinfo",
+        "pagetypeinfo",
+        "interrupts",
+        "softirqs",
+        "diskstats",
+        "schedstat",
+        "cgroups",
+        "locks",
+    )
+    return {
+        name: content
+        for name, content in {**shown, **dict.fromkeys(empty, "")}.items()
+        if os.path.isfile(f"/proc/{name}")
+    }
 
 
 def proc_emptied() -> list[str]:
@@ -136,8 +162,16 @@ def worker_rules(limits: Limits, program: str, seccomp: bytes | None) -> dict:
     """What a warm worker must do for each child, sent as JSON when it starts: the tmpfs folders and their size,
     /proc (what it covers read-only, freezes from ``PROC_VIEW`` and empties with ``PROC_EMPTY``), where the program
     goes (``SCRATCH``/``program``), and the seccomp program (hex)."""
-    return {"tmpfs": dict(TMPFS), "tmpfs_bytes": limits.disk_bytes, "proc_read_only": list(PROC_READ_ONLY),
-            "proc_view": PROC_VIEW, "proc_empty": PROC_EMPTY, "proc_frozen": sorted(frozen_proc(limits)),
-            "proc_emptied": proc_emptied(),
-            "scratch": SCRATCH, "program": program, "program_mode": PROGRAM_MODE,
-            "seccomp": seccomp.hex() if seccomp else None}
+    return {
+        "tmpfs": dict(TMPFS),
+        "tmpfs_bytes": limits.disk_bytes,
+        "proc_read_only": list(PROC_READ_ONLY),
+        "proc_view": PROC_VIEW,
+        "proc_empty": PROC_EMPTY,
+        "proc_frozen": sorted(frozen_proc(limits)),
+        "proc_emptied": proc_emptied(),
+        "scratch": SCRATCH,
+        "program": program,
+        "program_mode": PROGRAM_MODE,
+        "seccomp": seccomp.hex() if seccomp else None,
+    }

@@ -89,7 +89,7 @@ def call_separator(marker: str, index: int) -> str:
 def in_runs(tests, size: int = MAX_CALLS) -> tuple[Calls, ...]:
     """``tests`` (printed calls, none giving standard input) as runs of at most ``size`` calls each."""
     tests = tuple(tests)
-    return tuple(Calls(tests[start:start + size]) for start in range(0, len(tests), size))
+    return tuple(Calls(tests[start : start + size]) for start in range(0, len(tests), size))
 
 
 def count(tests) -> int:
@@ -149,10 +149,17 @@ class Problem:
 
     def record(self) -> dict[str, Any]:
         """The problem as the JSONL record writes it; a field left out of the source stays out."""
-        record = {"id": self.id, "language": self.language, "description": self.description,
-                  "tests": [test.record() for test in self.tests]}
-        record.update((name, value) for name, value in (("solution", self.solution), ("split", self.split),
-                                                        ("domain", self.domain)) if value is not None)
+        record = {
+            "id": self.id,
+            "language": self.language,
+            "description": self.description,
+            "tests": [test.record() for test in self.tests],
+        }
+        record.update(
+            (name, value)
+            for name, value in (("solution", self.solution), ("split", self.split), ("domain", self.domain))
+            if value is not None
+        )
         if self.entry_point != "solve":
             record["entry_point"] = self.entry_point
         if self.pool:

@@ -37,9 +37,16 @@ class RunResult:
     output_overflow: bool
 
 
-def run_cold(sandbox: Sandbox, argv: list[str], scratch: str | None, uid: int | None, timeout: float,
-             program: tuple[str, bytes] | None = None, cgroup: SlotCgroup | None = None,
-             stdin: bytes | None = None) -> RunResult:
+def run_cold(
+    sandbox: Sandbox,
+    argv: list[str],
+    scratch: str | None,
+    uid: int | None,
+    timeout: float,
+    program: tuple[str, bytes] | None = None,
+    cgroup: SlotCgroup | None = None,
+    stdin: bytes | None = None,
+) -> RunResult:
     """Run ``argv`` in ``scratch`` (a host folder; at a level with a view of its own, a fresh tmpfs holding
     ``program``, a file name and its bytes, instead), inside the slot's ``cgroup`` when there is one, with ``stdin``
     as its standard input (None: /dev/null); everything it started is dead when this returns."""
@@ -72,9 +79,15 @@ def run_cold(sandbox: Sandbox, argv: list[str], scratch: str | None, uid: int | 
         opened.append(standard_input)  # Popen gives the program its own copy, as descriptor 0
         start = time.monotonic()
         proc = subprocess.Popen(
-            command, stdin=standard_input,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True,
-            close_fds=True, pass_fds=passed,
+            command,
+            stdin=standard_input,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=passed,
         )
     finally:
         for fd in passed + opened:
@@ -101,8 +114,11 @@ def run_cold(sandbox: Sandbox, argv: list[str], scratch: str | None, uid: int | 
     seconds = time.monotonic() - start
     return RunResult(
         returncode=None if timed_out or overflow else proc.returncode,
-        stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"),
-        seconds=seconds, timed_out=timed_out, output_overflow=overflow,
+        stdout=out.decode("utf-8", "replace"),
+        stderr=err.decode("utf-8", "replace"),
+        seconds=seconds,
+        timed_out=timed_out,
+        output_overflow=overflow,
     )
 
 
@@ -159,9 +175,10 @@ def input_file(data: bytes | None) -> int:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
-                    fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
+            view = view[os.write(fd, view) :]
+        fcntl.fcntl(
+            fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+        )
         os.lseek(fd, 0, os.SEEK_SET)
     except OSError:
         os.close(fd)
@@ -216,5 +233,9 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 def _kill_uid(uid: int) -> None:
     """Without a PID namespace, daemons escape the process group: kill everything the slot uid owns."""
-    subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "kill", "-9", "-1"],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    subprocess.run(
+        ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "kill", "-9", "-1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )

@@ -33,8 +33,7 @@ from pathlib import Path
 
 from judging.cgroups import SlotCgroup
 from judging.levels import Level
-from judging.policy import (DEV_EMPTIED, EMPTY_TMPFS, PROGRAM_MODE, SCRATCH, TMPFS, Limits, environment,
-                            proc_emptied)
+from judging.policy import DEV_EMPTIED, EMPTY_TMPFS, PROGRAM_MODE, SCRATCH, TMPFS, Limits, environment, proc_emptied
 from judging.seccomp import SECCOMP_FILTER, UNAVAILABLE, allowed_calls
 from judging.slots import slot_uid_base
 
@@ -99,10 +98,19 @@ class Sandbox:
     (judging/seccomp.py; the executor's).
     """
 
-    def __init__(self, level: Level, limits: Limits, read_only: list[str], env: dict[str, str],
-                 read_write: list[str] = (), hostname: str = "sandbox", netns: dict[int, int] | None = None,
-                 hidden: list[str] = (), proc_frozen: dict[str, bytes] | None = None,
-                 seccomp: bytes | None = SECCOMP_FILTER):
+    def __init__(
+        self,
+        level: Level,
+        limits: Limits,
+        read_only: list[str],
+        env: dict[str, str],
+        read_write: list[str] = (),
+        hostname: str = "sandbox",
+        netns: dict[int, int] | None = None,
+        hidden: list[str] = (),
+        proc_frozen: dict[str, bytes] | None = None,
+        seccomp: bytes | None = SECCOMP_FILTER,
+    ):
         self.level = level
         self.limits = limits
         self.env = dict(env)
@@ -115,8 +123,9 @@ class Sandbox:
         # A warm worker's sandbox (judging/warm.py): its children mount /proc afresh and mask it themselves, so its
         # own /proc needs no masks, which every child's mount namespace would otherwise copy and tear down again.
         # Its cgroup namespace comes once it has joined its slot (judging/cgroups/slot.py: warm_joining).
-        self.warm_prefix = self._build_prefix(read_only, list(read_write), list(hidden), proc_masks=False,
-                                              cgroup_namespace=False)
+        self.warm_prefix = self._build_prefix(
+            read_only, list(read_write), list(hidden), proc_masks=False, cgroup_namespace=False
+        )
 
     def _proc_emptied(self) -> list[str]:
         """bwrap arguments emptying the machine-wide folders of /proc (judging/policy.py)."""
@@ -127,8 +136,14 @@ class Sandbox:
             args += [*EMPTY_TMPFS, f"/proc/{name}", "--remount-ro", f"/proc/{name}"]
         return args
 
-    def _build_prefix(self, read_only: list[str], read_write: list[str], hidden: list[str],
-                      proc_masks: bool = True, cgroup_namespace: bool = True) -> list[str]:
+    def _build_prefix(
+        self,
+        read_only: list[str],
+        read_write: list[str],
+        hidden: list[str],
+        proc_masks: bool = True,
+        cgroup_namespace: bool = True,
+    ) -> list[str]:
         if self.level.own_view:
             namespaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
             if cgroup_namespace:
@@ -137,12 +152,27 @@ class Sandbox:
                 namespaces.remove("--unshare-net")
             if not self.as_root:
                 namespaces += ["--unshare-user", *_disable_userns()]
-            args = ["bwrap", *namespaces, "--die-with-parent", "--new-session", "--clearenv",
-                    "--hostname", self.hostname, "--ro-bind", "/usr", "/usr", *_usr_merged_links(),
-                    "--proc", "/proc", *(self._proc_emptied() if proc_masks else []), "--dev", "/dev",
-                    *(arg for path in DEV_EMPTIED for arg in (*EMPTY_TMPFS, path, "--remount-ro", path)),
-                    *(arg for path in TMPFS if path != SCRATCH for arg in tmpfs(path, self.limits)),
-                    *_bind_with_parents(read_only, read_write)]
+            args = [
+                "bwrap",
+                *namespaces,
+                "--die-with-parent",
+                "--new-session",
+                "--clearenv",
+                "--hostname",
+                self.hostname,
+                "--ro-bind",
+                "/usr",
+                "/usr",
+                *_usr_merged_links(),
+                "--proc",
+                "/proc",
+                *(self._proc_emptied() if proc_masks else []),
+                "--dev",
+                "/dev",
+                *(arg for path in DEV_EMPTIED for arg in (*EMPTY_TMPFS, path, "--remount-ro", path)),
+                *(arg for path in TMPFS if path != SCRATCH for arg in tmpfs(path, self.limits)),
+                *_bind_with_parents(read_only, read_write),
+            ]
             for path in hidden:  # an empty, unwritable folder over it (0555: the root warm worker cannot write it)
                 args += [*EMPTY_TMPFS, path]
             for key, value in environment(self.env).items():
@@ -157,21 +187,34 @@ class Sandbox:
         if slot_uids:
             uid = f"uid {slot_uid_base()}+ per slot"
         elif self.as_root:
-            uid = ("judged code runs as root: it can read every file and the trainer's environment and kill "
-                   "the trainer; fork bombs not contained")
+            uid = (
+                "judged code runs as root: it can read every file and the trainer's environment and kill "
+                "the trainer; fork bombs not contained"
+            )
         else:
             uid = f"judged code runs as the trainer's user (uid {os.geteuid()}) and can read its files"
         limits = f"rlimits as={self.limits.memory_mb}MB cpu nproc fsize nofile core"
         calls = ""
         if self.level.own_view:
             counts = f"{len(allowed_calls('python'))} for Python, {len(allowed_calls('q'))} for q"
-            calls = (f", seccomp: an allow-list of system calls ({counts}), the rest refused, no pty" if self.seccomp
-                     else f", NO seccomp program ({UNAVAILABLE or f'none for {os.uname().machine}'})")
+            calls = (
+                f", seccomp: an allow-list of system calls ({counts}), the rest refused, no pty"
+                if self.seccomp
+                else f", NO seccomp program ({UNAVAILABLE or f'none for {os.uname().machine}'})"
+            )
         return f"{self.level.describe(self.limits.disk_mb)}, {uid}, {limits}{calls}"
 
-    def command(self, argv: list[str], uid: int | None, timeout: float, seccomp_fd: int | None = None,
-                program: tuple[str, int] | None = None, cgroup: SlotCgroup | None = None,
-                info_fd: int | None = None, proc_fds: dict[str, int] | None = None) -> list[str]:
+    def command(
+        self,
+        argv: list[str],
+        uid: int | None,
+        timeout: float,
+        seccomp_fd: int | None = None,
+        program: tuple[str, int] | None = None,
+        cgroup: SlotCgroup | None = None,
+        info_fd: int | None = None,
+        proc_fds: dict[str, int] | None = None,
+    ) -> list[str]:
         """The command line; at a level with a view of its own /scratch is a fresh tmpfs and ``program`` (a file
         name and a descriptor holding it) is copied into it, else the caller runs it in a host folder. The program
         joins the slot's ``cgroup`` before anything else runs (bwrap too, whose cgroup namespace is then rooted
@@ -179,8 +222,16 @@ class Sandbox:
         ``proc_fds`` (its name: a descriptor holding ``proc_frozen[name]``)."""
         drop = []
         if uid is not None:
-            drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
-                    "--bounding-set=-all", "--no-new-privs", "--"]
+            drop = [
+                "setpriv",
+                f"--reuid={uid}",
+                f"--regid={uid}",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+                "--no-new-privs",
+                "--",
+            ]
         limits = self.limits.prlimit_args(timeout, bind_nproc=uid is not None)
         outer = []
         if self.netns is not None and self.level.namespaces:
@@ -189,13 +240,32 @@ class Sandbox:
         if self.level.own_view:
             seccomp = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
             info = ["--info-fd", str(info_fd)] if info_fd is not None else []
-            files = ["--perms", f"{PROGRAM_MODE:04o}", "--file", str(program[1]), f"{SCRATCH}/{program[0]}"] \
-                if program else []
-            frozen = [arg for name, fd in (proc_fds or {}).items()
-                      for arg in ("--perms", "0444", "--ro-bind-data", str(fd), f"/proc/{name}")]
+            files = (
+                ["--perms", f"{PROGRAM_MODE:04o}", "--file", str(program[1]), f"{SCRATCH}/{program[0]}"]
+                if program
+                else []
+            )
+            frozen = [
+                arg
+                for name, fd in (proc_fds or {}).items()
+                for arg in ("--perms", "0444", "--ro-bind-data", str(fd), f"/proc/{name}")
+            ]
             # --as-pid-1: no init; the program is pid 1 of its PID namespace, as a warm one is (judging/policy.py).
-            command = [*outer, *self.prefix, *frozen, "--as-pid-1", *info, *seccomp, *tmpfs(SCRATCH, self.limits),
-                       *files, "--chdir", SCRATCH, *drop, *limits, *argv]
+            command = [
+                *outer,
+                *self.prefix,
+                *frozen,
+                "--as-pid-1",
+                *info,
+                *seccomp,
+                *tmpfs(SCRATCH, self.limits),
+                *files,
+                "--chdir",
+                SCRATCH,
+                *drop,
+                *limits,
+                *argv,
+            ]
         else:
             command = [*outer, *self.prefix, *drop, *limits, *argv]
         return cgroup.enter_command(command) if cgroup else command

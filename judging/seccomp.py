@@ -48,6 +48,7 @@ import os
 
 try:
     import pyseccomp
+
     UNAVAILABLE = ""
 except (ImportError, RuntimeError, OSError) as error:  # RuntimeError: pyseccomp found no libseccomp
     pyseccomp, UNAVAILABLE = None, f"no libseccomp ({error})"
@@ -94,11 +95,13 @@ ALLOWED = {
         "the dynamic loader and libc as a program starts (the interpreter, q, subprocess's and system's programs), "
         "libc's thread bookkeeping and its own clock and random reads",
         "execve execveat exit exit_group brk arch_prctl set_tid_address set_robust_list rseq uname getrandom "
-        "restart_syscall rt_sigreturn"),
+        "restart_syscall rt_sigreturn",
+    ),
     "memory of its own": (
         "the heap, mapped files (q maps its tables), stacks; a memory file's pages count in the slot's cgroup, its "
         "size under RLIMIT_FSIZE",
-        "mmap munmap mprotect mremap madvise msync memfd_create"),
+        "mmap munmap mprotect mremap madvise msync memfd_create",
+    ),
     "files and folders": (
         "the read-only view and the test's own tmpfs folders (/scratch, /tmp, /dev/shm): open, read, write, list, "
         "make, rename, remove, copy (shutil uses sendfile and copies extended attributes), a FIFO (``mknod``: FIFOs "
@@ -109,12 +112,14 @@ ALLOWED = {
         "renameat2 link linkat symlink symlinkat chmod fchmod fchmodat truncate ftruncate fallocate fsync fdatasync "
         "utime utimes utimensat futimesat umask getxattr lgetxattr fgetxattr listxattr llistxattr flistxattr "
         "setxattr lsetxattr fsetxattr removexattr lremovexattr fremovexattr sendfile copy_file_range splice tee "
-        "mknod mknodat fadvise64"),
+        "mknod mknodat fadvise64",
+    ),
     "descriptors, pipes and waiting on them": (
         "dup, pipes, poll/select/epoll (selectors, asyncio, q's event loop), eventfd and signalfd; fcntl and ioctl "
         "only with the commands above",
         "dup dup2 dup3 pipe pipe2 poll ppoll select pselect6 epoll_create epoll_create1 epoll_ctl epoll_wait "
-        "epoll_pwait epoll_pwait2 eventfd eventfd2 signalfd signalfd4 fcntl ioctl"),
+        "epoll_pwait epoll_pwait2 eventfd eventfd2 signalfd signalfd4 fcntl ioctl",
+    ),
     "processes and threads": (
         "fork, threads, subprocess, multiprocessing, q's -s threads and system: clone with no CLONE_NEW* flag, "
         "waiting, signalling the test's own processes (its PID namespace is all it can name), futexes, scheduling "
@@ -122,28 +127,33 @@ ALLOWED = {
         "clone fork vfork wait4 waitid kill tgkill tkill getpid getppid gettid getpgrp getpgid setpgid getsid "
         "setsid futex sched_yield sched_getaffinity sched_setaffinity sched_getparam sched_getscheduler "
         "sched_get_priority_max sched_get_priority_min getpriority setpriority getrusage prlimit64 getrlimit "
-        "setrlimit pidfd_open pidfd_send_signal getcpu"),
+        "setrlimit pidfd_open pidfd_send_signal getcpu",
+    ),
     "signals": (
         "handlers, masks, waiting for a signal, alarms (the signal module, faulthandler's alternate stack)",
         "rt_sigaction rt_sigprocmask rt_sigpending rt_sigtimedwait rt_sigsuspend rt_sigqueueinfo rt_tgsigqueueinfo "
-        "sigaltstack pause alarm"),
+        "sigaltstack pause alarm",
+    ),
     "time": (
         "clocks, sleeps, interval and POSIX timers, timerfd (libc reads most clocks without a call, through the vDSO)",
         "clock_gettime clock_getres gettimeofday time nanosleep clock_nanosleep times setitimer getitimer "
         "timer_create timer_settime timer_gettime timer_getoverrun timer_delete timerfd_create timerfd_settime "
-        "timerfd_gettime"),
+        "timerfd_gettime",
+    ),
     "who it is, and the cold path's uid drop": (
         "reads of its own ids and capabilities; setpriv, which runs under the program on the cold path, sets the "
         "slot uid, gid and no groups, drops capabilities and sets no_new_privs (prctl: only the options above): "
         "the program, unprivileged with none, can only set the ids it has and drop what it lacks; "
         "personality: only the query and PER_LINUX",
         "getuid geteuid getgid getegid getresuid getresgid getgroups capget capset setresuid setresgid setgroups "
-        "prctl personality"),
+        "prctl personality",
+    ),
     "sockets": (
         "Unix sockets (multiprocessing, asyncio's self-pipe, libc's nscd probe); socket and socketpair only of the "
         "families in ``SOCKET_FAMILIES``",
         "socket socketpair bind listen accept accept4 connect getsockname getpeername setsockopt getsockopt sendto "
-        "recvfrom sendmsg recvmsg sendmmsg recvmmsg shutdown"),
+        "recvfrom sendmsg recvmsg sendmmsg recvmmsg shutdown",
+    ),
 }
 # Added for q only.
 Q_ONLY = {
@@ -154,7 +164,8 @@ Q_ONLY = {
         "closes under /proc); a lock or an inotify watch is the inode's, and every sandbox shares the inodes of its "
         "read-only view, so a lock or watch there reaches every other test (sqlite3 on a file then fails at once, "
         "in memory it works). q keeps them: two q tests can still signal through them",
-        "sysinfo flock inotify_init inotify_init1 inotify_add_watch inotify_rm_watch"),
+        "sysinfo flock inotify_init inotify_init1 inotify_add_watch inotify_rm_watch",
+    ),
 }
 # The families socket and socketpair may make: Unix sockets for Python (a network socket's state, TIME_WAIT
 # entries, the stack's counters, outlives its processes; a Unix socket dies with them, so a warm worker's tests can

@@ -22,8 +22,7 @@ from judging import languages
 from judging.executors import PythonExecutor
 from judging.execution import Counter, Runner, execute
 from judging.grading import TestResult
-from judging.licence_proxy import (FLAG, PROXY_ENV, TLS_TRUST, LicenceEgressUnavailable, LicenceProxy,
-                                   describe_hosts)
+from judging.licence_proxy import FLAG, PROXY_ENV, TLS_TRUST, LicenceEgressUnavailable, LicenceProxy, describe_hosts
 from judging.levels import BWRAP, COLD_BWRAP, Level, candidates
 from judging.policy import Limits, frozen_proc
 from judging.records import Calls, Test
@@ -103,8 +102,14 @@ class JudgeSetup:
     def _started_workers(self) -> WarmWorkers:
         """Warm workers for the slots, started, with bwrap's runner for Python (what ``get`` builds at that level)."""
         python = self._runner("python", BWRAP)
-        warm = WarmWorkers(python.sandbox, python.executor.interpreter, python.executor.filename, self.slots.base,
-                           self.slots.uids.uids, self.slots.warm_cgroups.slots)
+        warm = WarmWorkers(
+            python.sandbox,
+            python.executor.interpreter,
+            python.executor.filename,
+            self.slots.base,
+            self.slots.uids.uids,
+            self.slots.warm_cgroups.slots,
+        )
         try:
             warm.start()
         except BaseException:
@@ -139,15 +144,20 @@ class JudgeSetup:
         blocked = blocked_for_others(interpreter) if self.slots.uids is not None else None
         host_view = any(not level.own_view for level in levels)  # the slot uid reaches the host's files there
         if blocked and host_view:
-            fixes.append(f"run with a Python the sandbox uid can execute ({interpreter} is out of its reach: "
-                         f"{blocked})")
+            fixes.append(
+                f"run with a Python the sandbox uid can execute ({interpreter} is out of its reach: {blocked})"
+            )
         base_blocked = blocked_for_others(self.slots.base) if self.slots.uids is not None else None
         if base_blocked and host_view:
-            fixes.append(f"set TMPDIR to a folder others can cross (the judge's folder {self.slots.base} is out of "
-                         f"the sandbox uid's reach: {base_blocked})")
+            fixes.append(
+                f"set TMPDIR to a folder others can cross (the judge's folder {self.slots.base} is out of "
+                f"the sandbox uid's reach: {base_blocked})"
+            )
         if wanted == "auto" and os.geteuid() == 0:
-            fixes.append("or pass sandbox='rlimits' to accept running judged code with no namespaces "
-                         "(as root when the sandbox uid cannot run this Python)")
+            fixes.append(
+                "or pass sandbox='rlimits' to accept running judged code with no namespaces "
+                "(as root when the sandbox uid cannot run this Python)"
+            )
         return f"{problem} ({'; '.join(failures)}): " + ("; ".join(fixes) or "see the errors above")
 
     def _first_working_level(self, levels: tuple[Level, ...]) -> tuple[Level | None, list[str]]:
@@ -162,8 +172,18 @@ class JudgeSetup:
             if shutil.which(level.tool) is None:
                 failures.append(f"{level.name}: {level.tool} not installed")
                 continue
-            runner = Runner(python, Sandbox(level, self.limits, python.read_only, python.env, hidden=python.hidden,
-                                             proc_frozen=self.proc_frozen, seccomp=python.seccomp))
+            runner = Runner(
+                python,
+                Sandbox(
+                    level,
+                    self.limits,
+                    python.read_only,
+                    python.env,
+                    hidden=python.hidden,
+                    proc_frozen=self.proc_frozen,
+                    seccomp=python.seccomp,
+                ),
+            )
             result = self.execute(runner, "", PROBE_TEST, PROBE_TIMEOUT)
             if result.status == "passed":
                 return level, failures
@@ -198,9 +218,20 @@ class JudgeSetup:
     def _runner(self, language: str, level: Level) -> Runner:
         """``language``'s executor in a sandbox of ``level`` (no licence egress)."""
         executor = languages.language(language).make_executor(self.q_binary)
-        return Runner(executor, Sandbox(level, self.limits, executor.read_only, executor.env, executor.read_write,
-                                        executor.hostname, hidden=executor.hidden, proc_frozen=self.proc_frozen,
-                                        seccomp=executor.seccomp))
+        return Runner(
+            executor,
+            Sandbox(
+                level,
+                self.limits,
+                executor.read_only,
+                executor.env,
+                executor.read_write,
+                executor.hostname,
+                hidden=executor.hidden,
+                proc_frozen=self.proc_frozen,
+                seccomp=executor.seccomp,
+            ),
+        )
 
     def _licence_egress(self, runner: Runner) -> Runner:
         """A licensed language's runner with egress only through the licence proxy, when ``licence_hosts`` asks
@@ -215,8 +246,9 @@ class JudgeSetup:
             return runner
         try:
             if self.slots.uids is None:
-                raise LicenceEgressUnavailable("licence egress needs the judge to run as root (a network namespace "
-                                               "per slot)")
+                raise LicenceEgressUnavailable(
+                    "licence egress needs the judge to run as root (a network namespace per slot)"
+                )
             if shutil.which("nsenter") is None:
                 raise LicenceEgressUnavailable("licence egress needs nsenter (apt-get install util-linux)")
             proxy = LicenceProxy(self.slots.uids.uids, None if hosts == "auto" else hosts)
@@ -227,10 +259,21 @@ class JudgeSetup:
             logger.info("%s", self.egress)
             return runner
         executor = runner.executor
-        proxied = Runner(executor, Sandbox(self.level, self.limits, [*executor.read_only, *TLS_TRUST],
-                                           {**executor.env, **PROXY_ENV}, executor.read_write, executor.hostname,
-                                           netns=proxy.netns, hidden=executor.hidden, proc_frozen=self.proc_frozen,
-                                           seccomp=executor.seccomp))
+        proxied = Runner(
+            executor,
+            Sandbox(
+                self.level,
+                self.limits,
+                [*executor.read_only, *TLS_TRUST],
+                {**executor.env, **PROXY_ENV},
+                executor.read_write,
+                executor.hostname,
+                netns=proxy.netns,
+                hidden=executor.hidden,
+                proc_frozen=self.proc_frozen,
+                seccomp=executor.seccomp,
+            ),
+        )
         if hosts == "auto":
             self.execute(proxied, "", Test(languages.language(executor.language).preflight_code, "2"), PROBE_TIMEOUT)
             hosts = tuple(sorted(proxy.contacted))
@@ -240,8 +283,12 @@ class JudgeSetup:
                 self.egress = f"judged q has no network (q contacted no host at its start-up check, {FLAG} auto)"
                 logger.info("%s", self.egress)
                 return runner
-            logger.info("q licence egress (%s auto): q's start-up check contacted %s; judged q may reach only "
-                        "these, through the judge's proxy", FLAG, describe_hosts(hosts))
+            logger.info(
+                "q licence egress (%s auto): q's start-up check contacted %s; judged q may reach only "
+                "these, through the judge's proxy",
+                FLAG,
+                describe_hosts(hosts),
+            )
         self.proxy = proxy
         weakref.finalize(self, proxy.close)
         self.egress = f"judged q reaches only {describe_hosts(hosts)}, through the licence proxy"
@@ -251,10 +298,12 @@ class JudgeSetup:
         """What protects the host, for the trainer's log."""
         base = Sandbox(self.level, self.limits, [], {}).describe(slot_uids=self.slots.uids is not None)
         if self.warm is not None:
-            python = ("Python: warm workers (one per slot, root in its sandbox with 6 capabilities; each test "
-                      "a forked child, pid 1 of its own PID namespace, with its own mount and IPC namespace, /tmp, "
-                      "pipes, limits and the slot uid, in the slot's network namespace while no test left a socket "
-                      "there)")
+            python = (
+                "Python: warm workers (one per slot, root in its sandbox with 6 capabilities; each test "
+                "a forked child, pid 1 of its own PID namespace, with its own mount and IPC namespace, /tmp, "
+                "pipes, limits and the slot uid, in the slot's network namespace while no test left a socket "
+                "there)"
+            )
         else:
             python = "Python: a fresh interpreter per test" + (f" ({self.warm_missing})" if self.warm_missing else "")
         if self.level.own_view and PythonExecutor.seccomp is not None:
@@ -268,9 +317,11 @@ class JudgeSetup:
         if cgroups.version:
             return cgroups.describe(limits.memory_mb, limits.processes)
         tmpfs = f", /scratch, /tmp and /dev/shm {limits.disk_mb} MB each" if self.level.own_view else ""
-        return (f"memory: NOT bounded per test ({cgroups.unavailable}); only per process: address space "
-                f"{limits.memory_mb} MB each, at most {limits.processes} processes per slot uid{tmpfs}, memfd "
-                f"pages unbounded")
+        return (
+            f"memory: NOT bounded per test ({cgroups.unavailable}); only per process: address space "
+            f"{limits.memory_mb} MB each, at most {limits.processes} processes per slot uid{tmpfs}, memfd "
+            f"pages unbounded"
+        )
 
     def close_steps(self) -> list[Callable[[], None]]:
         """What closing them takes, in order (the judge runs each even if one fails)."""
@@ -280,4 +331,3 @@ class JudgeSetup:
         if self.warm is not None:
             steps.append(self._warm_cleanup)
         return steps + [self.slots.close]
-

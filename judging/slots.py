@@ -42,8 +42,10 @@ def slot_uid_base() -> int:
     if text is None:
         return SLOT_UID_BASE
     if not text.isdigit() or not 65536 <= int(text) <= (1 << 31) - SLOT_UID_COUNT:
-        raise SandboxUnavailable(f"{env_vars.SLOT_UID_BASE}={text!r} must be a whole number from 65536 to "
-                                 f"{(1 << 31) - SLOT_UID_COUNT}; unset it to use {SLOT_UID_BASE}")
+        raise SandboxUnavailable(
+            f"{env_vars.SLOT_UID_BASE}={text!r} must be a whole number from 65536 to "
+            f"{(1 << 31) - SLOT_UID_COUNT}; unset it to use {SLOT_UID_BASE}"
+        )
     return int(text)
 
 

@@ -32,8 +32,11 @@ import re
 from decimal import Decimal
 
 # One group, the whole number: ``NUMBER.split`` gives the text and the numbers in turn.
-NUMBER = re.compile(r"(?<![\w.])([-+]?+(?:(?:[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)(?:[eE][-+]?+[0-9]++)?+"
-                    r"|inf(?:inity)?+|nan))(?![\w.])", re.IGNORECASE)
+NUMBER = re.compile(
+    r"(?<![\w.])([-+]?+(?:(?:[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)(?:[eE][-+]?+[0-9]++)?+"
+    r"|inf(?:inity)?+|nan))(?![\w.])",
+    re.IGNORECASE,
+)
 INTEGER, FLOAT, INFINITY, NAN = "integer", "float", "infinity", "nan"
 EXACT_FLOAT_DIGITS = 15  # an integer of at most this many digits is a float exactly (2^53 has 16)
 # Digits an exact difference of an integer and a float may need beyond the integer's own: a double's value spans
@@ -55,9 +58,14 @@ def within_tolerance(printed: str, expected: str, tolerance: float) -> bool:
     wanted = NUMBER.split(expected)  # text, number, text, ..., text
     if len(wanted) > 2 * MANY_NUMBERS:
         got = NUMBER.split(printed, len(wanted) // 2 + 1)  # one number more than expected is enough to tell
-        return (len(got) == len(wanted) and got[0::2] == wanted[0::2]
-                and all((number == reference and number[-1] not in "nN") or same_number(number, reference, tolerance)
-                        for number, reference in zip(got[1::2], wanted[1::2])))
+        return (
+            len(got) == len(wanted)
+            and got[0::2] == wanted[0::2]
+            and all(
+                (number == reference and number[-1] not in "nN") or same_number(number, reference, tolerance)
+                for number, reference in zip(got[1::2], wanted[1::2])
+            )
+        )
     position = 0  # where the next text between numbers starts in printed
     match, search = NUMBER.match, NUMBER.search
     for index in range(1, len(wanted), 2):

@@ -42,8 +42,14 @@ WORKER_INSIDE = "/warm_worker"
 # What the worker keeps: SETUID, SETGID for the uid drop, SYS_ADMIN and NET_ADMIN for the child's namespaces,
 # mounts and loopback, KILL, SETPCAP to empty the child's bounding set.
 CAPABILITIES = ("CAP_SETUID", "CAP_SETGID", "CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_KILL", "CAP_SETPCAP")
-CAPABILITY_NUMBERS = {"CAP_KILL": 5, "CAP_SETGID": 6, "CAP_SETUID": 7, "CAP_SETPCAP": 8, "CAP_NET_ADMIN": 12,
-                      "CAP_SYS_ADMIN": 21}
+CAPABILITY_NUMBERS = {
+    "CAP_KILL": 5,
+    "CAP_SETGID": 6,
+    "CAP_SETUID": 7,
+    "CAP_SETPCAP": 8,
+    "CAP_NET_ADMIN": 12,
+    "CAP_SYS_ADMIN": 21,
+}
 START_TIMEOUT = 10.0
 # Past the test's timeout, how long a worker may take to kill, reap and reply before it counts as failed.
 REPLY_GRACE = 2.0
@@ -60,11 +66,21 @@ class WarmWorker:
     It starts in the calling thread (bwrap dies with the thread that started it: ``--die-with-parent``) and is
     waited for unless ``wait`` is false; then ``wait_ready`` must come before ``run``."""
 
-    def __init__(self, sandbox: Sandbox, interpreter: str, program: str, uid: int, log: str,
-                 cgroup: SlotCgroup | None = None, wait: bool = True):
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        interpreter: str,
+        program: str,
+        uid: int,
+        log: str,
+        cgroup: SlotCgroup | None = None,
+        wait: bool = True,
+    ):
         self.sandbox = sandbox
-        rules = {**worker_rules(sandbox.limits, program, sandbox.seccomp),
-                 "capabilities": [CAPABILITY_NUMBERS[name] for name in CAPABILITIES]}
+        rules = {
+            **worker_rules(sandbox.limits, program, sandbox.seccomp),
+            "capabilities": [CAPABILITY_NUMBERS[name] for name in CAPABILITIES],
+        }
         self.log = log
         self.cgroup = cgroup
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -78,20 +94,59 @@ class WarmWorker:
         data = {f"{PROC_VIEW}/{name}": memfd_holding(content) for name, content in sandbox.proc_frozen.items()}
         view = [arg for path, fd in data.items() for arg in ("--perms", "0444", "--file", str(fd), path)]
         if view:  # a tmpfs as the cold path's files lie on one (mode 1777, the default, shows no mode), read-only
-            view = ["--perms", "1777", "--tmpfs", PROC_VIEW, *view, "--remount-ro", PROC_VIEW,
-                    *EMPTY_TMPFS, PROC_EMPTY, "--remount-ro", PROC_EMPTY]
-        modules = {f"{WORKER_INSIDE}/{module.name}": memfd_holding(module.read_bytes())
-                   for module in sorted(Path(WORKER).glob("*.py"))}
+            view = [
+                "--perms",
+                "1777",
+                "--tmpfs",
+                PROC_VIEW,
+                *view,
+                "--remount-ro",
+                PROC_VIEW,
+                *EMPTY_TMPFS,
+                PROC_EMPTY,
+                "--remount-ro",
+                PROC_EMPTY,
+            ]
+        modules = {
+            f"{WORKER_INSIDE}/{module.name}": memfd_holding(module.read_bytes())
+            for module in sorted(Path(WORKER).glob("*.py"))
+        }
         data.update(modules)
         copies = [arg for path, fd in modules.items() for arg in ("--perms", "0444", "--file", str(fd), path)]
-        command = [*sandbox.warm_prefix, "--dir", SCRATCH, *view, "--perms", "0555", "--dir", WORKER_INSIDE, *copies,
-                   *binds, "--chdir", SCRATCH, "--cap-drop", "ALL", *capabilities, *join, interpreter, "-I", "-S", "-B",
-                   f"{WORKER_INSIDE}/main.py", *protocol.start_arguments(theirs.fileno(), uid, rules)]
+        command = [
+            *sandbox.warm_prefix,
+            "--dir",
+            SCRATCH,
+            *view,
+            "--perms",
+            "0555",
+            "--dir",
+            WORKER_INSIDE,
+            *copies,
+            *binds,
+            "--chdir",
+            SCRATCH,
+            "--cap-drop",
+            "ALL",
+            *capabilities,
+            *join,
+            interpreter,
+            "-I",
+            "-S",
+            "-B",
+            f"{WORKER_INSIDE}/main.py",
+            *protocol.start_arguments(theirs.fileno(), uid, rules),
+        ]
         try:
             with theirs, open(self.log, "wb") as log:
-                self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                                stderr=log, pass_fds=(theirs.fileno(), *data.values()),
-                                                start_new_session=True)
+                self.process = subprocess.Popen(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=log,
+                    pass_fds=(theirs.fileno(), *data.values()),
+                    start_new_session=True,
+                )
         finally:
             for fd in data.values():
                 os.close(fd)
@@ -149,9 +204,14 @@ class WarmWorker:
             raise WorkerFailed(f"the child's set-up failed: {why}")
         timed_out = reply["timed_out"] or stuck
         returncode = None if timed_out or overflow or reply["stopped"] else reply["exit_code"]
-        return RunResult(returncode=returncode, stdout=out.decode("utf-8", "replace"),
-                         stderr=err.decode("utf-8", "replace"), seconds=time.monotonic() - start,
-                         timed_out=timed_out, output_overflow=overflow)
+        return RunResult(
+            returncode=returncode,
+            stdout=out.decode("utf-8", "replace"),
+            stderr=err.decode("utf-8", "replace"),
+            seconds=time.monotonic() - start,
+            timed_out=timed_out,
+            output_overflow=overflow,
+        )
 
     def _receive(self, deadline: float) -> bytes:
         """The worker's next message, or WorkerFailed (with the end of its log) if none comes by ``deadline``."""
@@ -199,8 +259,15 @@ class WarmWorkers:
     says why); the caller then runs it cold.
     """
 
-    def __init__(self, sandbox: Sandbox, interpreter: str, program: str, base: str, uids: list[int],
-                 cgroups: dict[int, SlotCgroup] | None = None):
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        interpreter: str,
+        program: str,
+        base: str,
+        uids: list[int],
+        cgroups: dict[int, SlotCgroup] | None = None,
+    ):
         self.sandbox = sandbox
         self.cgroups = cgroups or {}
         self.interpreter = interpreter
@@ -241,8 +308,9 @@ class WarmWorkers:
             return None
 
     def _new_worker(self, uid: int, wait: bool = True) -> WarmWorker:
-        return WarmWorker(self.sandbox, self.interpreter, self.program, uid, self.logs[uid], self.cgroups.get(uid),
-                          wait)
+        return WarmWorker(
+            self.sandbox, self.interpreter, self.program, uid, self.logs[uid], self.cgroups.get(uid), wait
+        )
 
     def _drop(self, uid: int, why: str) -> None:
         self.failure = why

@@ -9,5 +9,18 @@ from rewards.passk import mean_pass_at_k, pass_at_k
 from rewards.reward_funcs import REWARD_FUNCS, JudgedRewards, RewardSetup, make_reward_funcs
 from rewards.scoring import Score, TrivialShares, ascore, score
 
-__all__ = ["MAX_TESTS_PER_PROBLEM", "extract_code", "ScoringArguments", "Score", "TrivialShares", "score", "ascore", "make_reward_funcs",
-           "REWARD_FUNCS", "JudgedRewards", "RewardSetup", "pass_at_k", "mean_pass_at_k"]
+__all__ = [
+    "MAX_TESTS_PER_PROBLEM",
+    "extract_code",
+    "ScoringArguments",
+    "Score",
+    "TrivialShares",
+    "score",
+    "ascore",
+    "make_reward_funcs",
+    "REWARD_FUNCS",
+    "JudgedRewards",
+    "RewardSetup",
+    "pass_at_k",
+    "mean_pass_at_k",
+]

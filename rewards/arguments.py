@@ -14,8 +14,11 @@ class ScoringArguments:
     perfect-solution bonus when all pass."""
 
     max_tests_per_problem: int | None = field(
-        default=MAX_TESTS_PER_PROBLEM, metadata={"help": "Training reward uses the first N tests of each problem, of those not marked "
-                             "hidden; the rest are its hidden tests, which never enter the reward."}
+        default=MAX_TESTS_PER_PROBLEM,
+        metadata={
+            "help": "Training reward uses the first N tests of each problem, of those not marked "
+            "hidden; the rest are its hidden tests, which never enter the reward."
+        },
     )
     perfect_bonus: float = field(default=1.0, metadata={"help": "Bonus when every test passes."})
     base_reward_weight: float = field(default=1.0, metadata={"help": "Weight of the partial credit."})
@@ -32,19 +35,24 @@ class ScoringArguments:
     )
 
     pool_tests_per_problem: int = field(
-        default=50, metadata={"help": "Besides its first --max_tests_per_problem tests, the training reward judges "
-                              "this many tests of each problem's generated pool (python -m data pool), a fresh "
-                              "sample each step from a seeded generator (the run's --seed), all in one run of the "
-                              "program; the rest of the pool are hidden tests for the watch. Evaluation judges the "
-                              "whole pool. 0: the given tests only. Not used with --partial_credit above_trivial, "
-                              "whose trivial share is measured over the given tests."}
+        default=50,
+        metadata={
+            "help": "Besides its first --max_tests_per_problem tests, the training reward judges "
+            "this many tests of each problem's generated pool (python -m data pool), a fresh "
+            "sample each step from a seeded generator (the run's --seed), all in one run of the "
+            "program; the rest of the pool are hidden tests for the watch. Evaluation judges the "
+            "whole pool. 0: the given tests only. Not used with --partial_credit above_trivial, "
+            "whose trivial share is measured over the given tests."
+        },
     )
 
     def __post_init__(self):
         positive("--max_tests_per_problem", self.max_tests_per_problem)
         if self.pool_tests_per_problem < 0:
-            raise UsageError(f"--pool_tests_per_problem {self.pool_tests_per_problem}: give 0 (the given tests only) "
-                             "or a positive number of pool tests")
+            raise UsageError(
+                f"--pool_tests_per_problem {self.pool_tests_per_problem}: give 0 (the given tests only) "
+                "or a positive number of pool tests"
+            )
         if self.partial_credit not in PARTIAL_CREDIT:
             raise UsageError(f"--partial_credit {self.partial_credit}: choose one of {', '.join(PARTIAL_CREDIT)}")
 

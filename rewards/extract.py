@@ -47,7 +47,7 @@ def parse_completion(completion: str, language: str) -> Completion:
     start = text.find(ANSWER)
     if start >= 0:
         end = text.find(END_ANSWER, start)
-        text = text[start + len(ANSWER):end if end >= 0 else len(text)]
+        text = text[start + len(ANSWER) : end if end >= 0 else len(text)]
     for tag in TAGS:
         text = text.replace(tag, "")
     block = _first_block(text, tags)
@@ -88,6 +88,9 @@ def _laid_out(text: str) -> bool:
     if positions != sorted(positions):
         return False
     reasoning_at, reasoning_end, answer_at, answer_end = positions
-    return (not text[:reasoning_at].strip() and bool(text[reasoning_at + len(REASONING):reasoning_end].strip())
-            and not text[reasoning_end + len(END_REASONING):answer_at].strip()
-            and not text[answer_end + len(END_ANSWER):].strip())
+    return (
+        not text[:reasoning_at].strip()
+        and bool(text[reasoning_at + len(REASONING) : reasoning_end].strip())
+        and not text[reasoning_end + len(END_REASONING) : answer_at].strip()
+        and not text[answer_end + len(END_ANSWER) :].strip()
+    )

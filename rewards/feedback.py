@@ -100,7 +100,7 @@ def _error_lines(stderr: str, q: bool) -> str:
         starts = [i for i, line in enumerate(lines) if line.startswith("'")]
         if starts:
             shown = [lines[starts[-1]]]
-            for line in lines[starts[-1] + 1:]:
+            for line in lines[starts[-1] + 1 :]:
                 if not line[:1].isspace() or len(shown) >= ERROR_LINES:
                     break
                 shown.append(line)

@@ -77,8 +77,10 @@ class RewardSetup:
         try:
             return self.problems[problem_id]
         except KeyError:
-            raise KeyError(f"a dataset row names problem {problem_id!r}, which is not among the "
-                           f"{len(self.problems)} problems the reward functions were made with") from None
+            raise KeyError(
+                f"a dataset row names problem {problem_id!r}, which is not among the "
+                f"{len(self.problems)} problems the reward functions were made with"
+            ) from None
 
 
 def make_test_cases(setup: RewardSetup) -> Callable:
@@ -91,9 +93,15 @@ def make_test_cases(setup: RewardSetup) -> Callable:
 
     async def test_cases(prompts, completions, log_metric=None, log_extra=None, **columns) -> JudgedRewards:
         problems = [setup.problem(problem_id) for problem_id in columns["id"]]
-        scores = await ascore(judge, problems, completion_texts(completions, columns), scoring,
-                              trivial_shares=setup.trivial_shares, hidden_tests=setup.watch_hidden_tests,
-                              draw=f"{setup.pool_seed}:{next(draws)}")
+        scores = await ascore(
+            judge,
+            problems,
+            completion_texts(completions, columns),
+            scoring,
+            trivial_shares=setup.trivial_shares,
+            hidden_tests=setup.watch_hidden_tests,
+            draw=f"{setup.pool_seed}:{next(draws)}",
+        )
         counts = Counter(s.status for s in scores)
         if log_metric is not None:
             for status in STATUSES:
@@ -107,11 +115,14 @@ def make_test_cases(setup: RewardSetup) -> Callable:
             log_extra("status", [s.status for s in scores])
             log_extra("tests_passed", [f"{s.judgement.passed}/{s.judgement.total}" for s in scores])
             if setup.watch_hidden_tests:
-                log_extra("hidden_tests_passed", [f"{s.hidden.passed}/{s.hidden.total}" if s.hidden else ""
-                                                  for s in scores])
-        return JudgedRewards([None if s.status == "sandbox_error" else s.reward for s in scores],
-                             passed_all=[s.status == "passed" for s in scores],
-                             passed_hidden=[s.passed_hidden for s in scores] if setup.watch_hidden_tests else None)
+                log_extra(
+                    "hidden_tests_passed", [f"{s.hidden.passed}/{s.hidden.total}" if s.hidden else "" for s in scores]
+                )
+        return JudgedRewards(
+            [None if s.status == "sandbox_error" else s.reward for s in scores],
+            passed_all=[s.status == "passed" for s in scores],
+            passed_hidden=[s.passed_hidden for s in scores] if setup.watch_hidden_tests else None,
+        )
 
     return test_cases
 
@@ -125,8 +136,10 @@ def format_score(text: str, language: str, use_reasoning_format: bool) -> float:
 
 def make_format(setup: RewardSetup) -> Callable:
     async def format(prompts, completions, language, **kwargs) -> list[float]:
-        return [format_score(text, lang, setup.use_reasoning_format)
-                for text, lang in zip(completion_texts(completions, kwargs), language)]
+        return [
+            format_score(text, lang, setup.use_reasoning_format)
+            for text, lang in zip(completion_texts(completions, kwargs), language)
+        ]
 
     return format
 
@@ -138,8 +151,10 @@ def make_dummy(setup: RewardSetup) -> Callable:
     """
 
     async def dummy(prompts, completions, language, **kwargs) -> list[float]:
-        return [float(extract_code(text, lang) is not None)
-                for text, lang in zip(completion_texts(completions, kwargs), language)]
+        return [
+            float(extract_code(text, lang) is not None)
+            for text, lang in zip(completion_texts(completions, kwargs), language)
+        ]
 
     return dummy
 
@@ -151,9 +166,16 @@ REWARD_FUNCS: dict[str, Callable[[RewardSetup], Callable]] = {
 }
 
 
-def make_reward_funcs(names: list[str], judge: Judge, scoring: ScoringArguments, problems: Iterable[Problem] = (),
-                      use_reasoning_format: bool = False, trivial_shares: TrivialShares | None = None,
-                      watch_hidden_tests: bool = False, pool_seed: int = 0) -> list[Callable]:
+def make_reward_funcs(
+    names: list[str],
+    judge: Judge,
+    scoring: ScoringArguments,
+    problems: Iterable[Problem] = (),
+    use_reasoning_format: bool = False,
+    trivial_shares: TrivialShares | None = None,
+    watch_hidden_tests: bool = False,
+    pool_seed: int = 0,
+) -> list[Callable]:
     """The reward functions named, made for training on ``problems`` (their ids unique)."""
     unknown = [name for name in names if name not in REWARD_FUNCS]
     if unknown:

@@ -46,27 +46,36 @@ class Score:
         return self.hidden.status == "passed"
 
 
-def _items(problems: Sequence[Problem], texts: Sequence[str | None], tests: Callable[[Problem], Sequence],
-           extract: bool) -> list[tuple]:
+def _items(
+    problems: Sequence[Problem], texts: Sequence[str | None], tests: Callable[[Problem], Sequence], extract: bool
+) -> list[tuple]:
     if len(problems) != len(texts):
         raise ValueError(f"{len(texts)} completions for {len(problems)} problems")
-    return [(extract_code(text, problem.language) if extract else text, tests(problem), problem.language)
-            for problem, text in zip(problems, texts)]
+    return [
+        (extract_code(text, problem.language) if extract else text, tests(problem), problem.language)
+        for problem, text in zip(problems, texts)
+    ]
 
 
 def trivial_share(problem: Problem, tests: int, trivial_shares: TrivialShares | None) -> float:
     """The share of ``problem``'s first ``tests`` tests that a trivial program passes (data/quality/trivial.py)."""
     shares = None if trivial_shares is None else trivial_shares.get(problem)
     if shares is None:
-        raise ValueError(f"problem {problem.id!r} has no trivial_shares, which --partial_credit above_trivial "
-                         "needs; measure them with data.quality.trivial first")
+        raise ValueError(
+            f"problem {problem.id!r} has no trivial_shares, which --partial_credit above_trivial "
+            "needs; measure them with data.quality.trivial first"
+        )
     # A judgement over a problem's pool too (evaluation) counts more tests than its shares cover: the share of all
     # its given tests stands for it, the pool's own share being unmeasured.
     return shares[min(tests, len(shares)) - 1]
 
 
-def _scores(judgements: list[Judgement], problems: Sequence[Problem], scoring: ScoringArguments,
-            trivial_shares: TrivialShares | None) -> list[Score]:
+def _scores(
+    judgements: list[Judgement],
+    problems: Sequence[Problem],
+    scoring: ScoringArguments,
+    trivial_shares: TrivialShares | None,
+) -> list[Score]:
     def reward(judgement: Judgement, problem: Problem) -> float:
         if judgement.status == "no_code":
             return 0.0
@@ -76,9 +85,19 @@ def _scores(judgements: list[Judgement], problems: Sequence[Problem], scoring: S
     return [Score(j, reward(j, problem)) for j, problem in zip(judgements, problems)]
 
 
-def score(judge: Judge, problems: Sequence[Problem], texts: Sequence[str | None], scoring: ScoringArguments, *,
-          trivial_shares: TrivialShares | None = None, all_tests: bool = False, timeout: float | None = None,
-          extract: bool = True, progress: bool = False, draw: str = "0") -> list[Score]:
+def score(
+    judge: Judge,
+    problems: Sequence[Problem],
+    texts: Sequence[str | None],
+    scoring: ScoringArguments,
+    *,
+    trivial_shares: TrivialShares | None = None,
+    all_tests: bool = False,
+    timeout: float | None = None,
+    extract: bool = True,
+    progress: bool = False,
+    draw: str = "0",
+) -> list[Score]:
     """Judge ``texts[i]`` against ``problems[i]``'s judged tests and the sample of its pool drawn for ``draw`` (all
     its tests, hidden ones and its whole pool included, with ``all_tests``). ``extract=False`` runs each text as it
     is (canonical solutions, verification's no-op). ``trivial_shares`` is read under ``--partial_credit
@@ -90,8 +109,10 @@ def score(judge: Judge, problems: Sequence[Problem], texts: Sequence[str | None]
 def _tests(scoring: ScoringArguments, all_tests: bool = False, draw: str = "0") -> Callable[[Problem], Sequence]:
     if all_tests:
         return lambda problem: (*problem.tests, *in_runs(problem.pool))
-    return lambda problem: (*problem.judged_tests(scoring.max_tests_per_problem),
-                            *in_runs(pool_sample(problem, scoring.pool_sample_size, draw)[0]))
+    return lambda problem: (
+        *problem.judged_tests(scoring.max_tests_per_problem),
+        *in_runs(pool_sample(problem, scoring.pool_sample_size, draw)[0]),
+    )
 
 
 def pool_sample(problem: Problem, size: int, draw: str) -> tuple[tuple[Test, ...], tuple[Test, ...]]:
@@ -100,13 +121,23 @@ def pool_sample(problem: Problem, size: int, draw: str) -> tuple[tuple[Test, ...
     if not problem.pool or size <= 0:
         return (), problem.pool
     chosen = set(random.Random(f"{draw}:{problem.id}").sample(range(len(problem.pool)), min(size, len(problem.pool))))
-    return (tuple(test for index, test in enumerate(problem.pool) if index in chosen),
-            tuple(test for index, test in enumerate(problem.pool) if index not in chosen))
+    return (
+        tuple(test for index, test in enumerate(problem.pool) if index in chosen),
+        tuple(test for index, test in enumerate(problem.pool) if index not in chosen),
+    )
 
 
-async def ascore(judge: Judge, problems: Sequence[Problem], texts: Sequence[str | None], scoring: ScoringArguments,
-                 *, trivial_shares: TrivialShares | None = None, timeout: float | None = None,
-                 hidden_tests: bool = False, draw: str = "0") -> list[Score]:
+async def ascore(
+    judge: Judge,
+    problems: Sequence[Problem],
+    texts: Sequence[str | None],
+    scoring: ScoringArguments,
+    *,
+    trivial_shares: TrivialShares | None = None,
+    timeout: float | None = None,
+    hidden_tests: bool = False,
+    draw: str = "0",
+) -> list[Score]:
     """`score` for TRL's async reward functions: the judged tests and the pool's sample for ``draw``, extracted
     code. With ``hidden_tests``, each completion that passes every judged test is then judged on its problem's
     hidden tests too (`Score.hidden`: the tests beyond the judged ones and the rest of its pool), as soon as it has
@@ -118,8 +149,10 @@ async def ascore(judge: Judge, problems: Sequence[Problem], texts: Sequence[str 
 
     async def judged(item: tuple, problem: Problem) -> tuple[Judgement, Judgement | None]:
         judgement = (await judge.arun_many([item], timeout=timeout))[0]
-        hidden = (*problem.hidden_tests(scoring.max_tests_per_problem),
-                  *in_runs(pool_sample(problem, scoring.pool_sample_size, draw)[1]))
+        hidden = (
+            *problem.hidden_tests(scoring.max_tests_per_problem),
+            *in_runs(pool_sample(problem, scoring.pool_sample_size, draw)[1]),
+        )
         if judgement.status != "passed" or not hidden:
             return judgement, None
         code, _, language = item

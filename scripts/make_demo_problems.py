@@ -41,16 +41,25 @@ PAIR_INPUTS = ((3, 10), (7, 2), (-4, 5))
 HIDDEN_PAIR_INPUTS = ((0, 6), (9, -3), (-8, -2))
 
 
-def record(family: str, slots: tuple, description: str, argument_list: str, expression: str,
-           calls: tuple[str, ...], hidden_calls: tuple[str, ...]) -> dict:
+def record(
+    family: str,
+    slots: tuple,
+    description: str,
+    argument_list: str,
+    expression: str,
+    calls: tuple[str, ...],
+    hidden_calls: tuple[str, ...],
+) -> dict:
     """One problem: its canonical solution is evaluated here to give the expected output of its tests."""
     solution = f"def solve({argument_list}):\n    return {expression}\n"
     scope: dict = {}
     exec(solution, scope)  # our own generated one-liner, to compute the expected output
 
     def test(calls: tuple[str, ...]) -> dict:
-        return {"test_code": f"print({', '.join(calls)})",
-                "expected_output": " ".join(str(eval(call, scope)) for call in calls)}
+        return {
+            "test_code": f"print({', '.join(calls)})",
+            "expected_output": " ".join(str(eval(call, scope)) for call in calls),
+        }
 
     return {
         "id": "-".join([family, *(str(slot).replace(" ", "") for slot in slots)]),
@@ -66,20 +75,29 @@ def record(family: str, slots: tuple, description: str, argument_list: str, expr
 def arithmetic() -> Iterator[dict]:
     """`solve(n)` returns n plus/minus/times a constant."""
     for (word, op), constant, name in product(ARITHMETIC, CONSTANTS, NAMES):
-        yield record("arith", (word, constant, name),
-                     f"that takes an integer `{name}` and returns {name} {word} {constant}.",
-                     name, f"{name} {op} {constant}", tuple(f"solve({i})" for i in INPUTS),
-                     tuple(f"solve({i})" for i in HIDDEN_INPUTS))
+        yield record(
+            "arith",
+            (word, constant, name),
+            f"that takes an integer `{name}` and returns {name} {word} {constant}.",
+            name,
+            f"{name} {op} {constant}",
+            tuple(f"solve({i})" for i in INPUTS),
+            tuple(f"solve({i})" for i in HIDDEN_INPUTS),
+        )
 
 
 def comparison() -> Iterator[dict]:
     """`solve(n)` returns whether n is greater than / less than / equal to a constant."""
     for (word, op), constant, name in product(COMPARISONS, CONSTANTS, NAMES):
-        yield record("compare", (word, constant, name),
-                     f"that takes an integer `{name}` and returns True when {name} is {word} {constant}, "
-                     "else False.",
-                     name, f"{name} {op} {constant}", tuple(f"solve({constant + d})" for d in AROUND),
-                     tuple(f"solve({i})" for i in (*(constant + d for d in HIDDEN_AROUND), -constant)))
+        yield record(
+            "compare",
+            (word, constant, name),
+            f"that takes an integer `{name}` and returns True when {name} is {word} {constant}, else False.",
+            name,
+            f"{name} {op} {constant}",
+            tuple(f"solve({constant + d})" for d in AROUND),
+            tuple(f"solve({i})" for i in (*(constant + d for d in HIDDEN_AROUND), -constant)),
+        )
 
 
 def pair() -> Iterator[dict]:
@@ -87,11 +105,15 @@ def pair() -> Iterator[dict]:
     for (word, op), (first, second) in product(ARITHMETIC, PAIRS):
         orders = [(first, second), (second, first)] if op == "-" else [(first, second)]
         for left, right in orders:
-            yield record("pair", (word, left, right),
-                         f"that takes two integers `{first}` and `{second}` and returns {left} {word} {right}.",
-                         f"{first}, {second}", f"{left} {op} {right}",
-                         tuple(f"solve({i}, {j})" for i, j in PAIR_INPUTS),
-                         tuple(f"solve({i}, {j})" for i, j in HIDDEN_PAIR_INPUTS))
+            yield record(
+                "pair",
+                (word, left, right),
+                f"that takes two integers `{first}` and `{second}` and returns {left} {word} {right}.",
+                f"{first}, {second}",
+                f"{left} {op} {right}",
+                tuple(f"solve({i}, {j})" for i, j in PAIR_INPUTS),
+                tuple(f"solve({i}, {j})" for i, j in HIDDEN_PAIR_INPUTS),
+            )
 
 
 FAMILIES = {"arith": arithmetic, "compare": comparison, "pair": pair}
@@ -123,9 +145,12 @@ def main(argv=None) -> int:
     parser.add_argument("out", type=Path, help="JSONL file to write every problem to, train and held-out")
     parser.add_argument("--seed", type=int, default=0, help="which instances are held out, and the file order")
     parser.add_argument("--held_out", type=float, default=0.2, help="share of each family's instances held out")
-    parser.add_argument("--tokenizer_corpus", type=Path,
-                        help="also write the training split alone to DIR/train.jsonl, for make_tiny_model.py "
-                             "--data_dir, so the tokenizer never reads a held-out problem")
+    parser.add_argument(
+        "--tokenizer_corpus",
+        type=Path,
+        help="also write the training split alone to DIR/train.jsonl, for make_tiny_model.py "
+        "--data_dir, so the tokenizer never reads a held-out problem",
+    )
     args = parser.parse_args(argv)
     if not 0 < args.held_out < 1:
         parser.exit(2, f"make_demo_problems.py: error: --held_out {args.held_out}: give a share between 0 and 1\n")
@@ -136,8 +161,10 @@ def main(argv=None) -> int:
     if args.tokenizer_corpus:
         shown = [{**p, "tests": [t for t in p["tests"] if not t.get("hidden")]} for p in train]
         write_jsonl(args.tokenizer_corpus / "train.jsonl", shown)
-    print(f"{len(problems)} problems ({len(train)} train, {len(problems) - len(train)} held out; families "
-          f"{', '.join(FAMILIES)}; seed {args.seed}) written to {args.out}")
+    print(
+        f"{len(problems)} problems ({len(train)} train, {len(problems) - len(train)} held out; families "
+        f"{', '.join(FAMILIES)}; seed {args.seed}) written to {args.out}"
+    )
     return 0
 
 

@@ -97,10 +97,16 @@ def build_model_of_shape(tokenizer: PreTrainedTokenizerFast, shape: Path, seed: 
     """A random model of a real size's shape (config/shapes/SIZE.json: layers, widths, heads, vocabulary), in bf16,
     built on the GPU where there is one; the tokenizer's ids are a small part of the shape's vocabulary."""
     torch.manual_seed(seed)
-    config = Qwen2Config(**{key: value for key, value in json.loads(shape.read_text()).items()
-                            if not key.startswith("_") and key not in ("architectures", "torch_dtype")},
-                         bos_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id)
+    config = Qwen2Config(
+        **{
+            key: value
+            for key, value in json.loads(shape.read_text()).items()
+            if not key.startswith("_") and key not in ("architectures", "torch_dtype")
+        },
+        bos_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
         model = Qwen2ForCausalLM._from_config(config, dtype=torch.bfloat16)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
@@ -116,13 +122,19 @@ def main(argv=None) -> int:
     parser.add_argument("--hidden_size", type=int, default=64)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--shape", type=Path,
-                        help="a real size's shape instead (config/shapes/1.5b.json): random bf16 weights of that size, "
-                             "for memory and speed checks; --hidden_size and --layers are then unused")
+    parser.add_argument(
+        "--shape",
+        type=Path,
+        help="a real size's shape instead (config/shapes/1.5b.json): random bf16 weights of that size, "
+        "for memory and speed checks; --hidden_size and --layers are then unused",
+    )
     args = parser.parse_args(argv)
     if args.hidden_size < HEAD_DIM or args.hidden_size % HEAD_DIM:
-        parser.exit(2, f"error: --hidden_size {args.hidden_size}: give a multiple of {HEAD_DIM} (the attention heads "
-                       f"are {HEAD_DIM} wide, the narrowest vLLM's CPU attention takes), e.g. 64 or 128\n")
+        parser.exit(
+            2,
+            f"error: --hidden_size {args.hidden_size}: give a multiple of {HEAD_DIM} (the attention heads "
+            f"are {HEAD_DIM} wide, the narrowest vLLM's CPU attention takes), e.g. 64 or 128\n",
+        )
     if not any(args.data_dir.glob("*.jsonl")):
         parser.exit(2, f"error: no *.jsonl problem sets in {args.data_dir}: pass --data_dir with the bundled data/\n")
 
@@ -135,7 +147,11 @@ def main(argv=None) -> int:
     tokenizer.save_pretrained(args.out)
     model.save_pretrained(args.out)
     n_params = sum(p.numel() for p in model.parameters())
-    size = f"{n_params / 1e9:.2f}B parameters of {args.shape}'s shape" if args.shape else f"{n_params / 1e3:.0f}K parameters"
+    size = (
+        f"{n_params / 1e9:.2f}B parameters of {args.shape}'s shape"
+        if args.shape
+        else f"{n_params / 1e3:.0f}K parameters"
+    )
     print(f"{'model' if args.shape else 'tiny model'} ({size}, vocab {len(tokenizer)}) written to {args.out}")
     return 0
 

@@ -46,8 +46,14 @@ from cli import UsageError, read_json_objects  # noqa: E402
 
 # Fixed colours, so a status looks the same in every plot and every run.
 STATUS_COLOURS = {
-    "passed": "#2ca02c", "failed": "#ff7f0e", "no_code": "#7f7f7f", "syntax_error": "#9467bd",
-    "runtime_error": "#d62728", "timeout": "#8c564b", "memory": "#e377c2", "output_limit": "#bcbd22",
+    "passed": "#2ca02c",
+    "failed": "#ff7f0e",
+    "no_code": "#7f7f7f",
+    "syntax_error": "#9467bd",
+    "runtime_error": "#d62728",
+    "timeout": "#8c564b",
+    "memory": "#e377c2",
+    "output_limit": "#bcbd22",
     "sandbox_error": "#17becf",
 }
 PASS_AT_K = re.compile(r"pass@(\d+)")
@@ -75,7 +81,7 @@ def read_problem_stats(path: Path) -> list[dict]:
     rows = read_metrics(path)
     for row in rows:
         if not isinstance(row.get("id"), str):
-            raise BadRun(f"{path}:{row['_line']}: expected a problem \"id\" string; fix or delete the line")
+            raise BadRun(f'{path}:{row["_line"]}: expected a problem "id" string; fix or delete the line')
     return rows
 
 
@@ -87,7 +93,7 @@ def read_evaluations(path: Path) -> list[dict]:
     except json.JSONDecodeError as e:
         raise BadRun(f"{path}:{e.lineno}: not valid JSON ({e.msg}); fix the file or move it away") from None
     if not isinstance(evaluations, list) or not all(isinstance(e, dict) and "step" in e for e in evaluations):
-        raise BadRun(f"{path}: expected a JSON list of evaluations, each with a \"step\"; fix the file or move it away")
+        raise BadRun(f'{path}: expected a JSON list of evaluations, each with a "step"; fix the file or move it away')
     return evaluations
 
 
@@ -146,11 +152,22 @@ def plot_rewards(rows: list[dict], window: int = SMOOTHING) -> Figure | None:
     if steps:
         std_steps, std = series(rows, "reward_std")
         if std_steps == steps:
-            ax.fill_between(steps, [m - s for m, s in zip(reward, std)], [m + s for m, s in zip(reward, std)],
-                            color="black", alpha=0.08, label="reward ± std")
+            ax.fill_between(
+                steps,
+                [m - s for m, s in zip(reward, std)],
+                [m + s for m, s in zip(reward, std)],
+                color="black",
+                alpha=0.08,
+                label="reward ± std",
+            )
         ax.plot(steps, reward, color="grey", linewidth=0.8, marker=".", alpha=0.7, label="reward (total), per step")
-        ax.plot(steps, rolling_mean(reward, window), color="black", linewidth=2.5,
-                label=f"reward (total), rolling mean of {window} steps")
+        ax.plot(
+            steps,
+            rolling_mean(reward, window),
+            color="black",
+            linewidth=2.5,
+            label=f"reward (total), rolling mean of {window} steps",
+        )
     for key in components if len(components) > 1 or not steps else []:  # one function's mean is the total
         ax.plot(*series(rows, key), marker=".", label=REWARD_MEAN.fullmatch(key).group(1))
     ax.set_ylabel("reward")
@@ -160,8 +177,9 @@ def plot_rewards(rows: list[dict], window: int = SMOOTHING) -> Figure | None:
 
 
 def plot_pass_at_k(evaluations: list[dict]) -> Figure | None:
-    ks = sorted({int(m.group(1)) for e in evaluations for key in e.get("metrics", {})
-                 if (m := PASS_AT_K.fullmatch(key))})
+    ks = sorted(
+        {int(m.group(1)) for e in evaluations for key in e.get("metrics", {}) if (m := PASS_AT_K.fullmatch(key))}
+    )
     if not ks:
         return None
     fig, ax = new_figure("Evaluation pass@k")
@@ -171,8 +189,14 @@ def plot_pass_at_k(evaluations: list[dict]) -> Figure | None:
     for k in ks:
         (line,) = ax.plot(*series(rows, f"pass@{k}"), marker="o", label=f"pass@{k}")
         if separate:
-            ax.plot(*series(separate, f"pass@{k}"), linestyle="none", marker="D", markerfacecolor="none",
-                    color=line.get_color(), label=f"pass@{k}, --eval_only")
+            ax.plot(
+                *series(separate, f"pass@{k}"),
+                linestyle="none",
+                marker="D",
+                markerfacecolor="none",
+                color=line.get_color(),
+                label=f"pass@{k}, --eval_only",
+            )
     ax.set_ylabel("share of problems solved")
     fit_steps(ax, [e["step"] for e in ordered])
     fit_share(ax)
@@ -205,8 +229,10 @@ def plot_pass_at_k_before_after(evaluations: list[dict]) -> Figure | None:
     if not pair:
         return None
     before, after = pair
-    ks = sorted({int(m.group(1)) for key in after.get("metrics", {}) if (m := PASS_AT_K.fullmatch(key))}
-                & {int(m.group(1)) for key in before.get("metrics", {}) if (m := PASS_AT_K.fullmatch(key))})
+    ks = sorted(
+        {int(m.group(1)) for key in after.get("metrics", {}) if (m := PASS_AT_K.fullmatch(key))}
+        & {int(m.group(1)) for key in before.get("metrics", {}) if (m := PASS_AT_K.fullmatch(key))}
+    )
     if not ks:
         return None
     fig = Figure(figsize=(8, 4.5), layout="constrained")
@@ -215,8 +241,7 @@ def plot_pass_at_k_before_after(evaluations: list[dict]) -> Figure | None:
     width = 0.38
     for offset, entry, colour in ((-width / 2, before, "#9e9e9e"), (width / 2, after, "#2ca02c")):
         values = [entry["metrics"][f"pass@{k}"] for k in ks]
-        bars = ax.bar([i + offset for i in range(len(ks))], values, width, color=colour,
-                      label=f"step {entry['step']}")
+        bars = ax.bar([i + offset for i in range(len(ks))], values, width, color=colour, label=f"step {entry['step']}")
         ax.bar_label(bars, fmt="%.2f", fontsize="small")
     ax.set_xticks(range(len(ks)), [f"pass@{k}" for k in ks])
     ax.set_ylim(0, 1.1)
@@ -237,8 +262,9 @@ def plot_eval_problem_pass_rates(evaluations: list[dict]) -> Figure | None:
     ids = sorted(set(before) & set(after), key=lambda i: (before[i], after[i], i))
     if not ids:
         return None
-    fig, ax = new_figure(f"Each problem's pass rate, step {pair[0]['step']} -> step {pair[1]['step']} "
-                         f"({split_label(pair[1])})")
+    fig, ax = new_figure(
+        f"Each problem's pass rate, step {pair[0]['step']} -> step {pair[1]['step']} ({split_label(pair[1])})"
+    )
     fig.set_figheight(5.5)
     up, down, same = "#2ca02c", "#d62728", "#7f7f7f"
     colour = {i: up if after[i] > before[i] else down if after[i] < before[i] else same for i in ids}
@@ -262,7 +288,8 @@ def plot_eval_problem_pass_rates(evaluations: list[dict]) -> Figure | None:
 
     handles = [dot("#9e9e9e"), dot(up), dot(down)] + [dot(colour[i], f"${n}$") for n, i in enumerate(movers, 1)]
     labels = [f"step {pair[0]['step']}", f"step {pair[1]['step']}: up", f"step {pair[1]['step']}: down"] + [
-        f"{i}: {counts[0][i]} -> {counts[1][i]}" for i in movers]
+        f"{i}: {counts[0][i]} -> {counts[1][i]}" for i in movers
+    ]
     fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize="small")
     return fig
 
@@ -270,11 +297,12 @@ def plot_eval_problem_pass_rates(evaluations: list[dict]) -> Figure | None:
 def moved_most(before: dict, after: dict, ids: list[str]) -> list[str]:
     """Up to MOVERS problems whose pass rate changed most, largest change first; up to two of them the largest
     falls, where any problem fell (a regression is what to look at first)."""
+
     def key(i):
         return -abs(after[i] - before[i]), i
 
     falls = sorted((i for i in ids if after[i] < before[i]), key=key)[:2]
-    rises = sorted((i for i in ids if after[i] > before[i]), key=key)[:MOVERS - len(falls)]
+    rises = sorted((i for i in ids if after[i] > before[i]), key=key)[: MOVERS - len(falls)]
     return sorted(rises + falls, key=key)
 
 
@@ -298,8 +326,9 @@ def plot_canary(evaluations: list[dict]) -> Figure | None:
     bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
     base = np.zeros(len(ordered))
     # Narrow enough that the bars at the first and last step reach little past them.
-    width = max(0.8, min(0.25 * min((b - a for a, b in zip(steps, steps[1:])), default=1),
-                         0.03 * (steps[-1] - steps[0])))
+    width = max(
+        0.8, min(0.25 * min((b - a for a, b in zip(steps, steps[1:])), default=1), 0.03 * (steps[-1] - steps[0]))
+    )
     for status, colour in STATUS_COLOURS.items():
         counts = np.array([e["metrics"].get(f"canary/status/{status}", 0) for e in ordered], dtype=float)
         if counts.any():
@@ -324,13 +353,13 @@ def plot_hidden_tests(rows: list[dict], threshold: float | None = None) -> Figur
     steps, checked = series(rows, "hidden_tests/checked")
     if not steps:
         return None
-    failed = [row.get("hidden_tests/failed", 0) for row in rows if isinstance(row.get("hidden_tests/checked"),
-                                                                                (int, float))]
+    failed = [
+        row.get("hidden_tests/failed", 0) for row in rows if isinstance(row.get("hidden_tests/checked"), (int, float))
+    ]
     fig = Figure(figsize=(8, 6), layout="constrained")
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(1, 1))
     top.set_title("Hidden tests: perfect completions judged on tests the reward never sees")
-    top.plot(*series(rows, "hidden_tests/failed_share"), marker=".", color="#d62728",
-             label="hidden_tests/failed_share")
+    top.plot(*series(rows, "hidden_tests/failed_share"), marker=".", color="#d62728", label="hidden_tests/failed_share")
     if threshold is not None:
         top.axhline(threshold, color="black", linestyle="--", linewidth=1, label=f"alarm threshold {threshold:g}")
     fit_share(top)
@@ -371,10 +400,20 @@ def plot_feedback(rows: list[dict], evaluations: list[dict]) -> Figure | None:
     evaluated = [e for e in training_evaluations(evaluations) if "feedback/pass@1" in e.get("metrics", {})]
     if evaluated:
         shares = bottom.twinx()
-        shares.plot([e["step"] for e in evaluated], [e["metrics"]["pass@1"] for e in evaluated], marker="o",
-                    color="#1f77b4", label="eval pass@1, first reply")
-        shares.plot([e["step"] for e in evaluated], [e["metrics"]["feedback/pass@1"] for e in evaluated],
-                    marker="o", color="#2ca02c", label="eval pass@1, after the rounds")
+        shares.plot(
+            [e["step"] for e in evaluated],
+            [e["metrics"]["pass@1"] for e in evaluated],
+            marker="o",
+            color="#1f77b4",
+            label="eval pass@1, first reply",
+        )
+        shares.plot(
+            [e["step"] for e in evaluated],
+            [e["metrics"]["feedback/pass@1"] for e in evaluated],
+            marker="o",
+            color="#2ca02c",
+            label="eval pass@1, after the rounds",
+        )
         fit_share(shares)
         shares.set_ylabel("pass@1")
         shares.legend(loc="upper right", fontsize="small")
@@ -404,8 +443,13 @@ def plot_status_shares(rows: list[dict]) -> Figure | None:
         return None
     fig, ax = new_figure("Judging status of completions")
     names = [k.removeprefix("status/") for k in keys]
-    ax.stackplot([r["step"] for r in status_rows], [[r.get(k) or 0.0 for r in status_rows] for k in keys],
-                 labels=names, colors=[STATUS_COLOURS.get(n, "#aec7e8") for n in names], alpha=0.85)
+    ax.stackplot(
+        [r["step"] for r in status_rows],
+        [[r.get(k) or 0.0 for r in status_rows] for k in keys],
+        labels=names,
+        colors=[STATUS_COLOURS.get(n, "#aec7e8") for n in names],
+        alpha=0.85,
+    )
     ax.set_ylim(0, 1)
     fit_steps(ax, [r["step"] for r in status_rows])
     ax.set_ylabel("share of completions")
@@ -425,8 +469,9 @@ def plot_completion_length(rows: list[dict]) -> Figure | None:
         ax.set_ylabel("tokens")
     if clip_steps:
         twin = ax.twinx()
-        handles += twin.plot(clip_steps, clipped, color="tab:red", linestyle="--", marker=".",
-                             label="clipped ratio (right)")
+        handles += twin.plot(
+            clip_steps, clipped, color="tab:red", linestyle="--", marker=".", label="clipped ratio (right)"
+        )
         twin.set_ylim(0, max(1e-3, max(clipped)) * 1.1)
         twin.set_ylabel("share clipped at max length")
         twin.get_lines()[0].set_clip_on(False)
@@ -462,8 +507,9 @@ def plot_problem_pass_rates(records: list[dict]) -> Figure | None:
     """Problems (rows) x steps (columns); a cell is the share of the problem's completions in that step that passed
     every test, grey where the problem was not sampled. Problems are ordered by the first step that solved one
     (never solved at the bottom), so learned, never-solved and easy-from-the-start problems stand apart."""
-    rows = [r for r in records
-            if isinstance(r.get("passed"), int) and isinstance(r.get("samples"), int) and r["samples"]]
+    rows = [
+        r for r in records if isinstance(r.get("passed"), int) and isinstance(r.get("samples"), int) and r["samples"]
+    ]
     if not rows:
         return None
     counts: dict[tuple[str, int], list[int]] = {}
@@ -484,12 +530,21 @@ def plot_problem_pass_rates(records: list[dict]) -> Figure | None:
         grid[row_of[pid], step - first] = passed / samples
 
     labelled = len(problems) <= 60
-    fig = Figure(figsize=(10 if labelled else 8, min(4.5 + (0.16 if labelled else 0.01) * len(problems), 20)),
-                 layout="constrained")
+    fig = Figure(
+        figsize=(10 if labelled else 8, min(4.5 + (0.16 if labelled else 0.01) * len(problems), 20)),
+        layout="constrained",
+    )
     ax = fig.add_subplot()
     cmap = colormaps["viridis"].with_extremes(bad="#e0e0e0")
-    image = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", interpolation="nearest", cmap=cmap, vmin=0, vmax=1,
-                      extent=(first - 0.5, last + 0.5, len(problems) - 0.5, -0.5))
+    image = ax.imshow(
+        np.ma.masked_invalid(grid),
+        aspect="auto",
+        interpolation="nearest",
+        cmap=cmap,
+        vmin=0,
+        vmax=1,
+        extent=(first - 0.5, last + 0.5, len(problems) - 0.5, -0.5),
+    )
     fig.colorbar(image, ax=ax, label="share of completions passing every test")
     ax.set_title(f"Pass rate per training problem and step ({len(problems)} problems; grey: not sampled)")
     ax.set_xlabel("step")
@@ -516,21 +571,39 @@ def plot_run(run_dir: Path, out_dir: Path | None = None) -> tuple[list[Path], li
     plots = [
         ("rewards.png", plot_rewards(training), f"no reward or rewards/<name>/mean in {metrics_path}"),
         ("eval_pass_at_k.png", plot_pass_at_k(evaluations), f"no pass@k evaluation in {eval_path}"),
-        ("pass_at_k_before_after.png", plot_pass_at_k_before_after(evaluations),
-         f"no two pass@k evaluations at different steps in {eval_path}"),
-        ("eval_problem_pass_rates.png", plot_eval_problem_pass_rates(evaluations),
-         f"no two evaluations with per-problem results in {eval_path}"),
+        (
+            "pass_at_k_before_after.png",
+            plot_pass_at_k_before_after(evaluations),
+            f"no two pass@k evaluations at different steps in {eval_path}",
+        ),
+        (
+            "eval_problem_pass_rates.png",
+            plot_eval_problem_pass_rates(evaluations),
+            f"no two evaluations with per-problem results in {eval_path}",
+        ),
         ("canary.png", plot_canary(evaluations), f"no canary in the evaluations of {eval_path}"),
-        ("hidden_tests.png", plot_hidden_tests(training, run_setting(run_dir, "hidden_tests_threshold")),
-         f"no hidden_tests/checked in {metrics_path} (--hidden_tests_action off, or no test_cases reward)"),
-        ("feedback.png", plot_feedback(training, evaluations),
-         f"no feedback/turns in {metrics_path} (a run without --feedback_turns)"),
+        (
+            "hidden_tests.png",
+            plot_hidden_tests(training, run_setting(run_dir, "hidden_tests_threshold")),
+            f"no hidden_tests/checked in {metrics_path} (--hidden_tests_action off, or no test_cases reward)",
+        ),
+        (
+            "feedback.png",
+            plot_feedback(training, evaluations),
+            f"no feedback/turns in {metrics_path} (a run without --feedback_turns)",
+        ),
         ("status_shares.png", plot_status_shares(training), f"no status/<name> shares in {metrics_path}"),
-        ("completion_length.png", plot_completion_length(training),
-         f"no completions/mean_length or completions/clipped_ratio in {metrics_path}"),
+        (
+            "completion_length.png",
+            plot_completion_length(training),
+            f"no completions/mean_length or completions/clipped_ratio in {metrics_path}",
+        ),
         ("kl_entropy.png", plot_kl_entropy(training), f"no kl or entropy in {metrics_path}"),
-        ("problem_pass_rates.png", plot_problem_pass_rates(problem_stats),
-         f"no records with a pass count in {problem_stats_path} (a run without the test_cases reward has none)"),
+        (
+            "problem_pass_rates.png",
+            plot_problem_pass_rates(problem_stats),
+            f"no records with a pass count in {problem_stats_path} (a run without the test_cases reward has none)",
+        ),
     ]
     out_dir = out_dir or logs / "plots"
     try:
@@ -564,9 +637,13 @@ def send_to_wandb(run_dir: Path, written: list[Path]) -> str:
     config = run_dir / "config.yaml"
     settings = yaml.safe_load(config.read_text()) if config.exists() else {}
     name = f"{settings.get('wandb_name') or run_dir.resolve().name}-plots"
-    run = wandb.init(project=settings.get("wandb_project") or "q-language-training",
-                     entity=settings.get("wandb_entity"), name=name, job_type="plots",
-                     config={"run_dir": str(run_dir.resolve())})
+    run = wandb.init(
+        project=settings.get("wandb_project") or "q-language-training",
+        entity=settings.get("wandb_entity"),
+        name=name,
+        job_type="plots",
+        config={"run_dir": str(run_dir.resolve())},
+    )
     run.log({path.stem: wandb.Image(str(path)) for path in written})
     records = read_problem_stats(run_dir / "logs" / "problem_stats.jsonl")
     if records:
@@ -577,12 +654,16 @@ def send_to_wandb(run_dir: Path, written: list[Path]) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Plot a run folder's metrics.jsonl, eval_results.json and "
-                                     "problem_stats.jsonl as PNGs.")
+    parser = argparse.ArgumentParser(
+        description="Plot a run folder's metrics.jsonl, eval_results.json and problem_stats.jsonl as PNGs."
+    )
     parser.add_argument("run_dir", type=Path, help="the run folder (--output_dir of rl_trainer.py)")
     parser.add_argument("--out", type=Path, help="where to write the PNGs (default: RUN_DIR/logs/plots)")
-    parser.add_argument("--use_wandb", action="store_true",
-                        help="also log the plots and the per-problem records to wandb (a run named <run>-plots)")
+    parser.add_argument(
+        "--use_wandb",
+        action="store_true",
+        help="also log the plots and the per-problem records to wandb (a run named <run>-plots)",
+    )
     args = parser.parse_args(argv)
     try:
         written, skipped = plot_run(args.run_dir, args.out)

@@ -71,12 +71,13 @@ class StopAtSkill:
         side, tok.padding_side = tok.padding_side, "left"
         was_training = model.training
         model.eval()
-        batch = tok([e["prompt"] for e in self.examples], return_tensors="pt", padding=True,
-                    add_special_tokens=False).to(model.device)
+        batch = tok(
+            [e["prompt"] for e in self.examples], return_tensors="pt", padding=True, add_special_tokens=False
+        ).to(model.device)
         longest = max(len(tok(e["completion"], add_special_tokens=False)["input_ids"]) for e in self.examples)
         with torch.no_grad():
             out = model.generate(**batch, do_sample=False, max_new_tokens=longest + 2, pad_token_id=tok.pad_token_id)
-        texts = tok.batch_decode(out[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
+        texts = tok.batch_decode(out[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
         tok.padding_side = side
         model.train(was_training)
         return sum(t.strip() == e["completion"].strip() for t, e in zip(texts, self.examples)) / len(self.examples)
@@ -102,17 +103,25 @@ def main(argv=None) -> int:
     parser.add_argument("model", help="model folder (or hub name) to start from")
     parser.add_argument("out", type=Path, help="folder to write the warm-started model and tokenizer to")
     parser.add_argument("--data", default=str(ROOT / "data" / "python_problems.jsonl"), help="problem set (JSONL)")
-    parser.add_argument("--problems", choices=["warmup", "easy", "train"], default="easy",
-                        help="which training problems to learn from (default: easy, the warm-up and easy ones)")
+    parser.add_argument(
+        "--problems",
+        choices=["warmup", "easy", "train"],
+        default="easy",
+        help="which training problems to learn from (default: easy, the warm-up and easy ones)",
+    )
     parser.add_argument("--max_problems", type=int, default=None, help="at most this many of them, in file order")
     parser.add_argument("--epochs", type=float, default=6.0, help="passes over the examples (few on purpose)")
     parser.add_argument("--max_steps", type=int, default=-1, help="stop after this many optimizer steps")
     parser.add_argument("--learning_rate", type=float, default=1e-3)
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--stop_at_exact", type=float, default=None,
-                        help="stop once greedy decoding reproduces this share of the checked training solutions "
-                             "exactly (default: train for --epochs / --max_steps)")
+    parser.add_argument(
+        "--stop_at_exact",
+        type=float,
+        default=None,
+        help="stop once greedy decoding reproduces this share of the checked training solutions "
+        "exactly (default: train for --epochs / --max_steps)",
+    )
     parser.add_argument("--check_every", type=int, default=25, help="optimizer steps between two such checks")
     parser.add_argument("--check_problems", type=int, default=64, help="training problems decoded in each check")
     args = parser.parse_args(argv)
@@ -122,8 +131,11 @@ def main(argv=None) -> int:
     except DataError as e:
         parser.exit(2, f"sft_warm_start.py: error: {e}\n")
     if not problems:
-        parser.exit(2, f"sft_warm_start.py: error: --data {args.data}: no training problems with a solution for "
-                       f"--problems {args.problems}; choose another --problems or data with solutions\n")
+        parser.exit(
+            2,
+            f"sft_warm_start.py: error: --data {args.data}: no training problems with a solution for "
+            f"--problems {args.problems}; choose another --problems or data with solutions\n",
+        )
 
     from datasets import Dataset
     from transformers import AutoTokenizer
@@ -163,10 +175,14 @@ def main(argv=None) -> int:
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     if stopper:
         checks = ", ".join(f"{share:.2f}" for _, share in stopper.history)
-        print(f"greedy exact match on {len(stopper.examples)} training problems every {args.check_every} steps: "
-              f"{checks} (target {args.stop_at_exact})")
-    print(f"warm start: {len(problems)} problems, {result.global_step} steps, loss {losses[0]:.3f} -> "
-          f"{losses[-1]:.3f}; model written to {args.out}")
+        print(
+            f"greedy exact match on {len(stopper.examples)} training problems every {args.check_every} steps: "
+            f"{checks} (target {args.stop_at_exact})"
+        )
+    print(
+        f"warm start: {len(problems)} problems, {result.global_step} steps, loss {losses[0]:.3f} -> "
+        f"{losses[-1]:.3f}; model written to {args.out}"
+    )
     return 0
 
 

@@ -17,8 +17,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
 def tiny_model(tmp_path_factory) -> Path:
     """A tiny random Qwen2 with a tokenizer trained on the bundled problems, as the README's demo builds it."""
     out = tmp_path_factory.mktemp("tiny_model")
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), str(out)], check=True,
-                   capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), str(out)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return out
 
 

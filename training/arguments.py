@@ -28,8 +28,15 @@ from rewards import REWARD_FUNCS, ScoringArguments
 from judging.languages import LANGUAGES
 from judging.policy import DEFAULT_EVAL_TIMEOUT
 from cli.flags import unknown_flag
-from training.flag_checks import (HELP, check_async_generation, check_evaluation_only, check_feedback_turns,
-                                  check_generation_batch, check_vllm_settings, typed_flags)
+from training.flag_checks import (
+    HELP,
+    check_async_generation,
+    check_evaluation_only,
+    check_feedback_turns,
+    check_generation_batch,
+    check_vllm_settings,
+    typed_flags,
+)
 from training.help import HelpFormatter, regroup
 from training.hidden_tests import ACTIONS as HIDDEN_TESTS_ACTIONS, DEFAULT_THRESHOLD as DEFAULT_HIDDEN_TESTS_THRESHOLD
 from training.run_folder import run_of_model
@@ -39,8 +46,12 @@ from training.run_folder import run_of_model
 warnings.filterwarnings("ignore", message=r".*gradient_checkpointing.*deprecated", category=FutureWarning)
 # DeepSpeed's ZeRO-3 calls torch.distributed's collectives under their deprecated names, and each call warns: dozens
 # of lines a run that say nothing to the user.
-warnings.filterwarnings("ignore", message=r"`torch\.distributed\.(all_gather_into_tensor|reduce_scatter_tensor)` is "
-                        "deprecated", category=FutureWarning)
+warnings.filterwarnings(
+    "ignore",
+    message=r"`torch\.distributed\.(all_gather_into_tensor|reduce_scatter_tensor)` is "
+    "deprecated",
+    category=FutureWarning,
+)
 
 logger = logging.getLogger(__name__)
 PRESET_DIR = Path(__file__).resolve().parent.parent / "config" / "models"
@@ -60,7 +71,9 @@ class ModelArguments:
         metadata={"help": "Model to train: a hub name, a local folder, or a checkpoint folder of a run."},
     )
     use_lora: bool = field(default=False, metadata={"help": "Train LoRA adapters instead of the full model."})
-    use_qlora: bool = field(default=False, metadata={"help": "LoRA on a 4-bit quantised base (needs CUDA and bitsandbytes)."})
+    use_qlora: bool = field(
+        default=False, metadata={"help": "LoRA on a 4-bit quantised base (needs CUDA and bitsandbytes)."}
+    )
     lora_rank: int = field(default=16, metadata={"help": "LoRA rank."})
     lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha."})
     lora_dropout: float = field(default=0.1, metadata={"help": "LoRA dropout."})
@@ -75,8 +88,13 @@ class ModelArguments:
             return None
         from peft import LoraConfig
 
-        return LoraConfig(r=self.lora_rank, lora_alpha=self.lora_alpha, lora_dropout=self.lora_dropout,
-                          target_modules="all-linear", task_type="CAUSAL_LM")
+        return LoraConfig(
+            r=self.lora_rank,
+            lora_alpha=self.lora_alpha,
+            lora_dropout=self.lora_dropout,
+            target_modules="all-linear",
+            task_type="CAUSAL_LM",
+        )
 
 
 @dataclass
@@ -98,17 +116,21 @@ class DataArguments:
     max_test_problems: int = field(default=40, metadata={"help": "At most this many held-out problems."})
     verify_data: bool = field(
         default=False,
-        metadata={"help": "Run every problem's canonical solution, a no-op, the trivial programs and the wrong "
-                  "programs (mutants of the solution, cheap guesses) through the judge before training; stop if a "
-                  "solution fails, the no-op passes, a problem is guessable (--max_trivial_share), or a wrong program "
-                  "passes the first --max_tests_per_problem tests."},
+        metadata={
+            "help": "Run every problem's canonical solution, a no-op, the trivial programs and the wrong "
+            "programs (mutants of the solution, cheap guesses) through the judge before training; stop if a "
+            "solution fails, the no-op passes, a problem is guessable (--max_trivial_share), or a wrong program "
+            "passes the first --max_tests_per_problem tests."
+        },
     )
     allow_in_sandbox_comparisons: bool = field(default=False, metadata={"help": ALLOW_COMPARISONS_HELP})
     max_trivial_share: float = field(
         default=DEFAULT_MAX_TRIVIAL_SHARE,
-        metadata={"help": "With --verify_data: a problem is guessable when a trivial program (a constant, echoing the "
-                  "input, printing nothing, a cheap guess such as the first element or True then False) passes more "
-                  "than this fraction of its tests."},
+        metadata={
+            "help": "With --verify_data: a problem is guessable when a trivial program (a constant, echoing the "
+            "input, printing nothing, a cheap guess such as the first element or True then False) passes more "
+            "than this fraction of its tests."
+        },
     )
     prompt_style: str = field(
         default="plain",
@@ -150,22 +172,28 @@ class RewardFunctionArguments:
     )
     hidden_tests_action: str = field(
         default="warn",
-        metadata={"help": "The hidden-test watch: each completion that passes every judged test is also judged on "
-                  "its problem's hidden tests (those beyond --max_tests_per_problem and those marked hidden), which "
-                  "never enter the reward. When more than --hidden_tests_threshold of a step's such completions fail "
-                  "one: warn (log it and go on), stop (save that step's checkpoint, print one line, exit code 4), "
-                  "or off (judge no hidden test).", "choices": list(HIDDEN_TESTS_ACTIONS)},
+        metadata={
+            "help": "The hidden-test watch: each completion that passes every judged test is also judged on "
+            "its problem's hidden tests (those beyond --max_tests_per_problem and those marked hidden), which "
+            "never enter the reward. When more than --hidden_tests_threshold of a step's such completions fail "
+            "one: warn (log it and go on), stop (save that step's checkpoint, print one line, exit code 4), "
+            "or off (judge no hidden test).",
+            "choices": list(HIDDEN_TESTS_ACTIONS),
+        },
     )
     hidden_tests_threshold: float = field(
         default=DEFAULT_HIDDEN_TESTS_THRESHOLD,
-        metadata={"help": "The share of a step's completions passing every judged test that may fail a hidden "
-                  "test before the watch sounds (--hidden_tests_action), in [0, 1)."},
+        metadata={
+            "help": "The share of a step's completions passing every judged test that may fail a hidden "
+            "test before the watch sounds (--hidden_tests_action), in [0, 1)."
+        },
     )
 
     def __post_init__(self):
         if self.hidden_tests_action not in HIDDEN_TESTS_ACTIONS:
-            raise UsageError(f"--hidden_tests_action {self.hidden_tests_action}: choose one of "
-                             f"{', '.join(HIDDEN_TESTS_ACTIONS)}")
+            raise UsageError(
+                f"--hidden_tests_action {self.hidden_tests_action}: choose one of {', '.join(HIDDEN_TESTS_ACTIONS)}"
+            )
         if not 0 <= self.hidden_tests_threshold < 1:
             raise UsageError(f"--hidden_tests_threshold {self.hidden_tests_threshold}: must be a share in [0, 1)")
         names, weights = [], []
@@ -173,8 +201,9 @@ class RewardFunctionArguments:
             name, _, weight = item.partition(":")
             name = "dummy" if self.dummy_reward and name == "test_cases" else name
             if name not in REWARD_FUNCS:
-                raise UsageError(f"--reward_funcs {name}: no such reward function; "
-                                 f"choose from {', '.join(REWARD_FUNCS)}")
+                raise UsageError(
+                    f"--reward_funcs {name}: no such reward function; choose from {', '.join(REWARD_FUNCS)}"
+                )
             names.append(name)
             if weight:
                 try:
@@ -194,17 +223,23 @@ class EvalArguments:
     )
     eval_k: list[int] | None = field(
         default=None,
-        metadata={"help": "The k values of pass@k, each at most --repeat_eval_problems. Default: 1 4, with a k "
-                  "above --repeat_eval_problems replaced by it."},
+        metadata={
+            "help": "The k values of pass@k, each at most --repeat_eval_problems. Default: 1 4, with a k "
+            "above --repeat_eval_problems replaced by it."
+        },
     )
     simple_eval_problems: int = field(default=15, metadata={"help": "Held-out problems per evaluation."})
     eval_problems: int | None = field(
-        default=None, metadata={"help": "The reference's name for the number of evaluation problems; sets --simple_eval_problems."}
+        default=None,
+        metadata={"help": "The reference's name for the number of evaluation problems; sets --simple_eval_problems."},
     )
     eval_split: str = field(
         default="test",
-        metadata={"help": "Problems to evaluate on: test (held out, the default) or train (to watch the policy fit "
-                  "the training problems).", "choices": ["test", "train"]},
+        metadata={
+            "help": "Problems to evaluate on: test (held out, the default) or train (to watch the policy fit "
+            "the training problems).",
+            "choices": ["test", "train"],
+        },
     )
     repeat_eval_problems: int = field(default=4, metadata={"help": "Samples per problem in evaluation (n of pass@k)."})
     eval_temperature: float = field(default=0.8, metadata={"help": "Sampling temperature in evaluation."})
@@ -215,19 +250,26 @@ class EvalArguments:
     eval_only: bool = field(default=False, metadata={"help": "Evaluate --model on the held-out problems; no training."})
     canary_problems: int = field(
         default=8,
-        metadata={"help": "Canaries: copies of held-out problems made impossible (one test's expected output changed "
-                  "or contradicted; each checked against the problem's solution), sampled and judged at every "
-                  "evaluation; a pass means the judge or the tests can be gamed. 0: off."},
+        metadata={
+            "help": "Canaries: copies of held-out problems made impossible (one test's expected output changed "
+            "or contradicted; each checked against the problem's solution), sampled and judged at every "
+            "evaluation; a pass means the judge or the tests can be gamed. 0: off."
+        },
     )
     canary_share: float = field(
         default=0.25,
-        metadata={"help": "The canaries' generations per evaluation, at most this share of the evaluation's own "
-                  "(problems x samples); the canaries take turns."},
+        metadata={
+            "help": "The canaries' generations per evaluation, at most this share of the evaluation's own "
+            "(problems x samples); the canaries take turns."
+        },
     )
     canary_action: str = field(
         default="stop",
-        metadata={"help": "When a completion passes a canary: stop (save a checkpoint, print one line, exit code 3) "
-                  "or warn (log it and go on).", "choices": ["stop", "warn"]},
+        metadata={
+            "help": "When a completion passes a canary: stop (save a checkpoint, print one line, exit code 3) "
+            "or warn (log it and go on).",
+            "choices": ["stop", "warn"],
+        },
     )
 
     def __post_init__(self):
@@ -243,8 +285,11 @@ class EvalArguments:
             # The default k values above the sample count give way to n itself: pass@n is the most n samples tell.
             self.eval_k = sorted({min(k, self.repeat_eval_problems) for k in DEFAULT_EVAL_K})
             if max(DEFAULT_EVAL_K) > self.repeat_eval_problems:
-                logger.info("pass@k: default k above --repeat_eval_problems %d dropped; reporting pass@%s",
-                            self.repeat_eval_problems, ", pass@".join(map(str, self.eval_k)))
+                logger.info(
+                    "pass@k: default k above --repeat_eval_problems %d dropped; reporting pass@%s",
+                    self.repeat_eval_problems,
+                    ", pass@".join(map(str, self.eval_k)),
+                )
         wrong = [k for k in self.eval_k if not 1 <= k <= self.repeat_eval_problems]
         if wrong:
             raise UsageError(
@@ -260,26 +305,34 @@ class DifficultyFilterArguments:
 
     difficulty_filter: bool = field(
         default=False,
-        metadata={"help": "Give fewer turns to settled problems (see --difficulty_window), re-checking them now and "
-                  "then (--difficulty_recheck); their slots go to unsettled problems. Off by default."},
+        metadata={
+            "help": "Give fewer turns to settled problems (see --difficulty_window), re-checking them now and "
+            "then (--difficulty_recheck); their slots go to unsettled problems. Off by default."
+        },
     )
     difficulty_window: int = field(
         default=2,
-        metadata={"help": "A problem is settled when its last N groups were zero-signal (every completion earned "
-                  "the same reward: all passed, or all failed alike)."},
+        metadata={
+            "help": "A problem is settled when its last N groups were zero-signal (every completion earned "
+            "the same reward: all passed, or all failed alike)."
+        },
     )
     difficulty_recheck: float = field(
         default=0.25,
-        metadata={"help": "Chance that a settled problem keeps its turn in the normal order, so it is re-checked "
-                  "and nothing is dropped for good; otherwise an unsettled problem takes its slot. In (0, 1]."},
+        metadata={
+            "help": "Chance that a settled problem keeps its turn in the normal order, so it is re-checked "
+            "and nothing is dropped for good; otherwise an unsettled problem takes its slot. In (0, 1]."
+        },
     )
 
     def __post_init__(self):
         if self.difficulty_window < 1:
             raise UsageError(f"--difficulty_window {self.difficulty_window}: must be at least 1 group")
         if not 0 < self.difficulty_recheck <= 1:
-            raise UsageError(f"--difficulty_recheck {self.difficulty_recheck}: must be in (0, 1]; 0 would drop "
-                             "settled problems for good")
+            raise UsageError(
+                f"--difficulty_recheck {self.difficulty_recheck}: must be in (0, 1]; 0 would drop "
+                "settled problems for good"
+            )
 
 
 @dataclass
@@ -307,30 +360,39 @@ class QGRPOConfig(GRPOConfig):
     max_completion_length: int | None = field(default=2048, metadata={"help": "Longest completion, in tokens."})
     save_steps: float = field(default=50, metadata={"help": "Checkpoint every N steps."})
     logging_steps: float = field(default=1, metadata={"help": "Log every N steps."})
-    eval_steps: float | None = field(default=25, metadata={"help": "pass@k evaluation every N steps (0: only at the end)."})
+    eval_steps: float | None = field(
+        default=25, metadata={"help": "pass@k evaluation every N steps (0: only at the end)."}
+    )
     bf16: bool | None = field(
         default=None, metadata={"help": "bf16 mixed precision. Default: on where CUDA supports it, off on CPU."}
     )
     vllm_mode: str = field(
         default="server",
-        metadata={"help": "With --use_vllm: server (a vLLM server, scripts/serve_vllm.sh, as the reference) or "
-                  "colocate."},
+        metadata={
+            "help": "With --use_vllm: server (a vLLM server, scripts/serve_vllm.sh, as the reference) or colocate."
+        },
     )
     vllm_request_timeout: float = field(
         default=900.0,
-        metadata={"help": "Seconds the vLLM server has to answer each request; past it the run stops with the "
-                  "server's name and how to check it (checkpoints stay intact)."},
+        metadata={
+            "help": "Seconds the vLLM server has to answer each request; past it the run stops with the "
+            "server's name and how to check it (checkpoints stay intact)."
+        },
     )
     async_generation: bool = field(
         default=False,
-        metadata={"help": "Server mode: the vLLM server generates the next batch while this one trains, so each "
-                  "batch is sampled one step off-policy (TRL's importance-sampling correction stays on)."},
+        metadata={
+            "help": "Server mode: the vLLM server generates the next batch while this one trains, so each "
+            "batch is sampled one step off-policy (TRL's importance-sampling correction stays on)."
+        },
     )
     feedback_turns: int = field(
         default=0,
-        metadata={"help": "After each reply holding code, run it on the problem's examples and give the model what "
-                  "the interpreter showed, for up to N more replies; the reward judges the last complete code on "
-                  "the judged tests (0: one reply, no feedback)."},
+        metadata={
+            "help": "After each reply holding code, run it on the problem's examples and give the model what "
+            "the interpreter showed, for up to N more replies; the reward judges the last complete code on "
+            "the judged tests (0: one reply, no feedback)."
+        },
     )
     overwrite_output_dir: bool = field(
         default=False, metadata={"help": "Allow a new run into a folder that already holds a run's outputs."}
@@ -343,8 +405,10 @@ class QGRPOConfig(GRPOConfig):
     )
     resume_from_checkpoint: str | None = field(
         default=None,
-        metadata={"help": "latest (the run folder's newest checkpoint) or a checkpoint folder: continue that run's "
-                  "steps, optimizer, schedule and logs. Default: start a new run."},
+        metadata={
+            "help": "latest (the run folder's newest checkpoint) or a checkpoint folder: continue that run's "
+            "steps, optimizer, schedule and logs. Default: start a new run."
+        },
     )
 
     def __post_init__(self):
@@ -361,8 +425,13 @@ class QGRPOConfig(GRPOConfig):
         self.output_dir_given = self.output_dir is not None
         if self.bf16 is None:
             self.bf16 = bf16_supported()
-        check_generation_batch(self.per_device_train_batch_size, self.gradient_accumulation_steps,
-                               self.num_generations, self.steps_per_generation, self.generation_batch_size)
+        check_generation_batch(
+            self.per_device_train_batch_size,
+            self.gradient_accumulation_steps,
+            self.num_generations,
+            self.steps_per_generation,
+            self.generation_batch_size,
+        )
         super().__post_init__()
 
 
@@ -387,8 +456,16 @@ class Arguments:
     def settings(self) -> dict:
         """Every setting as `--config` accepts it back (output_dir is the run folder)."""
         settings = {}
-        for part in (self.model, self.data, self.rewards, self.scoring, self.judge, self.eval, self.difficulty,
-                     self.logging):
+        for part in (
+            self.model,
+            self.data,
+            self.rewards,
+            self.scoring,
+            self.judge,
+            self.eval,
+            self.difficulty,
+            self.logging,
+        ):
             settings.update(asdict(part))
         settings.update(self.grpo.to_dict())
         settings["output_dir"] = self.run_dir
@@ -429,13 +506,35 @@ HELP_GROUPS = {
     "model": _fields(ModelArguments),
     "data": _fields(DataArguments),
     "rewards and judge": _fields(RewardFunctionArguments, ScoringArguments, JudgeArguments),
-    "training": ("output_dir", "overwrite_output_dir", "resume_from_checkpoint", "max_steps", "num_train_epochs",
-                 "learning_rate", "per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
-                 "max_completion_length", "feedback_turns", "generation_temp", "save_steps", "seed", "bf16",
-                 *_fields(DifficultyFilterArguments)),
+    "training": (
+        "output_dir",
+        "overwrite_output_dir",
+        "resume_from_checkpoint",
+        "max_steps",
+        "num_train_epochs",
+        "learning_rate",
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+        "num_generations",
+        "max_completion_length",
+        "feedback_turns",
+        "generation_temp",
+        "save_steps",
+        "seed",
+        "bf16",
+        *_fields(DifficultyFilterArguments),
+    ),
     "evaluation": (*_fields(EvalArguments), "eval_steps", "eval_on_start"),
-    "generation with vLLM": ("use_vllm", "vllm_mode", "async_generation", "vllm_request_timeout", "max_model_len",
-                             "vllm_server_host", "vllm_server_port", "vllm_gpu_memory_utilization"),
+    "generation with vLLM": (
+        "use_vllm",
+        "vllm_mode",
+        "async_generation",
+        "vllm_request_timeout",
+        "max_model_len",
+        "vllm_server_host",
+        "vllm_server_port",
+        "vllm_gpu_memory_utilization",
+    ),
     "logging": (*_fields(LoggingArguments), "logging_steps"),
     "presets and config": ("preset", "config"),
 }
@@ -446,17 +545,42 @@ class Parser(TrlParser):
     without the usage block."""
 
     def __init__(self):
-        super().__init__((ModelArguments, DataArguments, RewardFunctionArguments, ScoringArguments, JudgeArguments,
-                          EvalArguments, DifficultyFilterArguments, LoggingArguments, QGRPOConfig),
-                         prog="rl_trainer.py", usage=USAGE, description=DESCRIPTION, formatter_class=HelpFormatter)
+        super().__init__(
+            (
+                ModelArguments,
+                DataArguments,
+                RewardFunctionArguments,
+                ScoringArguments,
+                JudgeArguments,
+                EvalArguments,
+                DifficultyFilterArguments,
+                LoggingArguments,
+                QGRPOConfig,
+            ),
+            prog="rl_trainer.py",
+            usage=USAGE,
+            description=DESCRIPTION,
+            formatter_class=HelpFormatter,
+        )
         # Read from argv before parsing (file_defaults); here for --help only.
-        self.add_argument("--preset", metavar="SIZE", default=argparse.SUPPRESS,
-                          help="Defaults from config/models/SIZE.yaml (1.5b, 7b, 14b, 32b, ...); flags win over them.")
-        self.add_argument("--config", metavar="FILE.yaml", default=argparse.SUPPRESS,
-                          help="Defaults from a YAML of setting: value, e.g. a run's config.yaml; over --preset, "
-                          "under flags.")
-        regroup(self, HELP_GROUPS, "TRL and transformers settings",
-                "Every other GRPOConfig / TrainingArguments field, as TRL and transformers define it.")
+        self.add_argument(
+            "--preset",
+            metavar="SIZE",
+            default=argparse.SUPPRESS,
+            help="Defaults from config/models/SIZE.yaml (1.5b, 7b, 14b, 32b, ...); flags win over them.",
+        )
+        self.add_argument(
+            "--config",
+            metavar="FILE.yaml",
+            default=argparse.SUPPRESS,
+            help="Defaults from a YAML of setting: value, e.g. a run's config.yaml; over --preset, under flags.",
+        )
+        regroup(
+            self,
+            HELP_GROUPS,
+            "TRL and transformers settings",
+            "Every other GRPOConfig / TrainingArguments field, as TRL and transformers define it.",
+        )
 
     def error(self, message: str):
         raise UsageError(f"{message}; see `python rl_trainer.py --help`")
@@ -558,9 +682,20 @@ def parse_args(argv: list[str] | None = None) -> Arguments:
 
 # Settings of a training session that an evaluation of its model does not repeat: where it writes is the run's own
 # folder, and the evaluation generates without vLLM and logs nothing to wandb.
-NOT_INHERITED = ("model", "output_dir", "eval_only", "resume_from_checkpoint", "overwrite_output_dir", "use_vllm",
-                 "async_generation",
-                 "use_wandb", "report_to", "log_completions", "verify_data", "test_reward_function")
+NOT_INHERITED = (
+    "model",
+    "output_dir",
+    "eval_only",
+    "resume_from_checkpoint",
+    "overwrite_output_dir",
+    "use_vllm",
+    "async_generation",
+    "use_wandb",
+    "report_to",
+    "log_completions",
+    "verify_data",
+    "test_reward_function",
+)
 
 
 def run_settings(run: Path) -> dict:

@@ -127,8 +127,10 @@ class OverlappedGeneration:
             self.sync()
             self._submit(batch)
         elif ahead.generation != batch.generation:
-            raise RuntimeError(f"the batch generated ahead is generation {ahead.generation}, but this step trains "
-                               f"generation {batch.generation}")
+            raise RuntimeError(
+                f"the batch generated ahead is generation {ahead.generation}, but this step trains "
+                f"generation {batch.generation}"
+            )
         received = self._take()
         self.sync()
         if next_batch is not None:
@@ -155,8 +157,9 @@ class OverlappedGeneration:
         in_flight, self.in_flight = self.in_flight, None
         started = time.perf_counter()
         output, generation_s = self.collect(in_flight.handle)
-        return Received(in_flight.batch, output, in_flight.weights_step, generation_s,
-                        wait_s=time.perf_counter() - started)
+        return Received(
+            in_flight.batch, output, in_flight.weights_step, generation_s, wait_s=time.perf_counter() - started
+        )
 
     def _take(self) -> Received:
         if self.held is not None:

@@ -70,8 +70,9 @@ class DifficultyFilter:
             return list(batch)
         rng = random.Random(f"difficulty-filter:{self.seed}:{self.generations}")
         rng.shuffle(candidates)
-        return [candidates.pop() if pid in settled and candidates and rng.random() >= self.recheck else pid
-                for pid in batch]
+        return [
+            candidates.pop() if pid in settled and candidates and rng.random() >= self.recheck else pid for pid in batch
+        ]
 
     def state_dict(self) -> dict:
         return {"window": self.window, "recheck": self.recheck, "generations": self.generations, "recent": self.recent}
@@ -86,8 +87,12 @@ class DifficultyFilter:
         it with no problem settled."""
         path = checkpoint / STATE_FILE
         if not path.exists():
-            logger.warning("difficulty filter: %s has no %s (saved without --difficulty_filter?); the filter starts "
-                           "with no problem settled", checkpoint, STATE_FILE)
+            logger.warning(
+                "difficulty filter: %s has no %s (saved without --difficulty_filter?); the filter starts "
+                "with no problem settled",
+                checkpoint,
+                STATE_FILE,
+            )
             return
         self.load_state_dict(json.loads(path.read_text()))
         logger.info("difficulty filter: restored from %s (%d problems settled)", path, len(self.settled()))

@@ -43,10 +43,20 @@ class PassAtKEvaluator:
     (`training.prompts.problem_prompt`); ``describe`` is recorded with every evaluation beside its settings, and
     ``trivial_shares`` gives the problems' trivial shares under `--partial_credit above_trivial`."""
 
-    def __init__(self, problems: list[Problem], prompt: Callable[[Problem], str | list[dict]], tokenizer,
-                 judge: Judge, args: EvalArguments, scoring: ScoringArguments, run: RunFolder, describe: dict,
-                 generation_batch: int = GENERATION_BATCH, canary: CanaryWatch | None = None,
-                 trivial_shares: TrivialShares | None = None):
+    def __init__(
+        self,
+        problems: list[Problem],
+        prompt: Callable[[Problem], str | list[dict]],
+        tokenizer,
+        judge: Judge,
+        args: EvalArguments,
+        scoring: ScoringArguments,
+        run: RunFolder,
+        describe: dict,
+        generation_batch: int = GENERATION_BATCH,
+        canary: CanaryWatch | None = None,
+        trivial_shares: TrivialShares | None = None,
+    ):
         self.problems = problems[: args.simple_eval_problems]
         self.prompt = prompt
         self.trivial_shares = trivial_shares
@@ -56,19 +66,32 @@ class PassAtKEvaluator:
         self.scoring = scoring
         self.run = run
         self.settings = {
-            "problems": len(self.problems), "split": args.eval_split, "n": args.repeat_eval_problems,
-            "k": list(args.eval_k), "temperature": args.eval_temperature, "max_tokens": args.eval_max_tokens,
-            "timeout": args.eval_timeout, **describe,
+            "problems": len(self.problems),
+            "split": args.eval_split,
+            "n": args.repeat_eval_problems,
+            "k": list(args.eval_k),
+            "temperature": args.eval_temperature,
+            "max_tokens": args.eval_max_tokens,
+            "timeout": args.eval_timeout,
+            **describe,
         }
         self.generation_batch = generation_batch
         self.feedback = None  # the run's --feedback_turns rounds (training/feedback.py), set by the trainer's builder
         self.canary = canary
         self.canaries_per_evaluation, self.canary_samples = canary_budget(
-            len(self.problems) * args.repeat_eval_problems, args.repeat_eval_problems,
-            len(canary.canaries) if canary else 0, args.canary_share)
+            len(self.problems) * args.repeat_eval_problems,
+            args.repeat_eval_problems,
+            len(canary.canaries) if canary else 0,
+            args.canary_share,
+        )
         if self.canaries_per_evaluation:
-            self.settings["canary"] = {"canaries": len(canary.canaries), "per_evaluation": self.canaries_per_evaluation,
-                                       "n": self.canary_samples, "share": args.canary_share, "action": canary.action}
+            self.settings["canary"] = {
+                "canaries": len(canary.canaries),
+                "per_evaluation": self.canaries_per_evaluation,
+                "n": self.canary_samples,
+                "share": args.canary_share,
+                "action": canary.action,
+            }
 
     def prompt_text(self, problem: Problem) -> str:
         prompt = self.prompt(problem)
@@ -90,24 +113,38 @@ class PassAtKEvaluator:
         per_problem, samples_out = [], []
         for i, problem in enumerate(shard):
             scored = scores[i * n : (i + 1) * n]
-            per_problem.append({
-                "id": problem.id, "n": n, "c": sum(s.status == "passed" for s in scored),
-                "statuses": [s.status for s in scored], "rewards": [s.reward for s in scored],
-            })
+            per_problem.append(
+                {
+                    "id": problem.id,
+                    "n": n,
+                    "c": sum(s.status == "passed" for s in scored),
+                    "statuses": [s.status for s in scored],
+                    "rewards": [s.reward for s in scored],
+                }
+            )
             for sample, (text, s) in enumerate(zip(completions[i], scored)):
                 j = s.judgement
-                samples_out.append({
-                    "id": problem.id, "sample": sample, "completion": text, "status": j.status,
-                    "passed": j.passed, "total": j.total, "reward": s.reward, "tests": judged_tests(j),
-                })
+                samples_out.append(
+                    {
+                        "id": problem.id,
+                        "sample": sample,
+                        "completion": text,
+                        "status": j.status,
+                        "passed": j.passed,
+                        "total": j.total,
+                        "reward": s.reward,
+                        "tests": judged_tests(j),
+                    }
+                )
         per_problem = sorted(gather_object(per_problem), key=lambda p: p["id"])
         samples_out = gather_object(samples_out)
 
         metrics = self.summarize(per_problem)
         if self.feedback is not None:
             metrics.update(self._after_feedback(model, accelerator, shard, n, completions, generate))
-        canary, alarm = self._canaries(model, accelerator, step, generate) if self.canaries_per_evaluation \
-            else (None, None)
+        canary, alarm = (
+            self._canaries(model, accelerator, step, generate) if self.canaries_per_evaluation else (None, None)
+        )
         if canary:
             metrics.update(canary["metrics"])
         if accelerator.is_main_process:
@@ -116,9 +153,14 @@ class PassAtKEvaluator:
             with samples_file.open("w") as f:
                 f.writelines(json.dumps(s) + "\n" for s in samples_out)
             entry = {
-                "step": step, "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": round(time.time() - started, 2),
-                "eval_only": self.args.eval_only, "samples": str(samples_file.relative_to(self.run.logs)),
-                "settings": self.settings, "metrics": metrics, "problems": per_problem,
+                "step": step,
+                "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                "seconds": round(time.time() - started, 2),
+                "eval_only": self.args.eval_only,
+                "samples": str(samples_file.relative_to(self.run.logs)),
+                "settings": self.settings,
+                "metrics": metrics,
+                "problems": per_problem,
             }
             if canary:
                 entry["canary"] = {k: v for k, v in canary.items() if k != "metrics"}
@@ -128,8 +170,9 @@ class PassAtKEvaluator:
             self.canary.sound(alarm, metrics, log=accelerator.is_main_process)
         return metrics
 
-    def _sample_and_judge(self, model, accelerator, problems: list[Problem], n: int, generate,
-                          scoring: ScoringArguments) -> tuple[list, list]:
+    def _sample_and_judge(
+        self, model, accelerator, problems: list[Problem], n: int, generate, scoring: ScoringArguments
+    ) -> tuple[list, list]:
         """``n`` completions of each problem, sampled with the evaluation's settings, and their scores on all of
         each problem's tests (collective: every rank calls it, with its own shard)."""
         prompts = [self.prompt_text(p) for p in problems]
@@ -138,9 +181,20 @@ class PassAtKEvaluator:
         else:
             completions = self._generate(model, accelerator, prompts, n)
         texts = [text for samples in completions for text in samples]
-        scores = score(self.judge, [p for p in problems for _ in range(n)], texts, scoring,
-                       trivial_shares=self.trivial_shares, all_tests=True, timeout=self.args.eval_timeout,
-                       progress=accelerator.is_main_process) if texts else []
+        scores = (
+            score(
+                self.judge,
+                [p for p in problems for _ in range(n)],
+                texts,
+                scoring,
+                trivial_shares=self.trivial_shares,
+                all_tests=True,
+                timeout=self.args.eval_timeout,
+                progress=accelerator.is_main_process,
+            )
+            if texts
+            else []
+        )
         return completions, scores
 
     def _after_feedback(self, model, accelerator, problems: list[Problem], n: int, completions: list, generate):
@@ -149,26 +203,49 @@ class PassAtKEvaluator:
         from rewards.feedback import judged_turn, make_turn
 
         if generate is not None:
+
             def sample(texts):
-                return [samples[0] for samples in generate(texts, 1, self.args.eval_temperature,
-                                                           self.args.eval_max_tokens)]
+                return [
+                    samples[0] for samples in generate(texts, 1, self.args.eval_temperature, self.args.eval_max_tokens)
+                ]
         else:
+
             def sample(texts):
                 return [samples[0] for samples in self._generate(model, accelerator, texts, 1)]
+
         rows = [p for p in problems for _ in range(n)]
         chat = [self.prompt(p) for p in rows]
-        replies = self.feedback.text_rounds(rows, [self.prompt_text(p) for p in rows],
-                                            [text for samples in completions for text in samples], sample,
-                                            accelerator, chat if chat and isinstance(chat[0], list) else None)
+        replies = self.feedback.text_rounds(
+            rows,
+            [self.prompt_text(p) for p in rows],
+            [text for samples in completions for text in samples],
+            sample,
+            accelerator,
+            chat if chat and isinstance(chat[0], list) else None,
+        )
         texts = [judged_turn([make_turn(r, True, p.language) for r in turns]).text for turns, p in zip(replies, rows)]
-        scores = score(self.judge, rows, texts, self.scoring, trivial_shares=self.trivial_shares, all_tests=True,
-                       timeout=self.args.eval_timeout) if texts else []
-        per_problem = [{"n": n, "c": sum(s.status == "passed" for s in scores[i * n:(i + 1) * n])}
-                       for i in range(len(problems))]
+        scores = (
+            score(
+                self.judge,
+                rows,
+                texts,
+                self.scoring,
+                trivial_shares=self.trivial_shares,
+                all_tests=True,
+                timeout=self.args.eval_timeout,
+            )
+            if texts
+            else []
+        )
+        per_problem = [
+            {"n": n, "c": sum(s.status == "passed" for s in scores[i * n : (i + 1) * n])} for i in range(len(problems))
+        ]
         per_problem = gather_object(per_problem)
         turns = gather_object([len(r) for r in replies])
-        metrics = {f"feedback/{k}": v for k, v in mean_pass_at_k([(p["n"], p["c"]) for p in per_problem],
-                                                                   list(self.args.eval_k)).items()}
+        metrics = {
+            f"feedback/{k}": v
+            for k, v in mean_pass_at_k([(p["n"], p["c"]) for p in per_problem], list(self.args.eval_k)).items()
+        }
         metrics["feedback/turns"] = sum(turns) / max(len(turns), 1)
         return metrics
 
@@ -187,20 +264,35 @@ class PassAtKEvaluator:
         # this turn samples the turn's first one too, and drops what it got.
         sampled = mine or batch[:1]
         with torch.random.fork_rng(devices=cuda):
-            completions, scores = self._sample_and_judge(model, accelerator, [c.problem for c in sampled], n,
-                                                         generate, scoring)
+            completions, scores = self._sample_and_judge(
+                model, accelerator, [c.problem for c in sampled], n, generate, scoring
+            )
         records, passing = [], []
         for i, canary in enumerate(mine):
             scored = scores[i * n : (i + 1) * n]
-            records.append({
-                **canary.describe(), "n": n, "c": sum(s.status == "passed" for s in scored),
-                "statuses": [s.status for s in scored],
-                "solved_original": sum(solved_original(canary, s.judgement) for s in scored),
-            })
-            passing += [{"step": step, **canary.describe(), "problem": canary.problem.record(), "completion": text,
-                         "status": s.status, "passed": s.judgement.passed, "total": s.judgement.total,
-                         "tests": judged_tests(s.judgement)}
-                        for text, s in zip(completions[i], scored) if s.status == "passed"]
+            records.append(
+                {
+                    **canary.describe(),
+                    "n": n,
+                    "c": sum(s.status == "passed" for s in scored),
+                    "statuses": [s.status for s in scored],
+                    "solved_original": sum(solved_original(canary, s.judgement) for s in scored),
+                }
+            )
+            passing += [
+                {
+                    "step": step,
+                    **canary.describe(),
+                    "problem": canary.problem.record(),
+                    "completion": text,
+                    "status": s.status,
+                    "passed": s.judgement.passed,
+                    "total": s.judgement.total,
+                    "tests": judged_tests(s.judgement),
+                }
+                for text, s in zip(completions[i], scored)
+                if s.status == "passed"
+            ]
         records = sorted(gather_object(records), key=lambda r: r["id"])
         passing = gather_object(passing)
         metrics = canary_metrics(records)
@@ -211,11 +303,19 @@ class PassAtKEvaluator:
             with path.open("w") as f:
                 f.writelines(json.dumps(s) + "\n" for s in passing)
             samples_file = str(path)
-        alarm = CanaryAlarm(step, len(passing), metrics["canary/completions"], sorted({s["id"] for s in passing}),
-                            samples_file) if passing else None
-        return {"seconds": round(time.time() - started, 2), "metrics": metrics,
-                "samples": str(Path(samples_file).relative_to(self.run.logs)) if samples_file else None,
-                "problems": records}, alarm
+        alarm = (
+            CanaryAlarm(
+                step, len(passing), metrics["canary/completions"], sorted({s["id"] for s in passing}), samples_file
+            )
+            if passing
+            else None
+        )
+        return {
+            "seconds": round(time.time() - started, 2),
+            "metrics": metrics,
+            "samples": str(Path(samples_file).relative_to(self.run.logs)) if samples_file else None,
+            "problems": records,
+        }, alarm
 
     def summarize(self, per_problem: list[dict]) -> dict:
         metrics = mean_pass_at_k([(p["n"], p["c"]) for p in per_problem], list(self.args.eval_k))
@@ -236,17 +336,26 @@ class PassAtKEvaluator:
         padding_side = tok.padding_side
         tok.padding_side = "left"
         # Generation is most of an evaluation's time on a CPU: the main process shows the problems done.
-        progress = tqdm(total=len(prompts), desc="evaluation: generating", unit="problem",
-                        disable=not accelerator.is_main_process)
+        progress = tqdm(
+            total=len(prompts), desc="evaluation: generating", unit="problem", disable=not accelerator.is_main_process
+        )
         with unwrap_model_for_generation(model, accelerator) as unwrapped, progress:
             was_training = unwrapped.training
             unwrapped.eval()
             for start in range(0, len(prompts), self.generation_batch):
-                batch = tok(prompts[start : start + self.generation_batch], return_tensors="pt", padding=True,
-                            add_special_tokens=False).to(accelerator.device)
+                batch = tok(
+                    prompts[start : start + self.generation_batch],
+                    return_tensors="pt",
+                    padding=True,
+                    add_special_tokens=False,
+                ).to(accelerator.device)
                 generated = unwrapped.generate(
-                    **batch, do_sample=True, temperature=self.args.eval_temperature,
-                    max_new_tokens=self.args.eval_max_tokens, num_return_sequences=n, pad_token_id=tok.pad_token_id,
+                    **batch,
+                    do_sample=True,
+                    temperature=self.args.eval_temperature,
+                    max_new_tokens=self.args.eval_max_tokens,
+                    num_return_sequences=n,
+                    pad_token_id=tok.pad_token_id,
                 )
                 texts = tok.batch_decode(generated[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
                 out += [texts[i * n : (i + 1) * n] for i in range(len(texts) // n)]

@@ -48,8 +48,11 @@ def example_tests(problem: Problem) -> tuple[Test, ...]:
     """The tests ``problem`` shows the model: those its record marks ``"example": true``, and those whose arguments
     and expected output its description shows, each as a whole word (data/quality/trivial.py, the same rule by
     which a program that copies them counts as trivial). Hidden tests never."""
-    return tuple(test for test in problem.tests
-                 if not test.hidden and (test.extra.get("example") is True or described_example(problem, test)))
+    return tuple(
+        test
+        for test in problem.tests
+        if not test.hidden and (test.extra.get("example") is True or described_example(problem, test))
+    )
 
 
 @dataclass
@@ -87,8 +90,10 @@ class FeedbackRounds:
         n = trainer.num_generations if training else trainer.num_generations_eval
         prompt_ids, _, _ = trainer._tokenize_prompts(prompts)
         completion_ids, logprobs = trainer._generate_single_turn(prompt_ids, None, {}, n)
-        rows = [Row(list(p), self.problems[pid], logprobs=None if logprobs is None else [])
-                for p, pid in zip(prompt_ids, ids)]
+        rows = [
+            Row(list(p), self.problems[pid], logprobs=None if logprobs is None else [])
+            for p, pid in zip(prompt_ids, ids)
+        ]
         stop = {*trainer.eos_token_ids, self.tokenizer.pad_token_id}
         limit = trainer.max_completion_length
         for i, row in enumerate(rows):
@@ -112,11 +117,14 @@ class FeedbackRounds:
                 self._add_turn(row, list(new_ids[i]), None if new_logprobs is None else new_logprobs[i], stop, limit)
         self.transcripts = [row.messages for row in rows]
         self._log(trainer, rows, passed, continued_share, filled, feedback_s, training)
-        return {"prompt_ids": [row.prompt_ids for row in rows], "completion_ids": [row.ids for row in rows],
-                "logprobs": None if logprobs is None else [row.logprobs for row in rows],
-                "env_mask": [row.mask for row in rows],
-                ANSWER_COLUMN: [judged_turn(row.turns).text for row in rows],
-                REPLIES_COLUMN: [len(row.turns) for row in rows]}
+        return {
+            "prompt_ids": [row.prompt_ids for row in rows],
+            "completion_ids": [row.ids for row in rows],
+            "logprobs": None if logprobs is None else [row.logprobs for row in rows],
+            "env_mask": [row.mask for row in rows],
+            ANSWER_COLUMN: [judged_turn(row.turns).text for row in rows],
+            REPLIES_COLUMN: [len(row.turns) for row in rows],
+        }
 
     def _add_turn(self, row: Row, new: list[int], logprobs, stop: set, limit: int) -> None:
         """Append a generated turn, cut at the length limit (a cut turn did not end)."""
@@ -124,7 +132,7 @@ class FeedbackRounds:
         ended = bool(new) and new[-1] in stop and len(new) <= room
         new = new[:room]
         if row.logprobs is not None:
-            row.logprobs += list(logprobs)[:len(new)]
+            row.logprobs += list(logprobs)[: len(new)]
         row.ids += new
         row.mask += [1] * len(new)
         row.turns.append(make_turn(self.tokenizer.decode(new, skip_special_tokens=True), ended, row.problem.language))
@@ -132,12 +140,20 @@ class FeedbackRounds:
     def _feedback(self, rows: list[Row], round_: int, limit: int) -> list[Row]:
         """Run the code of each row's newest turn on its examples; the rows that go on, each with its message
         appended."""
-        checked = [(row, self.tests(row.problem)) for row in rows
-                   if row.passed_at is None and len(row.turns) == round_ and row.turns[-1].ended
-                   and row.turns[-1].code is not None]
+        checked = [
+            (row, self.tests(row.problem))
+            for row in rows
+            if row.passed_at is None
+            and len(row.turns) == round_
+            and row.turns[-1].ended
+            and row.turns[-1].code is not None
+        ]
         checked = [(row, tests) for row, tests in checked if tests]
-        judgements = self.judge.run_many([(row.turns[-1].code, tests, row.problem.language)
-                                          for row, tests in checked]) if checked else []
+        judgements = (
+            self.judge.run_many([(row.turns[-1].code, tests, row.problem.language) for row, tests in checked])
+            if checked
+            else []
+        )
         continued = []
         for (row, tests), judgement in zip(checked, judgements):
             said = verdict(row.problem, tests, judgement)
@@ -156,8 +172,15 @@ class FeedbackRounds:
             continued.append(row)
         return continued
 
-    def text_rounds(self, problems: list[Problem], prompts: list[str], first: list[str], generate, accelerator,
-                    chat_prompts: list | None = None) -> list[list[str]]:
+    def text_rounds(
+        self,
+        problems: list[Problem],
+        prompts: list[str],
+        first: list[str],
+        generate,
+        accelerator,
+        chat_prompts: list | None = None,
+    ) -> list[list[str]]:
         """Evaluation's rounds, on text (pass@k's sampling returns text): ``first[i]`` is the first reply to
         ``prompts[i]`` (the rendered prompt) for ``problems[i]``; ``generate(texts)`` samples one reply to each
         text, on every rank at once (a collective under ZeRO-3 or a vLLM server). Each reply holding code whose
@@ -172,18 +195,23 @@ class FeedbackRounds:
         contexts = list(prompts)
         for round_ in range(1, self.turns + 1):
             candidates = [(i, self.tests(problems[i])) for i, turns in enumerate(replies) if len(turns) == round_]
-            candidates = [(i, make_turn(replies[i][-1], True, problems[i].language), tests)
-                          for i, tests in candidates if tests]
+            candidates = [
+                (i, make_turn(replies[i][-1], True, problems[i].language), tests) for i, tests in candidates if tests
+            ]
             candidates = [(i, turn, tests) for i, turn, tests in candidates if turn.code is not None]
-            judgements = self.judge.run_many([(turn.code, tests, problems[i].language)
-                                              for i, turn, tests in candidates]) if candidates else []
+            judgements = (
+                self.judge.run_many([(turn.code, tests, problems[i].language) for i, turn, tests in candidates])
+                if candidates
+                else []
+            )
             continued = []
             for (i, _, tests), judgement in zip(candidates, judgements):
                 said = verdict(problems[i], tests, judgement)
                 if said.message is not None:
                     messages[i].append(said.message)
-                    contexts[i] = self.next_context(contexts[i], replies[i], messages[i],
-                                                    None if chat_prompts is None else chat_prompts[i])
+                    contexts[i] = self.next_context(
+                        contexts[i], replies[i], messages[i], None if chat_prompts is None else chat_prompts[i]
+                    )
                     continued.append(i)
             most = max(gather_object([len(continued)]))
             if most == 0:
@@ -216,17 +244,29 @@ class FeedbackRounds:
             return self.tokenizer(PLAIN_TURN.format(message=message), add_special_tokens=False)["input_ids"]
         before = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]
         prefix = self.tokenizer.apply_chat_template(before, tokenize=True, return_dict=False)
-        full = self.tokenizer.apply_chat_template(before + [{"role": "user", "content": message}], tokenize=True,
-                                                  add_generation_prompt=True, return_dict=False)
+        full = self.tokenizer.apply_chat_template(
+            before + [{"role": "user", "content": message}],
+            tokenize=True,
+            add_generation_prompt=True,
+            return_dict=False,
+        )
         ends = [i for i, token in enumerate(prefix) if token == self.tokenizer.eos_token_id]
         if ends:  # the model's turn ends at its end-of-turn token; what the template puts after it is ours
             prefix = prefix[: ends[-1] + 1]
         if full[: len(prefix)] != prefix:
             raise ValueError("the chat template renders an earlier turn differently once a user turn follows it")
-        return list(full[len(prefix):])
+        return list(full[len(prefix) :])
 
-    def _log(self, trainer, rows: list[Row], passed: list[int], continued: list[int], filled: int,
-             feedback_s: float, training: bool) -> None:
+    def _log(
+        self,
+        trainer,
+        rows: list[Row],
+        passed: list[int],
+        continued: list[int],
+        filled: int,
+        feedback_s: float,
+        training: bool,
+    ) -> None:
         """Per step: the share of completions whose examples passed by each turn, the share continued after each
         turn (0 past the round where every rank stopped), the turns used, the generations made only to keep the
         ranks in step (all ranks), and the feedback time (the slowest rank's)."""

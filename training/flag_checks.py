@@ -27,8 +27,13 @@ def check_vllm_settings(grpo, defaults: dict, typed: set[str]) -> None:
     default."""
     if grpo.use_vllm:
         return
-    given = [name for name in defaults if name.startswith("vllm_") and name not in NOT_VLLM
-             and (name in typed or getattr(grpo, name) != defaults[name])]
+    given = [
+        name
+        for name in defaults
+        if name.startswith("vllm_")
+        and name not in NOT_VLLM
+        and (name in typed or getattr(grpo, name) != defaults[name])
+    ]
     if not given:
         return
     settings = ", ".join(f"--{name} {getattr(grpo, name)}" for name in given)
@@ -43,15 +48,21 @@ def check_async_generation(grpo) -> None:
     if not grpo.async_generation:
         return
     if not grpo.use_vllm:
-        raise UsageError("--async_generation overlaps a vLLM server's generation with training, but vLLM is off: add "
-                         "--use_vllm (server mode), or drop --async_generation")
+        raise UsageError(
+            "--async_generation overlaps a vLLM server's generation with training, but vLLM is off: add "
+            "--use_vllm (server mode), or drop --async_generation"
+        )
     if grpo.vllm_mode != "server":
-        raise UsageError(f"--async_generation needs --vllm_mode server, not {grpo.vllm_mode}: colocated vLLM "
-                         "generates on the training devices, so there is nothing to overlap; drop --async_generation "
-                         "or serve the model (scripts/serve_vllm.sh)")
+        raise UsageError(
+            f"--async_generation needs --vllm_mode server, not {grpo.vllm_mode}: colocated vLLM "
+            "generates on the training devices, so there is nothing to overlap; drop --async_generation "
+            "or serve the model (scripts/serve_vllm.sh)"
+        )
     if not grpo.vllm_importance_sampling_correction:
-        raise UsageError("--async_generation trains on completions sampled by the previous step's weights, which "
-                         "--vllm_importance_sampling_correction corrects for: keep it on, or drop --async_generation")
+        raise UsageError(
+            "--async_generation trains on completions sampled by the previous step's weights, which "
+            "--vllm_importance_sampling_correction corrects for: keep it on, or drop --async_generation"
+        )
 
 
 def check_feedback_turns(grpo) -> None:
@@ -59,14 +70,21 @@ def check_feedback_turns(grpo) -> None:
     if grpo.feedback_turns < 0:
         raise UsageError(f"--feedback_turns {grpo.feedback_turns}: give 0 (one reply) or a positive number of rounds")
     if grpo.feedback_turns and grpo.async_generation:
-        raise UsageError("--feedback_turns cannot run with --async_generation: each feedback round's prompts are "
-                         "known only once the last round is judged, so no batch can be requested a step ahead; "
-                         "drop one of them")
+        raise UsageError(
+            "--feedback_turns cannot run with --async_generation: each feedback round's prompts are "
+            "known only once the last round is judged, so no batch can be requested a step ahead; "
+            "drop one of them"
+        )
 
 
-def check_generation_batch(per_device: int, accumulation: int, generations: int | None,
-                           steps_per_generation: int | None = None, generation_batch_size: int | None = None,
-                           processes: int | None = None) -> None:
+def check_generation_batch(
+    per_device: int,
+    accumulation: int,
+    generations: int | None,
+    steps_per_generation: int | None = None,
+    generation_batch_size: int | None = None,
+    processes: int | None = None,
+) -> None:
     """TRL's rule, in the flags a user types: the completions generated together (per-device batch x processes x
     accumulation steps, or --steps_per_generation, or --generation_batch_size) are whole groups of
     --num_generations. `processes` defaults to the launch's WORLD_SIZE, as transformers counts them."""
@@ -82,17 +100,22 @@ def check_generation_batch(per_device: int, accumulation: int, generations: int 
             raise UsageError(
                 f"--generation_batch_size {generation_batch_size} must be whole groups of {of} and whole batches of "
                 f"--per_device_train_batch_size {per_device} x {_processes(processes)}; e.g. "
-                f"--generation_batch_size {fix}")
+                f"--generation_batch_size {fix}"
+            )
         return
-    flag, steps = (("--steps_per_generation", steps_per_generation) if steps_per_generation is not None
-                   else ("--gradient_accumulation_steps", accumulation))
+    flag, steps = (
+        ("--steps_per_generation", steps_per_generation)
+        if steps_per_generation is not None
+        else ("--gradient_accumulation_steps", accumulation)
+    )
     completions = batch * steps
     if completions % generations:
         step = generations // math.gcd(batch, generations)  # the steps that make whole groups are its multiples
         raise UsageError(
             f"--per_device_train_batch_size {per_device} x {_processes(processes)} x {flag} {steps} = {completions} "
             f"completions generated together, not whole groups of {of}; make the product a multiple of "
-            f"{generations}, e.g. {flag} {math.ceil(steps / step) * step}")
+            f"{generations}, e.g. {flag} {math.ceil(steps / step) * step}"
+        )
 
 
 def _processes(n: int) -> str:
@@ -102,6 +125,8 @@ def _processes(n: int) -> str:
 def check_evaluation_only(eval_only: bool, typed: set[str]) -> None:
     """--eval_only trains nothing, so --resume_from_checkpoint has nothing to continue."""
     if eval_only and "resume_from_checkpoint" in typed:
-        raise UsageError("--eval_only and --resume_from_checkpoint conflict: an evaluation trains nothing, so "
-                         "there is nothing to resume; drop --resume_from_checkpoint (to evaluate a checkpoint, give "
-                         "it as --model)")
+        raise UsageError(
+            "--eval_only and --resume_from_checkpoint conflict: an evaluation trains nothing, so "
+            "there is nothing to resume; drop --resume_from_checkpoint (to evaluate a checkpoint, give "
+            "it as --model)"
+        )

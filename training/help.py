@@ -31,4 +31,5 @@ def regroup(parser: argparse.ArgumentParser, groups: dict[str, tuple[str, ...]],
             group._group_actions.extend(actions[dest])
         placed.update(dests)
     parser.add_argument_group(rest, rest_help)._group_actions.extend(
-        action for dest, twins in actions.items() if dest not in placed for action in twins)
+        action for dest, twins in actions.items() if dest not in placed for action in twins
+    )

@@ -53,10 +53,12 @@ class HiddenTestsAlarm:
         shown = ", ".join(f"{pid} {failed}/{checked}" for pid, (failed, checked) in worst[:SHOWN_PROBLEMS])
         more = f" and {len(worst) - SHOWN_PROBLEMS} more problems" if len(worst) > SHOWN_PROBLEMS else ""
         where = f"; each problem's counts in {self.records}" if self.records else ""
-        return (f"hidden tests: {self.failed} of {self.checked} completions that passed every judged test failed a "
-                f"hidden test at step {self.step} ({shown}{more}; share {self.failed / self.checked:.2f}, above "
-                f"--hidden_tests_threshold {self.threshold:g}), so the policy passes these problems' judged tests "
-                f"without solving them{where}")
+        return (
+            f"hidden tests: {self.failed} of {self.checked} completions that passed every judged test failed a "
+            f"hidden test at step {self.step} ({shown}{more}; share {self.failed / self.checked:.2f}, above "
+            f"--hidden_tests_threshold {self.threshold:g}), so the policy passes these problems' judged tests "
+            f"without solving them{where}"
+        )
 
     def weights(self, latest_checkpoint: str | None, model: str) -> str:
         """The checkpoint saved at the end of the step that sounded it."""

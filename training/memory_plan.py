@@ -65,14 +65,20 @@ CHECKPOINT_BYTES = 14  # per parameter: fp32 master weights and two moments (12)
 PROMPT_TOKENS = 512
 MAX_NUM_SEQS = 256  # vLLM's default cap on sequences it decodes at once
 DECODE_EFFICIENCY = 0.5  # share of the GPU's memory bandwidth a decode step achieves
-ALIASES = {"activation_checkpointing": "gradient_checkpointing", "max_model_len": "vllm_max_model_length",
-           "use_qlora": "use_lora"}
+ALIASES = {
+    "activation_checkpointing": "gradient_checkpointing",
+    "max_model_len": "vllm_max_model_length",
+    "use_qlora": "use_lora",
+}
 # Where the trainer's settings are declared, most derived first: rl_trainer.py's QGRPOConfig and the classes it
 # extends (its __mro__, which tests/training/test_memory_plan.py checks), then its model flags: (package, file, class).
-DECLARED_IN = (("training", "arguments.py", "QGRPOConfig"), ("trl", "trainer/grpo_config.py", "GRPOConfig"),
-               ("trl", "trainer/base_config.py", "_BaseConfig"),
-               ("transformers", "training_args.py", "TrainingArguments"),
-               ("training", "arguments.py", "ModelArguments"))
+DECLARED_IN = (
+    ("training", "arguments.py", "QGRPOConfig"),
+    ("trl", "trainer/grpo_config.py", "GRPOConfig"),
+    ("trl", "trainer/base_config.py", "_BaseConfig"),
+    ("transformers", "training_args.py", "TrainingArguments"),
+    ("training", "arguments.py", "ModelArguments"),
+)
 # The server's gpu_memory_utilization: `trl vllm-serve`'s, which scripts/serve_vllm.sh keeps.
 SERVER_DECLARED_IN = ("trl", "scripts/vllm_serve.py", "ScriptArguments")
 
@@ -94,8 +100,10 @@ def declared_defaults() -> dict:
 def _source(package: str, path: str) -> Path:
     spec = importlib.util.find_spec(package)  # a top-level package is found without being imported
     if spec is None or not spec.submodule_search_locations:
-        raise DoesNotFit(f"{package} is not installed here, and the plan reads the trainer's defaults from it; "
-                         "pip install -r requirements.txt")
+        raise DoesNotFit(
+            f"{package} is not installed here, and the plan reads the trainer's defaults from it; "
+            "pip install -r requirements.txt"
+        )
     file = Path(spec.submodule_search_locations[0]) / path
     if not file.is_file():
         raise DoesNotFit(f"{file}: no such file, and the plan reads the trainer's defaults from it")
@@ -145,12 +153,17 @@ class Shape:
     @classmethod
     def from_config(cls, config: dict) -> "Shape":
         text = config.get("text_config", config)
-        return cls(layers=text["num_hidden_layers"], hidden=text["hidden_size"],
-                   intermediate=text["intermediate_size"], heads=text["num_attention_heads"],
-                   kv_heads=text.get("num_key_value_heads") or text["num_attention_heads"], vocab=text["vocab_size"],
-                   tied=bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
-                   max_positions=text.get("max_position_embeddings", 32768),
-                   biases=text.get("model_type", config.get("model_type")) in ("qwen2", None))
+        return cls(
+            layers=text["num_hidden_layers"],
+            hidden=text["hidden_size"],
+            intermediate=text["intermediate_size"],
+            heads=text["num_attention_heads"],
+            kv_heads=text.get("num_key_value_heads") or text["num_attention_heads"],
+            vocab=text["vocab_size"],
+            tied=bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
+            max_positions=text.get("max_position_embeddings", 32768),
+            biases=text.get("model_type", config.get("model_type")) in ("qwen2", None),
+        )
 
     @property
     def head_dim(self) -> int:
@@ -363,13 +376,21 @@ class Plan:
         """TRL computes logits for the completion only: bf16 logits, their temperature-scaled copy and gradient,
         and one sequence's fp32 log-softmax and its gradient at a time."""
         completion = self.settings.max_completion_length
-        return (self.settings.per_device_train_batch_size * completion * self.shape.vocab * 2 * 3
-                + completion * self.shape.vocab * 4 * 2)
+        return (
+            self.settings.per_device_train_batch_size * completion * self.shape.vocab * 2 * 3
+            + completion * self.shape.vocab * 4 * 2
+        )
 
     @property
     def training_gpu(self) -> int:
-        return (self.states + self.reference + self.gathered + self.activations + self.logits
-                + int(TRAINING_RUNTIME_GIB * GIB))
+        return (
+            self.states
+            + self.reference
+            + self.gathered
+            + self.activations
+            + self.logits
+            + int(TRAINING_RUNTIME_GIB * GIB)
+        )
 
     @property
     def gpu_budget(self) -> float:
@@ -441,33 +462,43 @@ class Plan:
     # verdicts
     def server_problem(self) -> str | None:
         if self.kv_cache <= 0 or self.kv_tokens < self.max_model_len:
-            return (f"the vLLM server's KV cache ({max(0, self.kv_cache) / GIB:.1f} GiB per GPU at "
-                    f"tensor_parallel_size {self.tensor_parallel_size}) cannot hold one sequence of max_model_len "
-                    f"{self.max_model_len}, so vLLM refuses to start")
+            return (
+                f"the vLLM server's KV cache ({max(0, self.kv_cache) / GIB:.1f} GiB per GPU at "
+                f"tensor_parallel_size {self.tensor_parallel_size}) cannot hold one sequence of max_model_len "
+                f"{self.max_model_len}, so vLLM refuses to start"
+            )
         return None
 
     def training_problem(self) -> str | None:
         if self.training_gpu > self.gpu_budget:
-            return (f"training needs {self.training_gpu / GIB:.1f} GiB per GPU of {self.gpu_budget / GIB:.1f} "
-                    f"({GPU_FILL:g} x {self.hardware.gpu_gib:g}) under {self.accelerate_config}")
+            return (
+                f"training needs {self.training_gpu / GIB:.1f} GiB per GPU of {self.gpu_budget / GIB:.1f} "
+                f"({GPU_FILL:g} x {self.hardware.gpu_gib:g}) under {self.accelerate_config}"
+            )
         return None
 
     def step_problem(self) -> str | None:
         if self.step_sequences % self.settings.num_generations:
-            return (f"a step of {self.settings.per_device_train_batch_size} x {self.processes} processes x "
-                    f"{self.settings.gradient_accumulation_steps} = {self.step_sequences} completions is not whole "
-                    f"groups of {self.settings.num_generations}")
+            return (
+                f"a step of {self.settings.per_device_train_batch_size} x {self.processes} processes x "
+                f"{self.settings.gradient_accumulation_steps} = {self.step_sequences} completions is not whole "
+                f"groups of {self.settings.num_generations}"
+            )
         return None
 
     def warnings(self) -> list[str]:
         found = []
         if self.waves > 1:
-            found.append(f"the server holds {self.concurrent} of the step's {self.step_sequences} sequences at once: "
-                         f"{self.waves} waves per step; a larger tensor_parallel_size holds more")
+            found.append(
+                f"the server holds {self.concurrent} of the step's {self.step_sequences} sequences at once: "
+                f"{self.waves} waves per step; a larger tensor_parallel_size holds more"
+            )
         timeout = self.settings.vllm_request_timeout
         if self.generation_seconds > timeout / 2:
-            found.append(f"a step's generation is estimated at {self.generation_seconds:.0f} s, over half of "
-                         f"--vllm_request_timeout {timeout:g}; raise it to {_round_up(3 * self.generation_seconds)}")
+            found.append(
+                f"a step's generation is estimated at {self.generation_seconds:.0f} s, over half of "
+                f"--vllm_request_timeout {timeout:g}; raise it to {_round_up(3 * self.generation_seconds)}"
+            )
         if self.settings.save_total_limit is None and self.checkpoint:
             found.append(f"no save_total_limit: every checkpoint ({self.checkpoint / GIB:.0f} GiB) stays on disk")
         return found
@@ -480,40 +511,56 @@ class Plan:
         server_gpus = ",".join(map(str, self.vllm_gpus))
         where = "node 0's GPUs" if self.hardware.nodes > 1 else "GPUs"
         fill = f"{s.vllm_gpu_memory_utilization:g} x {self.hardware.gpu_gib:g}"
-        out.append(f"server: {where} {server_gpus}, tensor_parallel_size {tp}, max_model_len {self.max_model_len}; "
-                   f"per GPU {self.weights_shard / GIB:.1f} GiB of weights + {SERVER_RUNTIME_GIB:.1f} runtime + "
-                   f"{self.kv_cache / GIB:.1f} KV cache = {self.server_budget / GIB:.1f} ({fill})")
+        out.append(
+            f"server: {where} {server_gpus}, tensor_parallel_size {tp}, max_model_len {self.max_model_len}; "
+            f"per GPU {self.weights_shard / GIB:.1f} GiB of weights + {SERVER_RUNTIME_GIB:.1f} runtime + "
+            f"{self.kv_cache / GIB:.1f} KV cache = {self.server_budget / GIB:.1f} ({fill})"
+        )
         per_server = f"{tp} x {self.kv_cache / GIB:.1f} GiB" if tp > 1 else f"{self.kv_cache / GIB:.1f} GiB"
-        out.append(f"  KV cache per server ({per_server}): {self.kv_tokens} tokens = "
-                   f"{self.kv_tokens // self.sequence_tokens} sequences of {self.sequence_tokens} (prompt "
-                   f"{PROMPT_TOKENS} + completion {s.max_completion_length}); a step's {self.step_sequences} in "
-                   f"{self.waves} wave{'s' if self.waves != 1 else ''}, generation ~{self.generation_seconds:.0f} s "
-                   f"(--vllm_request_timeout {s.vllm_request_timeout:g})")
+        out.append(
+            f"  KV cache per server ({per_server}): {self.kv_tokens} tokens = "
+            f"{self.kv_tokens // self.sequence_tokens} sequences of {self.sequence_tokens} (prompt "
+            f"{PROMPT_TOKENS} + completion {s.max_completion_length}); a step's {self.step_sequences} in "
+            f"{self.waves} wave{'s' if self.waves != 1 else ''}, generation ~{self.generation_seconds:.0f} s "
+            f"(--vllm_request_timeout {s.vllm_request_timeout:g})"
+        )
         out += [f"  picked {why}" for why in self.picked if why.startswith("tensor_parallel_size")]
         gpus = ",".join(map(str, self.train_gpus))
         nodes = f" on each of {self.hardware.nodes - 1} nodes" if self.hardware.nodes > 1 else ""
         checkpointing = "with" if s.gradient_checkpointing else "without"
-        offloaded = {NO_OFFLOAD: "", OFFLOAD_OPTIMIZER: " (optimizer offloaded)",
-                     OFFLOAD_ALL: " (optimizer and parameters offloaded)"}[self.offload]
-        out.append(f"training: {self.processes} processes (GPUs {gpus}{nodes}), {self.accelerate_config}; per GPU "
-                   f"{self.training_gpu / GIB:.1f} GiB of {self.gpu_budget / GIB:.1f} ({GPU_FILL:g} x "
-                   f"{self.hardware.gpu_gib:g}) = states {self.states / GIB:.1f}{offloaded}"
-                   f"{f' + reference {self.reference / GIB:.1f}' if self.reference else ''} + gathered layers "
-                   f"{self.gathered / GIB:.1f} + activations {self.activations / GIB:.1f} ({s.per_device_train_batch_size}"
-                   f" x {self.sequence_tokens} tokens, {checkpointing} checkpointing) + logits {self.logits / GIB:.1f} "
-                   f"+ runtime {TRAINING_RUNTIME_GIB:.1f}")
+        offloaded = {
+            NO_OFFLOAD: "",
+            OFFLOAD_OPTIMIZER: " (optimizer offloaded)",
+            OFFLOAD_ALL: " (optimizer and parameters offloaded)",
+        }[self.offload]
+        out.append(
+            f"training: {self.processes} processes (GPUs {gpus}{nodes}), {self.accelerate_config}; per GPU "
+            f"{self.training_gpu / GIB:.1f} GiB of {self.gpu_budget / GIB:.1f} ({GPU_FILL:g} x "
+            f"{self.hardware.gpu_gib:g}) = states {self.states / GIB:.1f}{offloaded}"
+            f"{f' + reference {self.reference / GIB:.1f}' if self.reference else ''} + gathered layers "
+            f"{self.gathered / GIB:.1f} + activations {self.activations / GIB:.1f} ({s.per_device_train_batch_size}"
+            f" x {self.sequence_tokens} tokens, {checkpointing} checkpointing) + logits {self.logits / GIB:.1f} "
+            f"+ runtime {TRAINING_RUNTIME_GIB:.1f}"
+        )
         out += [f"  picked {why}" for why in self.picked if not why.startswith("tensor_parallel_size")]
         if self.offload != NO_OFFLOAD:
             what = "optimizer states" if self.offload == OFFLOAD_OPTIMIZER else "states"
-            out.append(f"  host RAM for the offloaded {what}: {self.host_ram / GIB:.0f} GiB per training node "
-                       f"(DeepSpeed's estimate with its 1.5 margin: {1.5 * self.host_ram / GIB:.0f} GiB)")
-        out.append(f"step: {s.per_device_train_batch_size} x {self.processes} x {s.gradient_accumulation_steps} = "
-                   f"{self.step_sequences} completions = {self.step_sequences // s.num_generations} prompts x "
-                   f"{s.num_generations}")
+            out.append(
+                f"  host RAM for the offloaded {what}: {self.host_ram / GIB:.0f} GiB per training node "
+                f"(DeepSpeed's estimate with its 1.5 margin: {1.5 * self.host_ram / GIB:.0f} GiB)"
+            )
+        out.append(
+            f"step: {s.per_device_train_batch_size} x {self.processes} x {s.gradient_accumulation_steps} = "
+            f"{self.step_sequences} completions = {self.step_sequences // s.num_generations} prompts x "
+            f"{s.num_generations}"
+        )
         if self.checkpoint:
             kept = s.save_total_limit
-            total = f", {kept} kept: {(kept * self.checkpoint + 2 * shape.params) / GIB:.0f} GiB with the final " \
-                "model" if kept else ""
+            total = (
+                f", {kept} kept: {(kept * self.checkpoint + 2 * shape.params) / GIB:.0f} GiB with the final model"
+                if kept
+                else ""
+            )
             out.append(f"checkpoints: {self.checkpoint / GIB:.0f} GiB each{total}")
         out += [f"note: {note}" for note in self.notes]
         out += [f"warning: {warning}" for warning in self.warnings()]
@@ -564,25 +611,32 @@ def _layout(hardware: Hardware, choice: Choice, tp: int) -> tuple[tuple[int, ...
     node = tuple(range(hardware.gpus_per_node))
     server = choice.vllm_gpus or tuple(g for g in node if g not in (choice.train_gpus or ()))[:tp]
     if len(server) != tp:
-        raise DoesNotFit(f"a server of tensor_parallel_size {tp} needs {tp} GPUs, VLLM_GPU names "
-                         f"{','.join(map(str, server))}; give it {tp} GPUs or set VLLM_TENSOR_PARALLEL_SIZE="
-                         f"{len(server)}")
+        raise DoesNotFit(
+            f"a server of tensor_parallel_size {tp} needs {tp} GPUs, VLLM_GPU names "
+            f"{','.join(map(str, server))}; give it {tp} GPUs or set VLLM_TENSOR_PARALLEL_SIZE="
+            f"{len(server)}"
+        )
     if hardware.nodes > 1:
         return server, node, hardware.gpus_per_node * (hardware.nodes - 1)
     train = choice.train_gpus or tuple(g for g in node if g not in server)
     shared = sorted(set(train) & set(server))
     if shared:
         rest = ",".join(str(g) for g in train if g not in server)
-        raise DoesNotFit(f"TRAIN_GPUS={','.join(map(str, train))} includes GPU {','.join(map(str, shared))} of the "
-                         f"vLLM server (VLLM_GPU={','.join(map(str, server))}); leave it out: TRAIN_GPUS={rest}")
+        raise DoesNotFit(
+            f"TRAIN_GPUS={','.join(map(str, train))} includes GPU {','.join(map(str, shared))} of the "
+            f"vLLM server (VLLM_GPU={','.join(map(str, server))}); leave it out: TRAIN_GPUS={rest}"
+        )
     if not train:
-        raise DoesNotFit(f"GPUS_PER_NODE={hardware.gpus_per_node} leaves no GPU to train on beside the server's "
-                         f"{','.join(map(str, server))}")
+        raise DoesNotFit(
+            f"GPUS_PER_NODE={hardware.gpus_per_node} leaves no GPU to train on beside the server's "
+            f"{','.join(map(str, server))}"
+        )
     return server, train, len(train)
 
 
-def plan_launch(shape: Shape, settings: Settings, hardware: Hardware, choice: Choice = Choice(),
-                source: str = "") -> Plan:
+def plan_launch(
+    shape: Shape, settings: Settings, hardware: Hardware, choice: Choice = Choice(), source: str = ""
+) -> Plan:
     """The launch's plan, with what `choice` leaves open picked and why in `Plan.picked`; raises DoesNotFit with
     the fix."""
     max_model_len = choice.max_model_len or settings.vllm_max_model_length or shape.max_positions
@@ -595,14 +649,30 @@ def plan_launch(shape: Shape, settings: Settings, hardware: Hardware, choice: Ch
         sizes = [len(choice.vllm_gpus)]
     else:
         sizes = shape.tensor_parallel_sizes(server_limit)
-    configs = [choice.accelerate_config] if choice.accelerate_config else [ZERO3, ZERO3_OFFLOAD_OPTIMIZER, ZERO3_OFFLOAD]
+    configs = (
+        [choice.accelerate_config] if choice.accelerate_config else [ZERO3, ZERO3_OFFLOAD_OPTIMIZER, ZERO3_OFFLOAD]
+    )
     candidates = []
     for tp in sizes:
         server, train, processes = _layout(hardware, choice, tp)
         for config in configs:
             stage, offload = read_accelerate_config(config)
-            candidates.append(Plan(shape, settings, hardware, tp, server, train, processes, config, stage, offload,
-                                   max_model_len, source))
+            candidates.append(
+                Plan(
+                    shape,
+                    settings,
+                    hardware,
+                    tp,
+                    server,
+                    train,
+                    processes,
+                    config,
+                    stage,
+                    offload,
+                    max_model_len,
+                    source,
+                )
+            )
 
     def fits(plan):
         return not (plan.server_problem() or plan.training_problem() or plan.step_problem())
@@ -624,20 +694,33 @@ def _why(picked: Plan, candidates: list[Plan]) -> list[str]:
         last = smaller[-1]
         shards = "one GPU" if last.tensor_parallel_size == 1 else f"{last.tensor_parallel_size} GPUs"
         problem = last.server_problem()
-        found.append(f"tensor_parallel_size {picked.tensor_parallel_size}: a server on {shards} "
-                     + (f"{problem.partition(') ')[2]}" if problem else
-                        f"holds {last.concurrent} of a step's {last.step_sequences} sequences at once "
-                        f"({last.waves} waves)"))
-    passed_over = [c for c in candidates if c.tensor_parallel_size == picked.tensor_parallel_size
-                   and _comes_before(c.accelerate_config, picked.accelerate_config)]
+        found.append(
+            f"tensor_parallel_size {picked.tensor_parallel_size}: a server on {shards} "
+            + (
+                f"{problem.partition(') ')[2]}"
+                if problem
+                else f"holds {last.concurrent} of a step's {last.step_sequences} sequences at once ({last.waves} waves)"
+            )
+        )
+    passed_over = [
+        c
+        for c in candidates
+        if c.tensor_parallel_size == picked.tensor_parallel_size
+        and _comes_before(c.accelerate_config, picked.accelerate_config)
+    ]
     if passed_over:
         first, *rest = passed_over
-        why = (f"{picked.accelerate_config}: {first.accelerate_config} needs {first.training_gpu / GIB:.1f} GiB per "
-               f"training GPU" + "".join(f", {c.accelerate_config} {c.training_gpu / GIB:.1f}" for c in rest)
-               + f", over its {picked.gpu_budget / GIB:.1f}")
+        why = (
+            f"{picked.accelerate_config}: {first.accelerate_config} needs {first.training_gpu / GIB:.1f} GiB per "
+            f"training GPU"
+            + "".join(f", {c.accelerate_config} {c.training_gpu / GIB:.1f}" for c in rest)
+            + f", over its {picked.gpu_budget / GIB:.1f}"
+        )
         if picked.offload == OFFLOAD_OPTIMIZER:
-            why += (f"; with the optimizer in host RAM {picked.training_gpu / GIB:.1f} fit, so the parameters stay "
-                    f"on the GPUs ({ZERO3_OFFLOAD} would move them too, and every layer over PCIe at each pass)")
+            why += (
+                f"; with the optimizer in host RAM {picked.training_gpu / GIB:.1f} fit, so the parameters stay "
+                f"on the GPUs ({ZERO3_OFFLOAD} would move them too, and every layer over PCIe at each pass)"
+            )
         found.append(why)
     return found
 
@@ -654,39 +737,68 @@ def _fix(candidates: list[Plan], shape, settings, hardware, choice) -> str:
     if first.server_problem():
         for tp in shape.tensor_parallel_sizes(hardware.gpus_per_node - (hardware.nodes == 1)):
             if tp > first.tensor_parallel_size:
-                return (f"{problem}; fix: a larger server, VLLM_TENSOR_PARALLEL_SIZE={tp}, or a lower "
-                        "MAX_MODEL_LEN")
+                return f"{problem}; fix: a larger server, VLLM_TENSOR_PARALLEL_SIZE={tp}, or a lower MAX_MODEL_LEN"
         return f"{problem}; fix: a lower MAX_MODEL_LEN, or GPUs with more memory"
     if first.step_problem():
         return f"{problem}; fix: a --gradient_accumulation_steps or --per_device_train_batch_size that makes it so"
     if first.zero_stage == 3 and first.offload != OFFLOAD_ALL and choice.accelerate_config:
         for config, offload in ((ZERO3_OFFLOAD_OPTIMIZER, OFFLOAD_OPTIMIZER), (ZERO3_OFFLOAD, OFFLOAD_ALL)):
-            if offload != first.offload and not replace(first, accelerate_config=config, offload=offload).training_problem():
+            if (
+                offload != first.offload
+                and not replace(first, accelerate_config=config, offload=offload).training_problem()
+            ):
                 return f"{problem}; fix: {_offloading(config)}, ACCELERATE_CONFIG={config}"
     nodes = hardware.nodes
     for more in range(max(2, nodes + 1), 65):
-        bigger = replace(first, hardware=replace(hardware, nodes=more),
-                         processes=hardware.gpus_per_node * (more - 1), accelerate_config=ZERO3, zero_stage=3,
-                         offload=NO_OFFLOAD)
+        bigger = replace(
+            first,
+            hardware=replace(hardware, nodes=more),
+            processes=hardware.gpus_per_node * (more - 1),
+            accelerate_config=ZERO3,
+            zero_stage=3,
+            offload=NO_OFFLOAD,
+        )
         if not bigger.training_problem():
-            return (f"{problem}; fix: more nodes, a Slurm job of {more} (./exps.sh --slurm --nodes {more}), or "
-                    f"--per_device_train_batch_size 1 with gradient checkpointing")
+            return (
+                f"{problem}; fix: more nodes, a Slurm job of {more} (./exps.sh --slurm --nodes {more}), or "
+                f"--per_device_train_batch_size 1 with gradient checkpointing"
+            )
     return f"{problem}; fix: GPUs with more memory"
 
 
 def _offloading(config: str) -> str:
-    return {ZERO3_OFFLOAD_OPTIMIZER: "the optimizer in host RAM", ZERO3_OFFLOAD: "the optimizer and parameters in "
-            "host RAM"}[config]
+    return {
+        ZERO3_OFFLOAD_OPTIMIZER: "the optimizer in host RAM",
+        ZERO3_OFFLOAD: "the optimizer and parameters in host RAM",
+    }[config]
 
 
-def training_plan(shape: Shape, settings: Settings, processes: int, gpu_gib: float, zero_stage: int | None,
-                  offload: str, accelerate_config: str = "this launch's config") -> Plan:
+def training_plan(
+    shape: Shape,
+    settings: Settings,
+    processes: int,
+    gpu_gib: float,
+    zero_stage: int | None,
+    offload: str,
+    accelerate_config: str = "this launch's config",
+) -> Plan:
     """The training side alone, for a launch already under way (the trainer's own check: its processes, its GPU,
     the DeepSpeed settings accelerate passed it, `offload` as `offload_of` reads them); the server's fields
     describe a one-GPU server and go unused."""
     hardware = Hardware(gpus_per_node=processes, gpu_gib=gpu_gib)
-    return Plan(shape, settings, hardware, 1, (0,), tuple(range(processes)), processes, accelerate_config, zero_stage,
-                offload, settings.vllm_max_model_length or shape.max_positions)
+    return Plan(
+        shape,
+        settings,
+        hardware,
+        1,
+        (0,),
+        tuple(range(processes)),
+        processes,
+        accelerate_config,
+        zero_stage,
+        offload,
+        settings.vllm_max_model_length or shape.max_positions,
+    )
 
 
 def training_fix(plan: Plan) -> str | None:
@@ -699,8 +811,10 @@ def training_fix(plan: Plan) -> str | None:
             if plan.offload == NO_OFFLOAD or (plan.offload == OFFLOAD_OPTIMIZER and offload == OFFLOAD_ALL):
                 if not replace(plan, offload=offload).training_problem():
                     return f"{problem}; fix: {_offloading(config)}, accelerate launch --config-file {config}"
-    return (f"{problem}; fix: more GPUs (a Slurm job on more nodes), or a smaller --per_device_train_batch_size with "
-            "--activation_checkpointing true")
+    return (
+        f"{problem}; fix: more GPUs (a Slurm job on more nodes), or a smaller --per_device_train_batch_size with "
+        "--activation_checkpointing true"
+    )
 
 
 def evaluation_only_fix(shape: Shape, gpu_gib: float, sequences: int, tokens: int) -> str | None:
@@ -710,9 +824,11 @@ def evaluation_only_fix(shape: Shape, gpu_gib: float, sequences: int, tokens: in
     budget = GPU_FILL * gpu_gib * GIB
     if need <= budget:
         return None
-    return (f"--eval_only holds the whole bf16 model and {sequences} sequences of {tokens} tokens on one GPU: "
-            f"{need / GIB:.1f} GiB of {budget / GIB:.1f}; fix: a lower --repeat_eval_problems or --eval_max_tokens, "
-            "a GPU with more memory, or pass@k during training (--eval_steps, generated by the vLLM server)")
+    return (
+        f"--eval_only holds the whole bf16 model and {sequences} sequences of {tokens} tokens on one GPU: "
+        f"{need / GIB:.1f} GiB of {budget / GIB:.1f}; fix: a lower --repeat_eval_problems or --eval_max_tokens, "
+        "a GPU with more memory, or pass@k during training (--eval_steps, generated by the vLLM server)"
+    )
 
 
 def _gpus(text: str | None) -> tuple[int, ...] | None:
@@ -730,27 +846,44 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m training.memory_plan",
         description="Print the memory plan of a launch, in GiB; exit 2 with one line naming the fix when it does "
-                    "not fit.")
+        "not fit.",
+    )
     parser.add_argument("--preset", help="size preset, config/models/SIZE.yaml (its shape: config/shapes/SIZE.json)")
     parser.add_argument("--model", help="model folder: its config.json gives the shape (no weights are read)")
     parser.add_argument("--gpus-per-node", type=int, default=Hardware.gpus_per_node)
-    parser.add_argument("--gpu-memory", type=float, default=Hardware.gpu_gib,
-                        help="GiB per GPU: nvidia-smi's memory.total / 1024 (an H100 80GB's: 79.6)")
+    parser.add_argument(
+        "--gpu-memory",
+        type=float,
+        default=Hardware.gpu_gib,
+        help="GiB per GPU: nvidia-smi's memory.total / 1024 (an H100 80GB's: 79.6)",
+    )
     parser.add_argument("--nodes", type=int, default=Hardware.nodes, help="2 or more: node 0 serves, the others train")
     parser.add_argument("--vllm-gpus", help="the server's GPUs, e.g. 0,1 (default: the first tensor_parallel_size)")
     parser.add_argument("--train-gpus", help="one node's training GPUs (default: every GPU the server leaves)")
-    parser.add_argument("--tensor-parallel-size", type=int,
-                        help="the server's tensor-parallel size, vLLM's --tensor-parallel-size (default: picked)")
-    parser.add_argument("--accelerate-config",
-                        help="accelerate config (default: picked, zero3, zero3_offload_optimizer, zero3_offload)")
+    parser.add_argument(
+        "--tensor-parallel-size",
+        type=int,
+        help="the server's tensor-parallel size, vLLM's --tensor-parallel-size (default: picked)",
+    )
+    parser.add_argument(
+        "--accelerate-config", help="accelerate config (default: picked, zero3, zero3_offload_optimizer, zero3_offload)"
+    )
     parser.add_argument("--max-model-len", type=int, help="the server's context (default: preset, else model's)")
-    parser.add_argument("--layout-file", metavar="PATH",
-                        help="write the layout the launchers use to PATH, as shell assignments to source")
+    parser.add_argument(
+        "--layout-file",
+        metavar="PATH",
+        help="write the layout the launchers use to PATH, as shell assignments to source",
+    )
     parser.add_argument("flags", nargs="*", help="after --: the trainer flags of the run")
     args = parser.parse_args(argv)
     hardware = Hardware(args.gpus_per_node, args.gpu_memory, args.nodes)
-    choice = Choice(args.tensor_parallel_size or None, _gpus(args.vllm_gpus), _gpus(args.train_gpus),
-                    args.accelerate_config or None, args.max_model_len or None)
+    choice = Choice(
+        args.tensor_parallel_size or None,
+        _gpus(args.vllm_gpus),
+        _gpus(args.train_gpus),
+        args.accelerate_config or None,
+        args.max_model_len or None,
+    )
     size = f"{args.preset}: " if args.preset else ""
     try:
         settings, notes = settings_from_flags(args.preset, args.flags)
@@ -772,10 +905,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print("\n".join(lines))
     if args.layout_file:
-        write_layout(args.layout_file, {
-            "accelerate_config": config, "tensor_parallel_size": tp, "vllm_gpus": ",".join(map(str, server)),
-            "train_gpus": ",".join(map(str, train)), "processes": processes, "max_model_len": length,
-            "gpu_memory_gib": f"{hardware.gpu_gib:g}"})
+        write_layout(
+            args.layout_file,
+            {
+                "accelerate_config": config,
+                "tensor_parallel_size": tp,
+                "vllm_gpus": ",".join(map(str, server)),
+                "train_gpus": ",".join(map(str, train)),
+                "processes": processes,
+                "max_model_len": length,
+                "gpu_memory_gib": f"{hardware.gpu_gib:g}",
+            },
+        )
     return 0
 
 

@@ -34,8 +34,10 @@ def check_model(model: str) -> dict:
     path = Path(model).expanduser()
     if looks_like_path(model):
         if not path.is_dir():
-            raise UsageError(f"--model {model}: no such folder; give a model folder or a hub name "
-                             "(scripts/make_tiny_model.py builds a tiny local one)")
+            raise UsageError(
+                f"--model {model}: no such folder; give a model folder or a hub name "
+                "(scripts/make_tiny_model.py builds a tiny local one)"
+            )
         if (path / "adapter_config.json").exists():
             return json.loads((path / "adapter_config.json").read_text())
         if not (path / "config.json").exists():
@@ -43,8 +45,10 @@ def check_model(model: str) -> dict:
     try:
         return AutoConfig.from_pretrained(model).to_dict()
     except (OSError, ValueError) as e:
-        raise UsageError(f"--model {model}: cannot load its config ({str(e).splitlines()[0][:160]}); "
-                         "give a local folder or a reachable hub name") from None
+        raise UsageError(
+            f"--model {model}: cannot load its config ({str(e).splitlines()[0][:160]}); "
+            "give a local folder or a reachable hub name"
+        ) from None
 
 
 def check_memory(args, config: dict, launch: dict | None = None) -> str | None:
@@ -64,18 +68,27 @@ def check_memory(args, config: dict, launch: dict | None = None) -> str | None:
         from training.evaluation import GENERATION_BATCH
 
         sequences = GENERATION_BATCH * args.eval.repeat_eval_problems
-        fix = memory_plan.evaluation_only_fix(shape, launch["gpu_gib"], sequences,
-                                              memory_plan.PROMPT_TOKENS + args.eval.eval_max_tokens)
+        fix = memory_plan.evaluation_only_fix(
+            shape, launch["gpu_gib"], sequences, memory_plan.PROMPT_TOKENS + args.eval.eval_max_tokens
+        )
         if fix:
             raise UsageError(f"memory plan: {fix}")
         return None
     g = args.grpo
-    settings = memory_plan.Settings.from_values({
-        "per_device_train_batch_size": g.per_device_train_batch_size,
-        "gradient_accumulation_steps": g.gradient_accumulation_steps, "num_generations": g.num_generations,
-        "max_completion_length": g.max_completion_length, "gradient_checkpointing": g.gradient_checkpointing,
-        "beta": g.beta, "vllm_request_timeout": g.vllm_request_timeout, "save_total_limit": g.save_total_limit,
-        "use_lora": args.model.use_lora, "vllm_max_model_length": g.vllm_max_model_length})
+    settings = memory_plan.Settings.from_values(
+        {
+            "per_device_train_batch_size": g.per_device_train_batch_size,
+            "gradient_accumulation_steps": g.gradient_accumulation_steps,
+            "num_generations": g.num_generations,
+            "max_completion_length": g.max_completion_length,
+            "gradient_checkpointing": g.gradient_checkpointing,
+            "beta": g.beta,
+            "vllm_request_timeout": g.vllm_request_timeout,
+            "save_total_limit": g.save_total_limit,
+            "use_lora": args.model.use_lora,
+            "vllm_max_model_length": g.vllm_max_model_length,
+        }
+    )
     plan = memory_plan.training_plan(shape, settings, **launch)
     fix = memory_plan.training_fix(plan)
     if fix:
@@ -91,10 +104,16 @@ def _this_launch() -> dict | None:
     from training.memory_plan import offload_of
 
     stage = os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE")
-    offload = offload_of(os.environ.get("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE"),
-                         os.environ.get("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE"))
-    return {"processes": int(os.environ.get("WORLD_SIZE", "1")), "zero_stage": int(stage) if stage else None,
-            "gpu_gib": torch.cuda.get_device_properties(0).total_memory / 1024**3, "offload": offload}
+    offload = offload_of(
+        os.environ.get("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE"),
+        os.environ.get("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE"),
+    )
+    return {
+        "processes": int(os.environ.get("WORLD_SIZE", "1")),
+        "zero_stage": int(stage) if stage else None,
+        "gpu_gib": torch.cuda.get_device_properties(0).total_memory / 1024**3,
+        "offload": offload,
+    }
 
 
 def vllm_server_url(config) -> str:
@@ -107,9 +126,11 @@ def check_vllm_server_device() -> None:
     import torch
 
     if not torch.cuda.is_available():
-        raise UsageError("--vllm_mode server needs a CUDA GPU: TRL 1.16 sends the weights to the vLLM server over "
-                         "NCCL (vLLM 0.30's weight transfer), which runs only on CUDA; on a CPU use "
-                         "--vllm_mode colocate")
+        raise UsageError(
+            "--vllm_mode server needs a CUDA GPU: TRL 1.16 sends the weights to the vLLM server over "
+            "NCCL (vLLM 0.30's weight transfer), which runs only on CUDA; on a CPU use "
+            "--vllm_mode colocate"
+        )
 
 
 def check_vllm_server(config, model: str) -> None:
@@ -133,8 +154,10 @@ def check_wandb() -> None:
     if os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun"):
         return
     if not (os.environ.get("WANDB_API_KEY") or _wandb_netrc_key()):
-        raise UsageError("--use_wandb: wandb is not logged in; run `wandb login`, set WANDB_API_KEY, "
-                         "or set WANDB_MODE=offline to log locally and `wandb sync` later")
+        raise UsageError(
+            "--use_wandb: wandb is not logged in; run `wandb login`, set WANDB_API_KEY, "
+            "or set WANDB_MODE=offline to log locally and `wandb sync` later"
+        )
 
 
 def _wandb_netrc_key() -> bool:

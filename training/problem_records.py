@@ -59,8 +59,10 @@ def group_ids(ids: list[str], size: int) -> list[str]:
     for start in range(0, len(ids), size):
         block = ids[start : start + size]
         if len(set(block)) != 1:
-            raise RuntimeError(f"a group of {size} completions mixes problems {sorted(set(block))}: the ranks "
-                               "disagree on the order of the generation batch")
+            raise RuntimeError(
+                f"a group of {size} completions mixes problems {sorted(set(block))}: the ranks "
+                "disagree on the order of the generation batch"
+            )
     return ids[::size]
 
 
@@ -87,7 +89,9 @@ def problem_record(step: int, problem_id: str, groups: list[Group]) -> dict:
     passed = None if groups[0].passed is None else sum(g.passed for g in groups)
     watched = groups[0].hidden_checked is not None
     record = {
-        "step": step, "id": problem_id, "samples": len(rewards),
+        "step": step,
+        "id": problem_id,
+        "samples": len(rewards),
         "mean_reward": round(statistics.fmean(scored), 6) if scored else None,
         "reward_std": round(statistics.stdev(scored), 6) if len(scored) > 1 else None,
         "passed": passed,
@@ -143,15 +147,19 @@ class ProblemTracker:
         """
         expected, self.expected = self.expected, None
         if expected is not None and batch.ids != expected.ids:
-            raise RuntimeError("the ranks generated for a different batch than this rank chose: the difficulty "
-                               "filter's state differs between ranks")
+            raise RuntimeError(
+                "the ranks generated for a different batch than this rank chose: the difficulty "
+                "filter's state differs between ranks"
+            )
         groups = groups_of(batch)
         self.pending[batch.step] += groups
         if self.filter is None:
             return {}
         self.filter.update(groups)
-        return {"difficulty/settled": float(len(self.filter.settled())),
-                "difficulty/swapped": float(expected.swapped if expected else 0)}
+        return {
+            "difficulty/settled": float(len(self.filter.settled())),
+            "difficulty/swapped": float(expected.swapped if expected else 0),
+        }
 
     def flush(self, upto_step: float = math.inf) -> None:
         """Write the records of the steps up to `upto_step` (main process; the others only drop them)."""

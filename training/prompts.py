@@ -27,20 +27,27 @@ SYSTEM_PROMPTS = {
 TASKS = {
     "function": "Solve the problem by writing a function named `{entry_point}`.",
     "program": "Solve the problem by writing a program that reads its input from standard input and prints its "
-               "answer to standard output.",
+    "answer to standard output.",
 }
 
 
-def system_prompt(language: str, use_reasoning_format: bool, entry_point: str = "solve",
-                  reads_input: bool = False) -> str:
+def system_prompt(
+    language: str, use_reasoning_format: bool, entry_point: str = "solve", reads_input: bool = False
+) -> str:
     template = SYSTEM_PROMPTS["reasoning" if use_reasoning_format else "answer"]
     spec = language_named(language)
     task = TASKS["program" if reads_input else "function"].format(entry_point=entry_point)
     return template.format(language=spec.display_name, fence=spec.fence, task=task)
 
 
-def make_prompt(description: str, language: str, use_reasoning_format: bool, style: str, entry_point: str = "solve",
-                reads_input: bool = False) -> str | list[dict]:
+def make_prompt(
+    description: str,
+    language: str,
+    use_reasoning_format: bool,
+    style: str,
+    entry_point: str = "solve",
+    reads_input: bool = False,
+) -> str | list[dict]:
     """The prompt for one problem: a string for `plain`, a list of chat messages for `chat`; it asks for a function
     named ``entry_point``, or a program reading standard input where the problem's tests give it."""
     system = system_prompt(language, use_reasoning_format, entry_point, reads_input)
@@ -55,13 +62,22 @@ def make_prompt(description: str, language: str, use_reasoning_format: bool, sty
 
 
 def problem_prompt(problem: Problem, use_reasoning_format: bool, style: str) -> str | list[dict]:
-    return make_prompt(problem.description, problem.language, use_reasoning_format, style, problem.entry_point,
-                       problem.reads_input)
+    return make_prompt(
+        problem.description, problem.language, use_reasoning_format, style, problem.entry_point, problem.reads_input
+    )
 
 
 def prompt_rows(problems: Sequence[Problem], use_reasoning_format: bool, style: str) -> list[dict]:
     """The problems as training rows, the columns TRL hands the reward functions: ``id`` (the test-case reward
     looks the problem up by it), ``language``, ``description``, the record's other fields, and the prompt. Tests and
     solutions stay with the problems."""
-    return [{"id": problem.id, "language": problem.language, "description": problem.description, **problem.extra,
-             "prompt": problem_prompt(problem, use_reasoning_format, style)} for problem in problems]
+    return [
+        {
+            "id": problem.id,
+            "language": problem.language,
+            "description": problem.description,
+            **problem.extra,
+            "prompt": problem_prompt(problem, use_reasoning_format, style),
+        }
+        for problem in problems
+    ]

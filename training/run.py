@@ -31,8 +31,14 @@ from training.console import use_step_lines
 from training.difficulty import DifficultyFilter
 from training.evaluation import PassAtKEvaluator
 from training.hidden_tests import HiddenTestWatch
-from training.prerequisites import (check_memory, check_model, check_packages, check_vllm_server,
-                                    check_vllm_server_device, check_wandb)
+from training.prerequisites import (
+    check_memory,
+    check_model,
+    check_packages,
+    check_vllm_server,
+    check_vllm_server_device,
+    check_wandb,
+)
 from training.problem_records import ProblemTracker
 from training.prompts import problem_prompt, prompt_rows
 from training.run_folder import Resume, RunFolder, RunLogCallback, model_step
@@ -103,8 +109,13 @@ class TrainingRun:
             verify_data(self)
         self.state.wait_for_everyone()  # every rank has checked the run folder before the main one writes into it
         logger.info("judging: %s", self.judge.isolation)
-        logger.info("data: %s (%d train, %d %s problems to evaluate)", self.source, len(self.problems),
-                    len(self.evaluated), args.eval.eval_split)
+        logger.info(
+            "data: %s (%d train, %d %s problems to evaluate)",
+            self.source,
+            len(self.problems),
+            len(self.evaluated),
+            args.eval.eval_split,
+        )
 
     def test_reward_function(self) -> int:
         """--test_reward_function: judge each training problem's canonical solution with the training reward and
@@ -115,8 +126,15 @@ class TrainingRun:
         trivial = None
         if args.scoring.needs_trivial_shares:
             trivial = {p: s.by_tests for p, s in measure_trivial_shares(problems, judge, self.state, None).items()}
-        scores = score(judge, problems, [p.solution for p in problems], args.scoring, trivial_shares=trivial,
-                       extract=False, progress=True)
+        scores = score(
+            judge,
+            problems,
+            [p.solution for p in problems],
+            args.scoring,
+            trivial_shares=trivial,
+            extract=False,
+            progress=True,
+        )
         best = args.scoring.best
         for problem, scored in zip(problems, scores):
             j = scored.judgement
@@ -131,16 +149,31 @@ class TrainingRun:
         if not (args.eval.eval_pass_at_k or args.eval.eval_only):
             return None
         data = args.data
-        describe = {"prompt_style": data.prompt_style, "use_reasoning_format": data.use_reasoning_format,
-                    "language": data.language, "model": args.model.model}
+        describe = {
+            "prompt_style": data.prompt_style,
+            "use_reasoning_format": data.use_reasoning_format,
+            "language": data.language,
+            "model": args.model.model,
+        }
         canaries = self.canaries()
-        evaluator = PassAtKEvaluator(self.evaluated, lambda p: problem_prompt(p, data.use_reasoning_format,
-                                                                             data.prompt_style),
-                                     self.tokenizer, self.judge, args.eval, args.scoring, self.folder, describe,
-                                     canary=canaries, trivial_shares=self.trivial_shares)
+        evaluator = PassAtKEvaluator(
+            self.evaluated,
+            lambda p: problem_prompt(p, data.use_reasoning_format, data.prompt_style),
+            self.tokenizer,
+            self.judge,
+            args.eval,
+            args.scoring,
+            self.folder,
+            describe,
+            canary=canaries,
+            trivial_shares=self.trivial_shares,
+        )
         if canaries and canaries.canaries and not evaluator.canaries_per_evaluation and main_rank():
-            logger.warning("canary: off, since --canary_share %g of the evaluation's %d generations is under one",
-                           args.eval.canary_share, len(evaluator.problems) * args.eval.repeat_eval_problems)
+            logger.warning(
+                "canary: off, since --canary_share %g of the evaluation's %d generations is under one",
+                args.eval.canary_share,
+                len(evaluator.problems) * args.eval.repeat_eval_problems,
+            )
         return evaluator
 
     def canaries(self) -> CanaryWatch | None:
@@ -153,11 +186,18 @@ class TrainingRun:
             return None
         started, built = time.time(), [None]
         if self.state.is_main_process:
-            built = [build_canaries(self.evaluated, self.judge, args.eval.canary_problems, args.grpo.seed,
-                                    args.eval.eval_timeout)]
+            built = [
+                build_canaries(
+                    self.evaluated, self.judge, args.eval.canary_problems, args.grpo.seed, args.eval.eval_timeout
+                )
+            ]
         canaries = broadcast_object_list(built)[0]
-        logger.info("canary: %d impossible problems, checked against their solutions in %.1f s: %s", len(canaries),
-                    time.time() - started, ", ".join(c.problem.id for c in canaries))
+        logger.info(
+            "canary: %d impossible problems, checked against their solutions in %.1f s: %s",
+            len(canaries),
+            time.time() - started,
+            ", ".join(c.problem.id for c in canaries),
+        )
         return CanaryWatch(canaries, args.eval.canary_action)
 
     def evaluate(self, evaluator: PassAtKEvaluator) -> int:
@@ -194,8 +234,9 @@ class TrainingRun:
         args, d = self.args, self.args.difficulty
         difficulty = None
         if d.difficulty_filter:
-            difficulty = DifficultyFilter([p.id for p in self.problems], d.difficulty_window, d.difficulty_recheck,
-                                          args.grpo.seed)
+            difficulty = DifficultyFilter(
+                [p.id for p in self.problems], d.difficulty_window, d.difficulty_recheck, args.grpo.seed
+            )
         return ProblemTracker(self.folder.problem_stats if self.state.is_main_process else None, difficulty)
 
     def hidden_watch(self) -> HiddenTestWatch | None:
@@ -203,8 +244,9 @@ class TrainingRun:
         if not watches_hidden_tests(self.args):
             return None
         rewards = self.args.rewards
-        return HiddenTestWatch(rewards.hidden_tests_threshold, rewards.hidden_tests_action,
-                               str(self.folder.problem_stats))
+        return HiddenTestWatch(
+            rewards.hidden_tests_threshold, rewards.hidden_tests_action, str(self.folder.problem_stats)
+        )
 
     def build(self, evaluator: PassAtKEvaluator | None) -> QGRPOTrainer:
         """The run folder started (its settings written), the reward functions, and the trainer around them with the
@@ -223,9 +265,16 @@ class TrainingRun:
             evaluator.feedback = feedback  # pass@k after the rounds too
         trainer = QGRPOTrainer(
             model=args.model.model,
-            reward_funcs=make_reward_funcs(args.rewards.reward_funcs, self.judge, args.scoring, self.problems,
-                                           args.data.use_reasoning_format, self.trivial_shares,
-                                           watch_hidden_tests=watches_hidden_tests(args), pool_seed=args.grpo.seed),
+            reward_funcs=make_reward_funcs(
+                args.rewards.reward_funcs,
+                self.judge,
+                args.scoring,
+                self.problems,
+                args.data.use_reasoning_format,
+                self.trivial_shares,
+                watch_hidden_tests=watches_hidden_tests(args),
+                pool_seed=args.grpo.seed,
+            ),
             args=args.grpo,
             train_dataset=self.dataset(),
             processing_class=self.tokenizer,
@@ -247,8 +296,13 @@ class TrainingRun:
             return None
         from training.feedback import FeedbackRounds
 
-        return FeedbackRounds(self.args.grpo.feedback_turns, self.judge, {p.id: p for p in self.problems},
-                              self.tokenizer, chat=self.args.data.prompt_style == "chat")
+        return FeedbackRounds(
+            self.args.grpo.feedback_turns,
+            self.judge,
+            {p.id: p for p in self.problems},
+            self.tokenizer,
+            chat=self.args.data.prompt_style == "chat",
+        )
 
     def dataset(self):
         from datasets import Dataset
@@ -277,14 +331,17 @@ class TrainingRun:
 def load_data(args: Arguments, source: str) -> tuple[list[Problem], list[Problem]]:
     """The training problems and the problems to evaluate on (the held-out split, or --eval_split train)."""
     problems = load_problems(source, args.data.language, args.data.allow_in_sandbox_comparisons)
-    train, test = split_problems(problems, args.data.test_fraction, args.grpo.seed, args.data.max_train_problems,
-                                 args.data.max_test_problems)
+    train, test = split_problems(
+        problems, args.data.test_fraction, args.grpo.seed, args.data.max_train_problems, args.data.max_test_problems
+    )
     evaluated = test if args.eval.eval_split == "test" else train
     if not args.eval.eval_only and not train:
         raise UsageError(f"--data {source}: no training problems after the split; lower --test_fraction")
     if (args.eval.eval_only or args.eval.eval_pass_at_k) and not evaluated:
-        raise UsageError(f"--data {source}: no {args.eval.eval_split} problems to evaluate; raise --test_fraction "
-                         "or pass --eval_pass_at_k false")
+        raise UsageError(
+            f"--data {source}: no {args.eval.eval_split} problems to evaluate; raise --test_fraction "
+            "or pass --eval_pass_at_k false"
+        )
     return train, evaluated
 
 
@@ -295,13 +352,15 @@ def check_judge(judge: Judge, languages: set[str], bundled: bool) -> None:
         judge.preflight(*languages)
     except UsageError as e:
         if "q" in languages and bundled:
-            raise UsageError(f"{e}; to try the trainer without q, train on the bundled Python problems with "
-                             "--language python") from None
+            raise UsageError(
+                f"{e}; to try the trainer without q, train on the bundled Python problems with --language python"
+            ) from None
         raise
 
 
-def measure_trivial_shares(problems: list[Problem], judge: Judge | None, state: PartialState,
-                           cache: Path | None) -> dict[Problem, TrivialShare]:
+def measure_trivial_shares(
+    problems: list[Problem], judge: Judge | None, state: PartialState, cache: Path | None
+) -> dict[Problem, TrivialShare]:
     """--partial_credit above_trivial: each problem's trivial share (data/quality/trivial.py), keyed by the problem.
     The main process measures them and writes the run folder's ``cache``; the other ranks then read it, and a
     resumed run measures nothing."""
@@ -315,14 +374,21 @@ def verify_data(run: TrainingRun) -> None:
     UsageError with the counts and the command that lists each problem."""
     args, problems = run.args, run.problems + run.evaluated
     tests = args.scoring.max_tests_per_problem
-    report = verify_problems(problems, run.judge, show_progress=run.state.is_main_process,
-                             max_trivial_share=args.data.max_trivial_share,
-                             trivial=[run.trivial[p] for p in problems] if run.trivial else None,
-                             max_tests=tests)
+    report = verify_problems(
+        problems,
+        run.judge,
+        show_progress=run.state.is_main_process,
+        max_trivial_share=args.data.max_trivial_share,
+        trivial=[run.trivial[p] for p in problems] if run.trivial else None,
+        max_tests=tests,
+    )
     if not report.clean:
-        raise UsageError(f"--verify_data: {report.summary()}; `python -m data verify {run.source} --language "
-                         f"{args.data.language} --max_trivial_share {args.data.max_trivial_share:g}"
-                         + (f" --max_tests_per_problem {tests}" if tests else "") + "` lists each problem")
+        raise UsageError(
+            f"--verify_data: {report.summary()}; `python -m data verify {run.source} --language "
+            f"{args.data.language} --max_trivial_share {args.data.max_trivial_share:g}"
+            + (f" --max_tests_per_problem {tests}" if tests else "")
+            + "` lists each problem"
+        )
 
 
 def watches_hidden_tests(args: Arguments) -> bool:
@@ -337,16 +403,22 @@ def interrupted(args: Arguments) -> RunStopped:
     folder = RunFolder(args.run_dir)
     latest = folder.latest_checkpoint()
     if latest is None:
-        return RunStopped(INTERRUPTED_EXIT_CODE, "interrupted before the first checkpoint",
-                          f"nothing to resume in {folder.root}")
-    return RunStopped(INTERRUPTED_EXIT_CODE, "interrupted",
-                      f"newest checkpoint {latest}; resume with the same command plus --resume_from_checkpoint "
-                      f"latest, e.g. `python {ENTRY} --config {folder.config} --resume_from_checkpoint latest`")
+        return RunStopped(
+            INTERRUPTED_EXIT_CODE, "interrupted before the first checkpoint", f"nothing to resume in {folder.root}"
+        )
+    return RunStopped(
+        INTERRUPTED_EXIT_CODE,
+        "interrupted",
+        f"newest checkpoint {latest}; resume with the same command plus --resume_from_checkpoint "
+        f"latest, e.g. `python {ENTRY} --config {folder.config} --resume_from_checkpoint latest`",
+    )
 
 
 def summary(folder: RunFolder, step: int) -> str:
     """The last line of a finished run: its steps, its last pass@k, where its outputs are."""
     last = folder.read_eval_results()[-1:] or [{}]
     passk = {k: round(v, 3) for k, v in last[0].get("metrics", {}).items() if k.startswith("pass@")}
-    return (f"finished {step} steps{'; last eval ' + json.dumps(passk) if passk else ''}. Outputs in {folder.root}/ "
-            f"(final model: {folder.final_model}, logs: {folder.logs})")
+    return (
+        f"finished {step} steps{'; last eval ' + json.dumps(passk) if passk else ''}. Outputs in {folder.root}/ "
+        f"(final model: {folder.final_model}, logs: {folder.logs})"
+    )

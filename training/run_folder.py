@@ -1,16 +1,16 @@
 """The run folder and the callback that writes its logs.
 
-    <run>/config.yaml                every resolved setting; `--config <run>/config.yaml` repeats the run
-    <run>/trivial_shares.json        each problem's trivial share, measured once (--partial_credit above_trivial)
-    <run>/checkpoints/checkpoint-N/  TRL/transformers checkpoints (resumable)
-    <run>/logs/training_log.txt      one readable line per logged step
-    <run>/logs/metrics.jsonl         one JSON object per logged step (evaluations included)
-    <run>/logs/eval_results.json     every pass@k evaluation, appended
-    <run>/logs/eval_samples/step-N.jsonl   the evaluation's completions with their judgements
-    <run>/logs/eval_samples/step-N-eval_only.jsonl   the same for an `--eval_only` evaluation of the step's model
-    <run>/logs/problem_stats.jsonl   one line per training problem per step it was sampled (training/problem_records.py)
-    <run>/logs/canary/step-N.jsonl   completions that passed a canary, an impossible problem (training/canary.py)
-    <run>/final_model/               the trained model (or LoRA adapter) and tokenizer
+<run>/config.yaml                every resolved setting; `--config <run>/config.yaml` repeats the run
+<run>/trivial_shares.json        each problem's trivial share, measured once (--partial_credit above_trivial)
+<run>/checkpoints/checkpoint-N/  TRL/transformers checkpoints (resumable)
+<run>/logs/training_log.txt      one readable line per logged step
+<run>/logs/metrics.jsonl         one JSON object per logged step (evaluations included)
+<run>/logs/eval_results.json     every pass@k evaluation, appended
+<run>/logs/eval_samples/step-N.jsonl   the evaluation's completions with their judgements
+<run>/logs/eval_samples/step-N-eval_only.jsonl   the same for an `--eval_only` evaluation of the step's model
+<run>/logs/problem_stats.jsonl   one line per training problem per step it was sampled (training/problem_records.py)
+<run>/logs/canary/step-N.jsonl   completions that passed a canary, an impossible problem (training/canary.py)
+<run>/final_model/               the trained model (or LoRA adapter) and tokenizer
 """
 
 import json
@@ -90,7 +90,9 @@ class RunFolder:
         if resume == "latest":
             latest = self.latest_checkpoint()
             if latest is None:
-                raise UsageError(f"--resume_from_checkpoint latest: no checkpoint in {self.checkpoints}; start without it")
+                raise UsageError(
+                    f"--resume_from_checkpoint latest: no checkpoint in {self.checkpoints}; start without it"
+                )
             return latest
         if not (Path(resume) / TRAINER_STATE_NAME).exists():
             raise UsageError(f"--resume_from_checkpoint {resume}: not a checkpoint folder (no {TRAINER_STATE_NAME})")
@@ -109,15 +111,22 @@ class RunFolder:
         step = checkpoint_step(checkpoint)
         if requested == "latest":
             why = f"--resume_from_checkpoint latest: the newest whole checkpoint in {self.checkpoints}"
-            cut_off = sorted(path.name for path in self.checkpoints.glob(f"{PREFIX_CHECKPOINT_DIR}-*")
-                             if not _readable_state(path))
+            cut_off = sorted(
+                path.name for path in self.checkpoints.glob(f"{PREFIX_CHECKPOINT_DIR}-*") if not _readable_state(path)
+            )
             if cut_off:
                 why += f" ({', '.join(cut_off)} skipped: cut off while being saved)"
         else:
             why = "named by --resume_from_checkpoint"
         resume = Resume(checkpoint, step, why)
-        logger.info("resuming from %s at step %d (%s); what was logged after step %d is dropped, and "
-                    "--eval_on_start is not repeated", checkpoint, step, why, step)
+        logger.info(
+            "resuming from %s at step %d (%s); what was logged after step %d is dropped, and "
+            "--eval_on_start is not repeated",
+            checkpoint,
+            step,
+            why,
+            step,
+        )
         return resume
 
     def prepare(self, overwrite: bool, resume: Resume | None, evaluation_only: bool = False) -> None:
@@ -139,7 +148,9 @@ class RunFolder:
             probe.write_text("")
             probe.unlink()
         except OSError as e:
-            raise UsageError(f"--output_dir {self.root}: cannot write there ({e.strerror}); choose a writable folder") from None
+            raise UsageError(
+                f"--output_dir {self.root}: cannot write there ({e.strerror}); choose a writable folder"
+            ) from None
         if overwrite and not (resuming or evaluation_only):
             for path in (self.metrics, self.eval_results, self.training_log, self.problem_stats):
                 path.unlink(missing_ok=True)
@@ -213,7 +224,8 @@ class RunFolder:
             raise UsageError(
                 f"--max_steps {max_steps}: {checkpoint} is from a run of {saved} steps, and its {scheduler} learning-"
                 f"rate schedule ends there; resume with --max_steps {saved}, or train on from it as a new run "
-                f"(--model {checkpoint} --output_dir NEW_FOLDER)")
+                f"(--model {checkpoint} --output_dir NEW_FOLDER)"
+            )
 
     @staticmethod
     def _write_json_atomic(path: Path, value) -> None:
@@ -264,10 +276,24 @@ def _fmt(value) -> str:
     return str(value)
 
 
-READABLE_KEYS = ("reward", "reward_std", "rewards/test_cases/mean", "rewards/format/mean", "status/passed",
-                 "status/syntax_error", "status/timeout", "hidden_tests/failed_share", "frac_reward_zero_std",
-                 "difficulty/settled", "kl", "entropy", "completions/mean_length", "learning_rate", "step_time",
-                 "async/generation_wait_s")
+READABLE_KEYS = (
+    "reward",
+    "reward_std",
+    "rewards/test_cases/mean",
+    "rewards/format/mean",
+    "status/passed",
+    "status/syntax_error",
+    "status/timeout",
+    "hidden_tests/failed_share",
+    "frac_reward_zero_std",
+    "difficulty/settled",
+    "kl",
+    "entropy",
+    "completions/mean_length",
+    "learning_rate",
+    "step_time",
+    "async/generation_wait_s",
+)
 
 
 def readable_line(step: int, max_steps: int, logs: dict, keys: tuple[str, ...] = READABLE_KEYS) -> str:
@@ -276,7 +302,8 @@ def readable_line(step: int, max_steps: int, logs: dict, keys: tuple[str, ...] =
     if "train_runtime" in logs:
         return f"finished at step {step}/{max_steps} | train_runtime={_fmt(logs['train_runtime'])}s"
     shown = [k for k in logs if k.startswith("eval_pass@") or k in ("eval_mean_reward", "eval_canary/pass_rate")] or [
-        k for k in keys if k in logs]
+        k for k in keys if k in logs
+    ]
     parts = [f"{k}={_fmt(logs[k])}" for k in shown if logs[k] is not None]
     kind = "eval " if any(k.startswith("eval_") for k in logs) else ""
     return f"{kind}step {step}/{max_steps} | " + " ".join(parts)

@@ -70,4 +70,3 @@ def finish(stop: RunStopped) -> int:
     elif stop.code == USAGE_EXIT_CODE:
         time.sleep(RANK_EXIT_DELAY_S)
     return stop.code
-

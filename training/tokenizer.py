@@ -23,5 +23,7 @@ def load_tokenizer(model: str, prompt_style: str):
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     if prompt_style == "chat" and not tokenizer.chat_template:
-        raise UsageError(f"--prompt_style chat: the tokenizer of {model} has no chat template; use --prompt_style plain")
+        raise UsageError(
+            f"--prompt_style chat: the tokenizer of {model} has no chat template; use --prompt_style plain"
+        )
     return tokenizer

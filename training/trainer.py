@@ -93,71 +93,163 @@ def source_of(function) -> str:
 
 
 TRL_INTERNALS = (
-    TrlInternal(GRPOTrainer, "_generate_and_score_completions",
-                "overridden: the generation batch passes through the difficulty filter before generating"),
-    TrlInternal(GRPOTrainer, "_calculate_rewards", "overridden: the gathered rewards go to the per-problem tracker; "
-                "its profiling span is the reward time of benchmarks/step_overhead.py"),
-    TrlInternal(GRPOTrainer, "_metrics", "where the tracker's and the hidden-test watch's metrics are appended for "
-                "TRL to log with the step", set_by="__init__"),
+    TrlInternal(
+        GRPOTrainer,
+        "_generate_and_score_completions",
+        "overridden: the generation batch passes through the difficulty filter before generating",
+    ),
+    TrlInternal(
+        GRPOTrainer,
+        "_calculate_rewards",
+        "overridden: the gathered rewards go to the per-problem tracker; "
+        "its profiling span is the reward time of benchmarks/step_overhead.py",
+    ),
+    TrlInternal(
+        GRPOTrainer,
+        "_metrics",
+        "where the tracker's and the hidden-test watch's metrics are appended for TRL to log with the step",
+        set_by="__init__",
+    ),
     TrlInternal(GRPOTrainer, "reward_func_names", "read to form the total reward as TRL does", set_by="__init__"),
     TrlInternal(GRPOTrainer, "reward_weights", "read to form the total reward as TRL does", set_by="__init__"),
-    TrlInternal(GRPOTrainer, "num_generations", "the group size the tracker and the filter count in",
-                set_by="__init__"),
-    TrlInternal(GRPOTrainer, "use_vllm", "whether generation (evaluation's too) goes through vLLM",
-                set_by="__init__"),
-    TrlInternal(GRPOTrainer, "vllm_generation", "TRL's vLLM backend, which evaluation generates with",
-                set_by="__init__", held="vllm"),
+    TrlInternal(
+        GRPOTrainer, "num_generations", "the group size the tracker and the filter count in", set_by="__init__"
+    ),
+    TrlInternal(GRPOTrainer, "use_vllm", "whether generation (evaluation's too) goes through vLLM", set_by="__init__"),
+    TrlInternal(
+        GRPOTrainer,
+        "vllm_generation",
+        "TRL's vLLM backend, which evaluation generates with",
+        set_by="__init__",
+        held="vllm",
+    ),
     TrlInternal(VLLMGeneration, "mode", "server or colocate", set_by="__init__", held="vllm"),
-    TrlInternal(VLLMGeneration, "sync_weights", "called before evaluation generates, so it samples current weights, "
-                "and by --async_generation; replaced on vLLM's CPU engine (sync_weights_into_cpu_engine); traced by "
-                "tests/run_with_vllm.py"),
-    TrlInternal(VLLMGeneration, "_iter_named_params", "the weights as TRL sends them (gathered under ZeRO-3, LoRA "
-                "merged), which sync_weights_into_cpu_engine loads"),
-    TrlInternal(VLLMGeneration, "llm", "the colocated vLLM engine evaluation generates with", set_by="_init_vllm",
-                held="colocate"),
+    TrlInternal(
+        VLLMGeneration,
+        "sync_weights",
+        "called before evaluation generates, so it samples current weights, "
+        "and by --async_generation; replaced on vLLM's CPU engine (sync_weights_into_cpu_engine); traced by "
+        "tests/run_with_vllm.py",
+    ),
+    TrlInternal(
+        VLLMGeneration,
+        "_iter_named_params",
+        "the weights as TRL sends them (gathered under ZeRO-3, LoRA merged), which sync_weights_into_cpu_engine loads",
+    ),
+    TrlInternal(
+        VLLMGeneration,
+        "llm",
+        "the colocated vLLM engine evaluation generates with",
+        set_by="_init_vllm",
+        held="colocate",
+    ),
     TrlInternal(VLLMGeneration, "vllm_client", "the client of the vLLM server", set_by="_init_vllm", held="server"),
-    TrlInternal(VLLMClient, "session", "a requests.Session: every request it sends is bounded "
-                "(--vllm_request_timeout, training/vllm_timeout.py)", set_by="__init__", held="server"),
-    TrlInternal(VLLMClient, "base_url", "names the server in the bound's one-line error", set_by="__init__",
-                held="server"),
-    TrlInternal(VLLMClient, "generate", "evaluation's generation in server mode, and --async_generation's; delayed "
-                "and traced by tests/run_with_vllm.py"),
-    TrlInternal(VLLMClient, "init_communicator", "replaced by tests/run_with_vllm.py (the NCCL weight-transfer "
-                "group needs CUDA)"),
-    TrlInternal(VLLMClient, "update_named_params", "replaced by tests/run_with_vllm.py (it streams through that "
-                "group)"),
-    TrlInternal(VLLMClient, "communicator", "set to None by that replacement, as TRL leaves it without a group",
-                set_by="__init__", held="server"),
+    TrlInternal(
+        VLLMClient,
+        "session",
+        "a requests.Session: every request it sends is bounded (--vllm_request_timeout, training/vllm_timeout.py)",
+        set_by="__init__",
+        held="server",
+    ),
+    TrlInternal(
+        VLLMClient, "base_url", "names the server in the bound's one-line error", set_by="__init__", held="server"
+    ),
+    TrlInternal(
+        VLLMClient,
+        "generate",
+        "evaluation's generation in server mode, and --async_generation's; delayed "
+        "and traced by tests/run_with_vllm.py",
+    ),
+    TrlInternal(
+        VLLMClient,
+        "init_communicator",
+        "replaced by tests/run_with_vllm.py (the NCCL weight-transfer group needs CUDA)",
+    ),
+    TrlInternal(
+        VLLMClient, "update_named_params", "replaced by tests/run_with_vllm.py (it streams through that group)"
+    ),
+    TrlInternal(
+        VLLMClient,
+        "communicator",
+        "set to None by that replacement, as TRL leaves it without a group",
+        set_by="__init__",
+        held="server",
+    ),
     TrlInternal(ProfilingContext, "__enter__", "wrapped by benchmarks/step_overhead.py to time a span's CPU"),
     TrlInternal(ProfilingContext, "_log_metrics", "wrapped by benchmarks/step_overhead.py to record each span"),
     TrlInternal(ProfilingContext, "name", "the span's name, read by benchmarks/step_overhead.py", set_by="__init__"),
-    TrlInternal(GRPOTrainer, "_generate_single_turn", "overridden with --async_generation: returns the completions "
-                "requested a step ahead (training/async_generation.py); --feedback_turns generates each turn with "
-                "it"),
-    TrlInternal(GRPOTrainer, "_tokenize_prompts", "tokenizes the next batch's prompts as TRL tokenizes this one's, "
-                "and the prompts of --feedback_turns (training/feedback.py)"),
-    TrlInternal(GRPOTrainer, "eos_token_ids", "the tokens that end a turn, read by --feedback_turns",
-                set_by="__init__"),
-    TrlInternal(GRPOTrainer, "max_completion_length", "the length every turn of --feedback_turns fits in",
-                set_by="__init__"),
-    TrlInternal(GRPOTrainer, "num_generations_eval", "the group size of --feedback_turns's first turn outside "
-                "training", set_by="__init__"),
-    TrlInternal(GRPOTrainer, "_get_train_sampler", "the sampler whose order --async_generation replays a generation "
-                "ahead of the dataloader (RowSchedule)"),
-    TrlInternal(GRPOTrainer, "_step", "TRL's count of micro-steps, by which it decides when to generate; places "
-                "a generation in the run", set_by="__init__"),
-    TrlInternal(GRPOTrainer, "_last_loaded_step", "the step whose weights vLLM holds: --async_generation syncs as "
-                "TRL does, when it differs from the global step", set_by="__init__", held="vllm"),
-    *(TrlInternal(VLLMGeneration, name, "a sampling setting TRL sends with each server request, sent alike with "
-                  "the requests of --async_generation", set_by="__init__", held="vllm")
-      for name in ("repetition_penalty", "temperature", "top_p", "top_k", "min_p", "max_completion_length",
-                   "logprobs", "structured_outputs_regex", "generation_kwargs")),
+    TrlInternal(
+        GRPOTrainer,
+        "_generate_single_turn",
+        "overridden with --async_generation: returns the completions "
+        "requested a step ahead (training/async_generation.py); --feedback_turns generates each turn with "
+        "it",
+    ),
+    TrlInternal(
+        GRPOTrainer,
+        "_tokenize_prompts",
+        "tokenizes the next batch's prompts as TRL tokenizes this one's, "
+        "and the prompts of --feedback_turns (training/feedback.py)",
+    ),
+    TrlInternal(
+        GRPOTrainer, "eos_token_ids", "the tokens that end a turn, read by --feedback_turns", set_by="__init__"
+    ),
+    TrlInternal(
+        GRPOTrainer, "max_completion_length", "the length every turn of --feedback_turns fits in", set_by="__init__"
+    ),
+    TrlInternal(
+        GRPOTrainer,
+        "num_generations_eval",
+        "the group size of --feedback_turns's first turn outside training",
+        set_by="__init__",
+    ),
+    TrlInternal(
+        GRPOTrainer,
+        "_get_train_sampler",
+        "the sampler whose order --async_generation replays a generation ahead of the dataloader (RowSchedule)",
+    ),
+    TrlInternal(
+        GRPOTrainer,
+        "_step",
+        "TRL's count of micro-steps, by which it decides when to generate; places a generation in the run",
+        set_by="__init__",
+    ),
+    TrlInternal(
+        GRPOTrainer,
+        "_last_loaded_step",
+        "the step whose weights vLLM holds: --async_generation syncs as TRL does, when it differs from the global step",
+        set_by="__init__",
+        held="vllm",
+    ),
+    *(
+        TrlInternal(
+            VLLMGeneration,
+            name,
+            "a sampling setting TRL sends with each server request, sent alike with the requests of --async_generation",
+            set_by="__init__",
+            held="vllm",
+        )
+        for name in (
+            "repetition_penalty",
+            "temperature",
+            "top_p",
+            "top_k",
+            "min_p",
+            "max_completion_length",
+            "logprobs",
+            "structured_outputs_regex",
+            "generation_kwargs",
+        )
+    ),
     TrlInternal(Trainer, "log", "called past GRPOTrainer.log, which would flush the step's training metrics"),
     TrlInternal(Trainer, "evaluate", "overridden with pass@k; transformers calls it on the trainer's schedule"),
-    TrlInternal(Trainer, "_save_checkpoint", "transformers saves each checkpoint through it; overridden so that a "
-                "checkpoint first drains the request in flight (--async_generation)"),
-    TrlInternal(Trainer, "callback_handler", "its on_evaluate is called as Trainer.evaluate would",
-                set_by="__init__"),
+    TrlInternal(
+        Trainer,
+        "_save_checkpoint",
+        "transformers saves each checkpoint through it; overridden so that a "
+        "checkpoint first drains the request in flight (--async_generation)",
+    ),
+    TrlInternal(Trainer, "callback_handler", "its on_evaluate is called as Trainer.evaluate would", set_by="__init__"),
 )
 
 
@@ -167,9 +259,11 @@ class TrlInternalsChanged(RuntimeError):
     def __init__(self, missing: list[str]):
         import trl
 
-        super().__init__(f"TRL {trl.__version__} lacks {', '.join(missing)}, which training/trainer.py relies on "
-                         f"(written for trl=={TRL_VERSION}); install the pinned version "
-                         f"(pip install -r requirements.txt) or port training/trainer.py")
+        super().__init__(
+            f"TRL {trl.__version__} lacks {', '.join(missing)}, which training/trainer.py relies on "
+            f"(written for trl=={TRL_VERSION}); install the pinned version "
+            f"(pip install -r requirements.txt) or port training/trainer.py"
+        )
 
 
 def held_objects(trainer) -> tuple[dict[type, object], set[str]]:
@@ -222,10 +316,14 @@ def server_sampling_params(generation, n: int) -> dict:
     """The sampling settings TRL's `VLLMGeneration.generate` sends with a server request for ``n`` completions per
     prompt (tests/test_async_generation.py checks them against TRL's own request)."""
     return {
-        "n": n, "repetition_penalty": generation.repetition_penalty, "temperature": generation.temperature,
-        "top_p": generation.top_p, "top_k": generation.top_k,
+        "n": n,
+        "repetition_penalty": generation.repetition_penalty,
+        "temperature": generation.temperature,
+        "top_p": generation.top_p,
+        "top_k": generation.top_k,
         "min_p": 0.0 if generation.min_p is None else generation.min_p,
-        "max_tokens": generation.max_completion_length, "logprobs": generation.logprobs,
+        "max_tokens": generation.max_completion_length,
+        "logprobs": generation.logprobs,
         "structured_outputs_regex": generation.structured_outputs_regex,
         "generation_kwargs": generation.generation_kwargs,
     }
@@ -281,10 +379,19 @@ class QGRPOTrainer(GRPOTrainer):
     stops it after saving the checkpoint of the step whose completions sounded it. `train` then returns with the
     alarm in ``alarm`` (None when training ran to its end), for the run to stop with (training/stops.py)."""
 
-    def __init__(self, model, reward_funcs, *args, evaluator: PassAtKEvaluator | None = None,
-                 tracker: ProblemTracker | None = None, hidden_watch: HiddenTestWatch | None = None,
-                 vllm_request_timeout: float | None = None, async_generation: bool = False,
-                 feedback: FeedbackRounds | None = None, **kwargs):
+    def __init__(
+        self,
+        model,
+        reward_funcs,
+        *args,
+        evaluator: PassAtKEvaluator | None = None,
+        tracker: ProblemTracker | None = None,
+        hidden_watch: HiddenTestWatch | None = None,
+        vllm_request_timeout: float | None = None,
+        async_generation: bool = False,
+        feedback: FeedbackRounds | None = None,
+        **kwargs,
+    ):
         missing = missing_trl_internals()
         if missing:
             raise TrlInternalsChanged(missing)
@@ -296,8 +403,7 @@ class QGRPOTrainer(GRPOTrainer):
         self.feedback = feedback
         with warnings.catch_warnings():  # TRL calls rollout_func experimental; training/feedback.py is its one user
             warnings.filterwarnings("ignore", message="You are using 'rollout_func'")
-            super().__init__(model, [self._keeping_judged(f) for f in funcs], *args, rollout_func=feedback,
-                             **kwargs)
+            super().__init__(model, [self._keeping_judged(f) for f in funcs], *args, rollout_func=feedback, **kwargs)
         missing = missing_trl_internals(self)
         if missing:
             raise TrlInternalsChanged(missing)
@@ -318,12 +424,21 @@ class QGRPOTrainer(GRPOTrainer):
         self.overlap, self._async_step = None, None
         if async_generation:
             if not (self.use_vllm and self.vllm_generation.mode == "server"):
-                raise ValueError("async_generation overlaps a vLLM server's generation with training: it needs "
-                                 "use_vllm with vllm_mode='server'")
-            self.overlap = OverlappedGeneration(submit=self._submit_generation, collect=self._collect_generation,
-                                                sync=self._sync_server_weights, step=lambda: self.state.global_step)
-            self._rows_ahead = RowSchedule(self._get_train_sampler, self.args.generation_batch_size,
-                                           self.args.steps_per_generation * self.args.num_iterations)
+                raise ValueError(
+                    "async_generation overlaps a vLLM server's generation with training: it needs "
+                    "use_vllm with vllm_mode='server'"
+                )
+            self.overlap = OverlappedGeneration(
+                submit=self._submit_generation,
+                collect=self._collect_generation,
+                sync=self._sync_server_weights,
+                step=lambda: self.state.global_step,
+            )
+            self._rows_ahead = RowSchedule(
+                self._get_train_sampler,
+                self.args.generation_batch_size,
+                self.args.steps_per_generation * self.args.num_iterations,
+            )
             self._problem_ids = list(self.train_dataset["id"]) if tracker is not None else None
             self.add_callback(CloseOverlap(self.overlap))
 
@@ -331,20 +446,24 @@ class QGRPOTrainer(GRPOTrainer):
         """``func`` as TRL calls it (a coroutine function stays one, so TRL still runs it concurrently), keeping the
         `JudgedRewards` it returns for `_calculate_rewards` to read once TRL has called every reward function."""
         if inspect.iscoroutinefunction(func):
+
             @functools.wraps(func)
             async def keeping(*args, **kwargs):
                 return self._keep(await func(*args, **kwargs))
         else:
+
             @functools.wraps(func)
             def keeping(*args, **kwargs):
                 return self._keep(func(*args, **kwargs))
+
         return keeping
 
     def _keep(self, rewards):
         if isinstance(rewards, JudgedRewards):
             if self._judged is not None:
-                raise RuntimeError("two reward functions returned the judge's verdicts for one batch; the step's "
-                                   "observers read one")
+                raise RuntimeError(
+                    "two reward functions returned the judge's verdicts for one batch; the step's observers read one"
+                )
             self._judged = rewards
         return rewards
 
@@ -367,10 +486,19 @@ class QGRPOTrainer(GRPOTrainer):
         a = self.args
         run = Path(a.output_dir).resolve().parent
         card = MODEL_CARD.format(
-            run=run.name, base=self.model.config.name_or_path, trl=trl.__version__, config=run / "config.yaml",
-            steps=a.max_steps, lr=a.learning_rate, scheduler=getattr(a.lr_scheduler_type, "value", a.lr_scheduler_type),
-            generations=a.num_generations, length=a.max_completion_length, temperature=a.temperature, seed=a.seed,
-            rewards=", ".join(f"{name} x {weight:g}" for name, weight in zip(self.reward_func_names, a.reward_weights)))
+            run=run.name,
+            base=self.model.config.name_or_path,
+            trl=trl.__version__,
+            config=run / "config.yaml",
+            steps=a.max_steps,
+            lr=a.learning_rate,
+            scheduler=getattr(a.lr_scheduler_type, "value", a.lr_scheduler_type),
+            generations=a.num_generations,
+            length=a.max_completion_length,
+            temperature=a.temperature,
+            seed=a.seed,
+            rewards=", ".join(f"{name} x {weight:g}" for name, weight in zip(self.reward_func_names, a.reward_weights)),
+        )
         Path(a.output_dir).mkdir(parents=True, exist_ok=True)
         (Path(a.output_dir) / "README.md").write_text(card)
 
@@ -391,7 +519,8 @@ class QGRPOTrainer(GRPOTrainer):
             self._async_step = (batch, next_batch)
             try:
                 return super()._generate_and_score_completions(
-                    [self.train_dataset[row] for row in self._my_rows(batch)])
+                    [self.train_dataset[row] for row in self._my_rows(batch)]
+                )
             finally:
                 self._async_step = None
         if self.tracker is not None and self.tracker.filtering and self.model.training:
@@ -410,12 +539,14 @@ class QGRPOTrainer(GRPOTrainer):
         """TRL's generation; with --async_generation in training, the completions of this step's batch, requested
         a step ahead, once the next batch is requested (`OverlappedGeneration.exchange`)."""
         if self._async_step is None:
-            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
-                                                 has_tool_images)
+            return super()._generate_single_turn(
+                prompt_ids, images, multimodal_fields, num_generations, has_tool_images
+            )
         received = self.overlap.exchange(*self._async_step)
         all_prompt_ids, all_completion_ids, all_logprobs = received.output
-        mine = slice(self.accelerator.process_index * len(prompt_ids), (self.accelerator.process_index + 1)
-                     * len(prompt_ids))
+        mine = slice(
+            self.accelerator.process_index * len(prompt_ids), (self.accelerator.process_index + 1) * len(prompt_ids)
+        )
         sent = [ids for ids in all_prompt_ids for _ in range(num_generations)][mine]
         if [list(ids) for ids in sent] != [list(ids) for ids in prompt_ids]:
             raise RuntimeError("the completions received are for other prompts than this step's batch")
@@ -505,12 +636,16 @@ class QGRPOTrainer(GRPOTrainer):
         total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
         judged = self._judged
         return JudgedBatch(
-            step=self.state.global_step + 1, ids=gather_object([row["id"] for row in inputs]), rewards=total.tolist(),
+            step=self.state.global_step + 1,
+            ids=gather_object([row["id"] for row in inputs]),
+            rewards=total.tolist(),
             group_size=self.num_generations,
             passed_all=None if judged is None else gather_object(list(judged.passed_all)),
-            passed_hidden=None if judged is None or judged.passed_hidden is None
+            passed_hidden=None
+            if judged is None or judged.passed_hidden is None
             else gather_object(list(judged.passed_hidden)),
-            replies=None if self.feedback is None else gather_object([row[REPLIES_COLUMN] for row in inputs]))
+            replies=None if self.feedback is None else gather_object([row[REPLIES_COLUMN] for row in inputs]),
+        )
 
     def evaluate(self, *args, **kwargs) -> dict:
         if self.evaluator is None:
@@ -548,8 +683,9 @@ class QGRPOTrainer(GRPOTrainer):
             result = [None]
             if accelerator.is_main_process:
                 flat = [ids for shard in all_ids for ids in shard]
-                output = generation.vllm_client.generate(prompts=flat, n=n, temperature=temperature,
-                                                         max_tokens=max_tokens)
+                output = generation.vllm_client.generate(
+                    prompts=flat, n=n, temperature=temperature, max_tokens=max_tokens
+                )
                 texts = tokenizer.batch_decode(output["completion_ids"], skip_special_tokens=True)
                 grouped = [texts[i * n : (i + 1) * n] for i in range(len(flat))]
                 result = [[]]

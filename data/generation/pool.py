@@ -47,13 +47,13 @@ NON_ASCII = "éßÄñØ"
 SPECIAL_CASE = "ßǆﬁ"
 PUNCTUATION = ",.!?-'"
 # Run before the calls: each call's own time limit, so one input that loops costs its own call, not the run.
-PRELUDE = '''
+PRELUDE = """
 import signal as _signal, sys as _sys, time as _time
 def _expired(*_):
     raise TimeoutError
 _signal.signal(_signal.SIGALRM, _expired)
-'''
-CALL_HARNESS = '''_signal.setitimer(_signal.ITIMER_REAL, {limit})
+"""
+CALL_HARNESS = """_signal.setitimer(_signal.ITIMER_REAL, {limit})
 _start = _time.perf_counter()
 try:
 {statement}
@@ -62,7 +62,7 @@ except BaseException:
     _ok = False
 finally:
     _signal.setitimer(_signal.ITIMER_REAL, 0)
-print("\\n{token}", _ok, _time.perf_counter() - _start)'''
+print("\\n{token}", _ok, _time.perf_counter() - _start)"""
 TOKEN = "\0pool-call-end\0"
 
 
@@ -81,6 +81,7 @@ class Pool:
 
 
 # What the problem's own tests call.
+
 
 def own_calls(problem: Problem) -> list[tuple]:
     """The literal argument tuples of every printed call of the entry point in the problem's tests (hidden ones
@@ -104,6 +105,7 @@ def printing_form(problem: Problem) -> tuple[str, str, float | None]:
 
 # The classes of a value, and the shape a problem's own tests give its arguments.
 
+
 def value_classes(value, depth: int = 0) -> set:
     """The features of a value the shape rule compares: its type, character classes, signs, short lengths, by
     depth."""
@@ -123,7 +125,7 @@ def value_classes(value, depth: int = 0) -> set:
         found = {(type(value).__name__, depth)} | ({("length", depth, len(value))} if len(value) < 2 else set())
         if isinstance(value, (list, tuple)) and len(value) > 1:
             found |= _order_classes(list(value), depth)
-        for item in (value.items() if isinstance(value, dict) else value):
+        for item in value.items() if isinstance(value, dict) else value:
             found |= value_classes(item, depth + 1)
         return found
     return {(type(value).__name__, depth)}
@@ -150,8 +152,15 @@ def _order_classes(items: list, depth: int) -> set:
 def _char_class(c: str) -> str:
     if not c.isascii():
         return "non-ascii"
-    return "lower" if c.islower() else "upper" if c.isupper() else "digit" if c.isdigit() else (
-        "space" if c.isspace() else "other")
+    return (
+        "lower"
+        if c.islower()
+        else "upper"
+        if c.isupper()
+        else "digit"
+        if c.isdigit()
+        else ("space" if c.isspace() else "other")
+    )
 
 
 def type_signature(value):
@@ -179,8 +188,12 @@ def _fits_types(signature, seeds: set) -> bool:
 
 def rectangular(value) -> bool:
     """Whether ``value`` is a non-empty list of lists of one length (a matrix)."""
-    return (isinstance(value, list) and len(value) > 0 and all(isinstance(row, list) for row in value)
-            and len({len(row) for row in value}) == 1)
+    return (
+        isinstance(value, list)
+        and len(value) > 0
+        and all(isinstance(row, list) for row in value)
+        and len({len(row) for row in value}) == 1
+    )
 
 
 @dataclass
@@ -201,12 +214,16 @@ class Shape:
         for arguments in calls:
             for position, argument in enumerate(arguments):
                 values.setdefault(position, []).append(argument)
-        return cls({p: {type_signature(value) for value in v} for p, v in values.items()},
-                   {p: set().union(*map(value_classes, v)) for p, v in values.items()} if with_classes else None,
-                   {p: kept_values(v, problem.description) for p, v in values.items()},
-                   {p: all(map(rectangular, v)) and any(isinstance(x, list) and x and isinstance(x[0], list)
-                                                          for x in v) for p, v in values.items()},
-                   {p: 10 * max(map(_largest, v)) + 10 for p, v in values.items()} if with_classes else None)
+        return cls(
+            {p: {type_signature(value) for value in v} for p, v in values.items()},
+            {p: set().union(*map(value_classes, v)) for p, v in values.items()} if with_classes else None,
+            {p: kept_values(v, problem.description) for p, v in values.items()},
+            {
+                p: all(map(rectangular, v)) and any(isinstance(x, list) and x and isinstance(x[0], list) for x in v)
+                for p, v in values.items()
+            },
+            {p: 10 * max(map(_largest, v)) + 10 for p, v in values.items()} if with_classes else None,
+        )
 
     def fits(self, arguments: tuple) -> bool:
         if len(arguments) != len(self.types):
@@ -255,8 +272,10 @@ def suggested_domain(problem: Problem) -> str | None:
         if len(kinds) != 1:
             continue
         kind = kinds.pop()
-        parts.append(f"isinstance({name}, {kind.__name__})" + (" and not isinstance({0}, bool)".format(name)
-                                                                 if kind is int else ""))
+        parts.append(
+            f"isinstance({name}, {kind.__name__})"
+            + (" and not isinstance({0}, bool)".format(name) if kind is int else "")
+        )
         if kind in (int, float) and all(value >= 0 for value in values):
             parts.append(f"{name} >= 0")
         if kind in (str, list, tuple, dict, set) and all(len(value) > 0 for value in values):
@@ -273,6 +292,7 @@ def _parameter_names(solution: str) -> list[str] | None:
 
 # Inputs of every class, and random mutations by type.
 
+
 def class_edges(value, rng: random.Random) -> list:
     """Values of ``value``'s type in the classes its type allows (the edges a forgetful program misses)."""
     if isinstance(value, bool):
@@ -280,28 +300,106 @@ def class_edges(value, rng: random.Random) -> list:
     if isinstance(value, int):
         size = max(abs(value), 2)
         power = 1 << size.bit_length()
-        return [0, 1, -1, 2, -2, -value, value + 1, value - 1, 10, 100, 10 ** 6, -(10 ** 6), 10 ** 12, power,
-                power - 1, power + 1, power // 2, 7, 9, 12, 25, 49, 97, 1024, 2 ** 31, 2 ** 31 - 1, 2 ** 63 - 1,
-                # where floats lose the low digits: 2^53 + 1, nines that log10 rounds up, 2^59 + 1
-                2 ** 53 + 1, 10 ** 15 - 1, 10 ** 18 - 1, 2 ** 59 + 1, 10 ** 9 - 1]
+        return [
+            0,
+            1,
+            -1,
+            2,
+            -2,
+            -value,
+            value + 1,
+            value - 1,
+            10,
+            100,
+            10**6,
+            -(10**6),
+            10**12,
+            power,
+            power - 1,
+            power + 1,
+            power // 2,
+            7,
+            9,
+            12,
+            25,
+            49,
+            97,
+            1024,
+            2**31,
+            2**31 - 1,
+            2**63 - 1,
+            # where floats lose the low digits: 2^53 + 1, nines that log10 rounds up, 2^59 + 1
+            2**53 + 1,
+            10**15 - 1,
+            10**18 - 1,
+            2**59 + 1,
+            10**9 - 1,
+        ]
     if isinstance(value, float):
         return [0.0, -0.0, 0.5, -0.5, 1.0, -1.0, -value, value + 0.5, value * 2, 1e-9, 1e9, 2.5, 3.5, 0.1]
     if isinstance(value, str):
         first = value[:1] or "a"
         middle = len(value) // 2
-        return ["", first, first * 5, value + value, value[::-1], value.swapcase(), value.upper(), value.lower(),
-                value.title(), value[:middle] + NON_ASCII + value[middle:], NON_ASCII[:2] + value,
-                value[:middle] + "7" + value[middle:], "42", "0", value + " ", " " + value, value.replace("", " ")[1:-1],
-                value[:middle] + "  " + value[middle:], value + "!", value[:middle] + "," + value[middle:], "aAbB",
-                "aaaa", "abba", "Abba", "a b", "A", "Z", "z", "é", "ÉCOLE école", "x" * 40, value * 12, first * 60,
-                value.replace(" ", "\t"), value.replace(" ", "\n"), value[:middle] + "\t" + value[middle:],
-                value + "\n", "Ñandú", "Éé", value.title().swapcase(), SPECIAL_CASE[:1] + value.lower(),
-                SPECIAL_CASE[1:2] + value.lower(), value.lower() + SPECIAL_CASE]
+        return [
+            "",
+            first,
+            first * 5,
+            value + value,
+            value[::-1],
+            value.swapcase(),
+            value.upper(),
+            value.lower(),
+            value.title(),
+            value[:middle] + NON_ASCII + value[middle:],
+            NON_ASCII[:2] + value,
+            value[:middle] + "7" + value[middle:],
+            "42",
+            "0",
+            value + " ",
+            " " + value,
+            value.replace("", " ")[1:-1],
+            value[:middle] + "  " + value[middle:],
+            value + "!",
+            value[:middle] + "," + value[middle:],
+            "aAbB",
+            "aaaa",
+            "abba",
+            "Abba",
+            "a b",
+            "A",
+            "Z",
+            "z",
+            "é",
+            "ÉCOLE école",
+            "x" * 40,
+            value * 12,
+            first * 60,
+            value.replace(" ", "\t"),
+            value.replace(" ", "\n"),
+            value[:middle] + "\t" + value[middle:],
+            value + "\n",
+            "Ñandú",
+            "Éé",
+            value.title().swapcase(),
+            SPECIAL_CASE[:1] + value.lower(),
+            SPECIAL_CASE[1:2] + value.lower(),
+            value.lower() + SPECIAL_CASE,
+        ]
     if isinstance(value, (list, tuple)):
         kind = type(value)
         items = list(value)
-        found = [[], items[:1], items[-1:], items + items[:1], items[:1] + items, items[:1] * max(len(items), 3),
-                 items[::-1], items * 3, items[1:], items[:-1]]
+        found = [
+            [],
+            items[:1],
+            items[-1:],
+            items + items[:1],
+            items[:1] + items,
+            items[:1] * max(len(items), 3),
+            items[::-1],
+            items * 3,
+            items[1:],
+            items[:-1],
+        ]
         try:
             found += [sorted(items), sorted(items, reverse=True)]
         except TypeError:
@@ -313,8 +411,11 @@ def class_edges(value, rng: random.Random) -> list:
             if all(isinstance(item, int) and not isinstance(item, bool) for item in items):
                 found.append(sorted(set(items)) + [biggest + 1, biggest + 2])  # longer, still sorted and distinct
             found += [[edge] for edge in class_edges(items[0], rng)[:6]]
-            found += [items[:position] + [edge] + items[position + 1:]
-                      for position in range(min(len(items), 3)) for edge in class_edges(items[position], rng)[:4]]
+            found += [
+                items[:position] + [edge] + items[position + 1 :]
+                for position in range(min(len(items), 3))
+                for edge in class_edges(items[position], rng)[:4]
+            ]
             found.append([mutated(items[rng.randrange(len(items))], rng) for _ in range(rng.randint(20, 40))])
         return [kind(each) for each in found]
     if isinstance(value, (set, frozenset)):
@@ -343,15 +444,33 @@ def mutated(value, rng: random.Random):
     if isinstance(value, bool):
         return rng.random() < 0.5
     if isinstance(value, int):
-        return rng.choice([value + 1, value - 1, -value, value * 2, value // 2, value + rng.randint(-10, 10),
-                           rng.randint(-100, 100), rng.randint(0, 20), rng.randint(-5, 5) * 10 ** rng.randint(1, 6)])
+        return rng.choice(
+            [
+                value + 1,
+                value - 1,
+                -value,
+                value * 2,
+                value // 2,
+                value + rng.randint(-10, 10),
+                rng.randint(-100, 100),
+                rng.randint(0, 20),
+                rng.randint(-5, 5) * 10 ** rng.randint(1, 6),
+            ]
+        )
     if isinstance(value, float):
-        return rng.choice([value + 0.5, -value, value * 1.5, round(rng.uniform(-100, 100), 2), value / 3,
-                           float(rng.randint(-20, 20))])
+        return rng.choice(
+            [value + 0.5, -value, value * 1.5, round(rng.uniform(-100, 100), 2), value / 3, float(rng.randint(-20, 20))]
+        )
     if isinstance(value, str):
         alphabet = sorted(set(value)) or ["a"]
-        pool = alphabet + [rng.choice("abcxyz"), rng.choice("ABCXYZ"), rng.choice("0123456789"), " ",
-                           rng.choice(PUNCTUATION), rng.choice(NON_ASCII)]
+        pool = alphabet + [
+            rng.choice("abcxyz"),
+            rng.choice("ABCXYZ"),
+            rng.choice("0123456789"),
+            " ",
+            rng.choice(PUNCTUATION),
+            rng.choice(NON_ASCII),
+        ]
         chars = list(value)
         choice = rng.randrange(6)
         if choice == 0 or not chars:
@@ -405,15 +524,20 @@ def _meetings(arguments: tuple) -> list[tuple]:
     found = []
     for position, value in enumerate(arguments):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            found.append(arguments[:position] + (type(value)(0),) + arguments[position + 1:])
+            found.append(arguments[:position] + (type(value)(0),) + arguments[position + 1 :])
         for other in range(position + 1, len(arguments)):
             if type(arguments[other]) is type(value):
-                found.append(arguments[:other] + (value,) + arguments[other + 1:])
+                found.append(arguments[:other] + (value,) + arguments[other + 1 :])
                 if isinstance(value, str):  # equal but for case, one with a letter whose maps part ways
                     special = value + SPECIAL_CASE[:1]
                     for folded in (special.casefold(), special.upper(), special.swapcase()):
-                        found.append(arguments[:position] + (special,) + arguments[position + 1:other] + (folded,)
-                                     + arguments[other + 1:])
+                        found.append(
+                            arguments[:position]
+                            + (special,)
+                            + arguments[position + 1 : other]
+                            + (folded,)
+                            + arguments[other + 1 :]
+                        )
                 swapped = list(arguments)
                 swapped[position], swapped[other] = arguments[other], value
                 found.append(tuple(swapped))
@@ -422,12 +546,13 @@ def _meetings(arguments: tuple) -> list[tuple]:
                 if other != position and not isinstance(key, (list, dict, set)):
                     present = next(iter(value)) if not isinstance(value, str) else value[0]
                     if type(present) is type(key):
-                        found.append(arguments[:other] + (present,) + arguments[other + 1:])
+                        found.append(arguments[:other] + (present,) + arguments[other + 1 :])
     return found
 
 
-def candidate_calls(problem: Problem, seeds: list[tuple], shape: Shape, judged: set[str],
-                    limit: int = MAX_CANDIDATES) -> list[tuple]:
+def candidate_calls(
+    problem: Problem, seeds: list[tuple], shape: Shape, judged: set[str], limit: int = MAX_CANDIDATES
+) -> list[tuple]:
     """Inputs to try, in a fixed order for a problem: the seeds no judged test calls (``judged``: their reprs), the
     class edges of each argument of each seed, the arguments made to meet, then random mutations of seeds and of
     earlier candidates; each fitting ``shape``. A seed of a later test is a candidate: the reward judges the first
@@ -449,11 +574,11 @@ def candidate_calls(problem: Problem, seeds: list[tuple], shape: Shape, judged: 
     for seed in seeds:
         for position, value in enumerate(seed):
             for edge in class_edges(value, rng):
-                add(seed[:position] + (edge,) + seed[position + 1:])
+                add(seed[:position] + (edge,) + seed[position + 1 :])
         for meeting in _meetings(seed):
             add(meeting)
     rng.shuffle(found)  # the edges of every seed and argument, not only the first seed's, when cut below
-    found = later + found[:limit // 2]
+    found = later + found[: limit // 2]
     seen = set(judged) | {repr(each) for each in found}
     attempts = 0
     while len(found) < limit and attempts < limit * 20:
@@ -467,12 +592,21 @@ def candidate_calls(problem: Problem, seeds: list[tuple], shape: Shape, judged: 
 
 # Running the solution.
 
+
 def _harness_tests(calls: list[tuple], form: str) -> list[Test]:
     tests = []
     for arguments in calls:
         statement = form.format(call=_call_text(arguments))
-        tests.append(Test(CALL_HARNESS.format(limit=PER_CALL_SECONDS * 4, statement="    " + statement,
-                                              token=TOKEN.encode("unicode_escape").decode()), "\0"))
+        tests.append(
+            Test(
+                CALL_HARNESS.format(
+                    limit=PER_CALL_SECONDS * 4,
+                    statement="    " + statement,
+                    token=TOKEN.encode("unicode_escape").decode(),
+                ),
+                "\0",
+            )
+        )
     return tests
 
 
@@ -486,12 +620,17 @@ def printed_on(judge, program: str, calls: list[tuple], form: str) -> list[tuple
     results: list[tuple[str, float] | None] = [None] * len(calls)
     start = 0
     while start < len(calls):
-        chunk = calls[start:start + MAX_CALLS]
-        judgement = judge.run(program + PRELUDE, [Calls(tuple(_harness_tests(chunk, form)))], "python",
-                              timeout=max(judge.timeout, PER_CALL_SECONDS * 8 * len(chunk)))
+        chunk = calls[start : start + MAX_CALLS]
+        judgement = judge.run(
+            program + PRELUDE,
+            [Calls(tuple(_harness_tests(chunk, form)))],
+            "python",
+            timeout=max(judge.timeout, PER_CALL_SECONDS * 8 * len(chunk)),
+        )
         if judgement.status == "sandbox_error":
-            raise JudgeUnavailable("the judge could not run a solution to build a pool: "
-                                   + judgement.tests[0].stderr[-300:])
+            raise JudgeUnavailable(
+                "the judge could not run a solution to build a pool: " + judgement.tests[0].stderr[-300:]
+            )
         reached = 0
         for index, result in enumerate(judgement.tests):
             text = result.stdout
@@ -515,8 +654,9 @@ def build_pool(problem: Problem, judge, size: int = POOL_SIZE) -> Pool:
         return pool
     view = as_solve(problem)
     form, compare, tolerance = printing_form(view)
-    judged = {repr(call) for test in view.judged_tests(MAX_TESTS_PER_PROBLEM)
-              for call in printed_calls(test.test_code) or ()}
+    judged = {
+        repr(call) for test in view.judged_tests(MAX_TESTS_PER_PROBLEM) for call in printed_calls(test.test_code) or ()
+    }
     pairs = answered_calls(pool, view, own_calls(problem), judged, judge, size, form)
     groups = _cheap_share_kept(view, test_groups(pairs, problem.id), judge, form)
     pool.classes = set().union(*(value_classes(call) for group in groups for call, _ in group))
@@ -537,8 +677,9 @@ def _unusable(problem: Problem) -> str | None:
     return None
 
 
-def answered_calls(pool: Pool, view: Problem, seeds: list[tuple], judged: set[str], judge, size: int,
-                   form: str) -> list[tuple]:
+def answered_calls(
+    pool: Pool, view: Problem, seeds: list[tuple], judged: set[str], judge, size: int, form: str
+) -> list[tuple]:
     """Up to ``size`` (call, what the solution printed) pairs for the problem ``view`` (calling ``solve``), its
     inputs grown from ``seeds``, none a call of the judged tests (``judged``, their reprs); what was tried and left
     out is noted in ``pool``."""
@@ -549,8 +690,11 @@ def answered_calls(pool: Pool, view: Problem, seeds: list[tuple], judged: set[st
     calls = candidate_calls(view, seeds, shape, judged)
     pool.tried = len(calls)
     first = printed_on(judge, program, calls, form)
-    answered = [(call, result[0]) for call, result in zip(calls, first)
-                if result is not None and result[1] <= PER_CALL_SECONDS and len(result[0]) <= LONGEST_OUTPUT]
+    answered = [
+        (call, result[0])
+        for call, result in zip(calls, first)
+        if result is not None and result[1] <= PER_CALL_SECONDS and len(result[0]) <= LONGEST_OUTPUT
+    ]
     pool.outside = len(calls) - len(answered)
     answered = _spread_by_class(answered, size * 2)
     again = printed_on(judge, program, [call for call, _ in answered][::-1], form)[::-1]
@@ -561,8 +705,10 @@ def answered_calls(pool: Pool, view: Problem, seeds: list[tuple], judged: set[st
         else:
             stable.append((call, printed))
     if pool.unstable:  # a solution that prints differently once may anywhere: none of its answers is trusted
-        pool.skipped = (f"the solution printed differently in two runs on {len(pool.unstable)} inputs (say "
-                        f"{pool.unstable[0]}): not trusted")
+        pool.skipped = (
+            f"the solution printed differently in two runs on {len(pool.unstable)} inputs (say "
+            f"{pool.unstable[0]}): not trusted"
+        )
         return []
     second = view.extra.get("second_solution")
     if second and stable:
@@ -571,8 +717,9 @@ def answered_calls(pool: Pool, view: Problem, seeds: list[tuple], judged: set[st
         agreed = []
         for (call, printed), other in zip(stable, theirs):
             if other is None or other[0] != printed:
-                pool.disagreements.append(f"{_call_text(call)}: solution {printed!r}, second solution "
-                                          f"{None if other is None else other[0]!r}")
+                pool.disagreements.append(
+                    f"{_call_text(call)}: solution {printed!r}, second solution {None if other is None else other[0]!r}"
+                )
             else:
                 agreed.append((call, printed))
         stable = agreed
@@ -591,8 +738,11 @@ def _cheap_share_kept(view: Problem, groups: list[list[tuple]], judge, form: str
         return groups
     cheap = cheap_programs(replace(view, tests=view.tests + tuple(tests[:32])))
     judgements = judge.run_many([(probe.program, list(in_runs(tests)), "python") for probe in cheap])
-    passes = [row for row in ([result.status == "passed" for result in judgement.tests] for judgement in judgements)
-              if not all(row)]
+    passes = [
+        row
+        for row in ([result.status == "passed" for result in judgement.tests] for judgement in judgements)
+        if not all(row)
+    ]
     expected = [test.expected_output.strip() for test in tests]  # a program printing one answer whatever it is given
     passes += [[text == wanted for text in expected] for wanted in dict.fromkeys(expected)]
     # The first test of each input class is kept where it can be: an edge (0, the empty list) is where a
@@ -631,7 +781,7 @@ def test_groups(pairs: list[tuple], key: str) -> list[list[tuple]]:
         return [[pair] for pair in pairs]
     pairs = list(pairs)
     random.Random(f"pool groups:{key}").shuffle(pairs)
-    return [pairs[start:start + GROUP] for start in range(0, len(pairs) - GROUP + 1, GROUP)]
+    return [pairs[start : start + GROUP] for start in range(0, len(pairs) - GROUP + 1, GROUP)]
 
 
 def build_q_pool(problem: Problem, twin, judge, size: int = POOL_SIZE) -> Pool:
@@ -658,9 +808,16 @@ def build_q_pool(problem: Problem, twin, judge, size: int = POOL_SIZE) -> Pool:
         return pool
     seeds += [call for call in own_calls(twin.problem) if call not in seeds]
     forms = QForms.of_tests(problem.tests, entry_point)
-    view = as_solve(replace(twin.problem, domain=problem.domain or twin.problem.domain,
-                            extra={**twin.problem.extra, **({"second_solution": problem.extra["second_solution"]}
-                                                            if "second_solution" in problem.extra else {})}))
+    view = as_solve(
+        replace(
+            twin.problem,
+            domain=problem.domain or twin.problem.domain,
+            extra={
+                **twin.problem.extra,
+                **({"second_solution": problem.extra["second_solution"]} if "second_solution" in problem.extra else {}),
+            },
+        )
+    )
     form = "print(repr({call}))"
     pairs = answered_calls(pool, view, seeds, judged, judge, size * 2, form)
     for group in _cheap_share_kept(view, test_groups(pairs, problem.id), judge, form):
@@ -713,4 +870,3 @@ def _literal(printed: str):
 def with_pool(problem: Problem, pool: Pool) -> Problem:
     """``problem`` with its pool (its own kept when none was built)."""
     return replace(problem, pool=tuple(pool.tests)) if pool.tests else problem
-

@@ -34,7 +34,15 @@ from data.q.values import QForms, Refused, parse_test, q_literal, q_shown_calls,
 from data.generation.pool import rectangular
 from data.generation.strengthen import Strengthened, answer_patterns, outputs_on
 from data.quality.trivial import DEFAULT_MAX_TRIVIAL_SHARE, PROBES, described_example
-from data.quality.wrong_programs import kept_values, keeps_invariants, battery, mutants, nearby_calls, printing_test, solve_calls
+from data.quality.wrong_programs import (
+    kept_values,
+    keeps_invariants,
+    battery,
+    mutants,
+    nearby_calls,
+    printing_test,
+    solve_calls,
+)
 from judging import JudgeUnavailable
 from judging.records import Problem, Test
 from rewards import MAX_TESTS_PER_PROBLEM, ScoringArguments, score
@@ -49,7 +57,7 @@ COMBINED_PER_PATTERN = 2
 
 # Each call on a fresh copy of the twin's solution (as the judge runs each test afresh), its result's repr printed on a
 # line of its own, or "-" where it failed, ran out of time or its repr is long (q would not show it on one line).
-VALUES_HARNESS = '''import contextlib, io, signal, sys
+VALUES_HARNESS = """import contextlib, io, signal, sys
 def _expired(*_):
     raise TimeoutError
 signal.signal(signal.SIGALRM, _expired)
@@ -69,7 +77,7 @@ for _call in {calls!r}:
         _text = "-"
     sys.__stdout__.write(_text + "\\n")
     sys.__stdout__.flush()
-'''
+"""
 
 
 @dataclass
@@ -84,6 +92,7 @@ class Candidate:
 
 # What a q problem takes, as its q tests show it.
 
+
 def _classes(value, depth: int = 0) -> set:
     """The features of a value the shape rule compares: character classes, signs, short lists by depth."""
     if isinstance(value, bool):
@@ -91,14 +100,26 @@ def _classes(value, depth: int = 0) -> set:
     if isinstance(value, int):
         return {("sign", (value > 0) - (value < 0))}
     if isinstance(value, str):
-        found = {("chars", "lower" if c.islower() else "upper" if c.isupper() else "digit" if c.isdigit()
-                  else "space" if c == " " else "other") for c in value}
+        found = {
+            (
+                "chars",
+                "lower"
+                if c.islower()
+                else "upper"
+                if c.isupper()
+                else "digit"
+                if c.isdigit()
+                else "space"
+                if c == " "
+                else "other",
+            )
+            for c in value
+        }
         return found | ({("length", depth, len(value))} if len(value) < 2 else set())
     found = {("length", depth, len(value))} if len(value) < 2 else set()
     for item in value:
         found |= _classes(item, depth + 1)
     return found
-
 
 
 @dataclass
@@ -116,20 +137,28 @@ class _Shape:
         for arguments in calls:
             for position, argument in enumerate(arguments):
                 values.setdefault(position, []).append(argument)
-        return cls({p: set().union(*map(_classes, v)) for p, v in values.items()},
-                   {p: kept_values(v, problem.description) for p, v in values.items()},
-                   {p: all(map(rectangular, v)) and any(isinstance(x, list) and x and isinstance(x[0], list)
-                                                          for x in v) for p, v in values.items()})
+        return cls(
+            {p: set().union(*map(_classes, v)) for p, v in values.items()},
+            {p: kept_values(v, problem.description) for p, v in values.items()},
+            {
+                p: all(map(rectangular, v)) and any(isinstance(x, list) and x and isinstance(x[0], list) for x in v)
+                for p, v in values.items()
+            },
+        )
 
     def fits(self, arguments: tuple) -> bool:
         if len(arguments) != len(self.features):
             return False
-        return all(_classes(value) <= self.features[position] and keeps_invariants(value, self.invariants[position])
-                   and (not self.rectangular[position] or rectangular(value))
-                   for position, value in enumerate(arguments))
+        return all(
+            _classes(value) <= self.features[position]
+            and keeps_invariants(value, self.invariants[position])
+            and (not self.rectangular[position] or rectangular(value))
+            for position, value in enumerate(arguments)
+        )
 
 
 # The twin, run.
+
 
 def _call_text(entry_point: str, arguments: tuple) -> str:
     return f"{entry_point}({', '.join(repr(argument) for argument in arguments)})"
@@ -138,21 +167,44 @@ def _call_text(entry_point: str, arguments: tuple) -> str:
 def twin_values(judge, twin: Twin, calls: list[tuple]) -> list:
     """The twin's result on each call, ``UNMATCHABLE`` where it fails (a run of ``CALLS_PER_RUN`` calls per judged
     program, in parallel)."""
-    chunks = [calls[start:start + CALLS_PER_RUN] for start in range(0, len(calls), CALLS_PER_RUN)]
+    chunks = [calls[start : start + CALLS_PER_RUN] for start in range(0, len(calls), CALLS_PER_RUN)]
     if not chunks:
         return []
-    problems = [Problem(twin.problem.id, "python", "", (Test(VALUES_HARNESS.format(
-        calls=[_call_text(twin.entry_point, arguments) for arguments in chunk], program=twin.problem.solution,
-        seconds=PER_CALL_SECONDS, longest=LONGEST_RESULT), UNMATCHABLE),)) for chunk in chunks]
-    scores = score(judge, problems, [""] * len(chunks), ScoringArguments(), all_tests=True, extract=False,
-                   timeout=PER_CALL_SECONDS * CALLS_PER_RUN + judge.timeout)
+    problems = [
+        Problem(
+            twin.problem.id,
+            "python",
+            "",
+            (
+                Test(
+                    VALUES_HARNESS.format(
+                        calls=[_call_text(twin.entry_point, arguments) for arguments in chunk],
+                        program=twin.problem.solution,
+                        seconds=PER_CALL_SECONDS,
+                        longest=LONGEST_RESULT,
+                    ),
+                    UNMATCHABLE,
+                ),
+            ),
+        )
+        for chunk in chunks
+    ]
+    scores = score(
+        judge,
+        problems,
+        [""] * len(chunks),
+        ScoringArguments(),
+        all_tests=True,
+        extract=False,
+        timeout=PER_CALL_SECONDS * CALLS_PER_RUN + judge.timeout,
+    )
     values = []
     for chunk, result in zip(chunks, scores):
         if result.status == "sandbox_error":
             raise JudgeUnavailable(f"{twin.problem.id}: the judge could not run the Python twin")
         lines = result.judgement.tests[0].stdout.splitlines()
         lines += ["-"] * (len(chunk) - len(lines))
-        for line in lines[:len(chunk)]:
+        for line in lines[: len(chunk)]:
             try:
                 values.append(UNMATCHABLE if line == "-" else ast.literal_eval(line))
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
@@ -162,17 +214,21 @@ def twin_values(judge, twin: Twin, calls: list[tuple]) -> list:
 
 # Candidates.
 
+
 def _q_call(entry_point: str, literals: list[str]) -> str:
     return f"{entry_point}[{';'.join(literals)}]"
 
 
-def q_candidate(problem: Problem, forms: QForms, entry_point: str, calls: list[tuple], values: list
-               ) -> Candidate | None:
+def q_candidate(
+    problem: Problem, forms: QForms, entry_point: str, calls: list[tuple], values: list
+) -> Candidate | None:
     """A q test of these calls, its expected output the twin's ``values`` mapped; None where the map refuses or the
     q test does not read back as the calls."""
     try:
-        literals = [[q_literal(value, forms.arguments.get(position)) for position, value in enumerate(arguments)]
-                    for arguments in calls]
+        literals = [
+            [q_literal(value, forms.arguments.get(position)) for position, value in enumerate(arguments)]
+            for arguments in calls
+        ]
         texts = [_q_call(entry_point, [mapped.text for mapped in call]) for call in literals]
         code = f"show {texts[0]}" if len(texts) == 1 else f"show ({';'.join(texts)})"
         parsed = parse_test(code, entry_point)
@@ -184,8 +240,9 @@ def q_candidate(problem: Problem, forms: QForms, entry_point: str, calls: list[t
             expected = q_shown_calls(values, forms.result).text
     except Refused:
         return None
-    return Candidate(code, expected, call_code("solve", calls), parsed,
-                     described=described_example(problem, Test(code, expected)))
+    return Candidate(
+        code, expected, call_code("solve", calls), parsed, described=described_example(problem, Test(code, expected))
+    )
 
 
 def _own_calls(problem: Problem, entry_point: str) -> list[list[tuple]]:
@@ -208,8 +265,16 @@ def _candidates(judge, problem: Problem, twin: Twin) -> tuple[list[Candidate], s
     candidates = []
     for index, (test, calls) in enumerate(zip(problem.tests, own)):
         parsed = parse_test(test.test_code, entry_point)
-        candidates.append(Candidate(test.test_code, test.expected_output.strip(), call_code("solve", calls),
-                                    parsed, old=index, described=described_example(problem, test)))
+        candidates.append(
+            Candidate(
+                test.test_code,
+                test.expected_output.strip(),
+                call_code("solve", calls),
+                parsed,
+                old=index,
+                described=described_example(problem, test),
+            )
+        )
     flat = [arguments for calls in own for arguments in calls]
     shape = _Shape.of(problem, flat)
     near_q = Problem(problem.id, "python", problem.description, tuple(Test(printing_test(calls), "") for calls in own))
@@ -241,7 +306,7 @@ def _candidates(judge, problem: Problem, twin: Twin) -> tuple[list[Candidate], s
     new = [c for c in candidates if c.old is None]
     random.Random(problem.id).shuffle(new)
     old = [c for c in candidates if c.old is not None]
-    return old + new[:MAX_CANDIDATES - len(old)], None
+    return old + new[: MAX_CANDIDATES - len(old)], None
 
 
 def _combined(problem, forms, entry_point, answered, answers) -> list[Candidate]:
@@ -263,7 +328,6 @@ def _combined(problem, forms, entry_point, answered, answers) -> list[Candidate]
     return combined
 
 
-
 def _echo(candidate: Candidate) -> bool:
     try:
         return q_shown_values([arguments[0] for arguments in candidate.calls]) == candidate.expected
@@ -273,16 +337,23 @@ def _echo(candidate: Candidate) -> bool:
 
 # Choosing.
 
-def strengthen_q(problems: list[Problem], twins: dict[str, Twin], judge,
-                 max_tests: int = MAX_TESTS_PER_PROBLEM,
-                 max_share: float = DEFAULT_MAX_TRIVIAL_SHARE, show_progress: bool = False):
+
+def strengthen_q(
+    problems: list[Problem],
+    twins: dict[str, Twin],
+    judge,
+    max_tests: int = MAX_TESTS_PER_PROBLEM,
+    max_share: float = DEFAULT_MAX_TRIVIAL_SHARE,
+    show_progress: bool = False,
+):
     """The q problems with tests from their twins (new records; problems without a twin as they are), and a
     ``QStrengthened`` per problem (``skipped`` says why one was left as it is)."""
     out, records = list(problems), []
     from tqdm import tqdm  # here, not at the top: its import costs every command that loads data ~25 ms
 
-    for index, problem in enumerate(tqdm(problems, desc="q tests from Python twins", unit="problem",
-                                         disable=not show_progress)):
+    for index, problem in enumerate(
+        tqdm(problems, desc="q tests from Python twins", unit="problem", disable=not show_progress)
+    ):
         twin = twins.get(problem.id) if problem.language == "q" else None
         if twin is None:
             records.append(QStrengthened(skipped="no Python twin" if problem.language == "q" else "not q"))
@@ -293,8 +364,9 @@ def strengthen_q(problems: list[Problem], twins: dict[str, Twin], judge,
         tests, record = _strengthen_one(judge, judged, twin, max_tests, max_share)
         if record.skipped is None:
             # A published row's per-test Python outputs no longer line up with its tests; its twin stays.
-            out[index] = replace(problem, tests=(*tests, *hidden),
-                                 extra={k: v for k, v in problem.extra.items() if k != "python_tests"})
+            out[index] = replace(
+                problem, tests=(*tests, *hidden), extra={k: v for k, v in problem.extra.items() if k != "python_tests"}
+            )
         records.append(record)
     return out, records
 
@@ -320,14 +392,17 @@ def _strengthen_one(judge, problem: Problem, twin: Twin, max_tests: int, max_sha
     proxies = [*PROBES["python"], *battery(twin.problem)]
     wrong = [*mutants(twin.problem.solution), *proxies]
     programs = [twin.problem.solution + alias] + [w.program + (alias if w not in proxies else "") for w in wrong]
-    rows = outputs_on(judge, programs, [c.python_code for c in candidates],
-                      timeout=PER_CALL_SECONDS * len(candidates) + judge.timeout)
+    rows = outputs_on(
+        judge, programs, [c.python_code for c in candidates], timeout=PER_CALL_SECONDS * len(candidates) + judge.timeout
+    )
     solution, rows = rows[0], rows[1:]
     passes = [[o is not None and o == s for o, s in zip(row, solution)] for row in rows]
     wrong_rows = [row for row in passes if not all(row)]
-    cheap = [(w.name, row) for w, row in zip(proxies, passes[len(wrong) - len(proxies):]) if not all(row)]
-    cheap += [("echoing its first argument", [_echo(c) for c in candidates]),
-              ("copying the description's examples", [c.described for c in candidates])]
+    cheap = [(w.name, row) for w, row in zip(proxies, passes[len(wrong) - len(proxies) :]) if not all(row)]
+    cheap += [
+        ("echoing its first argument", [_echo(c) for c in candidates]),
+        ("copying the description's examples", [c.described for c in candidates]),
+    ]
     cheap_rows = [row for _, row in cheap]
     expected = [c.expected for c in candidates]
     judged = max_tests
@@ -348,9 +423,12 @@ def _strengthen_one(judge, problem: Problem, twin: Twin, max_tests: int, max_sha
 
     def over(tests, bound_first, bound_all):
         first, every = tests[:judged], tests
-        return (any(count > bound_first for count in counts(first)) or constant(first) > bound_first
-                or any(count > bound_all * len(every) for count in counts(every))
-                or constant(every) > bound_all * len(every))
+        return (
+            any(count > bound_first for count in counts(first))
+            or constant(first) > bound_first
+            or any(count > bound_all * len(every) for count in counts(every))
+            or constant(every) > bound_all * len(every)
+        )
 
     killed_before = sum(not all(row[i] for i in old[:judged]) for row in wrong_rows)
     if len(old) >= judged and killed_before == len(wrong_rows) and not over(old, limit, max_share):
@@ -360,15 +438,24 @@ def _strengthen_one(judge, problem: Problem, twin: Twin, max_tests: int, max_sha
     while len(chosen) < judged:
         current = counts(chosen)
         alive = [row for row in wrong_rows if all(row[i] for i in chosen)]
-        options = [i for i in order if i not in chosen and constant_allows(i, chosen, limit)
-                   and not (candidates[i].old is None and candidates[i].described)]
+        options = [
+            i
+            for i in order
+            if i not in chosen
+            and constant_allows(i, chosen, limit)
+            and not (candidates[i].old is None and candidates[i].described)
+        ]
         if not options:
             break
 
         def value(i):
             excess = sum(max(0, current[k] + row[i] - limit) for k, row in enumerate(cheap_rows))
-            return (excess, -sum(not row[i] for row in alive), candidates[i].old is None,
-                    sum(row[i] for row in cheap_rows))
+            return (
+                excess,
+                -sum(not row[i] for row in alive),
+                candidates[i].old is None,
+                sum(row[i] for row in cheap_rows),
+            )
 
         chosen.append(min(options, key=value))
     chosen = _improved(chosen, candidates, cheap_rows, wrong_rows, limit)
@@ -378,12 +465,17 @@ def _strengthen_one(judge, problem: Problem, twin: Twin, max_tests: int, max_sha
         too_common = constant(tests) > max_share * len(tests)
         if not over_rows and not too_common:
             break
-        options = [i for i in order if candidates[i].old is None and i not in tests and not candidates[i].described
-                   and constant_allows(i, tests, max_share * (len(tests) + 1))]
+        options = [
+            i
+            for i in order
+            if candidates[i].old is None
+            and i not in tests
+            and not candidates[i].described
+            and constant_allows(i, tests, max_share * (len(tests) + 1))
+        ]
         if not options:
             break
-        best = min(options, key=lambda i: (sum(cheap_rows[k][i] for k in over_rows),
-                                           sum(row[i] for row in cheap_rows)))
+        best = min(options, key=lambda i: (sum(cheap_rows[k][i] for k in over_rows), sum(row[i] for row in cheap_rows)))
         if over_rows and all(cheap_rows[k][best] for k in over_rows):
             break  # no candidate left helps
         tests.append(best)
@@ -400,14 +492,21 @@ def _strengthen_one(judge, problem: Problem, twin: Twin, max_tests: int, max_sha
     first, every = counts(tests[:judged]), counts(tests)
     for (name, _), count_first, count_all in zip(cheap, first, every):
         if count_first > limit or count_all > max_share * len(tests):
-            record.left.append(f"{name} passes {count_first}/{min(judged, len(tests))} of the first, "
-                               f"{count_all}/{len(tests)} of all")
+            record.left.append(
+                f"{name} passes {count_first}/{min(judged, len(tests))} of the first, {count_all}/{len(tests)} of all"
+            )
     if record.constant_first > limit or record.constant_all > max_share * len(tests):
-        record.left.append(f"one expected output takes {record.constant_first} of the first {judged}, "
-                           f"{record.constant_all}/{len(tests)} of all")
+        record.left.append(
+            f"one expected output takes {record.constant_first} of the first {judged}, "
+            f"{record.constant_all}/{len(tests)} of all"
+        )
     # The problem's own tests as they were read (their other fields kept), the new ones as the twin answers them.
-    new_tests = tuple(problem.tests[candidates[i].old] if candidates[i].old is not None
-                      else Test(candidates[i].test_code, candidates[i].expected) for i in tests)
+    new_tests = tuple(
+        problem.tests[candidates[i].old]
+        if candidates[i].old is not None
+        else Test(candidates[i].test_code, candidates[i].expected)
+        for i in tests
+    )
     return new_tests, record
 
 
@@ -420,8 +519,12 @@ def _improved(chosen: list[int], candidates: list[Candidate], cheap_rows: list, 
     def cost(tests):
         common = max(sum(expected[i] == expected[j] for j in tests) for i in tests)
         excess = sum(max(0, sum(row[i] for i in tests) - limit) for row in cheap_rows)
-        return (max(0, common - limit), excess, sum(all(row[i] for i in tests) for row in wrong_rows),
-                sum(candidates[i].old is None for i in tests))
+        return (
+            max(0, common - limit),
+            excess,
+            sum(all(row[i] for i in tests) for row in wrong_rows),
+            sum(candidates[i].old is None for i in tests),
+        )
 
     allowed = [i for i, c in enumerate(candidates) if c.old is not None or not c.described]
     best = cost(chosen)
@@ -432,7 +535,7 @@ def _improved(chosen: list[int], candidates: list[Candidate], cheap_rows: list, 
             for i in allowed:
                 if i in chosen:
                     continue
-                trial = chosen[:position] + [i] + chosen[position + 1:]
+                trial = chosen[:position] + [i] + chosen[position + 1 :]
                 trial_cost = cost(trial)
                 if trial_cost < best:
                     chosen, best, improved = trial, trial_cost, True
@@ -443,9 +546,10 @@ def describe(problem: Problem, record: QStrengthened, max_tests: int) -> str:
     """One line for a q problem strengthened from its twin."""
     if record.skipped:
         return f"{problem.id}: left as it is ({record.skipped})"
-    return (f"{problem.id}: {record.added} tests added from its Python twin, {record.tests} in all; the twin's "
-            f"wrong programs the first {max_tests} reject {record.killed_before}/{record.wrong} -> "
-            f"{record.killed_after}/{record.wrong}; the most frequent expected output takes "
-            f"{record.constant_first}/{min(max_tests, record.tests)} of the first {max_tests}, "
-            f"{record.constant_all}/{record.tests} of all" + "".join(f"; {left}" for left in record.left))
-
+    return (
+        f"{problem.id}: {record.added} tests added from its Python twin, {record.tests} in all; the twin's "
+        f"wrong programs the first {max_tests} reject {record.killed_before}/{record.wrong} -> "
+        f"{record.killed_after}/{record.wrong}; the most frequent expected output takes "
+        f"{record.constant_first}/{min(max_tests, record.tests)} of the first {max_tests}, "
+        f"{record.constant_all}/{record.tests} of all" + "".join(f"; {left}" for left in record.left)
+    )

@@ -49,7 +49,7 @@ UNSTABLE_OUTPUT = re.compile(r"\d\.\d|\binf\b|\bnan\b|[{}]|object at 0x")
 
 # Runs each test's code after the wrong program, each in a fresh namespace as the judge runs each test in a fresh
 # program, and prints a digest of what it printed (stripped, as the judge compares), or "-" where it failed.
-HARNESS = '''import contextlib, hashlib, io, signal, sys
+HARNESS = """import contextlib, hashlib, io, signal, sys
 def _expired(*_):
     raise TimeoutError
 signal.signal(signal.SIGALRM, _expired)
@@ -71,7 +71,7 @@ for _code in {tests!r}:
         signal.setitimer(signal.ITIMER_REAL, 0)
     sys.__stdout__.write(("-" if _text is None else hashlib.sha256(_text.encode()).hexdigest()[:16]) + "\\n")
     sys.__stdout__.flush()
-'''
+"""
 
 
 def digest(text: str) -> str:
@@ -104,11 +104,18 @@ class Candidate:
 def outputs_on(judge, programs: list[str], tests: list[str], timeout: float) -> list[list[str | None]]:
     """For each program, the digest of what each test's code prints after it, None where it fails; one judged
     program per program."""
-    problems = [Problem("outputs", "python", "", (Test(HARNESS.format(tests=tests, program=program,
-                                                                      seconds=PER_TEST_SECONDS), UNMATCHABLE),))
-                for program in programs]
-    scores = score(judge, problems, [""] * len(programs), ScoringArguments(), all_tests=True, extract=False,
-                   timeout=timeout)
+    problems = [
+        Problem(
+            "outputs",
+            "python",
+            "",
+            (Test(HARNESS.format(tests=tests, program=program, seconds=PER_TEST_SECONDS), UNMATCHABLE),),
+        )
+        for program in programs
+    ]
+    scores = score(
+        judge, problems, [""] * len(programs), ScoringArguments(), all_tests=True, extract=False, timeout=timeout
+    )
     found = []
     for s in scores:
         result = s.judgement.tests[0]
@@ -116,7 +123,7 @@ def outputs_on(judge, programs: list[str], tests: list[str], timeout: float) -> 
             raise JudgeUnavailable(f"the judge could not run a wrong program ({result.stderr.strip()[-200:]})")
         lines = result.stdout.split()
         lines += ["-"] * (len(tests) - len(lines))  # cut short (its time ran out): it failed the rest
-        found.append([None if line == "-" else line for line in lines[:len(tests)]])
+        found.append([None if line == "-" else line for line in lines[: len(tests)]])
     return found
 
 
@@ -129,13 +136,20 @@ def _solution_outputs(judge, problem: Problem, codes: list[str]) -> list[str | N
     # One judged item per test, so that they run in parallel.
     problems = [replace(problem, tests=(Test(code, UNMATCHABLE),), pool=()) for code in codes]
     results = []
-    for s in score(judge, problems, [reference_program(problem)] * len(codes), ScoringArguments(), all_tests=True,
-                   extract=False):
+    for s in score(
+        judge, problems, [reference_program(problem)] * len(codes), ScoringArguments(), all_tests=True, extract=False
+    ):
         if s.status == "sandbox_error":
             raise JudgeUnavailable(f"{problem.id}: the judge could not run the solution")
         results.append(s.judgement.tests[0])
-    return [result.stdout.strip() if answered(result, judge.timeout) and len(result.stdout) < MAX_OUTPUT_CHARS
-            and not UNSTABLE_OUTPUT.search(result.stdout) else None for result in results]
+    return [
+        result.stdout.strip()
+        if answered(result, judge.timeout)
+        and len(result.stdout) < MAX_OUTPUT_CHARS
+        and not UNSTABLE_OUTPUT.search(result.stdout)
+        else None
+        for result in results
+    ]
 
 
 def _candidates(judge, problem: Problem, given: list[str] = ()) -> tuple[list[Candidate], list[int]]:
@@ -159,11 +173,13 @@ def _candidates(judge, problem: Problem, given: list[str] = ()) -> tuple[list[Ca
         if output is not None:
             variants[index].append(len(candidates))
             candidates.append(Candidate(replace(own[index], test_code=code, expected_output=output), index))
-    single_outputs = outputs[len(reversed_codes):]
+    single_outputs = outputs[len(reversed_codes) :]
     answered = [(arguments, output) for arguments, output in zip(calls, single_outputs) if output is not None]
     candidates += [Candidate(Test(printing_test([arguments]), output)) for arguments, output in answered]
-    answers = sorted({output for _, output in answered} | {t.expected_output.strip() for t in problem.tests
-                                                            if len(solve_calls(t.test_code) or []) == 1})
+    answers = sorted(
+        {output for _, output in answered}
+        | {t.expected_output.strip() for t in problem.tests if len(solve_calls(t.test_code) or []) == 1}
+    )
     if len(answers) <= FEW_ANSWERS:
         by_answer = {answer: [arguments for arguments, output in answered if output == answer] for answer in answers}
         combined = []
@@ -174,9 +190,11 @@ def _candidates(judge, problem: Problem, given: list[str] = ()) -> tuple[list[Ca
                         combined.append(printing_test([rng.choice(by_answer[answer]) for answer in pattern]))
         combined += _with_counter_examples(judge, given, answered, by_answer, answers, rng)
         combined = list(dict.fromkeys(combined))
-        candidates += [Candidate(Test(code, output))
-                       for code, output in zip(combined, _solution_outputs(judge, problem, combined))
-                       if output is not None]
+        candidates += [
+            Candidate(Test(code, output))
+            for code, output in zip(combined, _solution_outputs(judge, problem, combined))
+            if output is not None
+        ]
     return candidates, variants
 
 
@@ -192,16 +210,20 @@ def _own_calls(own: list[Test]) -> list[tuple]:
     return list(found.values())
 
 
-def _with_counter_examples(judge, given: list[str], answered: list[tuple], by_answer: dict, answers: list[str],
-                           rng: random.Random) -> list[str]:
+def _with_counter_examples(
+    judge, given: list[str], answered: list[tuple], by_answer: dict, answers: list[str], rng: random.Random
+) -> list[str]:
     """Tests printing two or three calls, one of them an input where a given program is wrong: so that most tests
     reject a wrong program a model writes first, not one test of five (which pays it 0.8)."""
     if not given or not answered:
         return []
     codes = [printing_test([arguments]) for arguments, _ in answered]
     rows = outputs_on(judge, given, codes, timeout=PER_TEST_SECONDS * len(codes) + judge.timeout)
-    wrong_on = [(arguments, output) for i, (arguments, output) in enumerate(answered)
-                if any(row[i] != digest(output) for row in rows)]
+    wrong_on = [
+        (arguments, output)
+        for i, (arguments, output) in enumerate(answered)
+        if any(row[i] != digest(output) for row in rows)
+    ]
     tests = []
     for size in (2, 3):
         for pattern in answer_patterns(answers, size):
@@ -221,9 +243,16 @@ def answer_patterns(answers: list[str], size: int) -> list[tuple]:
     return [(answer, *rest) for answer in answers for rest in answer_patterns(answers, size - 1)]
 
 
-def strengthen(problems: list[Problem], judge, max_tests: int = MAX_TESTS_PER_PROBLEM,
-               max_share: float = DEFAULT_MAX_TRIVIAL_SHARE, show_progress: bool = False, rounds: int = ROUNDS,
-               given: dict | None = None, hidden: int = 0):
+def strengthen(
+    problems: list[Problem],
+    judge,
+    max_tests: int = MAX_TESTS_PER_PROBLEM,
+    max_share: float = DEFAULT_MAX_TRIVIAL_SHARE,
+    show_progress: bool = False,
+    rounds: int = ROUNDS,
+    given: dict | None = None,
+    hidden: int = 0,
+):
     """The problems with strengthened tests (new records; the others as they are), a ``Strengthened`` per problem, and
     each problem's ``Adequacy`` before and after.
 
@@ -241,9 +270,14 @@ def strengthen(problems: list[Problem], judge, max_tests: int = MAX_TESTS_PER_PR
 
     for round_ in range(rounds):
         for index in tqdm(todo, desc=f"strengthening (round {round_ + 1})", unit="problem", disable=not show_progress):
-            tests, record = _strengthen_one(judge, out[index], max_tests, max_share,
-                                            as_solve_programs(originals[index], (given or {}).get(out[index].id, [])),
-                                            hidden)
+            tests, record = _strengthen_one(
+                judge,
+                out[index],
+                max_tests,
+                max_share,
+                as_solve_programs(originals[index], (given or {}).get(out[index].id, [])),
+                hidden,
+            )
             if record.skipped is None:
                 out[index] = replace(out[index], tests=tests)
                 record.added += done[index].added
@@ -252,8 +286,9 @@ def strengthen(problems: list[Problem], judge, max_tests: int = MAX_TESTS_PER_PR
             elif round_ == 0:
                 out[index] = replace(out[index], tests=tests) if record.hidden else out[index]
                 done[index] = record
-        for index, adequacy in zip(todo, check_adequacy([out[index] for index in todo], judge, max_tests,
-                                                        show_progress)):
+        for index, adequacy in zip(
+            todo, check_adequacy([out[index] for index in todo], judge, max_tests, show_progress)
+        ):
             after[index] = adequacy
         todo = [index for index in todo if after[index].survivors]
         if not todo:
@@ -261,24 +296,30 @@ def strengthen(problems: list[Problem], judge, max_tests: int = MAX_TESTS_PER_PR
     return [named_back(original, view) for original, view in zip(originals, out)], done, before, after
 
 
-def _strengthen_one(judge, problem: Problem, max_tests: int, max_share: float,
-                    given: list = (), hidden: int = 0) -> tuple[tuple[Test, ...], Strengthened]:
+def _strengthen_one(
+    judge, problem: Problem, max_tests: int, max_share: float, given: list = (), hidden: int = 0
+) -> tuple[tuple[Test, ...], Strengthened]:
     own_hidden = tuple(test for test in problem.tests if test.hidden)
     problem = replace(problem, tests=tuple(test for test in problem.tests if not test.hidden))
     candidates, variants = _candidates(judge, problem, [program.program for program in given])
     codes = [c.test.test_code for c in candidates]
     cheap = [*PROBES["python"], *battery(problem)]
     wrong = [*mutants(problem.solution), *cheap]
-    outputs = outputs_on(judge, [program.program for program in [*wrong, *given]], codes,
-                         timeout=PER_TEST_SECONDS * len(codes) + judge.timeout)
+    outputs = outputs_on(
+        judge,
+        [program.program for program in [*wrong, *given]],
+        codes,
+        timeout=PER_TEST_SECONDS * len(codes) + judge.timeout,
+    )
     expected = [digest(c.test.expected_output) for c in candidates]
     passes = [[o == e for o, e in zip(row, expected)] for row in outputs]
-    given_rows = [(program.name, row) for program, row in zip(given, passes[len(wrong):]) if not all(row)]
-    passes = passes[:len(wrong)]
+    given_rows = [(program.name, row) for program, row in zip(given, passes[len(wrong) :]) if not all(row)]
+    passes = passes[: len(wrong)]
     described = [described_example(problem, c.test) for c in candidates]
     # Cheap programs: the constants, the battery (less any that is right everywhere), copying the description.
-    cheap_named = [(program.name, row) for program, row in zip(cheap, passes[len(wrong) - len(cheap):])
-                   if not all(row)] + [("copying the description's examples", described)]
+    cheap_named = [
+        (program.name, row) for program, row in zip(cheap, passes[len(wrong) - len(cheap) :]) if not all(row)
+    ] + [("copying the description's examples", described)]
     # A program printing an expected output whatever its input passes every test expecting it: the constants.
     cheap_named += [(probe.name, row) for probe, row in constant_passes([c.test.expected_output for c in candidates])]
     cheap_passes = [row for _, row in cheap_named]
@@ -308,18 +349,25 @@ def _strengthen_one(judge, problem: Problem, max_tests: int, max_share: float,
         return [sum(row[i] for i in tests) for _, row in given_rows]
 
     def adequate(tests):
-        return (len(tests) >= judged and not any(all(row[i] for i in tests[:judged]) for row in wrong_passes)
-                and all(count <= max_share * len(tests) for count in counts(tests))
-                and all(count <= max_share * judged for count in counts(tests[:judged]))
-                and all(count <= max(counts(tests[:judged])) for count in given_counts(tests[:judged])))
+        return (
+            len(tests) >= judged
+            and not any(all(row[i] for i in tests[:judged]) for row in wrong_passes)
+            and all(count <= max_share * len(tests) for count in counts(tests))
+            and all(count <= max_share * judged for count in counts(tests[:judged]))
+            and all(count <= max(counts(tests[:judged])) for count in given_counts(tests[:judged]))
+        )
 
     def with_hidden(tests: tuple[Test, ...], record: Strengthened) -> tuple[tuple[Test, ...], Strengthened]:
         """``tests``, the problem's own hidden tests, then new ones up to ``hidden`` hidden tests in all."""
         taken = {(t.test_code, t.expected_output) for t in (*tests, *own_hidden)}
-        spare = [i for i in order if candidates[i].old is None
-                 and (candidates[i].test.test_code, candidates[i].test.expected_output) not in taken]
+        spare = [
+            i
+            for i in order
+            if candidates[i].old is None
+            and (candidates[i].test.test_code, candidates[i].test.expected_output) not in taken
+        ]
         spare.sort(key=lambda i: (sum(row[i] for row in cheap_passes), -sum(not row[i] for row in wrong_passes)))
-        new = tuple(replace(candidates[i].test, hidden=True) for i in spare[:max(0, hidden - len(own_hidden))])
+        new = tuple(replace(candidates[i].test, hidden=True) for i in spare[: max(0, hidden - len(own_hidden))])
         record.hidden = len(new)
         return (*tests, *own_hidden, *new), record
 
@@ -351,8 +399,11 @@ def _strengthen_one(judge, problem: Problem, max_tests: int, max_share: float,
     tests = chosen + rest
     while True:
         over = [k for k, count in enumerate(counts(tests)) if count > max_share * len(tests)]
-        options = [i for i in order if candidates[i].old is None and i not in tests
-                   and constant_allows(i, tests, max_share * (len(tests) + 1))]
+        options = [
+            i
+            for i in order
+            if candidates[i].old is None and i not in tests and constant_allows(i, tests, max_share * (len(tests) + 1))
+        ]
         if not over or not options:
             break
         best = min(options, key=lambda i: (sum(cheap_passes[k][i] for k in over), sum(row[i] for row in cheap_passes)))

@@ -56,8 +56,15 @@ LITERAL_ERRORS = (ValueError, TypeError, SyntaxError, MemoryError, RecursionErro
 SHOWN_LITERAL = 1000  # the most characters of a value worked out on the host that replace its arithmetic
 MAX_SEQUENCE = 1 << 20  # the longest string, bytes, list or tuple literal arithmetic may make
 MAX_INT_BITS = 1 << 14  # the largest integer it may make
-ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-              ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+ARITHMETIC = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
 UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
 TOLERANCE_CHECKS = (ast.Lt, ast.LtE)
 
@@ -107,16 +114,29 @@ def _is_number(value) -> bool:
 
 def _check_bounds(op: ast.operator, left, right) -> None:
     """NotLiteral when ``left op right`` would make a value past the bounds."""
-    if isinstance(op, ast.Pow) and isinstance(left, int) and isinstance(right, int) and right > 0 \
-            and max(1, abs(left).bit_length()) * right > MAX_INT_BITS and abs(left) > 1:
+    if (
+        isinstance(op, ast.Pow)
+        and isinstance(left, int)
+        and isinstance(right, int)
+        and right > 0
+        and max(1, abs(left).bit_length()) * right > MAX_INT_BITS
+        and abs(left) > 1
+    ):
         raise NotLiteral("a power too large to work out")
     if isinstance(op, ast.Mult):
         for sequence, count in ((left, right), (right, left)):
-            if isinstance(sequence, (str, bytes, list, tuple)) and isinstance(count, int) \
-                    and len(sequence) * count > MAX_SEQUENCE:
+            if (
+                isinstance(sequence, (str, bytes, list, tuple))
+                and isinstance(count, int)
+                and len(sequence) * count > MAX_SEQUENCE
+            ):
                 raise NotLiteral("a repeated sequence too long to work out")
-    if isinstance(op, ast.Add) and isinstance(left, (str, bytes, list, tuple)) \
-            and isinstance(right, (str, bytes, list, tuple)) and len(left) + len(right) > MAX_SEQUENCE:
+    if (
+        isinstance(op, ast.Add)
+        and isinstance(left, (str, bytes, list, tuple))
+        and isinstance(right, (str, bytes, list, tuple))
+        and len(left) + len(right) > MAX_SEQUENCE
+    ):
         raise NotLiteral("a sequence too long to work out")
 
 
@@ -153,8 +173,9 @@ def refusal(test_code: str, entry_point: str = "solve") -> str | None:
             found = _call_refusal(call, entry_point, set_up)
             if found:
                 return f"line {statement.lineno}: {found}"
-            passed |= {node.id for node in [*call.args, *(k.value for k in call.keywords)]
-                       if isinstance(node, ast.Name)}
+            passed |= {
+                node.id for node in [*call.args, *(k.value for k in call.keywords)] if isinstance(node, ast.Name)
+            }
         printed = True
     if not printed:
         return f"it prints no call of {entry_point}"
@@ -165,8 +186,9 @@ def refusal(test_code: str, entry_point: str = "solve") -> str | None:
 
 
 def _is_set_up(statement: ast.stmt) -> bool:
-    return (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-            and isinstance(statement.targets[0], ast.Name))
+    return (
+        isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)
+    )
 
 
 def _printed_calls(statement: ast.stmt) -> list[ast.AST] | None:
@@ -253,8 +275,9 @@ def printing_form(test_code: str, expected_output: str, entry_point: str = "solv
     return Printing("\n".join(calls), "\n".join(outputs), numeric.pop() if numeric else None)
 
 
-def asserted_value(statement: ast.stmt, entry_point: str = "solve", by_value: bool = False
-                   ) -> tuple[ast.Call, str, float | None, str] | None:
+def asserted_value(
+    statement: ast.stmt, entry_point: str = "solve", by_value: bool = False
+) -> tuple[ast.Call, str, float | None, str] | None:
     """``(CALL, expected text, tolerance, compare)`` of one assert of a form ``printing_form`` converts, or None.
     ``by_value``: ``CALL == LITERAL`` whose value holds a number, a set or a dict is a value test (``compare`` is
     ``"value"``, the expected text the literal's ``repr``, printed with ``print(repr(CALL))``), so ``240.0`` passes
@@ -269,8 +292,13 @@ def asserted_value(statement: ast.stmt, entry_point: str = "solve", by_value: bo
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return None
     left, op, right = test.left, test.ops[0], test.comparators[0]
-    if isinstance(op, ast.Is) and _call_of(left, entry_point) and isinstance(right, ast.Constant) \
-            and right.value in (True, False, None) and not _is_number(right.value):
+    if (
+        isinstance(op, ast.Is)
+        and _call_of(left, entry_point)
+        and isinstance(right, ast.Constant)
+        and right.value in (True, False, None)
+        and not _is_number(right.value)
+    ):
         return left, str(right.value), None, "text"
     if isinstance(op, TOLERANCE_CHECKS):
         found = _within_tolerance(left, right, entry_point)
@@ -338,12 +366,17 @@ def _unwrapped(call: ast.AST, literal: ast.AST) -> tuple[ast.AST, ast.AST, bool]
 
 def _within_tolerance(left: ast.AST, right: ast.AST, entry_point: str):
     """``abs(CALL - L) < T`` (``math.fabs``, ``abs(L - CALL)``) as ``(CALL, text of L, T)``, or None."""
-    if not ((_call_of(left, "abs", 1) or _is_fabs(left)) and isinstance(left.args[0], ast.BinOp)
-            and isinstance(left.args[0].op, ast.Sub)):
+    if not (
+        (_call_of(left, "abs", 1) or _is_fabs(left))
+        and isinstance(left.args[0], ast.BinOp)
+        and isinstance(left.args[0].op, ast.Sub)
+    ):
         return None
     difference = left.args[0]
     tolerance = _literal_or_unreadable(right)
-    if tolerance is UNREADABLE or not (_is_number(tolerance) and not isinstance(tolerance, complex) and 0 < tolerance < math.inf):
+    if tolerance is UNREADABLE or not (
+        _is_number(tolerance) and not isinstance(tolerance, complex) and 0 < tolerance < math.inf
+    ):
         return None
     for call, literal in ((difference.left, difference.right), (difference.right, difference.left)):
         if not _call_of(call, entry_point):
@@ -357,9 +390,15 @@ def _within_tolerance(left: ast.AST, right: ast.AST, entry_point: str):
 
 
 def _is_fabs(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "fabs"
-            and isinstance(node.func.value, ast.Name) and node.func.value.id == "math" and len(node.args) == 1
-            and not node.keywords)
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "fabs"
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "math"
+        and len(node.args) == 1
+        and not node.keywords
+    )
 
 
 def _convertible(value) -> bool:
@@ -384,15 +423,22 @@ def _parsed(test_code: str) -> ast.Module:
 
 def _printed_constant(statement: ast.stmt) -> str | None:
     """The text of ``print(CONSTANT)``, else None."""
-    if (isinstance(statement, ast.Expr) and _call_of(statement.value, "print", 1)
-            and isinstance(statement.value.args[0], ast.Constant)):
+    if (
+        isinstance(statement, ast.Expr)
+        and _call_of(statement.value, "print", 1)
+        and isinstance(statement.value.args[0], ast.Constant)
+    ):
         return str(statement.value.args[0].value).strip()
     return None
 
 
 def _call_of(node: ast.AST, name: str, arguments: int | None = None) -> bool:
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
-            and (arguments is None or (len(node.args) == arguments and not node.keywords)))
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == name
+        and (arguments is None or (len(node.args) == arguments and not node.keywords))
+    )
 
 
 def _shown(node: ast.AST) -> str:

@@ -73,22 +73,33 @@ def load_problems(source, language="q", allow_in_sandbox_comparisons=False) -> l
         raise DataError(str(source), "no problems found")
     problems, changed = compare_on_the_host(problems, allow_in_sandbox_comparisons)
     if changed["converted"]:
-        logger.warning("%s: converted %d assert tests into printing tests (assert f(args) == literal became "
-                       "print(f(args)), expecting the literal's printed text, or print(repr(f(args))) compared as "
-                       "a value on the host where the literal holds a number, a set or a dict), so only output is "
-                       "compared",
-                       source, changed["converted"])
+        logger.warning(
+            "%s: converted %d assert tests into printing tests (assert f(args) == literal became "
+            "print(f(args)), expecting the literal's printed text, or print(repr(f(args))) compared as "
+            "a value on the host where the literal holds a number, a set or a dict), so only output is "
+            "compared",
+            source,
+            changed["converted"],
+        )
     if changed["worked out"]:
-        logger.warning("%s: worked out literal arithmetic in the arguments of %d tests (3 * 19 became 57)", source,
-                       changed["worked out"])
+        logger.warning(
+            "%s: worked out literal arithmetic in the arguments of %d tests (3 * 19 became 57)",
+            source,
+            changed["worked out"],
+        )
     return problems
 
 
 def looks_like_path(source):
     """A local path (existing or not), as opposed to a hub name like ``name`` or ``owner/name``."""
     parent = Path(source).parent
-    return (source.endswith(FILE_SUFFIXES) or source.startswith((".", "/", "~")) or source.count("/") > 1
-            or Path(source).exists() or (parent != Path(".") and parent.is_dir()))
+    return (
+        source.endswith(FILE_SUFFIXES)
+        or source.startswith((".", "/", "~"))
+        or source.count("/") > 1
+        or Path(source).exists()
+        or (parent != Path(".") and parent.is_dir())
+    )
 
 
 def _load_file(path, language, conversion):
@@ -104,11 +115,13 @@ def _load_file(path, language, conversion):
             rows = pyarrow.parquet.read_table(path).to_pylist()
         except pyarrow.ArrowException as error:
             raise DataError(str(path), f"not a readable parquet file ({error})") from None
-        return _from_rows(((f"{path}:row {number}", row) for number, row in enumerate(rows, 1)), language,
-                          conversion)
+        return _from_rows(((f"{path}:row {number}", row) for number, row in enumerate(rows, 1)), language, conversion)
     if suffix not in (".jsonl", ".json"):
-        raise DataError(str(path), f"unsupported file type {''.join(path.suffixes[-2:]) or '(none)'}; use .jsonl, "
-                                   ".json (either gzipped: .jsonl.gz) or .parquet")
+        raise DataError(
+            str(path),
+            f"unsupported file type {''.join(path.suffixes[-2:]) or '(none)'}; use .jsonl, "
+            ".json (either gzipped: .jsonl.gz) or .parquet",
+        )
     try:
         data = gzip.decompress(path.read_bytes()) if compressed else path.read_bytes()
         text = data.decode("utf-8-sig")
@@ -119,8 +132,9 @@ def _load_file(path, language, conversion):
     if suffix == ".json" and text.lstrip().startswith("["):
         located = _json_array_items(text, path)
     else:
-        located = _json_lines(text, path, "write one problem object per line"
-                              + (" or a JSON array of them" if suffix == ".json" else ""))
+        located = _json_lines(
+            text, path, "write one problem object per line" + (" or a JSON array of them" if suffix == ".json" else "")
+        )
     return _from_rows(located, language, conversion)
 
 
@@ -186,17 +200,22 @@ def _from_dataset_schema(row, location, language):
         for key in (code_key, expected_key):
             if case.get(key) is None:
                 raise DataError(location, f"test_cases[{index}] has no '{key}' (loading for language {language})")
-        tests.append((case.get("test_case_number"), index, {"test_code": case[code_key],
-                                                            "expected_output": case[expected_key]}))
+        tests.append(
+            (case.get("test_case_number"), index, {"test_code": case[code_key], "expected_output": case[expected_key]})
+        )
     if all(isinstance(number, int) for number, _, _ in tests):
         tests.sort(key=lambda numbered: numbered[0])
     extras = {key: value for key, value in row.items() if key not in DATASET_SCHEMA_FIELDS}
     if language == "q" and row.get("python_solution"):
         # The row's Python twin, for `python -m data verify|strengthen` (data/quality/q_twins.py): its tests in the q order.
         extras["python_solution"] = row["python_solution"]
-        extras["python_tests"] = [{"test_code": test_cases[index].get("python_test_code"),
-                                   "expected_output": test_cases[index].get("python_expected_output")}
-                                  for _, index, _ in tests]
+        extras["python_tests"] = [
+            {
+                "test_code": test_cases[index].get("python_test_code"),
+                "expected_output": test_cases[index].get("python_expected_output"),
+            }
+            for _, index, _ in tests
+        ]
     return {
         **extras,
         "id": row["problem_id"],
@@ -216,18 +235,28 @@ def _load_folder(path, language, conversion):
     split_folders = [(path / split, split) for split in SPLITS if (path / split).is_dir()]
     if not split_folders:
         split_folders = [(path, path.name if path.name in SPLITS else None)]
-    if not any((problem / "problem_description.txt").is_file()
-               for folder, _ in split_folders for problem in _problem_folders(folder)):
-        files = sorted(child for child in path.iterdir() if child.is_file() and not child.name.startswith(".")
-                       and child.name.lower().endswith(FILE_SUFFIXES))
+    if not any(
+        (problem / "problem_description.txt").is_file()
+        for folder, _ in split_folders
+        for problem in _problem_folders(folder)
+    ):
+        files = sorted(
+            child
+            for child in path.iterdir()
+            if child.is_file() and not child.name.startswith(".") and child.name.lower().endswith(FILE_SUFFIXES)
+        )
         if files:
             return _load_files(files, language, conversion)
-        raise DataError(str(path), "not a problem folder; expected .jsonl, .json, .jsonl.gz or .parquet files, "
-                                   "SFT_Data/{train,test}/<problem>/problem_description.txt, one split folder of "
-                                   "it, or a save_to_disk folder")
+        raise DataError(
+            str(path),
+            "not a problem folder; expected .jsonl, .json, .jsonl.gz or .parquet files, "
+            "SFT_Data/{train,test}/<problem>/problem_description.txt, one split folder of "
+            "it, or a save_to_disk folder",
+        )
     if language != "q":
-        raise DataError(str(path), "SFT_Data folders hold q tests only; use language q, or a JSONL or "
-                                   "dataset source for python")
+        raise DataError(
+            str(path), "SFT_Data folders hold q tests only; use language q, or a JSONL or dataset source for python"
+        )
     problems = []
     for folder, split in split_folders:
         problems += validate_records(
@@ -270,8 +299,10 @@ def _read_problem_folder(folder, split):
         "id": folder.name,
         "language": "q",
         "description": _read_text(description_file),
-        "tests": [{"test_code": _read_text(test_files[number]), "expected_output": _read_text(answer_files[number])}
-                  for number in sorted(test_files)],
+        "tests": [
+            {"test_code": _read_text(test_files[number]), "expected_output": _read_text(answer_files[number])}
+            for number in sorted(test_files)
+        ],
         "split": split,
     }
 
@@ -297,8 +328,7 @@ def _from_datasets(loaded, name, language, conversion):
     import datasets
 
     if isinstance(loaded, datasets.Dataset):
-        return _from_rows(((f"{name}:row {number}", row) for number, row in enumerate(loaded, 1)), language,
-                          conversion)
+        return _from_rows(((f"{name}:row {number}", row) for number, row in enumerate(loaded, 1)), language, conversion)
     ignored = sorted(set(loaded) - set(SPLITS))
     if ignored:
         logger.warning("%s: ignoring splits %s; only train and test are used", name, ", ".join(ignored))
@@ -307,8 +337,10 @@ def _from_datasets(loaded, name, language, conversion):
     problems = []
     for split in SPLITS:
         if split in loaded:
-            rows = ((f"{name}/{split}:row {number}", {**row, "split": row.get("split") or split})
-                    for number, row in enumerate(loaded[split], 1))
+            rows = (
+                (f"{name}/{split}:row {number}", {**row, "split": row.get("split") or split})
+                for number, row in enumerate(loaded[split], 1)
+            )
             problems += _from_rows(rows, language, conversion)
     return problems
 
@@ -324,8 +356,9 @@ def _load_hub(name, language, conversion):
     return _from_datasets(loaded, name, language, conversion)
 
 
-def split_problems(problems: list[Problem], test_fraction=0.2, seed=42, max_train=None,
-                   max_test=None) -> tuple[list[Problem], list[Problem]]:
+def split_problems(
+    problems: list[Problem], test_fraction=0.2, seed=42, max_train=None, max_test=None
+) -> tuple[list[Problem], list[Problem]]:
     """Split into (train, test): by each record's ``split`` when all have one and both splits occur,
     else by a seeded shuffle.
 
@@ -356,8 +389,13 @@ def _warn_overlap(train, test):
     shared_descriptions = [problem.id for problem in test if _normalized(problem.description) in train_descriptions]
     for what, ids in (("id", shared_ids), ("description", shared_descriptions)):
         if ids:
-            logger.warning("%d test problems share their %s with a train problem: %s%s", len(ids), what,
-                           ", ".join(ids[:OVERLAP_EXAMPLES]), " ..." if len(ids) > OVERLAP_EXAMPLES else "")
+            logger.warning(
+                "%d test problems share their %s with a train problem: %s%s",
+                len(ids),
+                what,
+                ", ".join(ids[:OVERLAP_EXAMPLES]),
+                " ..." if len(ids) > OVERLAP_EXAMPLES else "",
+            )
 
 
 def _normalized(text):

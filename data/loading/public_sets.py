@@ -70,12 +70,21 @@ class Conversion:
         read = ", ".join(f"{count} {schema} rows" for schema, count in self.rows.items())
         line = f"{source}: {read}: {self.problems} problems with {self.tests} tests loaded"
         if self.dropped_tests:
-            line += f"; {sum(self.dropped_tests.values())} tests dropped (" + ", ".join(
-                f"{count} {reason}" for reason, count in self.dropped_tests.most_common()) + ")"
+            line += (
+                f"; {sum(self.dropped_tests.values())} tests dropped ("
+                + ", ".join(f"{count} {reason}" for reason, count in self.dropped_tests.most_common())
+                + ")"
+            )
         if self.dropped_problems:
-            line += f"; {sum(map(len, self.dropped_problems.values()))} problems dropped (" + ", ".join(
-                f"{len(ids)} {reason}: {', '.join(ids[:SHOWN_DROPPED])}" + (" ..." if len(ids) > SHOWN_DROPPED else "")
-                for reason, ids in self.dropped_problems.items()) + ")"
+            line += (
+                f"; {sum(map(len, self.dropped_problems.values()))} problems dropped ("
+                + ", ".join(
+                    f"{len(ids)} {reason}: {', '.join(ids[:SHOWN_DROPPED])}"
+                    + (" ..." if len(ids) > SHOWN_DROPPED else "")
+                    for reason, ids in self.dropped_problems.items()
+                )
+                + ")"
+            )
         return line
 
 
@@ -120,6 +129,7 @@ def _with_tests(record: dict, tests: list[dict], conversion: Conversion, why_non
 
 # HumanEval and MBPP: asserts of a function.
 
+
 class _Renamed(ast.NodeTransformer):
     """Calls of ``candidate`` (HumanEval's name for the function under test) as calls of the entry point."""
 
@@ -130,15 +140,17 @@ class _Renamed(ast.NodeTransformer):
         return ast.copy_location(ast.Name(self.entry_point, node.ctx), node) if node.id == "candidate" else node
 
 
-def _assert_tests(statements: list[ast.stmt], entry_point: str, set_up: dict[str, str],
-                  conversion: Conversion) -> list[dict]:
+def _assert_tests(
+    statements: list[ast.stmt], entry_point: str, set_up: dict[str, str], conversion: Conversion
+) -> list[dict]:
     """A printing test per assert of ``statements`` that converts (``set_up``: literal assignments by name, put
     before the tests that pass their names); every other statement dropped with its reason."""
     tests = []
     for statement in statements:
         reason = None
         if isinstance(statement, (ast.Import, ast.ImportFrom)) or (
-                isinstance(statement, ast.Expr) and isinstance(statement.value, (ast.Name, ast.Constant))):
+            isinstance(statement, ast.Expr) and isinstance(statement.value, (ast.Name, ast.Constant))
+        ):
             continue  # an import or a bare name checks nothing; an assert that needs it is dropped below
         if not isinstance(statement, ast.Assert):
             reason = "loops" if isinstance(statement, (ast.For, ast.While)) else "statements that are not asserts"
@@ -156,9 +168,11 @@ def _assert_tests(statements: list[ast.stmt], entry_point: str, set_up: dict[str
                 if refusal(code, entry_point):
                     reason = "arguments that are not literals"
                 else:
-                    tests.append({"test_code": code, "expected_output": expected}
-                                 | ({"tolerance": tolerance} if tolerance is not None else {})
-                                 | ({"compare": "value"} if compare == "value" else {}))
+                    tests.append(
+                        {"test_code": code, "expected_output": expected}
+                        | ({"tolerance": tolerance} if tolerance is not None else {})
+                        | ({"compare": "value"} if compare == "value" else {})
+                    )
         if reason:
             conversion.drop_test(reason)
     return tests
@@ -167,8 +181,11 @@ def _assert_tests(statements: list[ast.stmt], entry_point: str, set_up: dict[str
 def _why_not(statement: ast.Assert, entry_point: str) -> str:
     """Why an assert does not convert, in the words of the summary."""
     test = statement.test
-    calls = [node for node in ast.walk(test) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-             and node.func.id == entry_point]
+    calls = [
+        node
+        for node in ast.walk(test)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == entry_point
+    ]
     if not calls:
         return "asserts that call no function under test"
     if len(calls) > 1 and isinstance(test, ast.Compare):
@@ -188,8 +205,12 @@ def _why_not(statement: ast.Assert, entry_point: str) -> str:
 
 def _human_eval(row: dict, index: int, conversion: Conversion) -> dict | None:
     entry_point = row["entry_point"]
-    record = {"id": _problem_id(row["task_id"], index), "description": row["prompt"], "entry_point": entry_point,
-              "solution": row["prompt"] + (row.get("canonical_solution") or "")}
+    record = {
+        "id": _problem_id(row["task_id"], index),
+        "description": row["prompt"],
+        "entry_point": entry_point,
+        "solution": row["prompt"] + (row.get("canonical_solution") or ""),
+    }
     try:
         module = ast.parse(row["test"])
     except (SyntaxError, ValueError):
@@ -220,15 +241,23 @@ def _mbpp(row: dict, index: int, conversion: Conversion) -> dict | None:
         return None
     first = next(filter(None, (asserted_value(statement, entry_point) for statement in statements)), None)
     example = f", for example `{ast.unparse(first[0])}`" if first else ""
-    record = {"id": problem_id, "entry_point": entry_point, "solution": code or None,
-              "description": f"{row['text'].strip()}\n\nWrite it as a function named `{entry_point}`{example}."}
+    record = {
+        "id": problem_id,
+        "entry_point": entry_point,
+        "solution": code or None,
+        "description": f"{row['text'].strip()}\n\nWrite it as a function named `{entry_point}`{example}.",
+    }
     return _with_tests(record, _assert_tests(statements, entry_point, set_up, conversion), conversion)
 
 
 def _called_function(statements: list[ast.stmt], code: str) -> str | None:
     """The function the asserts call that the solution defines (else the one they call most)."""
-    called = Counter(node.func.id for statement in statements for node in ast.walk(statement)
-                     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name))
+    called = Counter(
+        node.func.id
+        for statement in statements
+        for node in ast.walk(statement)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    )
     try:
         defined = {node.name for node in ast.walk(ast.parse(code)) if isinstance(node, ast.FunctionDef)}
     except (SyntaxError, ValueError):
@@ -247,8 +276,11 @@ def _literal_set_up(text: str) -> dict[str, str] | None:
         return None
     set_up = {}
     for statement in statements:
-        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-                and isinstance(statement.targets[0], ast.Name)):
+        if not (
+            isinstance(statement, ast.Assign)
+            and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)
+        ):
             return None
         try:
             literal_value(statement.value)
@@ -259,6 +291,7 @@ def _literal_set_up(text: str) -> dict[str, str] | None:
 
 
 # Standard input and output: APPS, TACO, CodeContests, LiveCodeBench.
+
 
 def _text(value) -> str | None:
     """An input or output as text: a string, or a list of lines joined; None for anything else."""
@@ -294,12 +327,18 @@ def _apps(row: dict, index: int, conversion: Conversion) -> dict | None:
     problem_id = _problem_id(row.get("problem_id"), index)
     pairs = _json_field(row, "input_output")
     solutions = _json_field(row, "solutions") or []
-    record = {"id": problem_id, "description": row["question"],
-              "solution": solutions[0] if solutions and isinstance(solutions[0], str) else None}
+    record = {
+        "id": problem_id,
+        "description": row["question"],
+        "solution": solutions[0] if solutions and isinstance(solutions[0], str) else None,
+    }
     if row.get("difficulty") is not None:
         record["difficulty"] = str(row["difficulty"])
-    if not isinstance(pairs, dict) or not isinstance(pairs.get("inputs"), list) \
-            or not isinstance(pairs.get("outputs"), list):
+    if (
+        not isinstance(pairs, dict)
+        or not isinstance(pairs.get("inputs"), list)
+        or not isinstance(pairs.get("outputs"), list)
+    ):
         conversion.drop_problem(problem_id, "no input_output of inputs and outputs")
         return None
     inputs, outputs = pairs["inputs"], pairs["outputs"]
@@ -311,8 +350,9 @@ def _apps(row: dict, index: int, conversion: Conversion) -> dict | None:
     return _with_tests(record, _stdin_tests(inputs, outputs, conversion), conversion)
 
 
-def _call_based(record: dict, name: str, starter_code: str, inputs: list, outputs: list,
-                conversion: Conversion) -> dict | None:
+def _call_based(
+    record: dict, name: str, starter_code: str, inputs: list, outputs: list, conversion: Conversion
+) -> dict | None:
     """An APPS/TACO problem that calls ``name`` with each input's arguments: printing tests of it."""
     if "class Solution" in starter_code or not str(name).isidentifier():
         conversion.drop_problem(record["id"], "functional tests of a class method (LeetCode)")
@@ -328,12 +368,20 @@ def _call_based(record: dict, name: str, starter_code: str, inputs: list, output
         if printing is None or refusal(printing.test_code, name):
             conversion.drop_test("results or arguments that do not print as literals")
             continue
-        tests.append({"test_code": printing.test_code, "expected_output": printing.expected_output}
-                     | ({"tolerance": printing.tolerance} if printing.tolerance is not None else {})
-                     | ({"compare": printing.compare} if printing.compare != "text" else {}))
-    return _with_tests({**record, "entry_point": name,
-                        "description": record["description"] + (f"\n\n{starter_code}" if starter_code else "")},
-                       tests, conversion)
+        tests.append(
+            {"test_code": printing.test_code, "expected_output": printing.expected_output}
+            | ({"tolerance": printing.tolerance} if printing.tolerance is not None else {})
+            | ({"compare": printing.compare} if printing.compare != "text" else {})
+        )
+    return _with_tests(
+        {
+            **record,
+            "entry_point": name,
+            "description": record["description"] + (f"\n\n{starter_code}" if starter_code else ""),
+        },
+        tests,
+        conversion,
+    )
 
 
 def _code_contests(row: dict, index: int, conversion: Conversion) -> dict | None:
@@ -344,8 +392,15 @@ def _code_contests(row: dict, index: int, conversion: Conversion) -> dict | None
         if isinstance(pairs, dict):
             tests += _stdin_tests(pairs.get("input") or [], pairs.get("output") or [], conversion)
     solutions = row.get("solutions") or {}
-    python = [code for language, code in zip(solutions.get("language") or [], solutions.get("solution") or [])
-              if language == PYTHON3] if isinstance(solutions, dict) else []
+    python = (
+        [
+            code
+            for language, code in zip(solutions.get("language") or [], solutions.get("solution") or [])
+            if language == PYTHON3
+        ]
+        if isinstance(solutions, dict)
+        else []
+    )
     record = {"id": problem_id, "description": row["description"], "solution": python[0] if python else None}
     if row.get("difficulty") is not None:
         record["difficulty"] = str(row["difficulty"])
@@ -397,5 +452,10 @@ def _live_code_bench(row: dict, index: int, conversion: Conversion) -> dict | No
     return _with_tests(record, tests, conversion)
 
 
-CONVERTERS = {"HumanEval": _human_eval, "MBPP": _mbpp, "APPS/TACO": _apps, "CodeContests": _code_contests,
-              "LiveCodeBench": _live_code_bench}
+CONVERTERS = {
+    "HumanEval": _human_eval,
+    "MBPP": _mbpp,
+    "APPS/TACO": _apps,
+    "CodeContests": _code_contests,
+    "LiveCodeBench": _live_code_bench,
+}

@@ -30,7 +30,8 @@ import re
 # One token: a string; symbols (`a`b, `:file/path) and a typed empty list (`long$()); a numeric, boolean, temporal,
 # null or byte atom (a sign only where a value may start, an exponent's sign, a time's colons after two digits); a
 # name; white space; one of the punctuation q's literals and calls use; anything else, one character at a time.
-TOKEN = re.compile(r'''(?P<string>"(?:[^"\\]|\\.)*")
+TOKEN = re.compile(
+    r"""(?P<string>"(?:[^"\\]|\\.)*")
     |(?P<typed>`[a-z]*\$\(\))
     |(?P<symbols>(?:`(?::[A-Za-z0-9._/:]*|[A-Za-z0-9._]*))+)
     |(?P<atom>(?:(?<![^\s\[(;:])-)?(?:[0-9]|\.[0-9])
@@ -38,7 +39,9 @@ TOKEN = re.compile(r'''(?P<string>"(?:[^"\\]|\\.)*")
     |(?P<name>[A-Za-z][A-Za-z0-9_]*)
     |(?P<space>[ \t]+)
     |(?P<punct>[\[\]();:])
-    |(?P<other>.)''', re.VERBOSE)
+    |(?P<other>.)""",
+    re.VERBOSE,
+)
 # q keywords that make a value of a literal: they run before the call, never on its result
 VALUE_WORDS = ("enlist", "til")
 SHOWN = 40  # characters of a statement quoted in a refusal
@@ -137,18 +140,26 @@ def _trimmed(tokens: list) -> list:
 
 def _shown(tokens: list, start: int = 0) -> str:
     text = "".join(token[1] for token in tokens[start:])
-    return text if len(text) <= SHOWN else text[:SHOWN - 3] + "..."
+    return text if len(text) <= SHOWN else text[: SHOWN - 3] + "..."
 
 
 def _is_set_up(statement: list) -> bool:
-    return (len(statement) > 2 and statement[0][0] == "name" and statement[0][1] not in ("show", *VALUE_WORDS)
-            and statement[1] == ("punct", ":"))
+    return (
+        len(statement) > 2
+        and statement[0][0] == "name"
+        and statement[0][1] not in ("show", *VALUE_WORDS)
+        and statement[1] == ("punct", ":")
+    )
 
 
 def _printed_calls(statement: list, entry_point: str, set_up: dict) -> set[str]:
     """The set-up names a statement ``show CALL`` or ``show (CALL;...)`` passes; Refusal for any other statement."""
-    if statement[0] != ("name", "show") or len(statement) < 3 or statement[1][0] != "space" \
-            and statement[1] != ("punct", "("):
+    if (
+        statement[0] != ("name", "show")
+        or len(statement) < 3
+        or statement[1][0] != "space"
+        and statement[1] != ("punct", "(")
+    ):
         raise Refusal(f"`{_shown(statement)}` is not show {entry_point}[...] or a set-up line `name:literal`")
     position, names = _skip_space(statement, 1), set()
     if statement[position] == ("punct", "("):
@@ -167,20 +178,24 @@ def _printed_calls(statement: list, entry_point: str, set_up: dict) -> set[str]:
     else:
         position = _call(statement, position, entry_point, set_up, names, ())
     if position != len(statement):
-        raise Refusal(f"`{_shown(statement, position).strip()}` after the call in `{_shown(statement)}`: a test "
-                      f"shows what {entry_point} returns, and computes nothing on it")
+        raise Refusal(
+            f"`{_shown(statement, position).strip()}` after the call in `{_shown(statement)}`: a test "
+            f"shows what {entry_point} returns, and computes nothing on it"
+        )
     return names
 
 
 def _call(tokens: list, position: int, entry_point: str, set_up: dict, names: set, ends: tuple) -> int:
     """Where the call of ``entry_point`` at ``position`` ends, its argument names added to ``names``."""
     if position >= len(tokens) or tokens[position] != ("name", entry_point):
-        raise Refusal(f"`{_shown(tokens, position)}` is not a call of {entry_point} (a test shows what "
-                      f"{entry_point} returns, and computes nothing on it)")
+        raise Refusal(
+            f"`{_shown(tokens, position)}` is not a call of {entry_point} (a test shows what "
+            f"{entry_point} returns, and computes nothing on it)"
+        )
     position += 1
     if position < len(tokens) and tokens[position] == ("punct", "["):
         position += 1
-        if tokens[position:position + 1] == [("punct", "]")]:
+        if tokens[position : position + 1] == [("punct", "]")]:
             return position + 1  # no arguments
         while True:
             position = _argument(tokens, _skip_space(tokens, position), set_up, names, entry_point)
@@ -190,12 +205,12 @@ def _call(tokens: list, position: int, entry_point: str, set_up: dict, names: se
                 continue
             if position < len(tokens) and tokens[position] == ("punct", "]"):
                 return position + 1
-            raise Refusal(f"`{_shown(tokens, position)}` in the arguments of {entry_point} is not a literal or a "
-                          "set-up name")
+            raise Refusal(
+                f"`{_shown(tokens, position)}` in the arguments of {entry_point} is not a literal or a set-up name"
+            )
     if position < len(tokens) and tokens[position][0] == "space":
         return _argument(tokens, position + 1, set_up, names, entry_point)
-    raise Refusal(f"`{_shown(tokens, position - 1)}` is not {entry_point}[...] or {entry_point} followed by a "
-                  "literal")
+    raise Refusal(f"`{_shown(tokens, position - 1)}` is not {entry_point}[...] or {entry_point} followed by a literal")
 
 
 def _argument(tokens: list, position: int, set_up: dict, names: set, entry_point: str) -> int:

@@ -20,11 +20,13 @@ from judging.records import COMPARE, Problem, Test
 SPLITS = ("train", "test")
 PROBLEM_FIELDS = ("id", "language", "description", "tests", "solution", "split", "entry_point", "domain", "pool")
 TEST_FIELDS = ("test_code", "expected_output", "input", "tolerance", "hidden", "compare")
-ALLOW_COMPARISONS_HELP = ("Keep tests that are not printed calls on literals (print(solve(...)), show solve[...]) as "
-                          "they are, instead of refusing them. Unsafe for RL: the judged code decides a comparison "
-                          "made in the sandbox (a result whose == is always true passes, a q solution reads the "
-                          "compared value in its script). Simple `assert f(x) == literal` tests become printing "
-                          "tests either way.")
+ALLOW_COMPARISONS_HELP = (
+    "Keep tests that are not printed calls on literals (print(solve(...)), show solve[...]) as "
+    "they are, instead of refusing them. Unsafe for RL: the judged code decides a comparison "
+    "made in the sandbox (a result whose == is always true passes, a q solution reads the "
+    "compared value in its script). Simple `assert f(x) == literal` tests become printing "
+    "tests either way."
+)
 
 
 class DataError(LocatedError):
@@ -61,8 +63,11 @@ def _check_test(test, index, location, field="tests"):
         raise DataError(location, f"{name} must be an object with test_code (or input) and expected_output")
     if test.get("input") is not None:
         if test.get("test_code") not in (None, ""):
-            raise DataError(location, f"{name} has both 'test_code' and 'input'; a test either calls the function "
-                                      "(test_code) or gives the program its standard input (input)")
+            raise DataError(
+                location,
+                f"{name} has both 'test_code' and 'input'; a test either calls the function "
+                "(test_code) or gives the program its standard input (input)",
+            )
         if not isinstance(test["input"], str):
             raise DataError(location, f"{name}.input must be a string, got {type(test['input']).__name__}")
     elif "test_code" not in test or test["test_code"] is None:
@@ -75,39 +80,59 @@ def _check_test(test, index, location, field="tests"):
         raise DataError(location, f"{name} has no 'expected_output' (use \"\" for a test that prints nothing)")
     expected = test["expected_output"]
     if isinstance(expected, (int, float)) and not isinstance(expected, bool):
-        raise DataError(location, f"{name}.expected_output is the number {expected!r}; "
-                                  f"quote it (\"{expected}\") since output is compared as text")
+        raise DataError(
+            location,
+            f"{name}.expected_output is the number {expected!r}; "
+            f'quote it ("{expected}") since output is compared as text',
+        )
     if not isinstance(expected, str):
         raise DataError(location, f"{name}.expected_output must be a string, got {type(expected).__name__}")
     tolerance = test.get("tolerance")
-    if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, (int, float))
-                                  or not 0 <= tolerance < math.inf):
-        raise DataError(location, f"{name}.tolerance must be a number 0 or above (the largest absolute difference "
-                                  f"accepted between printed and expected numbers), got {tolerance!r}")
+    if tolerance is not None and (
+        isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance < math.inf
+    ):
+        raise DataError(
+            location,
+            f"{name}.tolerance must be a number 0 or above (the largest absolute difference "
+            f"accepted between printed and expected numbers), got {tolerance!r}",
+        )
     hidden = test.get("hidden", False)
     if not isinstance(hidden, bool):
         raise DataError(location, f"{name}.hidden must be true or false, got {type(hidden).__name__}")
     compare = test.get("compare", "text")
     if compare not in COMPARE:
-        raise DataError(location, f"{name}.compare must be one of {', '.join(map(repr, COMPARE))} (\"value\" reads "
-                                  f"printed and expected output as Python literals and compares them with ==), "
-                                  f"got {compare!r}")
+        raise DataError(
+            location,
+            f'{name}.compare must be one of {", ".join(map(repr, COMPARE))} ("value" reads '
+            f"printed and expected output as Python literals and compares them with ==), "
+            f"got {compare!r}",
+        )
     extra = {k: v for k, v in test.items() if k not in TEST_FIELDS}
-    return Test(test.get("test_code") or "", expected, extra, test.get("input"),
-                None if tolerance is None else float(tolerance), hidden, compare)
+    return Test(
+        test.get("test_code") or "",
+        expected,
+        extra,
+        test.get("input"),
+        None if tolerance is None else float(tolerance),
+        hidden,
+        compare,
+    )
 
 
 def _check_hidden_last(tests, location):
     """Hidden tests come after every judged one, so the reward's tests are the first ones (their trivial shares
     and adequacy are measured over the first tests), and at least one test is judged."""
     if all(test.hidden for test in tests):
-        raise DataError(location, "every test is hidden; the reward needs at least one test it judges "
-                                  "(leave \"hidden\" out of one)")
+        raise DataError(
+            location, 'every test is hidden; the reward needs at least one test it judges (leave "hidden" out of one)'
+        )
     hidden = [index for index, test in enumerate(tests) if test.hidden]
     judged_after = [index for index in range(hidden[0] + 1, len(tests)) if not tests[index].hidden] if hidden else []
     if judged_after:
-        raise DataError(location, f"tests[{judged_after[0]}] is judged but comes after hidden tests[{hidden[0]}]; "
-                                  "put the hidden tests last")
+        raise DataError(
+            location,
+            f"tests[{judged_after[0]}] is judged but comes after hidden tests[{hidden[0]}]; put the hidden tests last",
+        )
 
 
 def _check_entry_point(record, location):
@@ -143,12 +168,16 @@ def validate_record(record, location, language) -> Problem:
     kinds = [test.input is not None for test in tests]
     if len(set(kinds)) > 1:
         other = kinds.index(not kinds[0])
-        raise DataError(location, f"tests[{other}] {'gives' if kinds[other] else 'does not give'} standard input "
-                                  f"and tests[0] {'does' if kinds[0] else 'does not'}; a problem's tests either all "
-                                  "call its function or all give its program standard input")
+        raise DataError(
+            location,
+            f"tests[{other}] {'gives' if kinds[other] else 'does not give'} standard input "
+            f"and tests[0] {'does' if kinds[0] else 'does not'}; a problem's tests either all "
+            "call its function or all give its program standard input",
+        )
     if kinds[0] and problem_language != "python":
-        raise DataError(location, f"tests give standard input, which is judged for Python programs only, not "
-                                  f"{problem_language}")
+        raise DataError(
+            location, f"tests give standard input, which is judged for Python programs only, not {problem_language}"
+        )
     entry_point = _check_entry_point(record, location)
 
     solution = record.get("solution")
@@ -163,11 +192,15 @@ def validate_record(record, location, language) -> Problem:
     twin_of = record.get("twin_of")  # kept in extra; python -m data verify reads it (data/quality/verify.py)
     if twin_of is not None and (twin_of not in LANGUAGES or twin_of == problem_language):
         others = ", ".join(name for name in LANGUAGES if name != problem_language)
-        raise DataError(location, f"'twin_of' names the language of the problem this one is a twin of ({others}), "
-                                  f"or is left out; got {twin_of!r}")
+        raise DataError(
+            location,
+            f"'twin_of' names the language of the problem this one is a twin of ({others}), "
+            f"or is left out; got {twin_of!r}",
+        )
     extra = {key: value for key, value in record.items() if key not in PROBLEM_FIELDS}
-    return Problem(problem_id, problem_language, description, tests, solution, split, extra, location, entry_point,
-                   domain, pool)
+    return Problem(
+        problem_id, problem_language, description, tests, solution, split, extra, location, entry_point, domain, pool
+    )
 
 
 def _check_pool(pool, location) -> tuple:
@@ -179,9 +212,12 @@ def _check_pool(pool, location) -> tuple:
     tests = tuple(_check_test(test, index, location, "pool") for index, test in enumerate(pool))
     for index, test in enumerate(tests):
         if test.input is not None or test.hidden:
-            raise DataError(location, f"pool[{index}] {'is hidden' if test.hidden else 'gives standard input'}"
-                                      "; a pool holds printed calls only, every one judged in runs (leave "
-                                      "'input' and 'hidden' out)")
+            raise DataError(
+                location,
+                f"pool[{index}] {'is hidden' if test.hidden else 'gives standard input'}"
+                "; a pool holds printed calls only, every one judged in runs (leave "
+                "'input' and 'hidden' out)",
+            )
     return tests
 
 
@@ -190,11 +226,13 @@ def _check_domain(domain, location, entry_point, reads_input):
     if domain is None:
         return None
     if reads_input:
-        raise DataError(location, "'domain' names the arguments of a function, and these tests give standard input; "
-                                  "leave it out")
+        raise DataError(
+            location, "'domain' names the arguments of a function, and these tests give standard input; leave it out"
+        )
     if not isinstance(domain, str) or not domain.strip():
-        raise DataError(location, f"'domain' must be a Python expression over {entry_point}'s arguments, such as "
-                                  "\"n >= 0\"")
+        raise DataError(
+            location, f"'domain' must be a Python expression over {entry_point}'s arguments, such as \"n >= 0\""
+        )
     try:
         ast.parse(domain.strip(), mode="eval")
     except SyntaxError as error:
@@ -228,19 +266,26 @@ def compare_on_the_host(problems: list[Problem], allow_in_sandbox_comparisons=Fa
             if test.input is None and problem.language == "python":
                 printing = printing_form(test.test_code, test.expected_output, problem.entry_point)
                 if printing:
-                    test = replace(test, test_code=printing.test_code, expected_output=printing.expected_output,
-                                   tolerance=printing.tolerance if test.tolerance is None else test.tolerance,
-                                   compare=printing.compare)
+                    test = replace(
+                        test,
+                        test_code=printing.test_code,
+                        expected_output=printing.expected_output,
+                        tolerance=printing.tolerance if test.tolerance is None else test.tolerance,
+                        compare=printing.compare,
+                    )
                     changed["converted"] += 1
                 found = refusal(test.test_code, problem.entry_point)
                 if found and not allow_in_sandbox_comparisons:
-                    raise DataError(problem.location, f"tests[{index}] is not a printing test ({found}); a Python "
-                                                      "test is set-up lines `name = literal`, then lines "
-                                                      f"print({problem.entry_point}(...), ...) whose arguments are "
-                                                      "literals or set-up names, expecting what they print "
-                                                      "(docs/data.md), or pass --allow_in_sandbox_comparisons "
-                                                      "(unsafe for RL: the judged code can decide a test that "
-                                                      "compares in the sandbox)")
+                    raise DataError(
+                        problem.location,
+                        f"tests[{index}] is not a printing test ({found}); a Python "
+                        "test is set-up lines `name = literal`, then lines "
+                        f"print({problem.entry_point}(...), ...) whose arguments are "
+                        "literals or set-up names, expecting what they print "
+                        "(docs/data.md), or pass --allow_in_sandbox_comparisons "
+                        "(unsafe for RL: the judged code can decide a test that "
+                        "compares in the sandbox)",
+                    )
                 if not found:
                     worked_out = with_literal_values(test.test_code)
                     if worked_out != test.test_code:
@@ -249,20 +294,26 @@ def compare_on_the_host(problems: list[Problem], allow_in_sandbox_comparisons=Fa
             elif test.input is None:
                 found = q_refusal(test.test_code, problem.entry_point)
                 if found and not allow_in_sandbox_comparisons:
-                    raise DataError(problem.location, f"tests[{index}] is not a printing test ({found}); a q test is "
-                                                      "set-up lines `name:literal`, then lines "
-                                                      f"show {problem.entry_point}[...] or show "
-                                                      f"({problem.entry_point}[...];...) whose arguments are "
-                                                      "literals or set-up names, expecting what they print "
-                                                      "(docs/data.md), or pass --allow_in_sandbox_comparisons "
-                                                      "(unsafe for RL: the judged code can read a compared value "
-                                                      "in the script)")
+                    raise DataError(
+                        problem.location,
+                        f"tests[{index}] is not a printing test ({found}); a q test is "
+                        "set-up lines `name:literal`, then lines "
+                        f"show {problem.entry_point}[...] or show "
+                        f"({problem.entry_point}[...];...) whose arguments are "
+                        "literals or set-up names, expecting what they print "
+                        "(docs/data.md), or pass --allow_in_sandbox_comparisons "
+                        "(unsafe for RL: the judged code can read a compared value "
+                        "in the script)",
+                    )
             tests.append(test)
         for index, test in enumerate(problem.pool):
             found = (refusal if problem.language == "python" else q_refusal)(test.test_code, problem.entry_point)
             if found and not allow_in_sandbox_comparisons:
-                raise DataError(problem.location, f"pool[{index}] is not a printing test ({found}); a pool holds "
-                                                  "printed calls of literals, as `python -m data pool` writes them, "
-                                                  "or pass --allow_in_sandbox_comparisons (unsafe for RL)")
+                raise DataError(
+                    problem.location,
+                    f"pool[{index}] is not a printing test ({found}); a pool holds "
+                    "printed calls of literals, as `python -m data pool` writes them, "
+                    "or pass --allow_in_sandbox_comparisons (unsafe for RL)",
+                )
         out.append(replace(problem, tests=tuple(tests)) if tests != list(problem.tests) else problem)
     return out, changed

@@ -33,7 +33,7 @@ ATOM_OF = {LONGS: LONG, BOOLEANS: BOOLEAN, SYMBOLS: SYMBOL, STRING: CHAR}
 VECTOR_OF = {atom: vector for vector, atom in ATOM_OF.items()}
 TEXT_FORMS = (SYMBOL, CHAR, STRING)  # what a Python str may be
 EMPTY_LITERAL = {LONGS: "`long$()", BOOLEANS: "`boolean$()", SYMBOLS: "`$()", STRING: '""', LIST: "()"}
-LONG_MIN, LONG_MAX = -(2 ** 63) + 2, 2 ** 63 - 2  # -2^63 is 0N, +-(2^63 - 1) are +-0W
+LONG_MIN, LONG_MAX = -(2**63) + 2, 2**63 - 2  # -2^63 is 0N, +-(2^63 - 1) are +-0W
 CONSOLE_WIDTH = 80  # q's default \c: a shown line this long or longer is cut with ..
 SYMBOL_TEXT = re.compile(r"[A-Za-z0-9_.]+")
 STRING_TEXT = re.compile(r"[ !#-\[\]-~]*")  # printable ASCII without " and \
@@ -124,6 +124,7 @@ class QForms:
 
 # Python to q.
 
+
 def q_literal(value, hints: Hints | None = None) -> Mapped:
     """The q literal of a Python argument; ``hints`` (the forms the q tests show at its position) decide what a
     ``str`` or an empty list is."""
@@ -148,11 +149,15 @@ def q_shown_calls(values: list, hints: Hints | None = None) -> Mapped:
     decided: list[str] = []
     forms = [_form(value, hints or {}, decided, result=True) for value in values]
     if any(form.name not in VECTOR_OF for form in forms):
-        raise Refused(f"the results {_python_text(values)} are not all atoms: shown together they are a general list, "
-                      "printed on several lines")
+        raise Refused(
+            f"the results {_python_text(values)} are not all atoms: shown together they are a general list, "
+            "printed on several lines"
+        )
     if len(set(forms)) > 1:
-        raise Refused(f"the results {_python_text(values)} are atoms of different types ("
-                      f"{', '.join(sorted({f.name for f in forms}))}): shown together they are a general list")
+        raise Refused(
+            f"the results {_python_text(values)} are atoms of different types ("
+            f"{', '.join(sorted({f.name for f in forms}))}): shown together they are a general list"
+        )
     vector = Form(VECTOR_OF[forms[0].name])
     return Mapped(_line(_shown(list(values) if vector.name != STRING else "".join(values), vector)), _once(decided))
 
@@ -176,8 +181,10 @@ def q_shown_values(values: list[QValue]) -> str:
 
 def _line(text: str) -> str:
     if len(text) >= CONSOLE_WIDTH:
-        raise Refused(f"q's show prints {len(text)} characters on the line, which the console width ({CONSOLE_WIDTH}) "
-                      "cuts with ..")
+        raise Refused(
+            f"q's show prints {len(text)} characters on the line, which the console width ({CONSOLE_WIDTH}) "
+            "cuts with .."
+        )
     return text
 
 
@@ -206,8 +213,9 @@ def _check_long(value: int) -> None:
 def _check_text(value: str, what: str) -> None:
     if not STRING_TEXT.fullmatch(value):
         bad = next(c for c in value if not STRING_TEXT.fullmatch(c))
-        raise Refused(f"the {what} {value!r} holds {bad!r} (q escapes \" and \\ and has no such character in a "
-                      "printable form)")
+        raise Refused(
+            f'the {what} {value!r} holds {bad!r} (q escapes " and \\ and has no such character in a printable form)'
+        )
 
 
 def _text_form(value: str, hints: Hints, decided: list, result: bool) -> Form:
@@ -215,8 +223,10 @@ def _text_form(value: str, hints: Hints, decided: list, result: bool) -> Form:
     seen = {form.name: where for form, where in hints.items() if form.name in TEXT_FORMS}
     if SYMBOL in seen and (CHAR in seen or STRING in seen):
         other = CHAR if CHAR in seen else STRING
-        raise Refused(f"cannot tell a q symbol from a {other} for {value!r}: {seen[SYMBOL]} shows a symbol here and "
-                      f"{seen[other]} a {other}")
+        raise Refused(
+            f"cannot tell a q symbol from a {other} for {value!r}: {seen[SYMBOL]} shows a symbol here and "
+            f"{seen[other]} a {other}"
+        )
     if SYMBOL in seen:
         decided.append(f"{value!r} is a symbol, as {seen[SYMBOL]} shows")
         return Form(SYMBOL)
@@ -261,7 +271,7 @@ def _form(value, hints: Hints, decided: list, result: bool = False) -> Form:
         if len(vectors) != 1:
             shown = ", ".join(f"{name} ({where})" for name, where in vectors.items()) or "no list"
             raise Refused(f"cannot tell which q type an empty list is: the q tests show {shown} here")
-        (name, where), = vectors.items()
+        ((name, where),) = vectors.items()
         decided.append(f"the empty list is a {name}, as {where} shows")
         return Form(name)
     if all(isinstance(x, bool) for x in items):
@@ -273,16 +283,20 @@ def _form(value, hints: Hints, decided: list, result: bool = False) -> Form:
     if all(isinstance(x, str) for x in items):
         item_hints, lists = _list_hints(hints)
         if SYMBOLS in vectors and lists:
-            raise Refused(f"cannot tell a symbol vector from a list of strings for {_python_text(value)}: "
-                          f"{vectors[SYMBOLS]} shows one here, {lists[0]} the other")
+            raise Refused(
+                f"cannot tell a symbol vector from a list of strings for {_python_text(value)}: "
+                f"{vectors[SYMBOLS]} shows one here, {lists[0]} the other"
+            )
         if SYMBOLS in vectors:
             decided.append(f"{_python_text(value)} is a symbol vector, as {vectors[SYMBOLS]} shows")
             for x in items:
                 _symbol_text(x)
             return Form(SYMBOLS)
         if not lists:
-            raise Refused(f"cannot tell whether {_python_text(value)} is a q symbol vector or a list of strings: no q "
-                          "test shows a list of text here")
+            raise Refused(
+                f"cannot tell whether {_python_text(value)} is a q symbol vector or a list of strings: no q "
+                "test shows a list of text here"
+            )
         decided.append(f"{_python_text(value)} is a general list, as {lists[0]} shows")
         return Form(LIST, frozenset(_form(x, item_hints, decided, result) for x in items))
     item_hints, _ = _list_hints(hints)
@@ -291,8 +305,10 @@ def _form(value, hints: Hints, decided: list, result: bool = False) -> Form:
 
 def _symbol_text(value: str) -> str:
     if not SYMBOL_TEXT.fullmatch(value):
-        raise Refused(f"the symbol {value!r} holds characters other than letters, digits, _ and . (its `name form "
-                      "would not read back)")
+        raise Refused(
+            f"the symbol {value!r} holds characters other than letters, digits, _ and . (its `name form "
+            "would not read back)"
+        )
     return "`" + value
 
 
@@ -337,8 +353,10 @@ def _shown(value, form: Form) -> str:
     items = list(value)
     if len(items) < 2:
         printed = "," + _atom_text(items[0], Form(ATOM_OF[form.name])) if items else EMPTY_LITERAL[form.name]
-        raise Refused(f"{_python_text(value)} is a {form.name} of {len(items)} item{'s' * (len(items) != 1)}, which "
-                      f"q prints as {printed}; the convention forbids it")
+        raise Refused(
+            f"{_python_text(value)} is a {form.name} of {len(items)} item{'s' * (len(items) != 1)}, which "
+            f"q prints as {printed}; the convention forbids it"
+        )
     if form.name == STRING:
         _check_text(value, "string")
         return f'"{value}"'
@@ -347,10 +365,13 @@ def _shown(value, form: Form) -> str:
 
 # q to Python.
 
-_TOKEN = re.compile(r'''\s*(?:(?P<string>"[^"\\]*")|(?P<typed>`(?:long|boolean|symbol)?\$\(\))
+_TOKEN = re.compile(
+    r"""\s*(?:(?P<string>"[^"\\]*")|(?P<typed>`(?:long|boolean|symbol)?\$\(\))
                         |(?P<bools>[01]+b)(?![\w.])
                         |(?P<number>-?\d+)(?![\w.])|(?P<symbols>(?:`[A-Za-z0-9_.]+)+)(?![\w`])
-                        |(?P<punct>[();\[\]])|(?P<enlist>enlist)(?![\w.]))''', re.VERBOSE)
+                        |(?P<punct>[();\[\]])|(?P<enlist>enlist)(?![\w.]))""",
+    re.VERBOSE,
+)
 TYPED_EMPTY = {"`long$()": LONGS, "`boolean$()": BOOLEANS, "`symbol$()": SYMBOLS, "`$()": SYMBOLS}
 
 
@@ -362,8 +383,10 @@ def _tokens(text: str) -> list[tuple[str, str, bool]]:
         match = _TOKEN.match(text, position)
         if not match or match.end() == position:
             rest = text[position:].strip()
-            raise Refused(f"{rest[:30]!r} is not a q literal of the convention (longs, booleans, symbols, chars, "
-                          "strings, enlist, (a;b), `long$() ...)")
+            raise Refused(
+                f"{rest[:30]!r} is not a q literal of the convention (longs, booleans, symbols, chars, "
+                "strings, enlist, (a;b), `long$() ...)"
+            )
         kind = match.lastgroup
         tokens.append((kind, match.group(kind), match.start(kind) > position))
         position = match.end()

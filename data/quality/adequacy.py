@@ -89,8 +89,9 @@ def wrong_programs(problem: Problem) -> list:
     return found
 
 
-def check_adequacy(problems: list[Problem], judge, max_tests: int | None = MAX_TESTS_PER_PROBLEM,
-                   show_progress: bool = False) -> list[Adequacy]:
+def check_adequacy(
+    problems: list[Problem], judge, max_tests: int | None = MAX_TESTS_PER_PROBLEM, show_progress: bool = False
+) -> list[Adequacy]:
     """The adequacy of each problem's judged tests (its first ``max_tests`` not marked hidden; None: all of them),
     one result per problem, in order."""
     results = []
@@ -99,7 +100,7 @@ def check_adequacy(problems: list[Problem], judge, max_tests: int | None = MAX_T
 
     with tqdm(total=len(problems), desc="wrong programs", unit="problem", disable=not show_progress) as progress:
         for start in range(0, len(problems), PROBLEMS_PER_BATCH):
-            batch = problems[start:start + PROBLEMS_PER_BATCH]
+            batch = problems[start : start + PROBLEMS_PER_BATCH]
             results += _check_batch(batch, judge, max_tests)
             progress.update(len(batch))
     for original, result in zip(originals, results):
@@ -110,19 +111,25 @@ def check_adequacy(problems: list[Problem], judge, max_tests: int | None = MAX_T
 
 def called_as(problem: Problem, call: str) -> str:
     """A call of the checks' ``solve`` as the problem's tests write it (``has_close_elements(...)``)."""
-    return problem.entry_point + call[len("solve"):] if call.startswith("solve(") else call
+    return problem.entry_point + call[len("solve") :] if call.startswith("solve(") else call
 
 
 def judge_runs(judge, runs: list[tuple[Problem, str, list[Test]]]) -> list:
     """Judge each ``(problem, program, tests)``; the judgements, in order."""
     problems = [replace(problem, tests=tuple(tests), pool=()) for problem, _, tests in runs]
-    judgements = [s.judgement for s in score(judge, problems, [program for _, program, _ in runs],
-                                             ScoringArguments(), all_tests=True, extract=False)]
+    judgements = [
+        s.judgement
+        for s in score(
+            judge, problems, [program for _, program, _ in runs], ScoringArguments(), all_tests=True, extract=False
+        )
+    ]
     for (problem, _, _), judgement in zip(runs, judgements):
         if judgement.status == "sandbox_error":
             detail = next((t.stderr.strip().splitlines()[-1] for t in judgement.tests if t.stderr.strip()), "")
-            raise JudgeUnavailable(f"{problem.id}: the judge could not run a wrong program "
-                                   f"({detail or 'sandbox error'}); fix the judge (q licence, sandbox) and retry")
+            raise JudgeUnavailable(
+                f"{problem.id}: the judge could not run a wrong program "
+                f"({detail or 'sandbox error'}); fix the judge (q licence, sandbox) and retry"
+            )
     return judgements
 
 
@@ -133,10 +140,12 @@ def _check_batch(batch: list[Problem], judge, max_tests: int | None) -> list[Ade
     alive = {index: wrong_programs(problem) for index, problem in checked}
     judged = {index: problem.judged_tests(max_tests) for index, problem in checked}
     for round_ in range(max((len(tests) for tests in judged.values()), default=0)):
-        runs = [(index, program) for index, programs in alive.items() for program in programs
-                if round_ < len(judged[index])]
-        judgements = judge_runs(judge, [(batch[index], program.program, [judged[index][round_]])
-                                        for index, program in runs])
+        runs = [
+            (index, program) for index, programs in alive.items() for program in programs if round_ < len(judged[index])
+        ]
+        judgements = judge_runs(
+            judge, [(batch[index], program.program, [judged[index][round_]]) for index, program in runs]
+        )
         for (index, program), judgement in zip(runs, judgements):
             if judgement.status != "passed":
                 alive[index].remove(program)
@@ -145,8 +154,9 @@ def _check_batch(batch: list[Problem], judge, max_tests: int | None) -> list[Ade
     pooled = [(index, program) for index, programs in alive.items() for program in programs if batch[index].pool]
     for index, _ in checked:
         results[index].pool = len(batch[index].pool)
-    judgements = judge_runs(judge, [(batch[index], program.program, list(in_runs(batch[index].pool)))
-                                    for index, program in pooled])
+    judgements = judge_runs(
+        judge, [(batch[index], program.program, list(in_runs(batch[index].pool))) for index, program in pooled]
+    )
     for (index, program), judgement in zip(pooled, judgements):
         if judgement.status != "passed":
             alive[index].remove(program)
@@ -156,13 +166,16 @@ def _check_batch(batch: list[Problem], judge, max_tests: int | None) -> list[Ade
     suspects = [index for index, programs in alive.items() if programs]
     inputs = {index: nearby_calls(batch[index]) for index in suspects}
     tried = [index for index in suspects if inputs[index]]  # none near float arguments: nowhere to differ
-    solved = judge_runs(judge, [(batch[index], reference_program(batch[index]), call_tests(inputs[index]))
-                                for index in tried])
+    solved = judge_runs(
+        judge, [(batch[index], reference_program(batch[index]), call_tests(inputs[index])) for index in tried]
+    )
     for index, judgement in zip(tried, solved):
         inputs[index], results[index].outside_domain = in_domain(inputs[index], judgement, judge.timeout)
     runs = [(index, program) for index in suspects for program in alive[index]]
-    judgements = judge_runs(judge, [(batch[index], program.program, call_tests(*zip(*inputs[index])))
-                                    for index, program in runs if inputs[index]])
+    judgements = judge_runs(
+        judge,
+        [(batch[index], program.program, call_tests(*zip(*inputs[index]))) for index, program in runs if inputs[index]],
+    )
     judgements = iter(judgements)
     for index, program in runs:
         judgement = next(judgements) if inputs[index] else None
@@ -171,16 +184,18 @@ def _check_batch(batch: list[Problem], judge, max_tests: int | None) -> list[Ade
             results[index].equivalent += 1
             continue
         total = len(judged[index])
-        results[index].survivors.append(Survivor(program.name, total, total,
-                                                 simplest([inputs[index][i][0] for i in failing]), program.program))
+        results[index].survivors.append(
+            Survivor(program.name, total, total, simplest([inputs[index][i][0] for i in failing]), program.program)
+        )
     return results
 
 
 def in_domain(calls: list[tuple], judgement, timeout: float) -> tuple[list[tuple], int]:
     """The calls the solution answered well inside the time limit, each with what it printed, and how many it did
     not answer (data/quality/domain.py: it raised, failed its own assert or the problem's ``domain``, or took too long)."""
-    answers = [(arguments, result.stdout) for arguments, result in zip(calls, judgement.tests)
-               if answered(result, timeout)]
+    answers = [
+        (arguments, result.stdout) for arguments, result in zip(calls, judgement.tests) if answered(result, timeout)
+    ]
     return answers, len(calls) - len(answers)
 
 
@@ -190,6 +205,7 @@ def simplest(calls: list[tuple]) -> str:
 
 
 def call_tests(calls: list[tuple], expected: list[str] | None = None) -> list[Test]:
-    return [Test(printing_test([arguments]), UNMATCHABLE if expected is None else expected[i])
-            for i, arguments in enumerate(calls)]
-
+    return [
+        Test(printing_test([arguments]), UNMATCHABLE if expected is None else expected[i])
+        for i, arguments in enumerate(calls)
+    ]

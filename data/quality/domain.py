@@ -19,7 +19,7 @@ WELL_UNDER = 0.25
 
 # Appended to the solution: the judged function raises outside the domain on its outermost call (recursive calls
 # may go outside it on their way, as fib(n - 2) does at n = 1).
-DOMAIN_GUARD = '''
+DOMAIN_GUARD = """
 def _checked_in_domain(_function):
     import functools, inspect
     _signature, _depth = inspect.signature(_function), [0]
@@ -40,7 +40,7 @@ def _checked_in_domain(_function):
 
 
 {name} = _checked_in_domain({name})
-'''
+"""
 
 
 def reference_program(problem: Problem) -> str | None:
@@ -48,8 +48,9 @@ def reference_program(problem: Problem) -> str | None:
     record gives one."""
     if problem.solution is None or not problem.domain:
         return problem.solution
-    return problem.solution.rstrip("\n") + "\n" + DOMAIN_GUARD.format(expression=problem.domain,
-                                                                       name=problem.entry_point)
+    return (
+        problem.solution.rstrip("\n") + "\n" + DOMAIN_GUARD.format(expression=problem.domain, name=problem.entry_point)
+    )
 
 
 def answered(result, timeout: float) -> bool:

@@ -45,24 +45,28 @@ class GivenProgram:
         return self.differs_on is not None and self.passed > self.cheap
 
     def __str__(self):
-        return (f"{self.name} passes {self.passed}/{self.total} judged tests (the best cheap program {self.cheap}); "
-                f"differs on {self.differs_on}")
+        return (
+            f"{self.name} passes {self.passed}/{self.total} judged tests (the best cheap program {self.cheap}); "
+            f"differs on {self.differs_on}"
+        )
 
 
 def read_given_programs(path: str, language: str = "python") -> dict[str, list[GivenProgram]]:
     """The programs of a completions file by problem id, each named ``path:line``; a completion without code is
     left out."""
     given: dict[str, list[GivenProgram]] = {}
-    for record in read_json_objects(path, {"id": (str, int), "completion": str},
-                                    hint='each line is {"id": ..., "completion": ...}'):
+    for record in read_json_objects(
+        path, {"id": (str, int), "completion": str}, hint='each line is {"id": ..., "completion": ...}'
+    ):
         code = extract_code(record["completion"], language)
         if code is not None:
             given.setdefault(str(record["id"]), []).append(GivenProgram(f"{path}:{record['_line']}", code))
     return given
 
 
-def check_given_programs(problems: list[Problem], given: dict[str, list[GivenProgram]], judge, max_tests: int | None,
-                         cheap: dict[str, int]) -> dict[str, list[GivenProgram]]:
+def check_given_programs(
+    problems: list[Problem], given: dict[str, list[GivenProgram]], judge, max_tests: int | None, cheap: dict[str, int]
+) -> dict[str, list[GivenProgram]]:
     """Judge the given programs of each problem whose wrong programs can be checked (data/quality/adequacy.py,
     ``skip_reason``; ``cheap``: the judged tests its best cheap program passes, by id); the programs by problem id,
     their fields filled in."""
@@ -70,7 +74,7 @@ def check_given_programs(problems: list[Problem], given: dict[str, list[GivenPro
     views = {problem.id: as_solve_programs(problem, given[problem.id]) for problem in checked}
     originals, checked = checked, [as_solve(problem) for problem in checked]  # the checks call solve
     for start in range(0, len(checked), PROBLEMS_PER_BATCH):
-        _check_batch(checked[start:start + PROBLEMS_PER_BATCH], views, judge, max_tests, cheap)
+        _check_batch(checked[start : start + PROBLEMS_PER_BATCH], views, judge, max_tests, cheap)
     for problem in originals:
         for program, view in zip(given[problem.id], views[problem.id]):
             program.passed, program.total, program.cheap = view.passed, view.total, view.cheap
@@ -82,8 +86,9 @@ def as_solve_programs(problem: Problem, programs: list[GivenProgram]) -> list[Gi
     """The programs as the checks of ``problem``'s view (data/quality/solve_view.py) call them: defining ``solve``."""
     if problem.entry_point == CHECKED_NAME:
         return programs
-    return [replace(program, program=f"{program.program}\n{CHECKED_NAME} = {problem.entry_point}\n")
-            for program in programs]
+    return [
+        replace(program, program=f"{program.program}\n{CHECKED_NAME} = {problem.entry_point}\n") for program in programs
+    ]
 
 
 def _check_batch(batch: list[Problem], given, judge, max_tests, cheap) -> None:
@@ -96,17 +101,25 @@ def _check_batch(batch: list[Problem], given, judge, max_tests, cheap) -> None:
     # program shows it is.
     inputs = {}
     for problem in batch:
-        own = [arguments for test in (*problem.tests, *problem.pool) for arguments in printed_calls(test.test_code) or []]
+        own = [
+            arguments for test in (*problem.tests, *problem.pool) for arguments in printed_calls(test.test_code) or []
+        ]
         inputs[problem.id] = list({repr(arguments): arguments for arguments in own + nearby_calls(problem)}.values())
     tried = [problem for problem in batch if inputs[problem.id]]  # tests that are not printed calls: no input
-    solved = judge_runs(judge, [(problem, reference_program(problem), call_tests(inputs[problem.id]))
-                                for problem in tried])
+    solved = judge_runs(
+        judge, [(problem, reference_program(problem), call_tests(inputs[problem.id])) for problem in tried]
+    )
     answers = {problem.id: [] for problem in batch}
-    answers.update({problem.id: in_domain(inputs[problem.id], judgement, judge.timeout)[0]
-                    for problem, judgement in zip(tried, solved)})
+    answers.update(
+        {
+            problem.id: in_domain(inputs[problem.id], judgement, judge.timeout)[0]
+            for problem, judgement in zip(tried, solved)
+        }
+    )
     runs = [(problem, program) for problem, program in runs if answers[problem.id]]
-    judgements = judge_runs(judge, [(problem, program.program, call_tests(*zip(*answers[problem.id])))
-                                    for problem, program in runs])
+    judgements = judge_runs(
+        judge, [(problem, program.program, call_tests(*zip(*answers[problem.id]))) for problem, program in runs]
+    )
     for (problem, program), judgement in zip(runs, judgements):
         failing = [answers[problem.id][i][0] for i, t in enumerate(judgement.tests) if t.status != "passed"]
         program.differs_on = simplest(failing) if failing else None

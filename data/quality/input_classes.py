@@ -51,19 +51,39 @@ def _integers(value: int) -> list[int]:
     powers = [below, below * 2]
     root = math.isqrt(size)
     primes = sorted(SMALL_PRIMES, key=lambda p: abs(p - root))[:2]
-    return [0, 1, -1, 2, -abs(value) or -1, *(p for power in powers for p in (power, power - 1, power + 1)),
-            *sorted(p * p for p in primes), 4, 9, 25]
+    return [
+        0,
+        1,
+        -1,
+        2,
+        -abs(value) or -1,
+        *(p for power in powers for p in (power, power - 1, power + 1)),
+        *sorted(p * p for p in primes),
+        4,
+        9,
+        25,
+    ]
 
 
 def _strings(value: str, description: str) -> list[str]:
     middle = len(value) // 2
-    found = [value.swapcase(), value.upper(), value[:1].upper() + value[1:], value + "Q", "Q" + value,
-             value[:middle] + "7" + value[middle:], value + "!", value[:middle] + "," + value[middle:],
-             value[:middle] + " " + value[middle:], " " + value, value + " "]
+    found = [
+        value.swapcase(),
+        value.upper(),
+        value[:1].upper() + value[1:],
+        value + "Q",
+        "Q" + value,
+        value[:middle] + "7" + value[middle:],
+        value + "!",
+        value[:middle] + "," + value[middle:],
+        value[:middle] + " " + value[middle:],
+        " " + value,
+        value + " ",
+    ]
     if re.search(r"leading zero", description, re.IGNORECASE) and re.search(r"\d", value):
         numbers = list(re.finditer(r"\d+", value))
         for number in (numbers[0], numbers[-1]):
-            found.append(value[:number.start()] + "0" + value[number.start():])
+            found.append(value[: number.start()] + "0" + value[number.start() :])
     return found
 
 
@@ -79,8 +99,12 @@ def _lists(items: list) -> list[list]:
 
 
 def _is_interval(item) -> bool:
-    return (isinstance(item, (list, tuple)) and len(item) == 2
-            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in item) and item[0] <= item[1])
+    return (
+        isinstance(item, (list, tuple))
+        and len(item) == 2
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in item)
+        and item[0] <= item[1]
+    )
 
 
 def _touching(intervals: list) -> list[list]:

@@ -28,10 +28,12 @@ from rewards import ScoringArguments, score
 # What no program prints (as data/quality/adequacy.py's): a test with it as expected output shows what the program printed.
 UNMATCHABLE = "\0unmatchable expected output\0"
 SHOWN_CHARS = 60
-TWINS_HELP = ("Python files whose problems are the q problems' twins (the same id, a solution): each q test's "
-              "arguments are given to the twin's solution, its result mapped to what q's show prints and compared "
-              "with the test's expected output, with no q needed. Rows in the published dataset's schema use their "
-              "own python_solution.")
+TWINS_HELP = (
+    "Python files whose problems are the q problems' twins (the same id, a solution): each q test's "
+    "arguments are given to the twin's solution, its result mapped to what q's show prints and compared "
+    "with the test's expected output, with no q needed. Rows in the published dataset's schema use their "
+    "own python_solution."
+)
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,10 @@ def twins_of(problems: list[Problem], twin_problems: list[Problem] = ()) -> dict
         if twin.solution is None:
             continue
         if twin.id in by_id:
-            raise ValueError(f"{twin.location or twin.id}: the twin {twin.id!r} is given twice (first at "
-                             f"{by_id[twin.id].location or 'an earlier file'}); give each q problem one twin")
+            raise ValueError(
+                f"{twin.location or twin.id}: the twin {twin.id!r} is given twice (first at "
+                f"{by_id[twin.id].location or 'an earlier file'}); give each q problem one twin"
+            )
         by_id[twin.id] = twin
     twins = {}
     for problem in problems:
@@ -70,10 +74,19 @@ def twins_of(problems: list[Problem], twin_problems: list[Problem] = ()) -> dict
             continue
         if problem.extra.get("python_solution"):
             tests = problem.extra.get("python_tests") or []
-            usable = tuple(Test(t["test_code"], str(t["expected_output"])) for t in tests
-                           if t.get("test_code") and t.get("expected_output") is not None)
-            twin = Problem(problem.id, "python", problem.description, usable, problem.extra["python_solution"],
-                           location=problem.location)
+            usable = tuple(
+                Test(t["test_code"], str(t["expected_output"]))
+                for t in tests
+                if t.get("test_code") and t.get("expected_output") is not None
+            )
+            twin = Problem(
+                problem.id,
+                "python",
+                problem.description,
+                usable,
+                problem.extra["python_solution"],
+                location=problem.location,
+            )
             expected = tuple(t.get("expected_output") for t in tests) if len(tests) == len(problem.tests) else None
             twins[problem.id] = Twin(twin, expected)
         elif problem.id in by_id:
@@ -98,15 +111,17 @@ class CrossCheck:
         return not self.disagreements
 
     def summary(self) -> str:
-        return (f"cross-checked {self.tests} q tests of {self.problems} problems against their Python twins: "
-                f"{self.tests - len(self.disagreements)} agree, {len(self.disagreements)} disagree (the q tests "
-                f"decided a char, string or symbol in {self.decided}); {len(self.without_twin)} q problems have no "
-                "twin")
+        return (
+            f"cross-checked {self.tests} q tests of {self.problems} problems against their Python twins: "
+            f"{self.tests - len(self.disagreements)} agree, {len(self.disagreements)} disagree (the q tests "
+            f"decided a char, string or symbol in {self.decided}); {len(self.without_twin)} q problems have no "
+            "twin"
+        )
 
 
 def _shown(value) -> str:
     text = repr(value)
-    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS - 3] + "..."
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
 
 
 def call_code(entry_point: str, calls: list[tuple]) -> str:
@@ -120,16 +135,21 @@ def twin_results(judge, runs: list[tuple[Twin, list[tuple]]]) -> list[tuple | st
     printed something else, or its result is no Python literal). One judged program per run, in parallel."""
     if not runs:
         return []
-    problems = [Problem(twin.problem.id, "python", "", (Test(call_code(twin.entry_point, calls), UNMATCHABLE),))
-                for twin, calls in runs]
-    scores = score(judge, problems, [twin.problem.solution for twin, _ in runs], ScoringArguments(),
-                   all_tests=True, extract=False)
+    problems = [
+        Problem(twin.problem.id, "python", "", (Test(call_code(twin.entry_point, calls), UNMATCHABLE),))
+        for twin, calls in runs
+    ]
+    scores = score(
+        judge, problems, [twin.problem.solution for twin, _ in runs], ScoringArguments(), all_tests=True, extract=False
+    )
     found = []
     for (twin, calls), result in zip(runs, scores):
         test = result.judgement.tests[0]
         if result.status == "sandbox_error":
-            raise JudgeUnavailable(f"{twin.problem.id}: the judge could not run the Python twin "
-                                   f"({test.stderr.strip()[-200:] or 'sandbox error'}); fix the judge and retry")
+            raise JudgeUnavailable(
+                f"{twin.problem.id}: the judge could not run the Python twin "
+                f"({test.stderr.strip()[-200:] or 'sandbox error'}); fix the judge and retry"
+            )
         if test.status != "failed":
             last = test.stderr.strip().splitlines()[-1] if test.stderr.strip() else ""
             found.append(f"the Python solution fails on these arguments ({test.status}{': ' + last if last else ''})")
@@ -139,8 +159,11 @@ def twin_results(judge, runs: list[tuple[Twin, list[tuple]]]) -> list[tuple | st
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             found.append(f"the Python solution printed {_shown(test.stdout.strip())}, not its results as literals")
             continue
-        found.append(values if isinstance(values, tuple) and len(values) == len(calls) else
-                     f"the Python solution printed {_shown(test.stdout.strip())}, not its results as literals")
+        found.append(
+            values
+            if isinstance(values, tuple) and len(values) == len(calls)
+            else f"the Python solution printed {_shown(test.stdout.strip())}, not its results as literals"
+        )
     return found
 
 
@@ -182,13 +205,19 @@ def cross_check(problems: list[Problem], twins: dict[str, Twin], judge) -> Cross
         else:
             mapped = _mapped(values, calls, forms)
             if isinstance(mapped, Refused):
-                found.append((place, index, f"{head}; the Python solution gives {_gives(values)}, which q cannot "
-                                            f"show: {mapped}"))
+                found.append(
+                    (place, index, f"{head}; the Python solution gives {_gives(values)}, which q cannot show: {mapped}")
+                )
             else:
                 decided = bool(mapped.decided)
                 if mapped.text != expected:
-                    found.append((place, index, f"{head}; the Python solution gives {_gives(values)}, shown by q as "
-                                                f"{mapped.text}"))
+                    found.append(
+                        (
+                            place,
+                            index,
+                            f"{head}; the Python solution gives {_gives(values)}, shown by q as {mapped.text}",
+                        )
+                    )
         if twin.expected is not None and twin.expected[index] is not None:
             disagreement = _published(twin.expected[index], expected, calls, forms)
             if disagreement:
@@ -246,8 +275,9 @@ def _readings(text: str, calls: int) -> list[tuple]:
     return [tuple(values), tuple(words)]
 
 
-def load_twins(paths: list[str], problems: list[Problem], allow_in_sandbox_comparisons: bool = False
-               ) -> dict[str, Twin]:
+def load_twins(
+    paths: list[str], problems: list[Problem], allow_in_sandbox_comparisons: bool = False
+) -> dict[str, Twin]:
     """The twins of ``problems``'s q problems: their own ``python_solution`` where they carry one, else a problem of
     their id in the Python files ``paths``. Raises ``DataError`` for a bad file or an id given twice."""
     from data.loading.loaders import load_problems
@@ -266,9 +296,11 @@ class ReadReport(VerifyReport):
 
     def summary(self):
         listed = {p["id"] for p in self.guessable}
-        return (f"read {self.checked} q problems without q (their solutions not run): {len(listed)} guessable by "
-                f"reading (trivial share above {self.max_trivial_share:g}), {self.checked - len(listed)} clean by "
-                "reading")
+        return (
+            f"read {self.checked} q problems without q (their solutions not run): {len(listed)} guessable by "
+            f"reading (trivial share above {self.max_trivial_share:g}), {self.checked - len(listed)} clean by "
+            "reading"
+        )
 
 
 def read_without_q(problems: list[Problem], max_trivial_share: float, reason: str):
@@ -284,6 +316,13 @@ def read_without_q(problems: list[Problem], max_trivial_share: float, reason: st
         report.trivial[problem.id] = share
         report.adequacy[problem.id] = Adequacy(skipped=f"the q solutions cannot run here ({reason})")
         if share.share > max_trivial_share:
-            report.guessable.append({"id": problem.id, "location": problem.location, "probe": share.probe,
-                                     "passed": share.passed, "total": share.total})
+            report.guessable.append(
+                {
+                    "id": problem.id,
+                    "location": problem.location,
+                    "probe": share.probe,
+                    "passed": share.passed,
+                    "total": share.total,
+                }
+            )
     return report

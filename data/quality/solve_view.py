@@ -22,10 +22,12 @@ def as_solve(problem: Problem) -> Problem:
     if problem.entry_point == CHECKED_NAME or problem.reads_input:
         return problem
     solution = None if problem.solution is None else f"{problem.solution}\n{CHECKED_NAME} = {problem.entry_point}\n"
-    tests = tuple(replace(test, test_code=renamed(test.test_code, problem.entry_point, CHECKED_NAME))
-                  for test in problem.tests)
-    pool = tuple(replace(test, test_code=renamed(test.test_code, problem.entry_point, CHECKED_NAME))
-                 for test in problem.pool)
+    tests = tuple(
+        replace(test, test_code=renamed(test.test_code, problem.entry_point, CHECKED_NAME)) for test in problem.tests
+    )
+    pool = tuple(
+        replace(test, test_code=renamed(test.test_code, problem.entry_point, CHECKED_NAME)) for test in problem.pool
+    )
     return replace(problem, tests=tests, solution=solution, entry_point=CHECKED_NAME, pool=pool)
 
 
@@ -35,11 +37,11 @@ def named_back(original: Problem, view: Problem) -> Problem:
     if original.entry_point == CHECKED_NAME or original.reads_input:
         return view
     own = {renamed(test.test_code, original.entry_point, CHECKED_NAME): test for test in original.tests}
-    tests = tuple(own.get(test.test_code) or replace(test, test_code=renamed(test.test_code, CHECKED_NAME,
-                                                                             original.entry_point))
-                  for test in view.tests)
-    return replace(view, tests=tests, solution=original.solution, entry_point=original.entry_point,
-                   pool=original.pool)
+    tests = tuple(
+        own.get(test.test_code) or replace(test, test_code=renamed(test.test_code, CHECKED_NAME, original.entry_point))
+        for test in view.tests
+    )
+    return replace(view, tests=tests, solution=original.solution, entry_point=original.entry_point, pool=original.pool)
 
 
 def renamed(test_code: str, old: str, new: str) -> str:
@@ -53,4 +55,3 @@ def renamed(test_code: str, old: str, new: str) -> str:
         if isinstance(node, ast.Name) and node.id == old:
             node.id, found = new, True
     return ast.unparse(tree) if found else test_code
-

@@ -59,8 +59,10 @@ def _q_probe(name: str, function: str) -> Probe:
 
 PROBES: dict[str, tuple[Probe, ...]] = {
     "python": (
-        *(_python_probe(f"returning {value}", f"return {value}", str(ast.literal_eval(value)))
-          for value in ("True", "False", "0", "1", "-1", "''", "[]", "None")),
+        *(
+            _python_probe(f"returning {value}", f"return {value}", str(ast.literal_eval(value)))
+            for value in ("True", "False", "0", "1", "-1", "''", "[]", "None")
+        ),
         _python_probe("echoing its first argument", "return args[0]"),
         _python_probe("printing nothing", "raise SystemExit(0)", ""),
     ),
@@ -101,8 +103,11 @@ def probes(problem: Problem) -> tuple[Probe, ...]:
     judged; the shares are those that running every probe gives, in a fifth of the executions on the bundled
     Python set."""
     if problem.reads_input:
-        return tuple(probe for probe in STDIN_PROBES if probe.prints is None
-                     or probe.prints in {t.expected_output.strip() for t in problem.tests})
+        return tuple(
+            probe
+            for probe in STDIN_PROBES
+            if probe.prints is None or probe.prints in {t.expected_output.strip() for t in problem.tests}
+        )
     family = PROBES[problem.language]
     if problem.language != "python" or not all(_prints_solve_of_literals(t.test_code) for t in problem.tests):
         return family
@@ -130,8 +135,12 @@ def _prints_solve_of_literals(test_code: str) -> bool:
 
 
 def _call_of(node: ast.AST, name: str, arguments: int | None = None) -> bool:
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
-            and (arguments is None or (len(node.args) == arguments and not node.keywords)))
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == name
+        and (arguments is None or (len(node.args) == arguments and not node.keywords))
+    )
 
 
 def cheap_programs(problem: Problem) -> tuple[Probe, ...]:
@@ -147,8 +156,11 @@ def cheap_programs(problem: Problem) -> tuple[Probe, ...]:
     if not family or not all(calls):
         return probes(problem) + family
     expected = [test.expected_output.strip() for test in every]
-    return probes(problem) + tuple(probe for probe in family if any(
-        _would_print(probe, test_calls) == wanted for test_calls, wanted in zip(calls, expected)))
+    return probes(problem) + tuple(
+        probe
+        for probe in family
+        if any(_would_print(probe, test_calls) == wanted for test_calls, wanted in zip(calls, expected))
+    )
 
 
 def _would_print(probe: Probe, calls: list[tuple]) -> str | None:
@@ -173,7 +185,7 @@ def described_example(problem: Problem, test: Test) -> bool:
     if not calls:
         return False
     texts = [repr(argument) for arguments in calls for argument in arguments]
-    texts += [call_text(arguments)[len("solve("):-1] for arguments in calls if len(arguments) > 1]
+    texts += [call_text(arguments)[len("solve(") : -1] for arguments in calls if len(arguments) > 1]
     return _in_description(problem.description, texts + [test.expected_output.strip()])
 
 
@@ -207,8 +219,10 @@ def constant_passes(expected: list[str]) -> list[tuple[Probe, list[bool]]]:
     text and ends: nothing else follows the judge's marker), so a test list's best constant is its most frequent
     expected output, known from the expected outputs alone."""
     texts = [str(text).strip() for text in expected]
-    return [(Probe(f"printing {text!r} whatever the input", "", text), [t == text for t in texts])
-            for text in dict.fromkeys(texts)]
+    return [
+        (Probe(f"printing {text!r} whatever the input", "", text), [t == text for t in texts])
+        for text in dict.fromkeys(texts)
+    ]
 
 
 def _q_echo_passes(problem: Problem) -> list[bool]:
@@ -253,7 +267,7 @@ def measure_trivial_shares(problems: list[Problem], judge, show_progress: bool =
 
     with tqdm(total=len(problems), desc="trivial programs", unit="problem", disable=not show_progress) as progress:
         for start in range(0, len(problems), PROBLEMS_PER_BATCH):
-            batch = problems[start:start + PROBLEMS_PER_BATCH]
+            batch = problems[start : start + PROBLEMS_PER_BATCH]
             shares += _measure_batch(batch, judge)
             progress.update(len(batch))
     return shares
@@ -266,8 +280,9 @@ def _measure_batch(batch: list[Problem], judge) -> list[TrivialShare]:
         for probe in run:
             judged.append(problem)
             programs.append(probe.program)
-    judgements = iter(s.judgement for s in score(judge, judged, programs, ScoringArguments(), all_tests=True,
-                                                 extract=False))
+    judgements = iter(
+        s.judgement for s in score(judge, judged, programs, ScoringArguments(), all_tests=True, extract=False)
+    )
     results = []
     for problem, run in zip(batch, family):
         passes = []  # per probe, whether each test passed
@@ -275,8 +290,10 @@ def _measure_batch(batch: list[Problem], judge) -> list[TrivialShare]:
             judgement = next(judgements)
             if judgement.status == "sandbox_error":
                 detail = next((t.stderr.strip().splitlines()[-1] for t in judgement.tests if t.stderr.strip()), "")
-                raise JudgeUnavailable(f"{problem.id}: the judge could not run the probe {probe.name!r} "
-                                       f"({detail or 'sandbox error'}); fix the judge (q licence, sandbox) and retry")
+                raise JudgeUnavailable(
+                    f"{problem.id}: the judge could not run the probe {probe.name!r} "
+                    f"({detail or 'sandbox error'}); fix the judge (q licence, sandbox) and retry"
+                )
             tests = [t.status == "passed" for t in judgement.tests]
             # A battery program that passes every test is the problem's answer (`max(x)` for the maximum), not a
             # guess; one that is wrong all the same is for data/quality/adequacy.py to find.
@@ -302,14 +319,23 @@ def _share(passes: list[tuple[Probe, list[bool]]]) -> TrivialShare:
 def _key(problem: Problem) -> str:
     """What a cached share depends on: the language, the description, the tests and the programs run on them."""
     programs = STDIN_PROBES if problem.reads_input else PROBES[problem.language] + BATTERY
-    text = json.dumps([problem.language, problem.description, [test.record() for test in problem.tests],
-                       [test.record() for test in problem.pool], [p.program for p in programs],
-                       constant_passes.__name__], sort_keys=True)
+    text = json.dumps(
+        [
+            problem.language,
+            problem.description,
+            [test.record() for test in problem.tests],
+            [test.record() for test in problem.pool],
+            [p.program for p in programs],
+            constant_passes.__name__,
+        ],
+        sort_keys=True,
+    )
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def cached_trivial_shares(problems: list[Problem], judge, cache: str | Path | None,
-                          show_progress: bool = False) -> list[TrivialShare]:
+def cached_trivial_shares(
+    problems: list[Problem], judge, cache: str | Path | None, show_progress: bool = False
+) -> list[TrivialShare]:
     """``measure_trivial_shares``, reading and extending the JSON file ``cache`` (a run folder's
     ``trivial_shares.json``; None: no cache).
 

@@ -68,13 +68,20 @@ class VerifyReport:
         return not self.broken and not self.guessable and not self.weak and not self.paid
 
     def summary(self):
-        listed = ({p["id"] for p in self.broken} | {p["id"] for p in self.guessable} | {p["id"] for p in self.weak}
-                  | set(self.unverifiable) | set(self.paid))
+        listed = (
+            {p["id"] for p in self.broken}
+            | {p["id"] for p in self.guessable}
+            | {p["id"] for p in self.weak}
+            | set(self.unverifiable)
+            | set(self.paid)
+        )
         paid = f"{len(self.paid)} paying a given wrong program, " if self.given else ""
-        return (f"verified {self.checked} problems: {len(self.broken)} broken, "
-                f"{len(self.guessable)} guessable (trivial share above {self.max_trivial_share:g}), "
-                f"{len(self.weak)} weak (a wrong program passes the judged tests), {paid}"
-                f"{len(self.unverifiable)} unverifiable (no solution), {self.checked - len(listed)} clean")
+        return (
+            f"verified {self.checked} problems: {len(self.broken)} broken, "
+            f"{len(self.guessable)} guessable (trivial share above {self.max_trivial_share:g}), "
+            f"{len(self.weak)} weak (a wrong program passes the judged tests), {paid}"
+            f"{len(self.unverifiable)} unverifiable (no solution), {self.checked - len(listed)} clean"
+        )
 
 
 def is_twin(problem: Problem) -> bool:
@@ -82,10 +89,16 @@ def is_twin(problem: Problem) -> bool:
     return problem.extra.get(TWIN_FIELD) is not None
 
 
-def verify_problems(problems: list[Problem], judge, show_progress=True, max_trivial_share=DEFAULT_MAX_TRIVIAL_SHARE,
-                    trivial: list[TrivialShare] | None = None,
-                    max_tests: int | None = MAX_TESTS_PER_PROBLEM, given: dict | None = None,
-                    exempt_twins: bool = False):
+def verify_problems(
+    problems: list[Problem],
+    judge,
+    show_progress=True,
+    max_trivial_share=DEFAULT_MAX_TRIVIAL_SHARE,
+    trivial: list[TrivialShare] | None = None,
+    max_tests: int | None = MAX_TESTS_PER_PROBLEM,
+    given: dict | None = None,
+    exempt_twins: bool = False,
+):
     """Judge every problem's solution and a no-op solution on all its tests, then the trivial programs, then the
     wrong programs on the first ``max_tests`` tests (the training reward's; None: all) of every problem whose
     solution passes.
@@ -99,13 +112,14 @@ def verify_problems(problems: list[Problem], judge, show_progress=True, max_triv
     that says nothing about the data.
     """
     judge.preflight(*{problem.language for problem in problems})
-    report = VerifyReport(max_trivial_share=max_trivial_share,
-                          locations={problem.id: problem.location for problem in problems})
+    report = VerifyReport(
+        max_trivial_share=max_trivial_share, locations={problem.id: problem.location for problem in problems}
+    )
     from tqdm import tqdm  # here, not at the top: its import costs every command that loads data ~25 ms
 
     with tqdm(total=len(problems), desc="verifying", unit="problem", disable=not show_progress) as progress:
         for start in range(0, len(problems), PROBLEMS_PER_BATCH):
-            batch = problems[start:start + PROBLEMS_PER_BATCH]
+            batch = problems[start : start + PROBLEMS_PER_BATCH]
             _verify_batch(batch, judge, report)
             progress.update(len(batch))
     if trivial is None:
@@ -117,8 +131,14 @@ def verify_problems(problems: list[Problem], judge, show_progress=True, max_triv
             report.twins.append(problem.id)
         if share.share > max_trivial_share:
             (report.twins_above if twin else report.guessable).append(
-                {"id": problem.id, "location": problem.location, "probe": share.probe, "passed": share.passed,
-                 "total": share.total})
+                {
+                    "id": problem.id,
+                    "location": problem.location,
+                    "probe": share.probe,
+                    "passed": share.passed,
+                    "total": share.total,
+                }
+            )
     broken = {p["id"] for p in report.broken}
     sound = [problem for problem in problems if problem.id not in broken]
     for problem, adequacy in zip(sound, check_adequacy(sound, judge, max_tests, show_progress)):
@@ -157,8 +177,10 @@ def _verify_batch(batch, judge, report):
             if judgement is not None and judgement.status == "sandbox_error":
                 # Says nothing about the data: the verification itself cannot be trusted.
                 detail = next((t.stderr.strip().splitlines()[-1] for t in judgement.tests if t.stderr.strip()), "")
-                raise JudgeUnavailable(f"{problem.id}: the judge could not run it ({detail or 'sandbox error'}); "
-                                       "fix the judge (q licence, sandbox) and verify again")
+                raise JudgeUnavailable(
+                    f"{problem.id}: the judge could not run it ({detail or 'sandbox error'}); "
+                    "fix the judge (q licence, sandbox) and verify again"
+                )
         if canonical is not None and canonical.passed < canonical.total:
             report.broken.append(_canonical_failure(problem, canonical))
         elif no_op.passed == no_op.total:
@@ -169,13 +191,22 @@ def _verify_batch(batch, judge, report):
 
 def _canonical_failure(problem, judgement):
     index = next(index for index, result in enumerate(judgement.tests) if result.status != "passed")
-    which = f"test {index}" if index < len(problem.tests) else (
-        f"pool test {index - len(problem.tests)} ({problem.pool[index - len(problem.tests)].test_code})")
+    which = (
+        f"test {index}"
+        if index < len(problem.tests)
+        else (f"pool test {index - len(problem.tests)} ({problem.pool[index - len(problem.tests)].test_code})")
+    )
     return _broken(problem, f"solution fails {which} ({judgement.tests[index].status})", judgement, index)
 
 
 def _broken(problem, reason, judgement, index):
     result = judgement.tests[index]
     every = (*problem.tests, *problem.pool)  # the order `score` judged them in, with all_tests
-    return {"id": problem.id, "reason": reason, "test": index, "expected": every[index].expected_output,
-            "got": result.stdout, "stderr": result.stderr}
+    return {
+        "id": problem.id,
+        "reason": reason,
+        "test": index,
+        "expected": every[index].expected_output,
+        "got": result.stdout,
+        "stderr": result.stderr,
+    }

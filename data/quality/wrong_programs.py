@@ -41,16 +41,36 @@ def _battery_probe(name: str, body: str, reads: str) -> Probe:
 def _call_order_probe(name: str, first: bool, switch_every: int | None) -> Probe:
     """``first`` on the first call, then the other answer: every call (alternating) or for good after the first."""
     flip = "solve.calls % 2 == 1" if switch_every else "solve.calls > 0"
-    return Probe(name, "def solve(*args, **kwargs):\n    solve.calls = getattr(solve, 'calls', -1) + 1\n"
-                       f"    return {first} != ({flip})\n")
+    return Probe(
+        name,
+        "def solve(*args, **kwargs):\n    solve.calls = getattr(solve, 'calls', -1) + 1\n"
+        f"    return {first} != ({flip})\n",
+    )
 
 
 BATTERY: tuple[Probe, ...] = (
-    *(_battery_probe(f"returning {body}", body, "sequence") for body in (
-        "x[0]", "x[-1]", "x[len(x) // 2]", "min(x)", "max(x)", "len(x)", "len(x) - 1", "sum(x)", "sorted(x)",
-        "sorted(x, reverse=True)", "x[::-1]", "x == sorted(x)", "len(x) % 2 == 0")),
-    *(_battery_probe(f"returning {body}", body, "number") for body in (
-        "x % 2 == 0", "x % 2 == 1", "x + 1", "x - 1", "2 * x", "x * x", "x > 0")),
+    *(
+        _battery_probe(f"returning {body}", body, "sequence")
+        for body in (
+            "x[0]",
+            "x[-1]",
+            "x[len(x) // 2]",
+            "min(x)",
+            "max(x)",
+            "len(x)",
+            "len(x) - 1",
+            "sum(x)",
+            "sorted(x)",
+            "sorted(x, reverse=True)",
+            "x[::-1]",
+            "x == sorted(x)",
+            "len(x) % 2 == 0",
+        )
+    ),
+    *(
+        _battery_probe(f"returning {body}", body, "number")
+        for body in ("x % 2 == 0", "x % 2 == 1", "x + 1", "x - 1", "2 * x", "x * x", "x > 0")
+    ),
     _battery_probe("returning its last argument", "args[-1]", "any"),
     _call_order_probe("returning True, then False, alternating", True, 2),
     _call_order_probe("returning False, then True, alternating", False, 2),
@@ -60,6 +80,7 @@ BATTERY: tuple[Probe, ...] = (
 
 
 # The calls in a test: `print(solve(1, [2]))`, `print(solve('a'), solve('b'))`.
+
 
 def solve_calls(test_code: str) -> list[tuple] | None:
     """The literal argument tuples of each ``solve(...)`` call printed by a test that is only
@@ -123,8 +144,7 @@ def printing_test(calls: list[tuple]) -> str:
 
 
 def first_arguments(problem: Problem) -> list:
-    return [calls[0][0] for calls in map(solve_calls, (t.test_code for t in problem.tests))
-            if calls and calls[0]]
+    return [calls[0][0] for calls in map(solve_calls, (t.test_code for t in problem.tests)) if calls and calls[0]]
 
 
 def battery(problem: Problem) -> tuple[Probe, ...]:
@@ -145,6 +165,7 @@ def battery(problem: Problem) -> tuple[Probe, ...]:
 
 # Inputs near the tests'.
 
+
 def _nearby_values(value) -> list:
     if isinstance(value, bool):
         return [not value]
@@ -152,21 +173,50 @@ def _nearby_values(value) -> list:
         return [value + 1, value - 1, 0, -value, 2 * value + 1]
     if isinstance(value, str):
         swapped = value[1] + value[0] + value[2:] if len(value) > 1 else value
-        return [value[::-1], value[1:], value[:-1], value + value[:1], swapped, "", value[:1],
-                value.replace(value[:1], "z", 1), "".join(random.Random(value).sample(value, len(value)))]
+        return [
+            value[::-1],
+            value[1:],
+            value[:-1],
+            value + value[:1],
+            swapped,
+            "",
+            value[:1],
+            value.replace(value[:1], "z", 1),
+            "".join(random.Random(value).sample(value, len(value))),
+        ]
     if isinstance(value, (list, tuple)):
         kind = type(value)
         items = list(value)
         rng = random.Random(repr(items))
-        nearby = [items[::-1], items[1:], items[:-1], items + items[-1:], [], items[:1], items[1:2] + items[:1] + items[2:],
-                  items[1:] + items[:1], items[-1:] + items[:-1], *(rng.sample(items, len(items)) for _ in range(3))]
+        nearby = [
+            items[::-1],
+            items[1:],
+            items[:-1],
+            items + items[-1:],
+            [],
+            items[:1],
+            items[1:2] + items[:1] + items[2:],
+            items[1:] + items[:1],
+            items[-1:] + items[:-1],
+            *(rng.sample(items, len(items)) for _ in range(3)),
+        ]
         if items and all(isinstance(row, list) and all(isinstance(x, int) for x in row) for row in items):
-            nearby += [[[x + 1 for x in row] for row in items], [row[::-1] for row in items],
-                       [[-x for x in row] for row in items]]
+            nearby += [
+                [[x + 1 for x in row] for row in items],
+                [row[::-1] for row in items],
+                [[-x for x in row] for row in items],
+            ]
         if items and all(isinstance(x, int) and not isinstance(x, bool) for x in items):
-            nearby += [[-x for x in items], [x + 1 for x in items], items[:-1] + [items[-1] + 1],
-                       sorted(items), [items[0] - 1] + items[1:], items + [max(items) + 1], [0] + items,
-                       random.Random(repr(items)).sample(items + [max(items) + 1, min(items) - 1], len(items) + 2)]
+            nearby += [
+                [-x for x in items],
+                [x + 1 for x in items],
+                items[:-1] + [items[-1] + 1],
+                sorted(items),
+                [items[0] - 1] + items[1:],
+                items + [max(items) + 1],
+                [0] + items,
+                random.Random(repr(items)).sample(items + [max(items) + 1, min(items) - 1], len(items) + 2),
+            ]
         return [kind(x) for x in nearby]
     if isinstance(value, dict):
         keys = list(value)
@@ -180,23 +230,31 @@ def _nearby_values(value) -> list:
 # not among them: "shifts every lower-case letter" says what is done to lower case, not that the text has no other
 # (a problem whose input is lower case says so with an assert or a ``domain``).
 _INVARIANTS = {
-    ("non-negative", "nonnegative", "natural", "positive", "0 or more", "digit", "1 to"):
-        lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    ("non-negative", "nonnegative", "natural", "positive", "0 or more", "digit", "1 to"): lambda v: (
+        isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    ),
     ("positive", "1 to"): lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
-    ("non-empty", "nonempty", "at least one", "at least two"):
-        lambda v: isinstance(v, (str, list, tuple, dict)) and len(v) > 0,
+    ("non-empty", "nonempty", "at least one", "at least two"): lambda v: (
+        isinstance(v, (str, list, tuple, dict)) and len(v) > 0
+    ),
     ("sorted", "ascending"): lambda v: isinstance(v, (list, tuple)) and all(a <= b for a, b in zip(v, v[1:])),
     ("distinct", "unique", "no duplicate"): lambda v: isinstance(v, (list, tuple)) and len(set(map(repr, v))) == len(v),
-    ("non-negative", "nonnegative", "natural", "positive", "heights", "digit"): lambda v: isinstance(v, (list, tuple))
-        and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v),
-    ("positive",): lambda v: isinstance(v, (list, tuple)) and all(
-        isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v),
+    ("non-negative", "nonnegative", "natural", "positive", "heights", "digit"): lambda v: (
+        isinstance(v, (list, tuple)) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v)
+    ),
+    ("positive",): lambda v: (
+        isinstance(v, (list, tuple)) and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v)
+    ),
     ("letter", "alphabetic", "word"): lambda v: isinstance(v, str) and v.isalpha(),
     ("digit",): lambda v: isinstance(v, str) and v.isdigit(),
-    ("matrix", "grid", "rows"): lambda v: isinstance(v, (list, tuple)) and len(v) > 0 and all(
-        isinstance(row, (list, tuple)) and len(row) == len(v[0]) for row in v),
-    ("square",): lambda v: isinstance(v, (list, tuple)) and all(isinstance(row, (list, tuple)) and len(row) == len(v)
-                                                               for row in v),
+    ("matrix", "grid", "rows"): lambda v: (
+        isinstance(v, (list, tuple))
+        and len(v) > 0
+        and all(isinstance(row, (list, tuple)) and len(row) == len(v[0]) for row in v)
+    ),
+    ("square",): lambda v: (
+        isinstance(v, (list, tuple)) and all(isinstance(row, (list, tuple)) and len(row) == len(v) for row in v)
+    ),
 }
 
 
@@ -239,10 +297,12 @@ def nearby_calls(problem: Problem, limit: int = MAX_NEARBY_CALLS) -> list[tuple]
     nearby, other_class = [], []
     for arguments in calls:
         for index, value in enumerate(arguments):
-            for found, values in ((nearby, _nearby_values(value)), (other_class,
-                                                                   class_values(value, problem.description))):
+            for found, values in (
+                (nearby, _nearby_values(value)),
+                (other_class, class_values(value, problem.description)),
+            ):
                 for other in values:
-                    changed = arguments[:index] + (other,) + arguments[index + 1:]
+                    changed = arguments[:index] + (other,) + arguments[index + 1 :]
                     key = repr(changed)
                     if key not in seen and keeps_invariants(other, invariants[(len(arguments), index)]):
                         seen.add(key)
@@ -251,19 +311,38 @@ def nearby_calls(problem: Problem, limit: int = MAX_NEARBY_CALLS) -> list[tuple]
     rng.shuffle(nearby)
     rng.shuffle(other_class)
     classes = min(len(other_class), max(limit // 2, limit - len(nearby)))
-    chosen = other_class[:classes] + nearby[:limit - classes]
+    chosen = other_class[:classes] + nearby[: limit - classes]
     rng.shuffle(chosen)
     return chosen
 
 
 # Mutants of a solution.
 
-_OPERATOR_SWAPS = {ast.Add: [ast.Sub], ast.Sub: [ast.Add], ast.Mult: [ast.Add, ast.FloorDiv], ast.FloorDiv: [ast.Mult, ast.Mod],
-                   ast.Div: [ast.Mult], ast.Mod: [ast.FloorDiv], ast.Pow: [ast.Mult], ast.LShift: [ast.RShift],
-                   ast.RShift: [ast.LShift], ast.BitAnd: [ast.BitOr], ast.BitOr: [ast.BitAnd]}
-_COMPARISON_SWAPS = {ast.Lt: [ast.LtE, ast.Gt], ast.LtE: [ast.Lt, ast.GtE], ast.Gt: [ast.GtE, ast.Lt],
-                     ast.GtE: [ast.Gt, ast.LtE], ast.Eq: [ast.NotEq], ast.NotEq: [ast.Eq], ast.In: [ast.NotIn],
-                     ast.NotIn: [ast.In], ast.Is: [ast.IsNot], ast.IsNot: [ast.Is]}
+_OPERATOR_SWAPS = {
+    ast.Add: [ast.Sub],
+    ast.Sub: [ast.Add],
+    ast.Mult: [ast.Add, ast.FloorDiv],
+    ast.FloorDiv: [ast.Mult, ast.Mod],
+    ast.Div: [ast.Mult],
+    ast.Mod: [ast.FloorDiv],
+    ast.Pow: [ast.Mult],
+    ast.LShift: [ast.RShift],
+    ast.RShift: [ast.LShift],
+    ast.BitAnd: [ast.BitOr],
+    ast.BitOr: [ast.BitAnd],
+}
+_COMPARISON_SWAPS = {
+    ast.Lt: [ast.LtE, ast.Gt],
+    ast.LtE: [ast.Lt, ast.GtE],
+    ast.Gt: [ast.GtE, ast.Lt],
+    ast.GtE: [ast.Gt, ast.LtE],
+    ast.Eq: [ast.NotEq],
+    ast.NotEq: [ast.Eq],
+    ast.In: [ast.NotIn],
+    ast.NotIn: [ast.In],
+    ast.Is: [ast.IsNot],
+    ast.IsNot: [ast.Is],
+}
 _CALL_SWAPS = {"min": "max", "max": "min", "any": "all", "all": "any", "sorted": "reversed", "reversed": "sorted"}
 
 
@@ -274,8 +353,9 @@ def _changes(node: ast.AST, names: list[str]) -> list[ast.AST]:
     if isinstance(node, ast.AugAssign):
         return [ast.AugAssign(node.target, new(), node.value) for new in _OPERATOR_SWAPS.get(type(node.op), [])]
     if isinstance(node, ast.Compare) and len(node.ops) == 1:
-        return [ast.Compare(node.left, [new()], node.comparators)
-                for new in _COMPARISON_SWAPS.get(type(node.ops[0]), [])]
+        return [
+            ast.Compare(node.left, [new()], node.comparators) for new in _COMPARISON_SWAPS.get(type(node.ops[0]), [])
+        ]
     if isinstance(node, ast.BoolOp):
         return [ast.BoolOp(ast.Or() if isinstance(node.op, ast.And) else ast.And(), node.values)]
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
@@ -285,25 +365,34 @@ def _changes(node: ast.AST, names: list[str]) -> list[ast.AST]:
     if isinstance(node, ast.Constant) and isinstance(node.value, int):
         return [ast.Constant(node.value + 1), ast.Constant(node.value - 1)]
     if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Slice):
-        return [ast.Subscript(node.value, ast.BinOp(node.slice, op(), ast.Constant(1)), node.ctx)
-                for op in (ast.Add, ast.Sub)]
+        return [
+            ast.Subscript(node.value, ast.BinOp(node.slice, op(), ast.Constant(1)), node.ctx)
+            for op in (ast.Add, ast.Sub)
+        ]
     if isinstance(node, (ast.If, ast.While)):
         return [type(node)(ast.UnaryOp(ast.Not(), node.test), node.body, node.orelse)]
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CALL_SWAPS:
         return [ast.Call(ast.Name(_CALL_SWAPS[node.func.id], ast.Load()), node.args, node.keywords)]
     if isinstance(node, ast.Return) and node.value is not None:
         returned = ast.unparse(node.value)
-        return [ast.Return(ast.Name(name, ast.Load())) for name in names if name != returned] + \
-               ([ast.Return(ast.UnaryOp(ast.Not(), node.value))] if isinstance(node.value, (ast.Compare, ast.BoolOp))
-                else [])
+        return [ast.Return(ast.Name(name, ast.Load())) for name in names if name != returned] + (
+            [ast.Return(ast.UnaryOp(ast.Not(), node.value))]
+            if isinstance(node.value, (ast.Compare, ast.BoolOp))
+            else []
+        )
     return []
 
 
 def _local_names(tree: ast.AST) -> list[str]:
     names = []
     for node in ast.walk(tree):
-        found = [node.arg] if isinstance(node, ast.arg) else \
-                [node.id] if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) else []
+        found = (
+            [node.arg]
+            if isinstance(node, ast.arg)
+            else [node.id]
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+            else []
+        )
         names += [name for name in found if name not in names]
     return names
 
@@ -315,13 +404,29 @@ def _shown(node: ast.AST) -> str:
 
 # Changes that make a program wrong on a whole class of inputs, as the first programs a model writes are: a branch
 # deleted or taken always, a guard dropped, a string method for its sibling, a normalising call left out.
-_METHOD_SWAPS = {"lower": ["upper"], "upper": ["lower"], "casefold": ["upper"], "swapcase": ["lower", "upper"],
-                 "capitalize": ["title", "upper"], "title": ["capitalize"],
-                 "isalpha": ["islower", "isdigit", "isalnum"], "islower": ["isupper", "isalpha"],
-                 "isupper": ["islower", "isalpha"], "isdigit": ["isalpha", "isalnum"], "isnumeric": ["isalpha"],
-                 "isdecimal": ["isalpha"], "isalnum": ["isalpha", "isdigit"], "isspace": ["isalpha"],
-                 "startswith": ["endswith"], "endswith": ["startswith"], "strip": ["lstrip", "rstrip"],
-                 "lstrip": ["strip"], "rstrip": ["strip"], "find": ["rfind"], "rfind": ["find"]}
+_METHOD_SWAPS = {
+    "lower": ["upper"],
+    "upper": ["lower"],
+    "casefold": ["upper"],
+    "swapcase": ["lower", "upper"],
+    "capitalize": ["title", "upper"],
+    "title": ["capitalize"],
+    "isalpha": ["islower", "isdigit", "isalnum"],
+    "islower": ["isupper", "isalpha"],
+    "isupper": ["islower", "isalpha"],
+    "isdigit": ["isalpha", "isalnum"],
+    "isnumeric": ["isalpha"],
+    "isdecimal": ["isalpha"],
+    "isalnum": ["isalpha", "isdigit"],
+    "isspace": ["isalpha"],
+    "startswith": ["endswith"],
+    "endswith": ["startswith"],
+    "strip": ["lstrip", "rstrip"],
+    "lstrip": ["strip"],
+    "rstrip": ["strip"],
+    "find": ["rfind"],
+    "rfind": ["find"],
+}
 _NORMALISING = {"lower", "upper", "casefold", "strip", "lstrip", "rstrip"}  # `s.lower()` -> `s`
 
 
@@ -332,18 +437,26 @@ def _class_changes(node: ast.AST) -> list[ast.AST]:
     if isinstance(node, ast.IfExp):
         return [node.body, node.orelse]
     if isinstance(node, ast.BoolOp):  # a guard dropped: `n > 0 and n & (n - 1) == 0` -> `n & (n - 1) == 0`
-        return [node.values[1 - i] if len(node.values) == 2
-                else ast.BoolOp(node.op, node.values[:i] + node.values[i + 1:]) for i in range(len(node.values))]
+        return [
+            node.values[1 - i] if len(node.values) == 2 else ast.BoolOp(node.op, node.values[:i] + node.values[i + 1 :])
+            for i in range(len(node.values))
+        ]
     if isinstance(node, ast.Compare) and len(node.ops) > 1:  # one side of `'a' <= c <= 'z'` dropped
-        return [ast.Compare(node.left, node.ops[:-1], node.comparators[:-1]),
-                ast.Compare(node.comparators[0], node.ops[1:], node.comparators[1:])]
+        return [
+            ast.Compare(node.left, node.ops[:-1], node.comparators[:-1]),
+            ast.Compare(node.comparators[0], node.ops[1:], node.comparators[1:]),
+        ]
     if isinstance(node, ast.comprehension) and node.ifs:
-        return [ast.comprehension(node.target, node.iter, node.ifs[:i] + node.ifs[i + 1:], node.is_async)
-                for i in range(len(node.ifs))]
+        return [
+            ast.comprehension(node.target, node.iter, node.ifs[:i] + node.ifs[i + 1 :], node.is_async)
+            for i in range(len(node.ifs))
+        ]
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _METHOD_SWAPS:
         method = node.func
-        found = [ast.Call(ast.Attribute(method.value, other, ast.Load()), node.args, node.keywords)
-                 for other in _METHOD_SWAPS[method.attr]]
+        found = [
+            ast.Call(ast.Attribute(method.value, other, ast.Load()), node.args, node.keywords)
+            for other in _METHOD_SWAPS[method.attr]
+        ]
         return found + ([method.value] if method.attr in _NORMALISING and not node.args else [])
     if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.swapcase() != node.value:
         return [ast.Constant(node.value.swapcase())]  # 'a' <= c -> 'A' <= c, 'aeiou' -> 'AEIOU'
@@ -410,8 +523,9 @@ def _walk_with_paths(node: ast.AST, path: tuple = ()):
             for index, item in enumerate(value):
                 if isinstance(item, ast.AST):
                     yield from _walk_with_paths(item, path + ((name, index),))
-        elif isinstance(value, ast.AST) and not isinstance(value, (ast.expr_context, ast.operator, ast.cmpop,
-                                                                   ast.boolop, ast.unaryop)):
+        elif isinstance(value, ast.AST) and not isinstance(
+            value, (ast.expr_context, ast.operator, ast.cmpop, ast.boolop, ast.unaryop)
+        ):
             yield from _walk_with_paths(value, path + ((name, None),))
 
 

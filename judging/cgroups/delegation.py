@@ -49,8 +49,10 @@ def enable(own: Path, controllers: list[str]) -> None:
         if attempt:
             time.sleep(0.001 * min(attempt, 20))
     left = read(own / "cgroup.procs").split()
-    raise CgroupUnavailable(f"{own} keeps holding processes ({' '.join(left[:5])}) that cannot be moved into "
-                            f"{own / LEAF}, so it cannot give controllers to the judge's slots")
+    raise CgroupUnavailable(
+        f"{own} keeps holding processes ({' '.join(left[:5])}) that cannot be moved into "
+        f"{own / LEAF}, so it cannot give controllers to the judge's slots"
+    )
 
 
 def release(own: Path) -> None:

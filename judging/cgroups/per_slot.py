@@ -47,18 +47,24 @@ class Cgroups:
     def describe(self, memory_mb: int, processes: int) -> str:
         if not self.version:
             return ""
-        return (f"memory: a cgroup {self.version} per slot, {memory_mb} MB for all of a test's processes together "
-                f"(tmpfs, memfd and shared memory included), at most {processes + SANDBOX_PROCESSES} tasks")
+        return (
+            f"memory: a cgroup {self.version} per slot, {memory_mb} MB for all of a test's processes together "
+            f"(tmpfs, memfd and shared memory included), at most {processes + SANDBOX_PROCESSES} tasks"
+        )
 
     def describe_cpu(self) -> str:
         """What bounds a slot's CPU, for the isolation line."""
         if self.cpu:
             pinned = ", each slot kept on a CPU of its own (cpuset)" if self.pinned else ""
-            return (f"cpu: a cgroup {self.version} per slot, one CPU's time at most and equal shares between slots"
-                    f"{pinned}, however many processes or sessions a test makes ({self.cpu})")
+            return (
+                f"cpu: a cgroup {self.version} per slot, one CPU's time at most and equal shares between slots"
+                f"{pinned}, however many processes or sessions a test makes ({self.cpu})"
+            )
         why = self.cpu_unavailable or ("no cgroup per slot, as for memory" if self.unavailable else "no cgroups")
-        return (f"cpu: NOT bounded per slot ({why}); a test that makes many processes or sessions takes CPU from "
-                f"the tests beside it")
+        return (
+            f"cpu: NOT bounded per slot ({why}); a test that makes many processes or sessions takes CPU from "
+            f"the tests beside it"
+        )
 
     def give_up(self, why: str) -> None:
         """Close them and make none per slot from now on; ``why`` goes in ``unavailable``."""

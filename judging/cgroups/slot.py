@@ -42,8 +42,9 @@ class SlotCgroup:
         later test's fork fail."""
         # Under the worker's own /scratch, which each child covers with a tmpfs of its own.
         inside = [f"{SCRATCH}/.cgroup-{index}" for index in range(len(self.folders))]
-        binds = [arg for folder, path in zip(self.folders, inside) for arg in ("--bind", str(folder / "cgroup.procs"),
-                                                                                path)]
+        binds = [
+            arg for folder, path in zip(self.folders, inside) for arg in ("--bind", str(folder / "cgroup.procs"), path)
+        ]
         return binds, _joining(inside, unmount=True) + inside + ["unshare", "--cgroup", "--"]
 
     def oom_kills(self) -> int:

@@ -38,7 +38,7 @@ class V1Hierarchies:
             write(folders[0] / "memory.limit_in_bytes", memory_bytes)
             write_if_there(folders[0] / "memory.memsw.limit_in_bytes", memory_bytes)  # no escape into swap
             write(folders[1] / "pids.max", pids_max)
-            extra = cpu[index:index + 1] + cpuset[index:index + 1]
+            extra = cpu[index : index + 1] + cpuset[index : index + 1]
             slots[key] = SlotCgroup(folders + extra, folders[0] / "memory.oom_control")
         return slots
 
@@ -71,8 +71,11 @@ class V1Hierarchies:
         try:
             cpuset = own("cpuset")
             parent = self.folders.new(cpuset)
-            mems = read(cpuset / "cpuset.effective_mems").strip() if (cpuset / "cpuset.effective_mems").exists() \
+            mems = (
+                read(cpuset / "cpuset.effective_mems").strip()
+                if (cpuset / "cpuset.effective_mems").exists()
                 else read(cpuset / "cpuset.mems").strip()
+            )
             write(parent / "cpuset.cpus", read(cpuset / "cpuset.cpus").strip())
             write(parent / "cpuset.mems", mems)
             folders = [parent / f"slot-{index}" for index in range(len(keys))]

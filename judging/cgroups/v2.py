@@ -48,13 +48,19 @@ class V2Hierarchy:
                 f"{own} is not given the {' and '.join(missing)} controller{'s' if len(missing) > 1 else ''} "
                 f"(its cgroup.controllers: {' '.join(sorted(offered)) or 'none'}): the cgroup above it must "
                 f"delegate {'them' if len(missing) > 1 else 'it'} (+{' +'.join(missing)} in "
-                f"{own.parent}/cgroup.subtree_control, as Slurm's cgroup plugin and systemd's Delegate=yes do)")
-        controllers = [*REQUIRED, *(["cpu"] if "cpu" in offered else []),
-                       *(["cpuset"] if "cpuset" in offered and pins else [])]
+                f"{own.parent}/cgroup.subtree_control, as Slurm's cgroup plugin and systemd's Delegate=yes do)"
+            )
+        controllers = [
+            *REQUIRED,
+            *(["cpu"] if "cpu" in offered else []),
+            *(["cpuset"] if "cpuset" in offered and pins else []),
+        ]
         if "cpu" not in offered:
-            self.cpu_unavailable = (f"cgroup v2: {own} is not given the cpu controller (its cgroup.controllers: "
-                                    f"{' '.join(sorted(offered))}): +cpu in {own.parent}/cgroup.subtree_control "
-                                    f"would give it")
+            self.cpu_unavailable = (
+                f"cgroup v2: {own} is not given the cpu controller (its cgroup.controllers: "
+                f"{' '.join(sorted(offered))}): +cpu in {own.parent}/cgroup.subtree_control "
+                f"would give it"
+            )
         with locked(own):
             enable(own, controllers)
             self.own = own
@@ -102,8 +108,10 @@ def _own() -> Path:
             if own.name == LEAF:  # moved there by a judge of this process or another: the cgroup is its parent
                 own = own.parent
             if not own.is_dir():
-                raise CgroupUnavailable(f"this process's cgroup {line[3:]} is not under {V2_ROOT} (a container "
-                                        f"without a cgroup namespace of its own?)")
+                raise CgroupUnavailable(
+                    f"this process's cgroup {line[3:]} is not under {V2_ROOT} (a container "
+                    f"without a cgroup namespace of its own?)"
+                )
             return own
     return V2_ROOT
 

@@ -165,4 +165,3 @@ def print_exception(error):
         write_stderr("\nOriginal exception was:\n")
         DISPLAY(kind, error, trace)
     return None
-

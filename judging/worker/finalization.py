@@ -46,8 +46,9 @@ def flush_std_files():
                 try:
                     import traceback
 
-                    sys.stderr.write(f"Exception ignored in: {stream!r}\n"
-                                     + "".join(traceback.format_exception_only(error)))
+                    sys.stderr.write(
+                        f"Exception ignored in: {stream!r}\n" + "".join(traceback.format_exception_only(error))
+                    )
                 except BaseException:
                     pass
     return flushed
@@ -59,8 +60,19 @@ def clear_special_names():
     import builtins
 
     builtins._ = None
-    for name in ("path", "argv", "ps1", "ps2", "last_type", "last_value", "last_traceback", "path_hooks",
-                 "path_importer_cache", "meta_path", "__interactivehook__"):
+    for name in (
+        "path",
+        "argv",
+        "ps1",
+        "ps2",
+        "last_type",
+        "last_value",
+        "last_traceback",
+        "path_hooks",
+        "path_importer_cache",
+        "meta_path",
+        "__interactivehook__",
+    ):
         sys.__dict__[name] = None
     for name in ("stdin", "stdout", "stderr"):
         sys.__dict__[name] = sys.__dict__.get(f"__{name}__")

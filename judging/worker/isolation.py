@@ -55,8 +55,15 @@ PR_CAP_AMBIENT_CLEAR_ALL = 4
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 LIBC = ctypes.CDLL(None, use_errno=True)
 # Looked up once here, not in every child (a ctypes lookup and a /proc read cost more than the calls).
-PRCTL, UNSHARE, SETNS, MOUNT, UMOUNT2, CAPGET, CAPSET = (LIBC.prctl, LIBC.unshare, LIBC.setns, LIBC.mount,
-                                                          LIBC.umount2, LIBC.capget, LIBC.capset)
+PRCTL, UNSHARE, SETNS, MOUNT, UMOUNT2, CAPGET, CAPSET = (
+    LIBC.prctl,
+    LIBC.unshare,
+    LIBC.setns,
+    LIBC.mount,
+    LIBC.umount2,
+    LIBC.capget,
+    LIBC.capset,
+)
 # capget's and capset's header and data, made once here: each child fills its own copy.
 CAPABILITY_BUFFERS = ((ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)())
 with open("/proc/sys/kernel/cap_last_cap") as last:
@@ -80,28 +87,46 @@ def fail(what):
 
 def mount_call(source, target, kind, flags, data=None):
     """A mount as (function, arguments, what it does), its arguments ready for ctypes."""
-    return MOUNT, (source and source.encode(), target.encode(), kind and kind.encode(), ctypes.c_ulong(flags),
-                   data and data.encode()), f"mount {target}"
+    return (
+        MOUNT,
+        (
+            source and source.encode(),
+            target.encode(),
+            kind and kind.encode(),
+            ctypes.c_ulong(flags),
+            data and data.encode(),
+        ),
+        f"mount {target}",
+    )
 
 
 def mount_plan(rules):
     """The program's process's mounts and unmounts after its unshare, made once by the worker, arguments and all."""
-    plan = [mount_call(None, "/", None, MS_REC | MS_PRIVATE),
-            mount_call("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)]
+    plan = [
+        mount_call(None, "/", None, MS_REC | MS_PRIVATE),
+        mount_call("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC),
+    ]
     for name in rules["proc_read_only"]:
         path = f"/proc/{name}"
         if os.path.exists(path):  # the worker's /proc: the same kernel as the fresh one
-            plan += [mount_call(path, path, None, MS_BIND | MS_REC),
-                     mount_call(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)]
+            plan += [
+                mount_call(path, path, None, MS_BIND | MS_REC),
+                mount_call(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC),
+            ]
     # A bind keeps its source's read-only, nosuid and nodev flags: the fixed files (read-only in the worker's view)
     # and the empty read-only tmpfs each take one mount call, as bwrap binds and makes them cold.
-    plan += [mount_call(f"{rules['proc_view']}/{name}", f"/proc/{name}", None, MS_BIND)
-             for name in rules["proc_frozen"]]  # machine-wide counters: fixed content
+    plan += [
+        mount_call(f"{rules['proc_view']}/{name}", f"/proc/{name}", None, MS_BIND) for name in rules["proc_frozen"]
+    ]  # machine-wide counters: fixed content
     plan += [mount_call(rules["proc_empty"], f"/proc/{name}", None, MS_BIND) for name in rules["proc_emptied"]]
-    plan += [(UMOUNT2, (source.encode(), MNT_DETACH), f"umount {source}")
-             for source in (rules["proc_view"], rules["proc_empty"])]
-    plan += [mount_call("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={rules['tmpfs_bytes']},mode={mode:o}")
-             for path, mode in rules["tmpfs"].items()]
+    plan += [
+        (UMOUNT2, (source.encode(), MNT_DETACH), f"umount {source}")
+        for source in (rules["proc_view"], rules["proc_empty"])
+    ]
+    plan += [
+        mount_call("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={rules['tmpfs_bytes']},mode={mode:o}")
+        for path, mode in rules["tmpfs"].items()
+    ]
     return plan
 
 

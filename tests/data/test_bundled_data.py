@@ -7,8 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from data import DEFAULT_MAX_TRIVIAL_SHARE, bundled_path, load_problems, measure_trivial_shares, split_problems, \
-    verify_problems
+from data import (
+    DEFAULT_MAX_TRIVIAL_SHARE,
+    bundled_path,
+    load_problems,
+    measure_trivial_shares,
+    split_problems,
+    verify_problems,
+)
 from data.quality.given_programs import read_given_programs
 from data.quality.q_twins import cross_check, load_twins
 from data.quality.trivial import read_trivial_shares
@@ -29,8 +35,12 @@ def test_bundled_python_set_verifies_clean():
         report = verify_problems(problems, judge, show_progress=False, given=read_given_programs(FIRST_WRONG))
     finally:
         judge.close()
-    assert report.clean, (report.broken[:3], report.guessable[:3], [(w["id"], w["adequacy"].survivors[:1])
-                                                                     for w in report.weak[:3]], report.paid)
+    assert report.clean, (
+        report.broken[:3],
+        report.guessable[:3],
+        [(w["id"], w["adequacy"].survivors[:1]) for w in report.weak[:3]],
+        report.paid,
+    )
     # The natural wrong programs a model writes first earn no more than a constant on the judged tests.
     assert len(report.given) == 6 and all(p.differs_on for found in report.given.values() for p in found)
     # The first five tests reject every wrong program tried: mutants of the solution, the cheap battery.
@@ -60,8 +70,7 @@ def test_bundled_q_set_agrees_with_its_python_twins():
     """Every q test of every bundled q problem, against its Python twin (data/python_problems.jsonl, or
     data/q_twins.jsonl for the q problems the Python set has no problem for), with no q."""
     problems = load_problems(bundled_path("q"), "q")
-    twins = load_twins([str(bundled_path("python")), str(bundled_path("python").with_name("q_twins.jsonl"))],
-                       problems)
+    twins = load_twins([str(bundled_path("python")), str(bundled_path("python").with_name("q_twins.jsonl"))], problems)
     assert set(twins) == {p.id for p in problems}
     with Judge(timeout=2.0) as judge:
         report = cross_check(problems, twins, judge)
@@ -102,14 +111,25 @@ def test_bundled_sets_have_splits_solutions_and_enough_tests():
 
 @pytest.mark.slow
 def test_verify_data_stops_training_on_a_broken_problem(tiny_model, tmp_path):
-    good = {"id": "double", "description": "Return 2*x.", "solution": "def solve(x):\n    return 2 * x",
-            "tests": [{"test_code": "print(solve(2))", "expected_output": "4"}], "split": "train"}
-    broken = {"id": "triple", "description": "Return 3*x.", "solution": "def solve(x):\n    return 3 * x",
-              "tests": [{"test_code": "print(solve(2))", "expected_output": "5"}], "split": "test"}
+    good = {
+        "id": "double",
+        "description": "Return 2*x.",
+        "solution": "def solve(x):\n    return 2 * x",
+        "tests": [{"test_code": "print(solve(2))", "expected_output": "4"}],
+        "split": "train",
+    }
+    broken = {
+        "id": "triple",
+        "description": "Return 3*x.",
+        "solution": "def solve(x):\n    return 3 * x",
+        "tests": [{"test_code": "print(solve(2))", "expected_output": "5"}],
+        "split": "test",
+    }
     data = tmp_path / "problems.jsonl"
     data.write_text(json.dumps(good) + "\n" + json.dumps(broken) + "\n")
-    result = run_trainer("--model", tiny_model, "--language", "python", "--data", data, "--verify_data",
-                         "--output_dir", tmp_path / "run")
+    result = run_trainer(
+        "--model", tiny_model, "--language", "python", "--data", data, "--verify_data", "--output_dir", tmp_path / "run"
+    )
     assert result.returncode == 2
     assert "--verify_data: verified 2 problems: 1 broken" in result.stderr
     assert not (tmp_path / "run" / "config.yaml").exists()
@@ -117,37 +137,83 @@ def test_verify_data_stops_training_on_a_broken_problem(tiny_model, tmp_path):
 
 @pytest.mark.slow
 def test_verify_data_stops_training_on_a_guessable_problem(tiny_model, tmp_path):
-    guessable = {"id": "is-even", "description": "Return whether x is even.", "split": "train",
-                 "solution": "def solve(x):\n    return x % 2 == 0",
-                 "tests": [{"test_code": f"print(solve({x}))", "expected_output": str(x % 2 == 0)} for x in (2, 4, 5)]}
+    guessable = {
+        "id": "is-even",
+        "description": "Return whether x is even.",
+        "split": "train",
+        "solution": "def solve(x):\n    return x % 2 == 0",
+        "tests": [{"test_code": f"print(solve({x}))", "expected_output": str(x % 2 == 0)} for x in (2, 4, 5)],
+    }
     data = tmp_path / "problems.jsonl"
     data.write_text(json.dumps(guessable) + "\n")
-    result = run_trainer("--model", tiny_model, "--language", "python", "--data", data, "--test_fraction", "0",
-                         "--verify_data", "--eval_pass_at_k", "false", "--output_dir", tmp_path / "run")
+    result = run_trainer(
+        "--model",
+        tiny_model,
+        "--language",
+        "python",
+        "--data",
+        data,
+        "--test_fraction",
+        "0",
+        "--verify_data",
+        "--eval_pass_at_k",
+        "false",
+        "--output_dir",
+        tmp_path / "run",
+    )
     assert result.returncode == 2
     assert "--verify_data: verified 1 problems: 0 broken, 1 guessable (trivial share above 0.34)" in result.stderr
-    assert f"python -m data verify {data} --language python --max_trivial_share 0.34 --max_tests_per_problem 5` " \
-           "lists each problem" \
-        in result.stderr
+    assert (
+        f"python -m data verify {data} --language python --max_trivial_share 0.34 --max_tests_per_problem 5` "
+        "lists each problem" in result.stderr
+    )
     assert not (tmp_path / "run" / "config.yaml").exists()
 
 
 @pytest.mark.slow
 def test_test_reward_function_prints_each_canonical_reward_and_fails_on_a_short_one(tiny_model, tmp_path):
     problems = [
-        {"id": "double", "description": "Return 2*x.", "solution": "def solve(x):\n    return 2 * x",
-         "tests": [{"test_code": "print(solve(2))", "expected_output": "4"},
-                   {"test_code": "print(solve(5))", "expected_output": "10"}], "split": "train"},
-        {"id": "half-right", "description": "Return x+1.", "solution": "def solve(x):\n    return x + 1",
-         "tests": [{"test_code": "print(solve(1))", "expected_output": "2"},
-                   {"test_code": "print(solve(2))", "expected_output": "4"}], "split": "train"},
-        {"id": "held-out", "description": "Return x.", "solution": "def solve(x):\n    return x",
-         "tests": [{"test_code": "print(solve(1))", "expected_output": "1"}], "split": "test"},
+        {
+            "id": "double",
+            "description": "Return 2*x.",
+            "solution": "def solve(x):\n    return 2 * x",
+            "tests": [
+                {"test_code": "print(solve(2))", "expected_output": "4"},
+                {"test_code": "print(solve(5))", "expected_output": "10"},
+            ],
+            "split": "train",
+        },
+        {
+            "id": "half-right",
+            "description": "Return x+1.",
+            "solution": "def solve(x):\n    return x + 1",
+            "tests": [
+                {"test_code": "print(solve(1))", "expected_output": "2"},
+                {"test_code": "print(solve(2))", "expected_output": "4"},
+            ],
+            "split": "train",
+        },
+        {
+            "id": "held-out",
+            "description": "Return x.",
+            "solution": "def solve(x):\n    return x",
+            "tests": [{"test_code": "print(solve(1))", "expected_output": "1"}],
+            "split": "test",
+        },
     ]
     data = tmp_path / "problems.jsonl"
     data.write_text("".join(json.dumps(p) + "\n" for p in problems))
-    result = run_trainer("--model", tiny_model, "--language", "python", "--data", data, "--test_reward_function",
-                         "--output_dir", tmp_path / "run")
+    result = run_trainer(
+        "--model",
+        tiny_model,
+        "--language",
+        "python",
+        "--data",
+        data,
+        "--test_reward_function",
+        "--output_dir",
+        tmp_path / "run",
+    )
     assert result.returncode == 1
     assert "double: reward 2.000 (2/2 tests, passed)" in result.stdout
     assert "half-right: reward 0.500 (1/2 tests, failed)" in result.stdout

@@ -35,33 +35,53 @@ def problem(problem_id, solution, arguments, domain=None, description="Write sol
 
 # Outside n >= 0 the solution answers 0; the mutant that drops the conditional (`n * (n + 1) // 2`) differs there
 # only (solve(-2) is 1), so within the domain it is equivalent.
-TRIANGLE = problem("triangle", "def solve(n):\n    return n * (n + 1) // 2 if n > 0 else 0\n", (4, 1, 10, 0, 7, 5),
-                   domain="n >= 0")
+TRIANGLE = problem(
+    "triangle", "def solve(n):\n    return n * (n + 1) // 2 if n > 0 else 0\n", (4, 1, 10, 0, 7, 5), domain="n >= 0"
+)
 # The same domain said by the solution itself.
-ASSERTED = problem("asserted", "def solve(n):\n    assert n >= 0\n    return n * (n + 1) // 2 if n > 0 else 0\n",
-                   (4, 1, 10, 0, 7, 5))
+ASSERTED = problem(
+    "asserted", "def solve(n):\n    assert n >= 0\n    return n * (n + 1) // 2 if n > 0 else 0\n", (4, 1, 10, 0, 7, 5)
+)
 # Above 100 the solution takes 0.7 s of the 2 s limit (its assert sleeps there; mutants leave asserts alone): an
 # answer there hangs on the load of the machine, and the mutant `n % 8` of its second branch differs there only.
-SLOW = problem("slow", "import time\n\ndef solve(n):\n    assert n <= 100 or time.sleep(0.7) is None\n"
-                       "    return n % 7 if n <= 100 else n % 7\n", (90, 3, 12, 53, 99))
+SLOW = problem(
+    "slow",
+    "import time\n\ndef solve(n):\n    assert n <= 100 or time.sleep(0.7) is None\n"
+    "    return n % 7 if n <= 100 else n % 7\n",
+    (90, 3, 12, 53, 99),
+)
 
 
 def test_a_domain_is_a_python_expression_and_travels_with_the_record():
-    record = {"id": "d", "description": "x", "tests": [{"test_code": "print(solve(1))", "expected_output": "1"}],
-              "domain": "n >= 0"}
+    record = {
+        "id": "d",
+        "description": "x",
+        "tests": [{"test_code": "print(solve(1))", "expected_output": "1"}],
+        "domain": "n >= 0",
+    }
     assert validate_record(record, "f.jsonl:1", "python").record()["domain"] == "n >= 0"
-    for bad, message in ((["n"], "'domain' must be a Python expression"), ("n >=", "'domain' is not a Python "
-                                                                                  "expression")):
+    for bad, message in (
+        (["n"], "'domain' must be a Python expression"),
+        ("n >=", "'domain' is not a Python expression"),
+    ):
         with pytest.raises(DataError, match=f"^f.jsonl:1: {message}"):
             validate_record({**record, "domain": bad}, "f.jsonl:1", "python")
 
 
 def test_a_domain_on_standard_input_tests_is_refused():
     """Standard-input tests feed the program text, not arguments: a domain over arguments cannot apply to them."""
-    record = {"id": "d", "description": "Read n; print n + 1.", "domain": "n >= 0",
-              "tests": [{"input": "3\n", "expected_output": "4"}], "solution": "print(int(input()) + 1)\n"}
-    with pytest.raises(DataError, match="^f.jsonl:1: 'domain' names the arguments of a function, and these tests "
-                                        "give standard input; leave it out$"):
+    record = {
+        "id": "d",
+        "description": "Read n; print n + 1.",
+        "domain": "n >= 0",
+        "tests": [{"input": "3\n", "expected_output": "4"}],
+        "solution": "print(int(input()) + 1)\n",
+    }
+    with pytest.raises(
+        DataError,
+        match="^f.jsonl:1: 'domain' names the arguments of a function, and these tests "
+        "give standard input; leave it out$",
+    ):
         validate_record(record, "f.jsonl:1", "python")
     assert validate_record({k: v for k, v in record.items() if k != "domain"}, "f.jsonl:1", "python").reads_input
 
@@ -83,17 +103,28 @@ def test_verify_finds_no_counter_example_where_the_solution_does_not_answer(judg
 def test_a_test_outside_the_domain_breaks_its_problem(judge):
     outside = replace(TRIANGLE, tests=TRIANGLE.tests + (Test("print(solve(-2))", "0"),))
     (broken,) = verify_problems([outside], judge, show_progress=False).broken
-    assert broken["reason"] == "solution fails test 6 (runtime_error)" and "outside the problem's domain" in broken["stderr"]
+    assert (
+        broken["reason"] == "solution fails test 6 (runtime_error)"
+        and "outside the problem's domain" in broken["stderr"]
+    )
 
 
 def test_verify_says_which_inputs_it_left_out(tmp_path):
     path = tmp_path / "p.jsonl"
     path.write_text(json.dumps(TRIANGLE.record()) + "\n")
-    result = subprocess.run([sys.executable, "-m", "data", "verify", str(path), "--language", "python"], cwd=REPO,
-                            capture_output=True, text=True, timeout=600, env={**os.environ})
+    result = subprocess.run(
+        [sys.executable, "-m", "data", "verify", str(path), "--language", "python"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ},
+    )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "nearby inputs left out as outside the domain (the solution raises, fails an assert or the problem's " \
-           "domain, or takes over a quarter of the time limit there): " in result.stdout
+    assert (
+        "nearby inputs left out as outside the domain (the solution raises, fails an assert or the problem's "
+        "domain, or takes over a quarter of the time limit there): " in result.stdout
+    )
     assert ": triangle (" in result.stdout
 
 

@@ -26,8 +26,14 @@ def published_rows():
 
 
 def run_cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "data", *args], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "data", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+    )
 
 
 # JSON and JSONL files
@@ -45,12 +51,14 @@ def test_jsonl_records_are_normalized_and_keep_extras():
 
 def test_language_defaults_to_the_callers_but_a_record_keeps_its_own():
     # "double" names no language: as q, its tests (print(double(4))) are not q's printed calls
-    with pytest.raises(DataError, match=r"problems.jsonl:3: tests\[0\] is not a printing test \(line 1: "
-                                        r"`print\(double\(4\)\)` is not show double"):
+    with pytest.raises(
+        DataError,
+        match=r"problems.jsonl:3: tests\[0\] is not a printing test \(line 1: "
+        r"`print\(double\(4\)\)` is not show double",
+    ):
         load_problems(FIXTURES / "problems.jsonl", language="q")
     problems = load_problems(FIXTURES / "problems.jsonl", language="q", allow_in_sandbox_comparisons=True)
-    assert {problem.id: problem.language for problem in problems} == {
-        "add": "python", "double": "q", "greet": "python"}
+    assert {problem.id: problem.language for problem in problems} == {"add": "python", "double": "q", "greet": "python"}
 
 
 def test_json_array_reads_like_jsonl():
@@ -62,7 +70,7 @@ def test_json_array_reads_like_jsonl():
 def test_json_array_errors_name_the_line_where_the_bad_problem_starts(tmp_path):
     path = tmp_path / "problems.json"
     good = {"id": "a", "description": "d", "tests": [{"test_code": "t", "expected_output": ""}]}
-    path.write_text("[\n" + json.dumps(good, indent=2) + ",\n  {\"id\": \"b\",\n   \"description\": \"\"}\n]\n")
+    path.write_text("[\n" + json.dumps(good, indent=2) + ',\n  {"id": "b",\n   "description": ""}\n]\n')
     with pytest.raises(DataError) as error:
         load_problems(path)
     assert str(error.value) == f"{path}:{json.dumps(good, indent=2).count(chr(10)) + 3}: 'description' is empty"
@@ -87,11 +95,17 @@ def test_published_schema_in_jsonl_picks_the_languages_fields_in_test_number_ord
 def test_sft_data_root_takes_split_from_its_subfolders_and_orders_tests_numerically():
     problems = load_problems(FIXTURES / "SFT_Data", language="q")
     assert [(problem.id, problem.split) for problem in problems] == [
-        ("max_list", "train"), ("sum_list", "train"), ("reverse_list", "test")]
+        ("max_list", "train"),
+        ("sum_list", "train"),
+        ("reverse_list", "test"),
+    ]
     sum_list = problems[1]
     assert sum_list.description.startswith("Write a function solve that returns the sum")
-    assert [test.test_code for test in sum_list.tests] == ["show solve 1 2 3", "show solve enlist 5",
-                                                                 "show solve til 5"]
+    assert [test.test_code for test in sum_list.tests] == [
+        "show solve 1 2 3",
+        "show solve enlist 5",
+        "show solve til 5",
+    ]
     assert [test.expected_output for test in sum_list.tests] == ["6", "5\n", "10"]
     assert sum_list.solution is None and sum_list.language == "q"
 
@@ -147,8 +161,10 @@ def test_sft_data_holds_q_only(sft_copy):
 
 def test_folder_that_is_no_problem_source_says_what_is_expected(tmp_path):
     (tmp_path / "notes").mkdir()
-    with pytest.raises(DataError, match=f"^{tmp_path}: not a problem folder; expected .jsonl, .json, .jsonl.gz or "
-                                        ".parquet files, SFT_Data"):
+    with pytest.raises(
+        DataError,
+        match=f"^{tmp_path}: not a problem folder; expected .jsonl, .json, .jsonl.gz or .parquet files, SFT_Data",
+    ):
         load_problems(tmp_path)
 
 
@@ -163,7 +179,8 @@ def test_save_to_disk_dataset_and_parquet_export_load_like_the_jsonl(tmp_path):
     for source in (tmp_path / "saved", tmp_path / "problems.parquet"):
         loaded = load_problems(source, language="python")
         assert [(p.id, p.tests, p.solution, p.extra["difficulty"]) for p in loaded] == [
-            (p.id, p.tests, p.solution, p.extra.get("difficulty")) for p in expected]
+            (p.id, p.tests, p.solution, p.extra.get("difficulty")) for p in expected
+        ]
 
 
 def test_dataset_dict_splits_become_the_record_split(tmp_path, caplog):
@@ -216,52 +233,86 @@ GOOD_TEST = {"test_code": "show solve[1]", "expected_output": "1"}  # a q test: 
 GOOD = {"id": "ok", "description": "Print 1.", "tests": [GOOD_TEST]}
 
 
-@pytest.mark.parametrize("line, reason", [
-    ("{\"id\": \"x\",", "invalid JSON (Expecting property name enclosed in double quotes at column 12); "
-                        "write one problem object per line"),
-    (json.dumps([GOOD]), "expected a problem object, got list"),
-    (json.dumps({**GOOD, "id": None}), "missing 'id'"),
-    (json.dumps({**GOOD, "id": " "}), "'id' is empty"),
-    (json.dumps({**GOOD, "id": ["a"]}), "'id' must be a string, got list"),
-    (json.dumps({k: v for k, v in GOOD.items() if k != "description"}), "missing 'description'"),
-    (json.dumps({**GOOD, "description": ""}), "'description' is empty"),
-    (json.dumps({k: v for k, v in GOOD.items() if k != "tests"}), "missing 'tests'"),
-    (json.dumps({**GOOD, "tests": []}), "'tests' is empty; a problem needs at least one test"),
-    (json.dumps({**GOOD, "tests": {"test_code": "x"}}), "'tests' must be a list, got dict"),
-    (json.dumps({**GOOD, "tests": ["print(1)"]}),
-     "tests[0] must be an object with test_code (or input) and expected_output"),
-    (json.dumps({**GOOD, "tests": [GOOD_TEST, {"expected_output": "1"}]}),
-     "tests[1] has no 'test_code' (or 'input', for a program reading standard input)"),
-    (json.dumps({**GOOD, "tests": [{"test_code": 3, "expected_output": "3"}]}),
-     "tests[0].test_code must be a string, got int"),
-    (json.dumps({**GOOD, "tests": [{"test_code": " ", "expected_output": "3"}]}), "tests[0].test_code is empty"),
-    (json.dumps({**GOOD, "tests": [{"test_code": "print(1)"}]}),
-     "tests[0] has no 'expected_output' (use \"\" for a test that prints nothing)"),
-    (json.dumps({**GOOD, "tests": [{"test_code": "print(6)", "expected_output": 6}]}),
-     "tests[0].expected_output is the number 6; quote it (\"6\") since output is compared as text"),
-    (json.dumps({**GOOD, "tests": [{"test_code": "print(6)", "expected_output": ["6"]}]}),
-     "tests[0].expected_output must be a string, got list"),
-    (json.dumps({**GOOD, "tests": [{**GOOD_TEST, "input": "1"}]}),
-     "tests[0] has both 'test_code' and 'input'; a test either calls the function (test_code) or gives the program "
-     "its standard input (input)"),
-    (json.dumps({**GOOD, "tests": [{"input": 1, "expected_output": "1"}]}), "tests[0].input must be a string, got int"),
-    (json.dumps({**GOOD, "language": "python", "tests": [{"input": "1", "expected_output": "1"}, GOOD_TEST]}),
-     "tests[1] does not give standard input and tests[0] does; a problem's tests either all call its function or "
-     "all give its program standard input"),
-    (json.dumps({**GOOD, "tests": [{"input": "1", "expected_output": "1"}]}),
-     "tests give standard input, which is judged for Python programs only, not q"),
-    (json.dumps({**GOOD, "tests": [{**GOOD_TEST, "tolerance": -1}]}),
-     "tests[0].tolerance must be a number 0 or above (the largest absolute difference accepted between printed and "
-     "expected numbers), got -1"),
-    (json.dumps({**GOOD, "tests": [{**GOOD_TEST, "tolerance": "1e-6"}]}),
-     "tests[0].tolerance must be a number 0 or above (the largest absolute difference accepted between printed and "
-     "expected numbers), got '1e-6'"),
-    (json.dumps({**GOOD, "entry_point": "my-func"}), "'entry_point' must name a function (an identifier), got 'my-func'"),
-    (json.dumps({**GOOD, "solution": 1}), "'solution' must be a string, got int"),
-    (json.dumps({**GOOD, "split": "validation"}), "split 'validation' is not one of train, test (or leave it out)"),
-    (json.dumps({**GOOD, "language": "java"}), "language 'java' is not one of q, python"),
-    (json.dumps(GOOD), "duplicate id 'ok' (first at {path}:1)"),
-])
+@pytest.mark.parametrize(
+    "line, reason",
+    [
+        (
+            '{"id": "x",',
+            "invalid JSON (Expecting property name enclosed in double quotes at column 12); "
+            "write one problem object per line",
+        ),
+        (json.dumps([GOOD]), "expected a problem object, got list"),
+        (json.dumps({**GOOD, "id": None}), "missing 'id'"),
+        (json.dumps({**GOOD, "id": " "}), "'id' is empty"),
+        (json.dumps({**GOOD, "id": ["a"]}), "'id' must be a string, got list"),
+        (json.dumps({k: v for k, v in GOOD.items() if k != "description"}), "missing 'description'"),
+        (json.dumps({**GOOD, "description": ""}), "'description' is empty"),
+        (json.dumps({k: v for k, v in GOOD.items() if k != "tests"}), "missing 'tests'"),
+        (json.dumps({**GOOD, "tests": []}), "'tests' is empty; a problem needs at least one test"),
+        (json.dumps({**GOOD, "tests": {"test_code": "x"}}), "'tests' must be a list, got dict"),
+        (
+            json.dumps({**GOOD, "tests": ["print(1)"]}),
+            "tests[0] must be an object with test_code (or input) and expected_output",
+        ),
+        (
+            json.dumps({**GOOD, "tests": [GOOD_TEST, {"expected_output": "1"}]}),
+            "tests[1] has no 'test_code' (or 'input', for a program reading standard input)",
+        ),
+        (
+            json.dumps({**GOOD, "tests": [{"test_code": 3, "expected_output": "3"}]}),
+            "tests[0].test_code must be a string, got int",
+        ),
+        (json.dumps({**GOOD, "tests": [{"test_code": " ", "expected_output": "3"}]}), "tests[0].test_code is empty"),
+        (
+            json.dumps({**GOOD, "tests": [{"test_code": "print(1)"}]}),
+            "tests[0] has no 'expected_output' (use \"\" for a test that prints nothing)",
+        ),
+        (
+            json.dumps({**GOOD, "tests": [{"test_code": "print(6)", "expected_output": 6}]}),
+            'tests[0].expected_output is the number 6; quote it ("6") since output is compared as text',
+        ),
+        (
+            json.dumps({**GOOD, "tests": [{"test_code": "print(6)", "expected_output": ["6"]}]}),
+            "tests[0].expected_output must be a string, got list",
+        ),
+        (
+            json.dumps({**GOOD, "tests": [{**GOOD_TEST, "input": "1"}]}),
+            "tests[0] has both 'test_code' and 'input'; a test either calls the function (test_code) or gives the program "
+            "its standard input (input)",
+        ),
+        (
+            json.dumps({**GOOD, "tests": [{"input": 1, "expected_output": "1"}]}),
+            "tests[0].input must be a string, got int",
+        ),
+        (
+            json.dumps({**GOOD, "language": "python", "tests": [{"input": "1", "expected_output": "1"}, GOOD_TEST]}),
+            "tests[1] does not give standard input and tests[0] does; a problem's tests either all call its function or "
+            "all give its program standard input",
+        ),
+        (
+            json.dumps({**GOOD, "tests": [{"input": "1", "expected_output": "1"}]}),
+            "tests give standard input, which is judged for Python programs only, not q",
+        ),
+        (
+            json.dumps({**GOOD, "tests": [{**GOOD_TEST, "tolerance": -1}]}),
+            "tests[0].tolerance must be a number 0 or above (the largest absolute difference accepted between printed and "
+            "expected numbers), got -1",
+        ),
+        (
+            json.dumps({**GOOD, "tests": [{**GOOD_TEST, "tolerance": "1e-6"}]}),
+            "tests[0].tolerance must be a number 0 or above (the largest absolute difference accepted between printed and "
+            "expected numbers), got '1e-6'",
+        ),
+        (
+            json.dumps({**GOOD, "entry_point": "my-func"}),
+            "'entry_point' must name a function (an identifier), got 'my-func'",
+        ),
+        (json.dumps({**GOOD, "solution": 1}), "'solution' must be a string, got int"),
+        (json.dumps({**GOOD, "split": "validation"}), "split 'validation' is not one of train, test (or leave it out)"),
+        (json.dumps({**GOOD, "language": "java"}), "language 'java' is not one of q, python"),
+        (json.dumps(GOOD), "duplicate id 'ok' (first at {path}:1)"),
+    ],
+)
 def test_each_bad_record_fails_with_file_line_and_reason(tmp_path, line, reason):
     path = tmp_path / "problems.jsonl"
     path.write_text(json.dumps(GOOD) + "\n\n" + line + "\n")
@@ -307,8 +358,11 @@ def test_empty_source_and_unknown_suffix_are_errors(tmp_path):
     with pytest.raises(DataError, match="empty.jsonl: no problems found$"):
         load_problems(tmp_path / "empty.jsonl")
     (tmp_path / "problems.csv").write_text("id\n")
-    with pytest.raises(DataError, match=r"unsupported file type .csv; use .jsonl, .json \(either gzipped: "
-                                        r"\.jsonl\.gz\) or .parquet$"):
+    with pytest.raises(
+        DataError,
+        match=r"unsupported file type .csv; use .jsonl, .json \(either gzipped: "
+        r"\.jsonl\.gz\) or .parquet$",
+    ):
         load_problems(tmp_path / "problems.csv")
 
 
@@ -327,8 +381,9 @@ def test_check_cli_reports_counts_and_exits_2_on_bad_data(tmp_path):
 
 
 def numbered(count, split=None):
-    return [Problem(f"p{index}", "python", f"Problem {index}.", (Test(**GOOD_TEST),), split=split)
-            for index in range(count)]
+    return [
+        Problem(f"p{index}", "python", f"Problem {index}.", (Test(**GOOD_TEST),), split=split) for index in range(count)
+    ]
 
 
 def test_split_uses_record_splits_when_every_record_has_one():
@@ -384,9 +439,16 @@ def test_overlap_between_train_and_test_is_warned_with_count_and_ids(caplog):
 
 
 def test_a_problem_is_a_frozen_record_that_writes_back_as_it_was_read(tmp_path):
-    record = {"id": "sum", "language": "python", "description": "Sum a list.", "solution": "solve = sum",
-              "split": "train", "difficulty": "easy", "tags": ["lists"],
-              "tests": [{"test_code": "print(solve([1, 2]))", "expected_output": "3", "note": "kept"}]}
+    record = {
+        "id": "sum",
+        "language": "python",
+        "description": "Sum a list.",
+        "solution": "solve = sum",
+        "split": "train",
+        "difficulty": "easy",
+        "tags": ["lists"],
+        "tests": [{"test_code": "print(solve([1, 2]))", "expected_output": "3", "note": "kept"}],
+    }
     path = tmp_path / "p.jsonl"
     path.write_text(json.dumps(record) + "\n")
     (problem,) = load_problems(path, "python")

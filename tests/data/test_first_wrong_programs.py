@@ -52,43 +52,66 @@ def test_mutants_delete_branches_drop_guards_and_swap_string_methods():
         return {m.name: m.program for m in mutants(solution)}
 
     power = names("def solve(n):\n    return n > 0 and n & (n - 1) == 0\n")
-    assert power["mutant line 2: `n > 0 and n & n - 1 == 0` -> `n & n - 1 == 0`"] == \
-        "def solve(n):\n    return n & n - 1 == 0\n"  # the natural wrong program, exactly
+    assert (
+        power["mutant line 2: `n > 0 and n & n - 1 == 0` -> `n & n - 1 == 0`"]
+        == "def solve(n):\n    return n & n - 1 == 0\n"
+    )  # the natural wrong program, exactly
     vowels = names("def solve(s):\n    return sum(1 for c in s.lower() if c in 'aeiou')\n")
-    assert {"mutant line 2: `s.lower()` -> `s`", "mutant line 2: `s.lower()` -> `s.upper()`",
-            "mutant line 2: `'aeiou'` -> `'AEIOU'`"} <= set(vowels)
+    assert {
+        "mutant line 2: `s.lower()` -> `s`",
+        "mutant line 2: `s.lower()` -> `s.upper()`",
+        "mutant line 2: `'aeiou'` -> `'AEIOU'`",
+    } <= set(vowels)
     branch = names("def solve(c):\n    if 'a' <= c <= 'z':\n        return c.isalpha()\n    assert c\n    return c\n")
-    assert {"mutant line 2: `if 'a' <= c <= 'z':` -> `if True:`", "mutant line 2: `if 'a' <= c <= 'z':` -> `if False:`",
-            "mutant line 2: `'a' <= c <= 'z'` -> `'a' <= c`", "mutant line 2: `'a'` -> `'A'`",
-            "mutant line 3: `c.isalpha()` -> `c.islower()`"} <= set(branch)
+    assert {
+        "mutant line 2: `if 'a' <= c <= 'z':` -> `if True:`",
+        "mutant line 2: `if 'a' <= c <= 'z':` -> `if False:`",
+        "mutant line 2: `'a' <= c <= 'z'` -> `'a' <= c`",
+        "mutant line 2: `'a'` -> `'A'`",
+        "mutant line 3: `c.isalpha()` -> `c.islower()`",
+    } <= set(branch)
     assert not any("assert" in name for name in branch)  # the domain is left as it is
 
 
 def run_verify(*args):
-    return subprocess.run([sys.executable, "-m", "data", "verify", *map(str, args), "--language", "python"], cwd=REPO,
-                          capture_output=True, text=True, timeout=900, env={**os.environ})
+    return subprocess.run(
+        [sys.executable, "-m", "data", "verify", *map(str, args), "--language", "python"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ},
+    )
 
 
 @pytest.mark.slow
 def test_verify_finds_the_wrong_programs_a_model_writes_first(tmp_path):
     programs = tmp_path / "wrong.jsonl"
-    programs.write_text(PROGRAMS.read_text() + json.dumps({"id": "count-vowels-either-case",
-                                                           "completion": f"```python\n{VOWELS_WRONG}```"}) + "\n")
+    programs.write_text(
+        PROGRAMS.read_text()
+        + json.dumps({"id": "count-vowels-either-case", "completion": f"```python\n{VOWELS_WRONG}```"})
+        + "\n"
+    )
     given = [json.loads(line) for line in programs.read_text().splitlines()]
     solutions = {p["id"]: p["solution"] for p in map(json.loads, PROBLEMS.read_text().splitlines())}
     result = run_verify(PROBLEMS, "--wrong_programs", programs)
     assert result.returncode == 1, result.stderr
     lines = result.stdout.splitlines()
     for number, record in enumerate(given, 1):
-        line = next(line for line in lines
-                    if f": {record['id']}: a wrong program earns more than a constant: {programs}:{number} " in line)
-        found = re.search(r" passes (\d)/5 judged tests \(the best cheap program (\d)\); differs on (solve\(.*\))$",
-                          line)
+        line = next(
+            line
+            for line in lines
+            if f": {record['id']}: a wrong program earns more than a constant: {programs}:{number} " in line
+        )
+        found = re.search(
+            r" passes (\d)/5 judged tests \(the best cheap program (\d)\); differs on (solve\(.*\))$", line
+        )
         assert found and int(found.group(1)) > int(found.group(2)), line
         counter_example = found.group(3)
         # A real counter-example: the natural program and the solution print different things there.
-        assert answer(code_of(record["completion"]), counter_example) != \
-            answer(solutions[record["id"]], counter_example), line
+        assert answer(code_of(record["completion"]), counter_example) != answer(
+            solutions[record["id"]], counter_example
+        ), line
     # The generated checks find the weakness of the problems the natural programs pass in full by themselves: a
     # mutant wrong on upper case, shown on the simplest input with an upper-case letter.
     for problem_id in ("caesar-cipher", "count-vowels-either-case"):
@@ -105,10 +128,15 @@ def test_a_named_function_is_checked_as_its_problem_names_it():
 
     solution = "def count_vowels(s):\n    return sum(1 for c in s.lower() if c in 'aeiou')\n"
     words = ("education", "hello", "sky", "rhythm and blues", "queue")
-    problem = Problem("named", "python", "Write count_vowels(s): the vowels of s, in either case.",
-                      tuple(Test(f"print(count_vowels({w!r}))", answer(solution, f"count_vowels({w!r})"))
-                            for w in words),
-                      solution, entry_point="count_vowels", domain="isinstance(s, str)")
+    problem = Problem(
+        "named",
+        "python",
+        "Write count_vowels(s): the vowels of s, in either case.",
+        tuple(Test(f"print(count_vowels({w!r}))", answer(solution, f"count_vowels({w!r})")) for w in words),
+        solution,
+        entry_point="count_vowels",
+        domain="isinstance(s, str)",
+    )
     wrong = GivenProgram("lower case only", "def count_vowels(s):\n    return sum(1 for c in s if c in 'aeiou')\n")
     with Judge(timeout=2.0) as judge:
         report = verify_problems([problem], judge, show_progress=False, given={"named": [wrong]})

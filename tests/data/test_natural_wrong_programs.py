@@ -75,11 +75,14 @@ def test_every_counter_example_shows_its_program_wrong(problems, judge):
     for index, entry in enumerate(entries):
         solution, program = judgements[2 * index].tests[0], judgements[2 * index + 1].tests[0]
         problem = problems[(entry["source"], entry["problem"])]
-        same = (equal_values if problem.tests[0].compare == "value" else str.__eq__)(program.stdout.strip(),
-                                                                                    solution.stdout.strip())
+        same = (equal_values if problem.tests[0].compare == "value" else str.__eq__)(
+            program.stdout.strip(), solution.stdout.strip()
+        )
         if solution.status != "failed" or same:  # a value test takes 15.0 for 15, as the source's == did
-            wrong.append(f"{entry['problem']}: {entry['counter_example']} -> solution {solution.status} "
-                         f"{solution.stdout.strip()!r}, program {program.status} {program.stdout.strip()!r}")
+            wrong.append(
+                f"{entry['problem']}: {entry['counter_example']} -> solution {solution.status} "
+                f"{solution.stdout.strip()!r}, program {program.status} {program.stdout.strip()!r}"
+            )
     assert not wrong, "\n".join(wrong)
 
 
@@ -93,8 +96,9 @@ def paid_in_full(entries, problems, judge, scoring: ScoringArguments, all_of_the
             judged = problem.judged_tests(scoring.max_tests_per_problem)
             problem = replace(problem, tests=judged)
         targets.append(problem)
-    scores = score(judge, targets, [entry["program"] for entry in entries], scoring, extract=False,
-                   all_tests=all_of_the_pool)
+    scores = score(
+        judge, targets, [entry["program"] for entry in entries], scoring, extract=False, all_tests=all_of_the_pool
+    )
     return [entry for entry, scored in zip(entries, scores) if scored.status == "passed"]
 
 
@@ -106,11 +110,15 @@ def test_the_pools_cut_what_is_paid_in_full(problems, judge, capsys):
     with capsys.disabled():
         for source in ("bundled", "humaneval"):
             total = sum(entry["source"] == source for entry in entries)
-            print(f"\n{source}: {total} programs; paid in full on the given tests "
-                  f"{sum(e['source'] == source for e in before)}, with the pool "
-                  f"{sum(e['source'] == source for e in after)}")
+            print(
+                f"\n{source}: {total} programs; paid in full on the given tests "
+                f"{sum(e['source'] == source for e in before)}, with the pool "
+                f"{sum(e['source'] == source for e in after)}"
+            )
         for kind, total in sorted(kinds.items()):
-            print(f"  {kind}: {total} programs, paid in full before {sum(e['kind'] == kind for e in before)}, "
-                  f"after {sum(e['kind'] == kind for e in after)}")
+            print(
+                f"  {kind}: {total} programs, paid in full before {sum(e['kind'] == kind for e in before)}, "
+                f"after {sum(e['kind'] == kind for e in after)}"
+            )
     assert len(after) <= PAID_IN_FULL_AT_MOST * len(entries), [(e["problem"], e["why"]) for e in after]
     assert len(after) * 3 <= len(before)

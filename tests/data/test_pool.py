@@ -17,14 +17,22 @@ from rewards import ScoringArguments, score
 from rewards.scoring import pool_sample
 
 ROOT = Path(__file__).resolve().parents[2]
-UPPER = Problem("shout", "python", "Write `solve(s)` that returns `s` with every letter upper case, other characters "
-                "as they are.", (Test("print(solve('abc'))", "ABC"), Test("print(solve('a b!'))", "A B!"),
-                                 Test("print(solve('Hello'))", "HELLO")),
-                "def solve(s):\n    return s.upper()\n", domain="isinstance(s, str)")
-DIVIDE = Problem("divide", "python", "Write `solve(a, b)`: `a // b`, or None when b is 0.",
-                 (Test("print(solve(7, 2))", "3"), Test("print(solve(9, 3))", "3")),
-                 "def solve(a, b):\n    return None if b == 0 else a // b\n",
-                 domain="isinstance(a, int) and isinstance(b, int) and abs(a) <= 1000 and abs(b) <= 1000")
+UPPER = Problem(
+    "shout",
+    "python",
+    "Write `solve(s)` that returns `s` with every letter upper case, other characters as they are.",
+    (Test("print(solve('abc'))", "ABC"), Test("print(solve('a b!'))", "A B!"), Test("print(solve('Hello'))", "HELLO")),
+    "def solve(s):\n    return s.upper()\n",
+    domain="isinstance(s, str)",
+)
+DIVIDE = Problem(
+    "divide",
+    "python",
+    "Write `solve(a, b)`: `a // b`, or None when b is 0.",
+    (Test("print(solve(7, 2))", "3"), Test("print(solve(9, 3))", "3")),
+    "def solve(a, b):\n    return None if b == 0 else a // b\n",
+    domain="isinstance(a, int) and isinstance(b, int) and abs(a) <= 1000 and abs(b) <= 1000",
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,14 +49,20 @@ def test_a_pool_has_a_hundred_distinct_inputs_of_every_class_its_type_allows(jud
     assert ("length", 1, 0) in pool.classes and ("length", 1, 1) in pool.classes  # empty, one character (depth 1:
     # the argument inside the call)
     assert any(len(set(eval(t.test_code[12:-2]))) == 1 and len(eval(t.test_code[12:-2])) > 2 for t in pool.tests)
-    judgement = score(judge, [replace(UPPER, pool=tuple(pool.tests))], [UPPER.solution], ScoringArguments(),
-                      all_tests=True, extract=False)[0].judgement
+    judgement = score(
+        judge,
+        [replace(UPPER, pool=tuple(pool.tests))],
+        [UPPER.solution],
+        ScoringArguments(),
+        all_tests=True,
+        extract=False,
+    )[0].judgement
     assert (judgement.status, judgement.total) == ("passed", 3 + len(pool.tests))
 
 
 def test_a_pool_meets_the_arguments_and_keeps_to_the_domain(judge):
     pool = build_pool(DIVIDE, judge)
-    calls = [eval(test.test_code[len("print(solve"):-1]) for test in pool.tests]
+    calls = [eval(test.test_code[len("print(solve") : -1]) for test in pool.tests]
     assert any(b == 0 for _, b in calls) and any(a == b for a, b in calls) and any(a < 0 for a, _ in calls)
     assert all(abs(a) <= 1000 and abs(b) <= 1000 for a, b in calls)
     assert pool.outside > 0  # the edges beyond 1000 were tried and left out
@@ -57,11 +71,16 @@ def test_a_pool_meets_the_arguments_and_keeps_to_the_domain(judge):
 def test_an_input_only_a_later_test_holds_is_in_the_pool(judge):
     """The reward judges the first five tests and the pool: ``solve(0)`` as a sixth test, left out of the pool as a
     test's own input, was never judged, and a program wrong only at 0 was paid in full."""
-    fibonacci = Problem("fibonacci", "python", "Write `solve(n)`: the n-th Fibonacci number, F(0) = 0.",
-                        tuple(Test(f"print(solve({n}))", str(f)) for n, f in ((20, 6765), (7, 13), (10, 55),
-                                                                              (12, 144), (9, 34), (0, 0))),
-                        "def solve(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a\n",
-                        domain="isinstance(n, int) and 0 <= n <= 200")
+    fibonacci = Problem(
+        "fibonacci",
+        "python",
+        "Write `solve(n)`: the n-th Fibonacci number, F(0) = 0.",
+        tuple(
+            Test(f"print(solve({n}))", str(f)) for n, f in ((20, 6765), (7, 13), (10, 55), (12, 144), (9, 34), (0, 0))
+        ),
+        "def solve(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a\n",
+        domain="isinstance(n, int) and 0 <= n <= 200",
+    )
     pool = build_pool(fibonacci, judge)
     assert "print(solve(0))" in {test.test_code for test in pool.tests}
     assert not {"print(solve(20))", "print(solve(7))"} & {test.test_code for test in pool.tests}
@@ -74,24 +93,40 @@ def test_an_input_only_a_later_test_holds_is_in_the_pool(judge):
 def test_letters_whose_case_maps_part_ways_reach_the_pool(judge):
     """Two strings equal but for case, one holding a letter whose case maps are not one to one (upper ß is SS,
     case-folded ß is ss): a program folding with casefold() where the problem says lower() fails the pool."""
-    same_letters = Problem("same-letters", "python", "Write `solve(a, b)`: whether `a.lower()` and `b.lower()` hold "
-                           "the same letters the same number of times.",
-                           (Test("print(solve('Listen', 'Silent'))", "True"), Test("print(solve('ab', 'abc'))", "False"),
-                            Test("print(solve('evil', 'vile'))", "True")),
-                           "def solve(a, b):\n    return sorted(a.lower()) == sorted(b.lower())\n",
-                           domain="isinstance(a, str) and isinstance(b, str)")
+    same_letters = Problem(
+        "same-letters",
+        "python",
+        "Write `solve(a, b)`: whether `a.lower()` and `b.lower()` hold the same letters the same number of times.",
+        (
+            Test("print(solve('Listen', 'Silent'))", "True"),
+            Test("print(solve('ab', 'abc'))", "False"),
+            Test("print(solve('evil', 'vile'))", "True"),
+        ),
+        "def solve(a, b):\n    return sorted(a.lower()) == sorted(b.lower())\n",
+        domain="isinstance(a, str) and isinstance(b, str)",
+    )
     pool = build_pool(same_letters, judge)
     folding = "def solve(a, b):\n    return sorted(a.casefold()) == sorted(b.casefold())\n"
-    [scored] = score(judge, [replace(same_letters, pool=tuple(pool.tests))], [folding], ScoringArguments(),
-                     all_tests=True, extract=False)
+    [scored] = score(
+        judge,
+        [replace(same_letters, pool=tuple(pool.tests))],
+        [folding],
+        ScoringArguments(),
+        all_tests=True,
+        extract=False,
+    )
     assert scored.judgement.status == "failed"
 
 
 def test_an_input_where_the_solution_raises_or_loops_is_never_a_test(judge):
-    picky = replace(DIVIDE, domain=None, solution="def solve(a, b):\n    assert a >= 0\n    while b == 5:\n"
-                                                  "        pass\n    return None if b == 0 else a // b\n")
+    picky = replace(
+        DIVIDE,
+        domain=None,
+        solution="def solve(a, b):\n    assert a >= 0\n    while b == 5:\n"
+        "        pass\n    return None if b == 0 else a // b\n",
+    )
     pool = build_pool(picky, judge)
-    calls = [eval(test.test_code[len("print(solve"):-1]) for test in pool.tests]
+    calls = [eval(test.test_code[len("print(solve") : -1]) for test in pool.tests]
     assert calls and all(a >= 0 and b != 5 for a, b in calls)
 
 
@@ -101,15 +136,21 @@ def test_without_a_domain_the_pool_keeps_to_the_classes_the_tests_show(judge):
 
 
 def test_a_solution_printing_differently_twice_is_reported_not_trusted(judge):
-    unstable = replace(UPPER, solution="import random\ndef solve(s):\n    return s.upper() + str(random.random() < 0.5)"
-                                       "\n")
+    unstable = replace(
+        UPPER, solution="import random\ndef solve(s):\n    return s.upper() + str(random.random() < 0.5)\n"
+    )
     pool = build_pool(unstable, judge)
     assert pool.unstable and not pool.tests and "not trusted" in pool.skipped
 
 
 def test_a_second_solution_that_disagrees_is_reported_and_its_inputs_left_out(judge):
-    second = replace(UPPER, extra={"second_solution": "def solve(s):\n    return ''.join(chr(ord(c) - 32) if "
-                                                      "'a' <= c <= 'z' else c for c in s)\n"})
+    second = replace(
+        UPPER,
+        extra={
+            "second_solution": "def solve(s):\n    return ''.join(chr(ord(c) - 32) if "
+            "'a' <= c <= 'z' else c for c in s)\n"
+        },
+    )
     pool = build_pool(second, judge)
     inputs = [line.split(": solution")[0] for line in pool.disagreements]
     assert inputs and all(any(not c.isascii() and c.islower() for c in call) for call in inputs)
@@ -119,7 +160,7 @@ def test_a_second_solution_that_disagrees_is_reported_and_its_inputs_left_out(ju
 def test_a_memorising_program_fails_its_pool_sample(judge):
     pool = build_pool(UPPER, judge)
     problem = replace(UPPER, pool=tuple(pool.tests))
-    memorised = ("def solve(s):\n    return {'abc': 'ABC', 'a b!': 'A B!', 'Hello': 'HELLO'}.get(s, s)\n")
+    memorised = "def solve(s):\n    return {'abc': 'ABC', 'a b!': 'A B!', 'Hello': 'HELLO'}.get(s, s)\n"
     result = score(judge, [problem], [memorised], ScoringArguments(), extract=False)[0]
     assert result.judgement.total == 3 + 50 and result.status == "failed"
 
@@ -138,8 +179,17 @@ def test_the_reward_judges_the_given_tests_and_one_run_of_the_sample(judge):
     scoring = ScoringArguments(max_tests_per_problem=2, pool_tests_per_problem=10)
     judgement = score(judge, [problem], [UPPER.solution], scoring, extract=False, draw="3:4")[0].judgement
     assert judgement.total == 12 and judgement.passed == 12
-    assert score(judge, [problem], [UPPER.solution], ScoringArguments(partial_credit="above_trivial"),
-                 extract=False, trivial_shares={problem: [0.0, 0.0, 0.0]})[0].judgement.total == 3
+    assert (
+        score(
+            judge,
+            [problem],
+            [UPPER.solution],
+            ScoringArguments(partial_credit="above_trivial"),
+            extract=False,
+            trivial_shares={problem: [0.0, 0.0, 0.0]},
+        )[0].judgement.total
+        == 3
+    )
 
 
 def test_a_pool_round_trips_through_the_record(tmp_path, judge):
@@ -149,21 +199,32 @@ def test_a_pool_round_trips_through_the_record(tmp_path, judge):
     assert load_problems(str(path), "python")[0].pool == problem.pool
 
 
-@pytest.mark.parametrize("test, refusal", [
-    ({"input": "x", "expected_output": "X"}, "pool[0] gives standard input"),  # a pool holds printed calls only
-    ({"test_code": "print(solve('a') == 'A')", "expected_output": "True"}, "pool[0] is not a printing test"),
-])
+@pytest.mark.parametrize(
+    "test, refusal",
+    [
+        ({"input": "x", "expected_output": "X"}, "pool[0] gives standard input"),  # a pool holds printed calls only
+        ({"test_code": "print(solve('a') == 'A')", "expected_output": "True"}, "pool[0] is not a printing test"),
+    ],
+)
 def test_a_pool_test_is_held_to_the_printing_form(tmp_path, test, refusal):
     path = tmp_path / "p.jsonl"
     path.write_text(json.dumps({**UPPER.record(), "pool": [test]}) + "\n")
-    result = subprocess.run([sys.executable, "-m", "data", "check", str(path), "--language", "python"], cwd=ROOT,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "data", "check", str(path), "--language", "python"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2 and refusal in result.stderr, result.stderr
 
 
 def test_a_problem_naming_its_function_gets_a_pool_calling_it(judge):
-    named = replace(UPPER, entry_point="shout", solution="def shout(s):\n    return s.upper()\n",
-                    tests=tuple(replace(t, test_code=t.test_code.replace("solve", "shout")) for t in UPPER.tests))
+    named = replace(
+        UPPER,
+        entry_point="shout",
+        solution="def shout(s):\n    return s.upper()\n",
+        tests=tuple(replace(t, test_code=t.test_code.replace("solve", "shout")) for t in UPPER.tests),
+    )
     pool = build_pool(named, judge)
     assert pool.tests and all(t.test_code.startswith("print(shout(") for t in pool.tests)
     problem = replace(named, pool=tuple(pool.tests))
@@ -185,20 +246,32 @@ def test_the_pool_command_writes_pools_and_says_what_it_built(tmp_path):
     source = tmp_path / "in.jsonl"
     source.write_text(json.dumps(UPPER.record()) + "\n" + json.dumps(replace(DIVIDE, domain=None).record()) + "\n")
     out = tmp_path / "out.jsonl"
-    result = subprocess.run([sys.executable, "-m", "data", "pool", str(source), str(out), "--language", "python"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "data", "pool", str(source), str(out), "--language", "python"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "pools for 2 of 2 problems" in result.stdout and f"wrote {out}" in result.stdout
     assert "divide: no domain" in result.stdout and "suggested: isinstance(a, int)" in result.stdout
     written = load_problems(str(out), "python")
     assert [len(p.pool) > 0 for p in written] == [True, True]
-    again = subprocess.run([sys.executable, "-m", "data", "pool", str(source), str(source), "--language", "python"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=60)
+    again = subprocess.run(
+        [sys.executable, "-m", "data", "pool", str(source), str(source), "--language", "python"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert again.returncode == 2 and "OUT is the source itself" in again.stderr
 
 
 def test_suggested_domain_reads_the_tests():
-    assert suggested_domain(DIVIDE) == ("isinstance(a, int) and not isinstance(a, bool) and a >= 0 and "
-                                        "isinstance(b, int) and not isinstance(b, bool) and b >= 0")
+    assert suggested_domain(DIVIDE) == (
+        "isinstance(a, int) and not isinstance(a, bool) and a >= 0 and "
+        "isinstance(b, int) and not isinstance(b, bool) and b >= 0"
+    )
     assert own_calls(DIVIDE) == [(7, 2), (9, 3)]
     assert ("sign", 0, -1) in value_classes(-3)

@@ -18,37 +18,72 @@ from judging import Judge
 
 REPO = Path(__file__).resolve().parents[2]
 
-IS_EVEN_Q = {"id": "is-even", "language": "q", "solution": "solve:{0=x mod 2}",
-             "description": "Write a q function `solve` that takes a long `x` and returns `1b` if it is even, `0b` "
-                            "otherwise.",
-             "tests": [{"test_code": "show solve[4]", "expected_output": "1b"},
-                       {"test_code": "show solve[7]", "expected_output": "0b"},
-                       {"test_code": "show (solve[3];solve[8])", "expected_output": "01b"}]}
-IS_EVEN_PY = {"id": "is-even", "language": "python", "solution": "def solve(n):\n    return n % 2 == 0\n",
-              "description": "Write a Python function `solve(n)` that returns True if the integer n is even.",
-              "tests": [{"test_code": "print(solve(4))", "expected_output": "True"},
-                        {"test_code": "print(solve(-3), solve(10))", "expected_output": "False True"},
-                        {"test_code": "print(solve(11))", "expected_output": "False"}]}
-MAX_Q = {"id": "max-of-list", "language": "q", "solution": "solve:{max x}",
-         "description": "Write a q function `solve` that takes a non-empty long vector and returns its largest item.",
-         "tests": [{"test_code": "show solve[3 9 2]", "expected_output": "9"},
-                   {"test_code": "show solve[-5 -1 -8]", "expected_output": "-1"},
-                   {"test_code": "show solve[7 7 7]", "expected_output": "7"}]}
-MAX_PY = {"id": "max-of-list", "language": "python", "solution": "def solve(items):\n    return max(items)\n",
-          "description": "Write a Python function `solve(items)` that returns the largest of a non-empty list.",
-          "tests": [{"test_code": "print(solve([3, 9, 2, 2]))", "expected_output": "9"},
-                    {"test_code": "print(solve([0, -1, -8, -9, -5]))", "expected_output": "0"},
-                    {"test_code": "print(solve([5, 3, 4, 4]))", "expected_output": "5"}]}
-FIRST_Q = {"id": "first-item", "language": "q", "solution": "solve:{first x}",
-           "description": "Write a q function `solve` that takes a non-empty list and returns its first item.",
-           "tests": [{"test_code": "show solve[7 8 9]", "expected_output": "7"},
-                     {"test_code": "show solve[`a`b]", "expected_output": "`a"},
-                     {"test_code": 'show solve["xyz"]', "expected_output": '"x"'}]}
-FIRST_PY = {"id": "first-item", "language": "python", "solution": "def solve(x):\n    return x[0]\n",
-            "description": "Write a Python function `solve(x)` that returns the first item of x.",
-            "tests": [{"test_code": "print(solve([4, 5]))", "expected_output": "4"},
-                      {"test_code": "print(solve(['p', 'q', 'r']))", "expected_output": "p"},
-                      {"test_code": "print(solve('kdb'))", "expected_output": "k"}]}
+IS_EVEN_Q = {
+    "id": "is-even",
+    "language": "q",
+    "solution": "solve:{0=x mod 2}",
+    "description": "Write a q function `solve` that takes a long `x` and returns `1b` if it is even, `0b` otherwise.",
+    "tests": [
+        {"test_code": "show solve[4]", "expected_output": "1b"},
+        {"test_code": "show solve[7]", "expected_output": "0b"},
+        {"test_code": "show (solve[3];solve[8])", "expected_output": "01b"},
+    ],
+}
+IS_EVEN_PY = {
+    "id": "is-even",
+    "language": "python",
+    "solution": "def solve(n):\n    return n % 2 == 0\n",
+    "description": "Write a Python function `solve(n)` that returns True if the integer n is even.",
+    "tests": [
+        {"test_code": "print(solve(4))", "expected_output": "True"},
+        {"test_code": "print(solve(-3), solve(10))", "expected_output": "False True"},
+        {"test_code": "print(solve(11))", "expected_output": "False"},
+    ],
+}
+MAX_Q = {
+    "id": "max-of-list",
+    "language": "q",
+    "solution": "solve:{max x}",
+    "description": "Write a q function `solve` that takes a non-empty long vector and returns its largest item.",
+    "tests": [
+        {"test_code": "show solve[3 9 2]", "expected_output": "9"},
+        {"test_code": "show solve[-5 -1 -8]", "expected_output": "-1"},
+        {"test_code": "show solve[7 7 7]", "expected_output": "7"},
+    ],
+}
+MAX_PY = {
+    "id": "max-of-list",
+    "language": "python",
+    "solution": "def solve(items):\n    return max(items)\n",
+    "description": "Write a Python function `solve(items)` that returns the largest of a non-empty list.",
+    "tests": [
+        {"test_code": "print(solve([3, 9, 2, 2]))", "expected_output": "9"},
+        {"test_code": "print(solve([0, -1, -8, -9, -5]))", "expected_output": "0"},
+        {"test_code": "print(solve([5, 3, 4, 4]))", "expected_output": "5"},
+    ],
+}
+FIRST_Q = {
+    "id": "first-item",
+    "language": "q",
+    "solution": "solve:{first x}",
+    "description": "Write a q function `solve` that takes a non-empty list and returns its first item.",
+    "tests": [
+        {"test_code": "show solve[7 8 9]", "expected_output": "7"},
+        {"test_code": "show solve[`a`b]", "expected_output": "`a"},
+        {"test_code": 'show solve["xyz"]', "expected_output": '"x"'},
+    ],
+}
+FIRST_PY = {
+    "id": "first-item",
+    "language": "python",
+    "solution": "def solve(x):\n    return x[0]\n",
+    "description": "Write a Python function `solve(x)` that returns the first item of x.",
+    "tests": [
+        {"test_code": "print(solve([4, 5]))", "expected_output": "4"},
+        {"test_code": "print(solve(['p', 'q', 'r']))", "expected_output": "p"},
+        {"test_code": "print(solve('kdb'))", "expected_output": "k"},
+    ],
+}
 
 
 def write_jsonl(path, records):
@@ -57,8 +92,7 @@ def write_jsonl(path, records):
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "data", *args], capture_output=True, text=True, cwd=REPO,
-                          timeout=600)
+    return subprocess.run([sys.executable, "-m", "data", *args], capture_output=True, text=True, cwd=REPO, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -88,34 +122,60 @@ def test_a_wrong_q_expected_output_and_a_wrong_argument_form_are_listed_at_file_
     problems = load_problems(path, "q")
     twins = load_problems(write_jsonl(tmp_path / "twins.jsonl", [IS_EVEN_PY, MAX_PY]), "python")
     report = cross_check(problems, twins_of(problems, twins), judge)
-    assert report.disagreements[0] == (f"{path}:1: is-even: tests[2]: q expects 10b; the Python solution gives "
-                                       "(False, True), shown by q as 01b")
-    assert report.disagreements[1].startswith(f"{path}:2: max-of-list: tests[1]: q expects -1; the Python solution "
-                                              "fails on these arguments (runtime_error: TypeError: 'int' object is "
-                                              "not iterable")
-    assert report.disagreements[2].startswith(f"{path}:2: max-of-list: tests[3]: q expects 9; the test is outside "
-                                              "the map from Python: '2f' is not a q literal")
+    assert report.disagreements[0] == (
+        f"{path}:1: is-even: tests[2]: q expects 10b; the Python solution gives (False, True), shown by q as 01b"
+    )
+    assert report.disagreements[1].startswith(
+        f"{path}:2: max-of-list: tests[1]: q expects -1; the Python solution "
+        "fails on these arguments (runtime_error: TypeError: 'int' object is "
+        "not iterable"
+    )
+    assert report.disagreements[2].startswith(
+        f"{path}:2: max-of-list: tests[3]: q expects 9; the test is outside "
+        "the map from Python: '2f' is not a q literal"
+    )
     assert len(report.disagreements) == 3 and not report.clean
 
 
 def test_a_published_row_is_checked_against_its_own_python_solution_and_expected_outputs(tmp_path, judge):
     """The published schema: each test's q_expected_output against its python_expected_output, and the q tests
     against the row's python_solution."""
-    row = {"problem_id": "is-even", "problem_description": IS_EVEN_Q["description"],
-           "q_solution": "solve:{0=x mod 2}", "python_solution": IS_EVEN_PY["solution"],
-           "test_cases": [{"test_case_number": 1, "q_test_code": "show solve[4]", "q_expected_output": "1b",
-                           "python_test_code": "print(solve(4))", "python_expected_output": "True"},
-                          {"test_case_number": 2, "q_test_code": "show solve[6]", "q_expected_output": "1b",
-                           "python_test_code": "print(solve(6))", "python_expected_output": "False"},
-                          {"test_case_number": 3, "q_test_code": "show (solve[3];solve[8])",
-                           "q_expected_output": "01b", "python_test_code": "print(solve(3), solve(8))",
-                           "python_expected_output": "False True"}]}
+    row = {
+        "problem_id": "is-even",
+        "problem_description": IS_EVEN_Q["description"],
+        "q_solution": "solve:{0=x mod 2}",
+        "python_solution": IS_EVEN_PY["solution"],
+        "test_cases": [
+            {
+                "test_case_number": 1,
+                "q_test_code": "show solve[4]",
+                "q_expected_output": "1b",
+                "python_test_code": "print(solve(4))",
+                "python_expected_output": "True",
+            },
+            {
+                "test_case_number": 2,
+                "q_test_code": "show solve[6]",
+                "q_expected_output": "1b",
+                "python_test_code": "print(solve(6))",
+                "python_expected_output": "False",
+            },
+            {
+                "test_case_number": 3,
+                "q_test_code": "show (solve[3];solve[8])",
+                "q_expected_output": "01b",
+                "python_test_code": "print(solve(3), solve(8))",
+                "python_expected_output": "False True",
+            },
+        ],
+    }
     path = write_jsonl(tmp_path / "published.jsonl", [row])
     problems = load_problems(path, "q")
     assert problems[0].extra["python_solution"] == IS_EVEN_PY["solution"]
     report = cross_check(problems, twins_of(problems), judge)
-    assert report.disagreements == [f"{path}:1: is-even: tests[1]: q expects 1b; python_expected_output is "
-                                    "'False', shown by q as 0b"]
+    assert report.disagreements == [
+        f"{path}:1: is-even: tests[1]: q expects 1b; python_expected_output is 'False', shown by q as 0b"
+    ]
     assert report.tests == 3
 
 
@@ -156,8 +216,10 @@ def test_strengthen_gives_a_three_test_q_problem_five_tests_the_twin_answers(tmp
 def test_strengthen_adds_no_test_the_description_shows(tmp_path, judge):
     problem = {**MAX_Q, "description": MAX_Q["description"] + " For example solve[4 10 3 11] gives 11."}
     problems = load_problems(write_jsonl(tmp_path / "q.jsonl", [problem]), "q")
-    twin = {**MAX_PY, "tests": MAX_PY["tests"] + [{"test_code": "print(solve([4, 10, 3, 11]))",
-                                                   "expected_output": "11"}]}
+    twin = {
+        **MAX_PY,
+        "tests": MAX_PY["tests"] + [{"test_code": "print(solve([4, 10, 3, 11]))", "expected_output": "11"}],
+    }
     twins = twins_of(problems, load_problems(write_jsonl(tmp_path / "twins.jsonl", [twin]), "python"))
     (strengthened,), _ = strengthen_q(problems, twins, judge)
     assert "show solve[4 10 3 11]" not in [t.test_code for t in strengthened.tests]
@@ -182,15 +244,16 @@ def test_verify_with_twins_runs_without_q_and_names_a_changed_expected_output(tm
     problems_path = write_jsonl(tmp_path / "q.jsonl", [IS_EVEN_Q, MAX_Q, FIRST_Q])
     strengthened = tmp_path / "q-strengthened.jsonl"
     twins = write_jsonl(tmp_path / "twins.jsonl", [IS_EVEN_PY, MAX_PY, FIRST_PY])
-    made = run_cli("strengthen", str(problems_path), str(strengthened), "--language", "q", "--python_twins",
-                   str(twins))
+    made = run_cli("strengthen", str(problems_path), str(strengthened), "--language", "q", "--python_twins", str(twins))
     assert made.returncode == 0, made.stderr[-2000:]
     assert "tests added from its Python twin" in made.stdout
     clean = run_cli("verify", str(strengthened), "--language", "q", "--python_twins", str(twins))
     assert clean.returncode == 0, clean.stdout[-3000:]
     tests = sum(len(json.loads(line)["tests"]) for line in strengthened.read_text().splitlines())
-    assert f"cross-checked {tests} q tests of 3 problems against their Python twins: {tests} agree, 0 disagree" \
-           in clean.stdout
+    assert (
+        f"cross-checked {tests} q tests of 3 problems against their Python twins: {tests} agree, 0 disagree"
+        in clean.stdout
+    )
     lines = strengthened.read_text().splitlines()
     record = json.loads(lines[1])
     record["tests"][0]["expected_output"] = "12345"
@@ -209,7 +272,7 @@ def test_the_bundled_twins_verify_as_twins():
     assert {record.get("twin_of") for record in records} == {"q"}
     result = run_cli("verify", "data/q_twins.jsonl", "--language", "python")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert f"data/q_twins.jsonl: {len(records)} of {len(records)} problems are twins (\"twin_of\")" in result.stdout
+    assert f'data/q_twins.jsonl: {len(records)} of {len(records)} problems are twins ("twin_of")' in result.stdout
     assert result.stdout.splitlines()[-1].endswith(f"0 unverifiable (no solution), {len(records)} clean")
 
 
@@ -219,5 +282,6 @@ def test_a_twin_given_twice_is_bad_input(tmp_path):
     again = write_jsonl(tmp_path / "again.jsonl", [MAX_PY])
     result = run_cli("verify", str(problems), "--language", "q", "--python_twins", str(twins), str(again))
     assert result.returncode == 2
-    assert result.stderr.strip() == (f"{again}:1: the twin 'max-of-list' is given twice (first at {twins}:1); give "
-                                     "each q problem one twin")
+    assert result.stderr.strip() == (
+        f"{again}:1: the twin 'max-of-list' is given twice (first at {twins}:1); give each q problem one twin"
+    )

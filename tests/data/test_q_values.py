@@ -4,8 +4,25 @@ printing convention, and the q tests deciding what Python cannot tell (a char, a
 import pytest
 
 from data import Test
-from data.q.values import (BOOLEANS, CHAR, LIST, LONG, LONGS, STRING, SYMBOL, SYMBOLS, Form, QForms, Refused,
-                           parse_literal, parse_shown, parse_test, q_literal, q_shown, q_shown_calls)
+from data.q.values import (
+    BOOLEANS,
+    CHAR,
+    LIST,
+    LONG,
+    LONGS,
+    STRING,
+    SYMBOL,
+    SYMBOLS,
+    Form,
+    QForms,
+    Refused,
+    parse_literal,
+    parse_shown,
+    parse_test,
+    q_literal,
+    q_shown,
+    q_shown_calls,
+)
 
 AS_STRING = {Form(STRING): "tests[0]"}
 AS_CHAR = {Form(CHAR): "tests[1]"}
@@ -98,8 +115,8 @@ REFUSED_RESULTS = [
     ("back\\slash", AS_STRING, "holds '\\\\'"),
     ("caf\u00e9", AS_STRING, "holds"),
     ("tab\there", AS_STRING, "holds"),
-    (2 ** 63 - 1, None, "outside q's longs"),
-    (-(2 ** 63), None, "outside q's longs"),
+    (2**63 - 1, None, "outside q's longs"),
+    (-(2**63), None, "outside q's longs"),
     (list(range(40)), None, "console width"),
     ("x", None, "no q test shows the result as text"),
     ("x", {**AS_SYMBOL, **AS_CHAR}, "cannot tell a q symbol from a char"),
@@ -117,40 +134,46 @@ def test_a_result_outside_the_convention_is_refused_by_name(value, hints, reason
     assert reason in str(refused.value)
 
 
-@pytest.mark.parametrize("values, reason", [([1, True], "different types"), ([[1, 2], [3, 4]], "not all atoms"),
-                                            ([None, 1], "None")])
+@pytest.mark.parametrize(
+    "values, reason", [([1, True], "different types"), ([[1, 2], [3, 4]], "not all atoms"), ([None, 1], "None")]
+)
 def test_calls_whose_results_make_no_vector_are_refused(values, reason):
     with pytest.raises(Refused) as refused:
         q_shown_calls(values)
     assert reason in str(refused.value)
 
 
-@pytest.mark.parametrize("value, hints, reason", [
-    (1.5, None, "float"),
-    (None, None, "None"),
-    ({"a": 1}, None, "dictionary"),
-    ('a"b', AS_STRING, "holds"),
-    ([], None, "cannot tell which q type an empty list is"),
-    ([], {Form(LONGS): "tests[0]", Form(SYMBOLS): "tests[1]"}, "cannot tell which q type"),
-    ("a", None, "cannot tell whether 'a' is a q string, char or symbol"),
-    (["a", "b"], {**AS_SYMBOLS, **AS_STRINGS}, "cannot tell a symbol vector from a list of strings"),
-    (2 ** 64, None, "outside q's longs"),
-])
+@pytest.mark.parametrize(
+    "value, hints, reason",
+    [
+        (1.5, None, "float"),
+        (None, None, "None"),
+        ({"a": 1}, None, "dictionary"),
+        ('a"b', AS_STRING, "holds"),
+        ([], None, "cannot tell which q type an empty list is"),
+        ([], {Form(LONGS): "tests[0]", Form(SYMBOLS): "tests[1]"}, "cannot tell which q type"),
+        ("a", None, "cannot tell whether 'a' is a q string, char or symbol"),
+        (["a", "b"], {**AS_SYMBOLS, **AS_STRINGS}, "cannot tell a symbol vector from a list of strings"),
+        (2**64, None, "outside q's longs"),
+    ],
+)
 def test_an_argument_outside_the_map_is_refused_by_name(value, hints, reason):
     with pytest.raises(Refused) as refused:
         q_literal(value, hints)
     assert reason in str(refused.value)
 
 
-@pytest.mark.parametrize("literal", ["1.5", "3f", "6i", "0N", "0W", "1-2", "til 3", "`a`b!1 2", "(1;2", '"a\\"b"',
-                                     "1 2f"])
+@pytest.mark.parametrize(
+    "literal", ["1.5", "3f", "6i", "0N", "0W", "1-2", "til 3", "`a`b!1 2", "(1;2", '"a\\"b"', "1 2f"]
+)
 def test_a_q_literal_outside_the_convention_is_refused(literal):
     with pytest.raises(Refused):
         parse_literal(literal)
 
 
-@pytest.mark.parametrize("shown", [",5", "`long$()", '""', ',"a"', "3f", "6i", "`s#1 2 3", "1 2\n3 4", "0N", "1 0N 3",
-                                   '"a\\"b"'])
+@pytest.mark.parametrize(
+    "shown", [",5", "`long$()", '""', ',"a"', "3f", "6i", "`s#1 2 3", "1 2\n3 4", "0N", "1 0N 3", '"a\\"b"']
+)
 def test_shown_text_outside_the_convention_is_refused(shown):
     with pytest.raises(Refused):
         parse_shown(shown)
@@ -161,8 +184,7 @@ def test_q_tests_read_as_their_calls():
     assert [argument.python for argument in call] == [[1, 2, 5], 11]
     assert [argument.form.name for argument in call] == [LONGS, LONG]
     assert [[a.python for a in c] for c in parse_test('show (solve["abba"];solve["abca"])')] == [["abba"], ["abca"]]
-    assert [a.python for a in parse_test('show solve["leetcode";("leet";"code")]')[0]] == ["leetcode",
-                                                                                         ["leet", "code"]]
+    assert [a.python for a in parse_test('show solve["leetcode";("leet";"code")]')[0]] == ["leetcode", ["leet", "code"]]
     assert [a.python for a in parse_test("show solve 1 2 3")[0]] == [[1, 2, 3]]
     assert [a.python for a in parse_test("show f[2;3]", entry_point="f")[0]] == [2, 3]
     for code in ("show solve[1] + 1", "solve[1]", "show 1+solve[2]", "show (solve[1];2)", "-1 string solve[1];"):

@@ -96,8 +96,9 @@ def missing_packages() -> list[str]:
 def kernel_package() -> str:
     """The versioned kernel package that Debian's ``linux-image-amd64`` depends on."""
     try:
-        shown = subprocess.run(["apt-cache", "depends", "linux-image-amd64"], capture_output=True, text=True,
-                               check=True, timeout=60).stdout
+        shown = subprocess.run(
+            ["apt-cache", "depends", "linux-image-amd64"], capture_output=True, text=True, check=True, timeout=60
+        ).stdout
     except (OSError, subprocess.SubprocessError) as error:
         raise GuestUnavailable(f"apt-cache cannot name the kernel package: {error}") from None
     found = re.search(r"Depends: (linux-image-\S+)", shown)
@@ -168,8 +169,9 @@ def build(target: Path) -> None:
     busybox = shutil.which("busybox")
     with tempfile.TemporaryDirectory(prefix="cgroup-v2-guest-") as scratch:
         package = kernel_package()
-        fetched = subprocess.run(["apt-get", "download", package], cwd=scratch, capture_output=True, text=True,
-                                 timeout=600)
+        fetched = subprocess.run(
+            ["apt-get", "download", package], cwd=scratch, capture_output=True, text=True, timeout=600
+        )
         debs = list(Path(scratch).glob("*.deb"))
         if fetched.returncode != 0 or not debs:
             raise GuestUnavailable(f"apt-get download {package} failed: {fetched.stderr.strip()[-300:]}")
@@ -177,12 +179,16 @@ def build(target: Path) -> None:
         subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(unpacked)], check=True, timeout=300)
         [vmlinuz] = unpacked.glob("boot/vmlinuz-*")
         modules = _modules(unpacked)
-        entries = [("bin", 0o40755, b""), ("bin/busybox", 0o100755, Path(busybox).read_bytes()),
-                   ("init", 0o100755, INIT.encode()), ("stage2", 0o100644, STAGE2.encode()),
-                   ("modules", 0o100644, "\n".join(name for name, _ in modules).encode() + b"\n"),
-                   ("modules.d", 0o40755, b""),
-                   *((f"modules.d/{name}.ko", 0o100644, data) for name, data in modules),
-                   *((name, 0o40755, b"") for name in ("proc", "sys", "dev", "tmp"))]
+        entries = [
+            ("bin", 0o40755, b""),
+            ("bin/busybox", 0o100755, Path(busybox).read_bytes()),
+            ("init", 0o100755, INIT.encode()),
+            ("stage2", 0o100644, STAGE2.encode()),
+            ("modules", 0o100644, "\n".join(name for name, _ in modules).encode() + b"\n"),
+            ("modules.d", 0o40755, b""),
+            *((f"modules.d/{name}.ko", 0o100644, data) for name, data in modules),
+            *((name, 0o40755, b"") for name in ("proc", "sys", "dev", "tmp")),
+        ]
         target.mkdir(parents=True)
         (target / "vmlinux").write_bytes(vmlinux_from(vmlinuz.read_bytes()))
         (target / "initramfs.cpio").write_bytes(_cpio(entries))
@@ -195,8 +201,9 @@ def cached_guest() -> Path:
         raise GuestUnavailable(f"the guest is Debian's x86-64 kernel; this machine is {platform.machine()}")
     missing = missing_packages()
     if missing:
-        raise GuestUnavailable(f"{' and '.join(missing)} not installed (scripts/install.sh --cgroup-v2-guest "
-                               f"installs them)")
+        raise GuestUnavailable(
+            f"{' and '.join(missing)} not installed (scripts/install.sh --cgroup-v2-guest installs them)"
+        )
     target = CACHE / f"cgroup-v2-guest-{kernel_package()}"
     if (target / "initramfs.cpio").exists():
         return target
@@ -223,14 +230,35 @@ def run_in_guest(script: str, timeout: float = 600, cpus: int = GUEST_CPUS) -> t
     (out / "script").write_text(f"export GUEST_OUT=/guest-out/files\nmkdir -p $GUEST_OUT\n{CWD_SHARE}{script}")
     (out / "cwd").write_text(os.getcwd())
     (out / "path").write_text(os.environ.get("PATH", "/usr/bin:/bin"))
-    command = ["qemu-system-x86_64", "-accel", "tcg,thread=multi", "-cpu", "max", "-smp", str(cpus),
-               "-m", str(GUEST_MEMORY_MB), "-nodefaults", "-no-reboot", "-display", "none",
-               "-kernel", str(guest / "vmlinux"), "-initrd", str(guest / "initramfs.cpio"),
-               "-append", "console=ttyS0 quiet panic=-1 random.trust_cpu=on",
-               "-serial", f"file:{out / 'console'}",
-               "-virtfs", "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap",
-               "-virtfs", f"local,path={out},mount_tag=out,security_model=none",
-               "-virtfs", f"local,path={os.getcwd()},mount_tag=cwd,security_model=none,readonly=on,multidevs=remap"]
+    command = [
+        "qemu-system-x86_64",
+        "-accel",
+        "tcg,thread=multi",
+        "-cpu",
+        "max",
+        "-smp",
+        str(cpus),
+        "-m",
+        str(GUEST_MEMORY_MB),
+        "-nodefaults",
+        "-no-reboot",
+        "-display",
+        "none",
+        "-kernel",
+        str(guest / "vmlinux"),
+        "-initrd",
+        str(guest / "initramfs.cpio"),
+        "-append",
+        "console=ttyS0 quiet panic=-1 random.trust_cpu=on",
+        "-serial",
+        f"file:{out / 'console'}",
+        "-virtfs",
+        "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap",
+        "-virtfs",
+        f"local,path={out},mount_tag=out,security_model=none",
+        "-virtfs",
+        f"local,path={os.getcwd()},mount_tag=cwd,security_model=none,readonly=on,multidevs=remap",
+    ]
     started = time.monotonic()
     try:
         subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False)
@@ -241,6 +269,5 @@ def run_in_guest(script: str, timeout: float = 600, cpus: int = GUEST_CPUS) -> t
     rc = int(rc_text) if rc_text.lstrip("-").isdigit() else None
     if rc is None:
         console = (out / "console").read_text(errors="replace") if (out / "console").exists() else ""
-        output += (f"\n[the guest did not finish in {time.monotonic() - started:.0f} s; its console:]\n"
-                   f"{console[-4000:]}")
+        output += f"\n[the guest did not finish in {time.monotonic() - started:.0f} s; its console:]\n{console[-4000:]}"
     return rc, output, out / "files"

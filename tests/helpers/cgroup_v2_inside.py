@@ -22,33 +22,37 @@ CGROUP = Path("/sys/fs/cgroup")
 PATHS = ("bwrap", "bwrap-cold")
 # Four processes of 120 MB each: each under every per-process limit (256 MB of address space), together over the
 # test's 256 MB.
-FOUR_PROCESSES = ("import os, time\n"
-                  "children = []\n"
-                  "for _ in range(4):\n"
-                  "    pid = os.fork()\n"
-                  "    if pid == 0:\n"
-                  "        held = b'x' * (120 << 20)\n"
-                  "        time.sleep(1)\n"
-                  "        os._exit(0)\n"
-                  "    children.append(pid)\n"
-                  "for pid in children:\n"
-                  "    os.waitpid(pid, 0)\n"
-                  "print('done')\n")
+FOUR_PROCESSES = (
+    "import os, time\n"
+    "children = []\n"
+    "for _ in range(4):\n"
+    "    pid = os.fork()\n"
+    "    if pid == 0:\n"
+    "        held = b'x' * (120 << 20)\n"
+    "        time.sleep(1)\n"
+    "        os._exit(0)\n"
+    "    children.append(pid)\n"
+    "for pid in children:\n"
+    "    os.waitpid(pid, 0)\n"
+    "print('done')\n"
+)
 # Three processes spinning for 1.5 s: 4.5 CPU-seconds asked on 2 CPUs, one CPU's time allowed. The program says
 # whether its children got more than one CPU's time over the wall-clock time they ran.
-SPIN = ("import os, time\n"
-        "start = time.monotonic()\n"
-        "for _ in range(3):\n"
-        "    if os.fork() == 0:\n"
-        "        end = time.monotonic() + 1.5\n"
-        "        while time.monotonic() < end:\n"
-        "            pass\n"
-        "        os._exit(0)\n"
-        "for _ in range(3):\n"
-        "    os.wait()\n"
-        "wall = time.monotonic() - start\n"
-        "cpu = os.times().children_user + os.times().children_system\n"
-        "print('bounded' if cpu <= 1.2 * wall else f'unbounded: {cpu:.2f} s of CPU in {wall:.2f} s')\n")
+SPIN = (
+    "import os, time\n"
+    "start = time.monotonic()\n"
+    "for _ in range(3):\n"
+    "    if os.fork() == 0:\n"
+    "        end = time.monotonic() + 1.5\n"
+    "        while time.monotonic() < end:\n"
+    "            pass\n"
+    "        os._exit(0)\n"
+    "for _ in range(3):\n"
+    "    os.wait()\n"
+    "wall = time.monotonic() - start\n"
+    "cpu = os.times().children_user + os.times().children_system\n"
+    "print('bounded' if cpu <= 1.2 * wall else f'unbounded: {cpu:.2f} s of CPU in {wall:.2f} s')\n"
+)
 
 
 def judged(path: str, tests: str = "six,four_processes,after,spin") -> dict:
@@ -59,8 +63,12 @@ def judged(path: str, tests: str = "six,four_processes,after,spin") -> dict:
 
     # An emulated CPU starts an interpreter 10 to 20 times slower, and four judges may start at once.
     judging.warm.START_TIMEOUT = judging.setup.PROBE_TIMEOUT = 120.0
-    programs = {"six": ("print(6)", "6"), "four_processes": (FOUR_PROCESSES, "done"), "after": ("print(6)", "6"),
-                "spin": (SPIN, "bounded")}
+    programs = {
+        "six": ("print(6)", "6"),
+        "four_processes": (FOUR_PROCESSES, "done"),
+        "after": ("print(6)", "6"),
+        "spin": (SPIN, "bounded"),
+    }
     started = time.monotonic()
     # The verdicts here do not depend on time: a generous timeout keeps them so on a busy host.
     with Judge(timeout=120.0, workers=2, sandbox=path, memory_mb=256) as judge:
@@ -72,8 +80,9 @@ def judged(path: str, tests: str = "six,four_processes,after,spin") -> dict:
         cgroups = [*slots.cgroups.slots.values(), *slots.warm_cgroups.slots.values()]
         result["cpu_max"] = sorted({_read(folder / "cpu.max") for slot in cgroups for folder in slot.folders})
         result["cpuset"] = sorted({_read(folder / "cpuset.cpus") for slot in cgroups for folder in slot.folders})
-        result["throttled"] = sum(_stat(folder / "cpu.stat").get("nr_throttled", 0) for slot in cgroups
-                                  for folder in slot.folders)
+        result["throttled"] = sum(
+            _stat(folder / "cpu.stat").get("nr_throttled", 0) for slot in cgroups for folder in slot.folders
+        )
         result["own"] = Path("/proc/self/cgroup").read_text().strip()
     result["seconds"] = round(time.monotonic() - started, 1)
     return result
@@ -104,16 +113,27 @@ def in_cgroup(folder: Path, *args: str, read_only: bool = False) -> list[str]:
     script = 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"'
     command = [sys.executable, __file__, *args]
     if read_only:
-        command = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                   f'mount -o remount,bind,ro {CGROUP} && exec "$@"', "sh", *command]
+        command = [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            f'mount -o remount,bind,ro {CGROUP} && exec "$@"',
+            "sh",
+            *command,
+        ]
     return ["sh", "-c", script, "sh", str(folder), *command]
 
 
 def at_once(commands: dict[str, list[str]]) -> dict:
     """Run ``commands`` (each this script with ``judged``) side by side, all judges starting at the same moment."""
     start_at = str(time.time() + 2)
-    running = {name: subprocess.Popen(command + ["--at", start_at], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True) for name, command in commands.items()}
+    running = {
+        name: subprocess.Popen(command + ["--at", start_at], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name, command in commands.items()
+    }
     results = {}
     for name, process in running.items():
         out, err = process.communicate(timeout=900)
@@ -134,9 +154,11 @@ def make_leaf(name: str, delegated: str) -> Path:
 
 def leaf_state(task: Path) -> dict:
     """What is in the leaf after the judges closed: cgroups below it, its controllers, its processes."""
-    return {"below": sorted(str(path.relative_to(task)) for path in task.rglob("*") if path.is_dir()),
-            "subtree_control": _read(task / "cgroup.subtree_control"),
-            "procs": _read(task / "cgroup.procs").split()}
+    return {
+        "below": sorted(str(path.relative_to(task)) for path in task.rglob("*") if path.is_dir()),
+        "subtree_control": _read(task / "cgroup.subtree_control"),
+        "procs": _read(task / "cgroup.procs").split(),
+    }
 
 
 def main() -> None:
@@ -155,8 +177,12 @@ def main() -> None:
     before = tree()
     # The judges in the root cgroup, and those in the leaf with the cgroup file system read-only, side by side.
     commands = {f"root {path}": [sys.executable, __file__, "judged", path] for path in PATHS}
-    commands.update({f"read_only {path}": in_cgroup(task, "judged", path, "--tests", "four_processes",
-                                                    read_only=True) for path in PATHS})
+    commands.update(
+        {
+            f"read_only {path}": in_cgroup(task, "judged", path, "--tests", "four_processes", read_only=True)
+            for path in PATHS
+        }
+    )
     results.update(at_once(commands))
     results["root left"] = [path for path in tree() if path not in before]
     results["read_only left"] = leaf_state(task)

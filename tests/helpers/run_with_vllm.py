@@ -108,8 +108,13 @@ def record_weights_at_generation(path: str) -> None:
         dtype = llm.llm_engine.model_config.dtype
         with torch.no_grad():
             compared, differ, digest = compare(engine_model, dtype, policy_weights(generation.model))
-        line = {"rank": generation.accelerator.process_index, "compared": compared, "differ": differ,
-                "digest": digest, "dtype": str(dtype).removeprefix("torch.")}
+        line = {
+            "rank": generation.accelerator.process_index,
+            "compared": compared,
+            "differ": differ,
+            "digest": digest,
+            "dtype": str(dtype).removeprefix("torch."),
+        }
         with open(path, "a") as record:
             record.write(json.dumps(line) + "\n")
         return generate(llm, *args, **kwargs)
@@ -162,8 +167,13 @@ def trace_events(path: str) -> None:
     lock = threading.Lock()
 
     def record(event: str, **fields) -> None:
-        line = {"rank": int(os.environ.get("RANK", "0")), "pid": os.getpid(), "event": event, "time": time.monotonic(),
-                **fields}
+        line = {
+            "rank": int(os.environ.get("RANK", "0")),
+            "pid": os.getpid(),
+            "event": event,
+            "time": time.monotonic(),
+            **fields,
+        }
         with lock, open(path, "a") as out:
             out.write(json.dumps(line) + "\n")
 

@@ -52,8 +52,9 @@ def assert_reward_is_the_weighted_sum(run: Path, steps: list[dict]) -> None:
     """The trainer's reward override: a step's reward is the weighted sum of its reward functions' means."""
     config = yaml.safe_load((run / "config.yaml").read_text())
     for step in steps:
-        total = sum(w * step[f"rewards/{name}/mean"] for name, w in zip(config["reward_funcs"],
-                                                                       config["reward_weights"]))
+        total = sum(
+            w * step[f"rewards/{name}/mean"] for name, w in zip(config["reward_funcs"], config["reward_weights"])
+        )
         assert step["reward"] == pytest.approx(total, abs=1e-5), step
 
 

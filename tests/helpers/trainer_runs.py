@@ -9,8 +9,14 @@ from conftest import ROOT
 
 def run_trainer(*args, cwd=ROOT, env=None, timeout=600) -> subprocess.CompletedProcess:
     """`python rl_trainer.py ARGS` as a user runs it."""
-    return subprocess.run([sys.executable, str(ROOT / "rl_trainer.py"), *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "rl_trainer.py"), *map(str, args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def finished_run(model, run: Path, *settings) -> subprocess.CompletedProcess:

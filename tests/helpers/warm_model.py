@@ -37,8 +37,13 @@ sys.path.insert(0, str(ROOT / "scripts"))
 FIXTURES = ROOT / "tests" / "fixtures" / "warm"
 PYTHON_PROBLEMS = FIXTURES / "python_problems.jsonl"
 Q_STAND_IN_PROBLEMS = FIXTURES / "q_stand_in_problems.jsonl"
-RECIPE_FILES = (Path(__file__), ROOT / "scripts" / "make_tiny_model.py", ROOT / "training" / "prompts.py",
-                PYTHON_PROBLEMS, Q_STAND_IN_PROBLEMS)
+RECIPE_FILES = (
+    Path(__file__),
+    ROOT / "scripts" / "make_tiny_model.py",
+    ROOT / "training" / "prompts.py",
+    PYTHON_PROBLEMS,
+    Q_STAND_IN_PROBLEMS,
+)
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "q-grpo-tests"
 
 # The two programs a Python prompt gets: each fixture problem is solved by exactly one of them.
@@ -73,8 +78,10 @@ def prompts_and_completions(tokenizer) -> list[tuple[str, tuple[str, str]]]:
         for problem in load_problems(str(path), language, allow_in_sandbox_comparisons=True):
             completions = PYTHON_COMPLETIONS if language == "python" else Q_COMPLETIONS
             chat = make_prompt(problem.description, language, True, "chat")
-            pairs += [(make_prompt(problem.description, language, False, "plain"), completions),
-                      (tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True), completions)]
+            pairs += [
+                (make_prompt(problem.description, language, False, "plain"), completions),
+                (tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True), completions),
+            ]
     return pairs
 
 
@@ -92,9 +99,9 @@ def batch(tokenizer, examples):
     labels = torch.full((len(examples), longest), -100)
     mask = torch.zeros((len(examples), longest), dtype=torch.long)
     for row, (input_ids, label_ids) in enumerate(examples):
-        ids[row, :len(input_ids)] = torch.tensor(input_ids)
-        labels[row, :len(label_ids)] = torch.tensor(label_ids)
-        mask[row, :len(input_ids)] = 1
+        ids[row, : len(input_ids)] = torch.tensor(input_ids)
+        labels[row, : len(label_ids)] = torch.tensor(label_ids)
+        mask[row, : len(input_ids)] = 1
     return ids, labels, mask
 
 
@@ -133,8 +140,10 @@ def build(out: Path) -> None:
     for prompt, completions in pairs:
         probabilities = completion_probabilities(model, tokenizer, prompt, completions)
         if sum(probabilities) < MIN_TOGETHER or min(probabilities) < MIN_EACH:
-            raise RuntimeError(f"warm model recipe no longer splits its samples: {probabilities} for "
-                               f"{prompt[-80:]!r}; change STEPS or LEARNING_RATE in {__file__}")
+            raise RuntimeError(
+                f"warm model recipe no longer splits its samples: {probabilities} for "
+                f"{prompt[-80:]!r}; change STEPS or LEARNING_RATE in {__file__}"
+            )
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)

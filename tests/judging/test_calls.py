@@ -31,12 +31,15 @@ def test_a_wrong_call_fails_alone(judge):
     assert statuses(judgement) == ["passed"] * 5 + ["failed"] + ["passed"] * 14
 
 
-@pytest.mark.parametrize("failure, status", [
-    ("raise ValueError('no')", "runtime_error"),
-    ("while True: pass", "timeout"),
-    ("print('x' * 3_000_000)", "output_limit"),
-    ("bytearray(3 << 30)", "memory"),
-])
+@pytest.mark.parametrize(
+    "failure, status",
+    [
+        ("raise ValueError('no')", "runtime_error"),
+        ("while True: pass", "timeout"),
+        ("print('x' * 3_000_000)", "output_limit"),
+        ("bytearray(3 << 30)", "memory"),
+    ],
+)
 def test_a_call_that_fails_ends_the_run_with_its_status(judge, failure, status):
     code = f"def solve(n):\n    if n == 7:\n        {failure}\n    return n * 2\n"
     judgement = judge.run(code, [CALLS], "python", timeout=1.0)
@@ -45,33 +48,38 @@ def test_a_call_that_fails_ends_the_run_with_its_status(judge, failure, status):
 
 
 def test_a_program_that_ends_early_fails_the_calls_it_never_reached(judge):
-    judgement = judge.run("import os\ndef solve(n):\n    if n == 3:\n        os._exit(0)\n    return n * 2\n",
-                          [CALLS], "python")
+    judgement = judge.run(
+        "import os\ndef solve(n):\n    if n == 3:\n        os._exit(0)\n    return n * 2\n", [CALLS], "python"
+    )
     assert statuses(judgement) == ["passed"] * 3 + ["failed"] * 17
 
 
 def test_a_program_that_forges_the_separators_gains_nothing(judge):
     """Reading its own file shows a program the marker and the calls, never the expected outputs: printing the
     separators itself only moves its own answers."""
-    code = ("import sys, re\n"
-            "source = open(sys.argv[0]).read()\n"
-            "marker = re.search(r\"print\\('([0-9a-f]{32}):0'\", source).group(1)\n"
-            "def solve(n):\n"
-            "    for i in range(20):\n"
-            "        print(f'{marker}:{i}')\n"
-            "        print(i * 2 + 1)\n"
-            "    sys.stdout.flush()\n"
-            "    import os; os._exit(0)\n")
+    code = (
+        "import sys, re\n"
+        "source = open(sys.argv[0]).read()\n"
+        "marker = re.search(r\"print\\('([0-9a-f]{32}):0'\", source).group(1)\n"
+        "def solve(n):\n"
+        "    for i in range(20):\n"
+        "        print(f'{marker}:{i}')\n"
+        "        print(i * 2 + 1)\n"
+        "    sys.stdout.flush()\n"
+        "    import os; os._exit(0)\n"
+    )
     judgement = judge.run(code, [CALLS], "python")
     assert judgement.passed == 0
 
 
 def test_no_expected_output_reaches_the_sandbox(judge):
     secret = Calls((Test("print(solve(1))", "expected-7f3a"), Test("print(solve(2))", "expected-91bc")))
-    code = ("import sys, os\n"
-            "seen = open(sys.argv[0]).read() + repr(sorted(os.environ.items()))\n"
-            "def solve(n):\n"
-            "    return 'a3f7-detcepxe'[::-1] in seen or 'cb19-detcepxe'[::-1] in seen\n")  # not in its own text
+    code = (
+        "import sys, os\n"
+        "seen = open(sys.argv[0]).read() + repr(sorted(os.environ.items()))\n"
+        "def solve(n):\n"
+        "    return 'a3f7-detcepxe'[::-1] in seen or 'cb19-detcepxe'[::-1] in seen\n"
+    )  # not in its own text
     judgement = judge.run(code, [secret], "python")
     assert [result.stdout.strip() for result in judgement.tests] == ["False", "False"]
 
@@ -84,18 +92,32 @@ def test_calls_share_the_program_s_state(judge):
 
 
 def test_value_comparison_keeps_the_source_s_equality(judge):
-    tests = Calls((Test("print(repr(solve(120)))", "240", compare="value"),
-                   Test("print(repr({solve(1): 1, solve(2): 2}))", "{4.0: 2, 2: 1}", compare="value"),
-                   Test("print(repr(solve(120)))", "240")))
+    tests = Calls(
+        (
+            Test("print(repr(solve(120)))", "240", compare="value"),
+            Test("print(repr({solve(1): 1, solve(2): 2}))", "{4.0: 2, 2: 1}", compare="value"),
+            Test("print(repr(solve(120)))", "240"),
+        )
+    )
     judgement = judge.run("def solve(n):\n    return n * 2.0\n", [tests], "python")
     assert statuses(judgement) == ["passed", "passed", "failed"]
 
 
-@pytest.mark.parametrize("printed, expected, equal", [
-    ("240.0", "240", True), ("{3, 1, 2}", "{1, 2, 3}", True), ("(1, 2)", "[1, 2]", False),
-    ("'240'", "240", False), ("True", "1", True), ("[1, 2]", "[1, 2, 3]", False), ("nan", "nan", True),
-    ("not a literal", "'x'", False), ("1" * 5000, "1", False), ("[" * 100000, "[]", False),
-])
+@pytest.mark.parametrize(
+    "printed, expected, equal",
+    [
+        ("240.0", "240", True),
+        ("{3, 1, 2}", "{1, 2, 3}", True),
+        ("(1, 2)", "[1, 2]", False),
+        ("'240'", "240", False),
+        ("True", "1", True),
+        ("[1, 2]", "[1, 2, 3]", False),
+        ("nan", "nan", True),
+        ("not a literal", "'x'", False),
+        ("1" * 5000, "1", False),
+        ("[" * 100000, "[]", False),
+    ],
+)
 def test_equal_values(printed, expected, equal):
     assert equal_values(printed, expected) is equal
 

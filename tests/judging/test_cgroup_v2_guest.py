@@ -16,8 +16,10 @@ import pytest
 from cgroup_v2_guest import GuestUnavailable, run_in_guest
 from conftest import ROOT
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the guest's qemu and the judge's "
-                                                                             "cgroups need root")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the guest's qemu and the judge's cgroups need root"),
+]
 PATHS = ("bwrap", "bwrap-cold")
 BOUNDED = "memory: a cgroup v2 per slot, 256 MB for all of a test's processes together"
 CPU_BOUNDED = "cpu: a cgroup v2 per slot, one CPU's time at most"
@@ -28,8 +30,9 @@ def guest(tmp_path_factory):
     """What tests/helpers/cgroup_v2_inside.py found inside the guest."""
     started = time.monotonic()
     try:
-        rc, output, files = run_in_guest(f"cd {ROOT} && PYTHONDONTWRITEBYTECODE=1 python tests/helpers/cgroup_v2_inside.py",
-                                         timeout=900)
+        rc, output, files = run_in_guest(
+            f"cd {ROOT} && PYTHONDONTWRITEBYTECODE=1 python tests/helpers/cgroup_v2_inside.py", timeout=900
+        )
     except GuestUnavailable as error:
         pytest.skip(f"no cgroup v2 guest here: {error}")
     try:
@@ -79,7 +82,8 @@ def test_a_read_only_cgroup_file_system_is_named_in_the_isolation_line(guest):
         result = guest[f"read_only {path}"]
         assert line(result, "memory") == (
             "memory: NOT bounded per test (cgroup v2: /sys/fs/cgroup/job/task/cgroup.subtree_control is on a "
-            "read-only cgroup file system (mount it read-write, or delegate a writable subtree))")
+            "read-only cgroup file system (mount it read-write, or delegate a writable subtree))"
+        )
         assert line(result, "cpu") == "cpu: NOT bounded per slot (no cgroup per slot, as for memory)"
         assert result["four_processes"] == "passed", "nothing bounds the test's processes together here"
 
@@ -90,7 +94,8 @@ def test_a_controller_not_delegated_is_named_in_the_isolation_line(guest):
     assert line(guest["undelegated"], "memory").startswith(
         "memory: NOT bounded per test (cgroup v2: /sys/fs/cgroup/pids-only/task is not given the memory "
         "controller (its cgroup.controllers: pids): the cgroup above it must delegate it (+memory in "
-        "/sys/fs/cgroup/pids-only/cgroup.subtree_control")
+        "/sys/fs/cgroup/pids-only/cgroup.subtree_control"
+    )
 
 
 @pytest.mark.parametrize("layout", ("root", "leaf"))

@@ -68,12 +68,20 @@ print(json.dumps([status, time.perf_counter() - start]))
 """
 
 
-@pytest.mark.parametrize("name, printed, expected, tolerance, after_marker, on_input", WORST,
-                         ids=[case[0] for case in WORST])
+@pytest.mark.parametrize(
+    "name, printed, expected, tolerance, after_marker, on_input", WORST, ids=[case[0] for case in WORST]
+)
 def test_the_worst_outputs_are_graded_in_linear_time(name, printed, expected, tolerance, after_marker, on_input):
     for marker, verdict in ((MARKER, after_marker), (None, on_input)):
-        done = subprocess.run([sys.executable, "-c", GRADE], input=json.dumps([printed, expected, tolerance, marker]),
-                              capture_output=True, text=True, timeout=120, cwd=ROOT, env={"PYTHONPATH": str(ROOT)})
+        done = subprocess.run(
+            [sys.executable, "-c", GRADE],
+            input=json.dumps([printed, expected, tolerance, marker]),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+            env={"PYTHONPATH": str(ROOT)},
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         status, seconds = json.loads(done.stdout)
         assert status == verdict, (marker, status)
@@ -87,51 +95,55 @@ def short(value):
     return f"{value[:12]}...({len(value)})" if isinstance(value, str) and len(value) > 24 else None
 
 
-@pytest.mark.parametrize("printed, expected, tolerance, passes", [
-    # integers compared exactly, at any size: as floats these are one number
-    ("9007199254740992", "9007199254740993", 0.0, False),
-    ("9007199254740993", "9007199254740993", 0.0, True),
-    ("[9007199254740993, 1]", "[9007199254740992, 1]", 1e-6, False),
-    ("9007199254740992", "9007199254740993", 1.0, True),  # an integer difference within the tolerance
-    ("-0", "0", 0.0, True),
-    ("+12", "12", 0.0, True),
-    ("0012", "12", 0.0, True),
-    ("1" + "0" * 400, "1" + "0" * 399 + "1", 0.5, False),  # past the float range
-    ("1" + "0" * 5000, "1" + "0" * 5000, 0.0, True),  # past int()'s 4300 digits
-    ("1" + "0" * 5000, "1" + "0" * 4999 + "1", 0.0, False),
-    # an integer beside a float: as Python's == has them
-    ("6", "6.0", 0.0, True),
-    ("9007199254740993", "9007199254740992.0", 0.0, False),
-    ("9007199254740992", "9007199254740992.0", 0.0, True),
-    ("1" + "0" * 400, "1e308", 1e300, False),
-    ("0.30000000000000004", "0.3", 1e-9, True),  # floats within the tolerance
-    ("0.3001", "0.3", 1e-6, False),
-    # beyond the float range: float() reads inf, and it never equals a finite number or an infinity
-    ("1e999", "5", 1e300, False),
-    ("1e999", "1e998", 1e300, False),
-    ("1e999", "2e999", 1e300, False),
-    ("-1e999", "1e999", 1e300, False),
-    ("1e999", "inf", 1e300, False),
-    ("inf", "1e999", 1e300, False),
-    ("1e999", "1" + "0" * 999, 0.0, False),
-    ("1e999", "1.0E+999", 0.0, True),  # the same value
-    ("1e99999999999999999999", "1e99999999999999999999", 0.0, True),  # beyond what a Decimal holds: the same text
-    ("x 1e99999999999999999999", "x 1e99999999999999999998", 0.0, False),
-    # infinities written as such, of one sign
-    ("inf", "Infinity", 0.0, True),
-    ("-inf", "inf", 1e300, False),
-    ("inf", "1.7976931348623157e308", 1e300, False),
-    # nan equals nothing, the whole text still equals itself
-    ("nan 1", "nan 1.0", 1.0, False),
-    ("nan", "nan", 1.0, True),
-    ("1 nan", "1.0 NaN", 1.0, False),
-    # a sign before a number is its own unless a word character or '.' stands before the sign
-    ("-5", "--5", 20.0, False),  # printed: -5 after '-'; expected: '-' then -5
-    ("x -5", "x -6", 2.0, True),
-    ("x 5", "x -5", 5.0, False),
-    ("x-5", "x-6", 2.0, True),  # x- then 5
-    ("1e-5", "1e-5.5", 1.0, False),  # one number printed, text and 5.5 expected
-], ids=short)
+@pytest.mark.parametrize(
+    "printed, expected, tolerance, passes",
+    [
+        # integers compared exactly, at any size: as floats these are one number
+        ("9007199254740992", "9007199254740993", 0.0, False),
+        ("9007199254740993", "9007199254740993", 0.0, True),
+        ("[9007199254740993, 1]", "[9007199254740992, 1]", 1e-6, False),
+        ("9007199254740992", "9007199254740993", 1.0, True),  # an integer difference within the tolerance
+        ("-0", "0", 0.0, True),
+        ("+12", "12", 0.0, True),
+        ("0012", "12", 0.0, True),
+        ("1" + "0" * 400, "1" + "0" * 399 + "1", 0.5, False),  # past the float range
+        ("1" + "0" * 5000, "1" + "0" * 5000, 0.0, True),  # past int()'s 4300 digits
+        ("1" + "0" * 5000, "1" + "0" * 4999 + "1", 0.0, False),
+        # an integer beside a float: as Python's == has them
+        ("6", "6.0", 0.0, True),
+        ("9007199254740993", "9007199254740992.0", 0.0, False),
+        ("9007199254740992", "9007199254740992.0", 0.0, True),
+        ("1" + "0" * 400, "1e308", 1e300, False),
+        ("0.30000000000000004", "0.3", 1e-9, True),  # floats within the tolerance
+        ("0.3001", "0.3", 1e-6, False),
+        # beyond the float range: float() reads inf, and it never equals a finite number or an infinity
+        ("1e999", "5", 1e300, False),
+        ("1e999", "1e998", 1e300, False),
+        ("1e999", "2e999", 1e300, False),
+        ("-1e999", "1e999", 1e300, False),
+        ("1e999", "inf", 1e300, False),
+        ("inf", "1e999", 1e300, False),
+        ("1e999", "1" + "0" * 999, 0.0, False),
+        ("1e999", "1.0E+999", 0.0, True),  # the same value
+        ("1e99999999999999999999", "1e99999999999999999999", 0.0, True),  # beyond what a Decimal holds: the same text
+        ("x 1e99999999999999999999", "x 1e99999999999999999998", 0.0, False),
+        # infinities written as such, of one sign
+        ("inf", "Infinity", 0.0, True),
+        ("-inf", "inf", 1e300, False),
+        ("inf", "1.7976931348623157e308", 1e300, False),
+        # nan equals nothing, the whole text still equals itself
+        ("nan 1", "nan 1.0", 1.0, False),
+        ("nan", "nan", 1.0, True),
+        ("1 nan", "1.0 NaN", 1.0, False),
+        # a sign before a number is its own unless a word character or '.' stands before the sign
+        ("-5", "--5", 20.0, False),  # printed: -5 after '-'; expected: '-' then -5
+        ("x -5", "x -6", 2.0, True),
+        ("x 5", "x -5", 5.0, False),
+        ("x-5", "x-6", 2.0, True),  # x- then 5
+        ("1e-5", "1e-5.5", 1.0, False),  # one number printed, text and 5.5 expected
+    ],
+    ids=short,
+)
 def test_numbers_are_compared_as_numbers(printed, expected, tolerance, passes):
     assert matches(printed, expected, tolerance) is passes
     assert (grade(ran(f"MARK\n{printed}\n"), RAN, False, "MARK", expected, tolerance).status == "passed") is passes
@@ -140,26 +152,29 @@ def test_numbers_are_compared_as_numbers(printed, expected, tolerance, passes):
     assert matches(many + printed, many + expected, tolerance) is passes
 
 
-@pytest.mark.parametrize("printed, expected, passes", [
-    ("1 2 \r\n3 4\t\n", "1 2\n3 4", True),  # the line ends and the spaces and tabs at a line's end do not count
-    ("1 2\n\n3 4\n", "1 2\n\n3 4", True),
-    ("1 2\r\n3 4\r\n", "1 2\n3 4\n", True),
-    # nothing else ends a line or is set aside: str.splitlines and str.rstrip would have passed each of these
-    ("1 2\r3 4", "1 2\n3 4", False),
-    ("1 2\v3 4", "1 2\n3 4", False),
-    ("1 2\f3 4", "1 2\n3 4", False),
-    ("1 2\x1c3 4", "1 2\n3 4", False),
-    ("1 2\x1d3 4", "1 2\n3 4", False),
-    ("1 2\x1e3 4", "1 2\n3 4", False),
-    ("1 2\x853 4", "1 2\n3 4", False),
-    ("1 2\u20283 4", "1 2\n3 4", False),
-    ("1 2\u20293 4", "1 2\n3 4", False),
-    ("1 2\xa0\n3 4", "1 2\n3 4", False),  # a no-break space at a line's end
-    ("1 2\r\r\n3 4", "1 2\n3 4", False),  # a lone \r before the line end
-    ("1 2\v\n3 4", "1 2\n3 4", False),
-    ("1  2\n3 4", "1 2\n3 4", False),  # spaces inside a line count
-    (" 1 2\n3 4", "1 2\n3 4", True),  # the whole output is stripped, as every test's is
-])
+@pytest.mark.parametrize(
+    "printed, expected, passes",
+    [
+        ("1 2 \r\n3 4\t\n", "1 2\n3 4", True),  # the line ends and the spaces and tabs at a line's end do not count
+        ("1 2\n\n3 4\n", "1 2\n\n3 4", True),
+        ("1 2\r\n3 4\r\n", "1 2\n3 4\n", True),
+        # nothing else ends a line or is set aside: str.splitlines and str.rstrip would have passed each of these
+        ("1 2\r3 4", "1 2\n3 4", False),
+        ("1 2\v3 4", "1 2\n3 4", False),
+        ("1 2\f3 4", "1 2\n3 4", False),
+        ("1 2\x1c3 4", "1 2\n3 4", False),
+        ("1 2\x1d3 4", "1 2\n3 4", False),
+        ("1 2\x1e3 4", "1 2\n3 4", False),
+        ("1 2\x853 4", "1 2\n3 4", False),
+        ("1 2\u20283 4", "1 2\n3 4", False),
+        ("1 2\u20293 4", "1 2\n3 4", False),
+        ("1 2\xa0\n3 4", "1 2\n3 4", False),  # a no-break space at a line's end
+        ("1 2\r\r\n3 4", "1 2\n3 4", False),  # a lone \r before the line end
+        ("1 2\v\n3 4", "1 2\n3 4", False),
+        ("1  2\n3 4", "1 2\n3 4", False),  # spaces inside a line count
+        (" 1 2\n3 4", "1 2\n3 4", True),  # the whole output is stripped, as every test's is
+    ],
+)
 def test_standard_input_sets_aside_only_line_ends_and_trailing_spaces(printed, expected, passes):
     assert (grade(ran(printed), RAN, False, None, expected).status == "passed") is passes
     assert (by_lines(printed).strip() == by_lines(expected).strip()) is passes
@@ -169,8 +184,11 @@ def read_whole(printed: str, expected: str, tolerance: float) -> bool:
     """The rule read plainly: both texts split into numbers and the text between them, the texts equal, each number
     pair within the tolerance."""
     got, wanted = NUMBER.split(printed), NUMBER.split(expected)
-    return (len(got) == len(wanted) and got[0::2] == wanted[0::2]
-            and all(same_number(a, b, tolerance) for a, b in zip(got[1::2], wanted[1::2])))
+    return (
+        len(got) == len(wanted)
+        and got[0::2] == wanted[0::2]
+        and all(same_number(a, b, tolerance) for a, b in zip(got[1::2], wanted[1::2]))
+    )
 
 
 @pytest.mark.parametrize("many_numbers", [MANY_NUMBERS, 0], ids=["read where the expected text says", "read whole"])
@@ -193,5 +211,8 @@ def test_both_readings_are_the_rule_read_plainly(monkeypatch, many_numbers):
                 printed.insert(where, chosen.choice(alphabet))
         printed = "".join(printed)
         tolerance = chosen.choice([0.0, 0.5, 10.0])
-        assert within_tolerance(printed, expected, tolerance) is read_whole(printed, expected, tolerance), \
-            (printed, expected, tolerance)
+        assert within_tolerance(printed, expected, tolerance) is read_whole(printed, expected, tolerance), (
+            printed,
+            expected,
+            tolerance,
+        )

@@ -18,9 +18,7 @@ from judging.grading import completion_status, grade, matches
 from judging.running import RunResult
 
 FAKE_Q = str(Path(__file__).resolve().parents[1] / "helpers" / "fake_q" / "q")
-SUM_TESTS = [Test("print(solve([1, 2, 3]))", "6"),
-             Test("print(solve([]))", "0"),
-             Test("print(solve([5]))", " 5\n")]
+SUM_TESTS = [Test("print(solve([1, 2, 3]))", "6"), Test("print(solve([]))", "0"), Test("print(solve([5]))", " 5\n")]
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +28,17 @@ def judge():
 
 
 def test_statuses_are_the_designed_set():
-    assert STATUSES == ("passed", "failed", "no_code", "syntax_error", "runtime_error", "timeout", "memory",
-                        "output_limit", "sandbox_error")
+    assert STATUSES == (
+        "passed",
+        "failed",
+        "no_code",
+        "syntax_error",
+        "runtime_error",
+        "timeout",
+        "memory",
+        "output_limit",
+        "sandbox_error",
+    )
 
 
 def test_correct_solution_passes_every_test(judge):
@@ -96,16 +103,19 @@ def ran(stdout, stderr="", seconds=0.123456, timed_out=False, output_overflow=Fa
     return RunResult(0, stdout, stderr, seconds, timed_out, output_overflow)
 
 
-@pytest.mark.parametrize("result, outcome, out_of_memory, status", [
-    (ran("noise\nMARK\n6\n"), RAN, False, "passed"),  # only what follows the marker counts
-    (ran("MARK\n 6 \n\n"), RAN, False, "passed"),  # stripped
-    (ran("6\nMARK\n"), RAN, False, "failed"),  # the answer printed before the marker
-    (ran("6\n"), RAN, False, "failed"),  # no marker: the program ended before the test ran
-    (ran("MARK\n6\n"), "runtime_error", False, "runtime_error"),  # the executor's reading wins over the output
-    (ran("MARK\n6\n", timed_out=True), RAN, False, "timeout"),
-    (ran("MARK\n6\n", output_overflow=True, timed_out=True), RAN, False, "output_limit"),
-    (ran("MARK\n6\n", output_overflow=True), "memory", True, "memory"),  # an OOM kill in the cgroup comes first
-])
+@pytest.mark.parametrize(
+    "result, outcome, out_of_memory, status",
+    [
+        (ran("noise\nMARK\n6\n"), RAN, False, "passed"),  # only what follows the marker counts
+        (ran("MARK\n 6 \n\n"), RAN, False, "passed"),  # stripped
+        (ran("6\nMARK\n"), RAN, False, "failed"),  # the answer printed before the marker
+        (ran("6\n"), RAN, False, "failed"),  # no marker: the program ended before the test ran
+        (ran("MARK\n6\n"), "runtime_error", False, "runtime_error"),  # the executor's reading wins over the output
+        (ran("MARK\n6\n", timed_out=True), RAN, False, "timeout"),
+        (ran("MARK\n6\n", output_overflow=True, timed_out=True), RAN, False, "output_limit"),
+        (ran("MARK\n6\n", output_overflow=True), "memory", True, "memory"),  # an OOM kill in the cgroup comes first
+    ],
+)
 def test_grading_is_a_pure_function_of_the_run(result, outcome, out_of_memory, status):
     graded = grade(result, outcome, out_of_memory, "MARK", 6)
     assert graded.status == status and graded.seconds == 0.1235
@@ -126,29 +136,35 @@ def test_without_a_marker_all_of_stdout_is_the_answer():
     assert grade(ran("1  2\n3 4\n"), RAN, False, None, "1 2\n3 4").status == "failed"
 
 
-@pytest.mark.parametrize("printed, expected, tolerance, passes", [
-    ("0.30000000000000004", "0.3", 1e-9, True),
-    ("0.30000000000000004", "0.3", None, False),  # no tolerance: text
-    ("0.3001", "0.3", 1e-6, False),
-    ("6", "6.0", 0.0, True),  # numbers compared as numbers
-    ("[1.0, 2.5000001]", "[1, 2.5]", 1e-6, True),
-    ("[1.0, 2.5]", "[1, 2.5, 3]", 1.0, False),  # a number short
-    ("(1.0, 2.5)", "[1, 2.5]", 1.0, False),  # the text around the numbers differs
-    ("x1 -2.5e-3", "x1 -0.0025", 0.0, True),
-    ("x1", "x2", 5.0, False),  # a digit inside a word is text
-    ("inf -inf", "inf -inf", 0.0, True),
-    ("inf", "-inf", 1e300, False),
-    ("nan", "0.0", 1e300, False),
-    ("True 0.5", "True 0.5000001", 1e-6, True),
-])
+@pytest.mark.parametrize(
+    "printed, expected, tolerance, passes",
+    [
+        ("0.30000000000000004", "0.3", 1e-9, True),
+        ("0.30000000000000004", "0.3", None, False),  # no tolerance: text
+        ("0.3001", "0.3", 1e-6, False),
+        ("6", "6.0", 0.0, True),  # numbers compared as numbers
+        ("[1.0, 2.5000001]", "[1, 2.5]", 1e-6, True),
+        ("[1.0, 2.5]", "[1, 2.5, 3]", 1.0, False),  # a number short
+        ("(1.0, 2.5)", "[1, 2.5]", 1.0, False),  # the text around the numbers differs
+        ("x1 -2.5e-3", "x1 -0.0025", 0.0, True),
+        ("x1", "x2", 5.0, False),  # a digit inside a word is text
+        ("inf -inf", "inf -inf", 0.0, True),
+        ("inf", "-inf", 1e300, False),
+        ("nan", "0.0", 1e300, False),
+        ("True 0.5", "True 0.5000001", 1e-6, True),
+    ],
+)
 def test_a_tolerance_compares_the_numbers_of_the_printed_text(printed, expected, tolerance, passes):
     assert matches(printed, expected, tolerance) is passes
     assert (grade(ran(f"MARK\n{printed}\n"), RAN, False, "MARK", expected, tolerance).status == "passed") is passes
 
 
 def test_run_many_keeps_order_and_arun_many_matches(judge):
-    items = [("def solve(xs):\n    return sum(xs)\n", SUM_TESTS, "python"), (None, SUM_TESTS, "python"),
-             ("def solve(xs):\n    return 0\n", SUM_TESTS, "python")] * 3
+    items = [
+        ("def solve(xs):\n    return sum(xs)\n", SUM_TESTS, "python"),
+        (None, SUM_TESTS, "python"),
+        ("def solve(xs):\n    return 0\n", SUM_TESTS, "python"),
+    ] * 3
     statuses = [j.status for j in judge.run_many(items)]
     assert statuses == ["passed", "no_code", "failed"] * 3
     assert [j.status for j in asyncio.run(judge.arun_many(items))] == statuses
@@ -194,8 +210,13 @@ def test_a_failing_scratch_folder_is_a_sandbox_error_and_frees_the_slot():
 
 def test_a_judge_never_closed_removes_its_folder_at_exit():
     code = "from judging import Judge\njudge = Judge(workers=1)\nprint(judge.setup.slots.base)\n"
-    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert not Path(done.stdout.strip()).exists()
 
@@ -210,6 +231,7 @@ def test_python_preflight_passes_here_and_stops_where_python_cannot_run_1_plus_1
 
 # q executor contract, against the stand-in.
 
+
 @pytest.fixture()
 def qjudge(qhome):
     with Judge(timeout=2.0, workers=2, q_binary=FAKE_Q) as judge:
@@ -218,12 +240,12 @@ def qjudge(qhome):
 
 def record(result: TestResult, key: str) -> list[str]:
     prefix = f"FAKEQ-{key} "
-    return [line[len(prefix):] for line in result.stderr.splitlines() if line.startswith(prefix)]
+    return [line[len(prefix) :] for line in result.stderr.splitlines() if line.startswith(prefix)]
 
 
 def test_q_program_arguments_environment_and_script(qjudge, qhome, monkeypatch):
     monkeypatch.setenv("WANDB_API_KEY", "leaked")
-    judgement = qjudge.run('solve:{sum x}\nexit 0;', [Test('-1 "6";', "6")], "q")
+    judgement = qjudge.run("solve:{sum x}\nexit 0;", [Test('-1 "6";', "6")], "q")
     assert judgement.status == "passed", judgement.tests[0].stderr
     result = judgement.tests[0]
     assert record(result, "ARGS") == ["/scratch/main.q -q"]
@@ -234,7 +256,7 @@ def test_q_program_arguments_environment_and_script(qjudge, qhome, monkeypatch):
     assert script[1:3] == ["::", "solve:{sum x}"], "a no-op line takes an indented first line's continuation"
     assert "exit 0;" not in script[:-1], "the solution's own exit 0 must go, or the tests never run"
     marker = next(line for line in script if line.startswith('-1 "') and line != '-1 "6";')
-    assert script[script.index(marker) + 1:] == ['-1 "6";', "exit 0;"]
+    assert script[script.index(marker) + 1 :] == ['-1 "6";', "exit 0;"]
     assert script[0] == "-2" + marker[2:], "the first line tells q's start-up apart from the program (stderr)"
 
 
@@ -270,9 +292,14 @@ def test_q_licence_failure_is_retried_then_sandbox_error(qjudge, qhome, tmp_path
         qjudge.preflight("q")
 
 
-@pytest.mark.parametrize("solution, status", [("solve:{5}\n'k4.lic\nexit 1;", "runtime_error"),
-                                              ('-2 "couldn\'t connect to license daemon";\nexit 3;', "runtime_error"),
-                                              ('-2 "couldn\'t connect to license daemon";', "failed")])
+@pytest.mark.parametrize(
+    "solution, status",
+    [
+        ("solve:{5}\n'k4.lic\nexit 1;", "runtime_error"),
+        ('-2 "couldn\'t connect to license daemon";\nexit 3;', "runtime_error"),
+        ('-2 "couldn\'t connect to license daemon";', "failed"),
+    ],
+)
 def test_a_wrong_q_answer_printing_licence_failure_text_gets_its_verdict_without_retries(qjudge, solution, status):
     """Once q has run the script's first line, licence text is the program's: printing it must not turn a wrong
     answer into a retried sandbox_error, which scores None (no penalty) instead of 0."""
@@ -343,8 +370,13 @@ def test_compiler_warnings_about_judged_code_stay_in_its_test(sandbox):
     """The syntax check compiles judged code in the judge's own process: what the compiler warns about it is the
     test's (its sandboxed run prints it), not a line in the trainer's log for every completion that has it. In a
     process of its own: pytest records warnings itself."""
-    done = subprocess.run([sys.executable, "-c", JUDGE_ONE, sandbox], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parents[2])
+    done = subprocess.run(
+        [sys.executable, "-c", JUDGE_ONE, sandbox],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert done.returncode == 0, done.stderr
     status, stderrs = json.loads(done.stdout)
     assert status == "passed"
@@ -368,7 +400,11 @@ def test_the_interpreter_s_configuration_is_read_before_any_judge_s_thread_asks(
     as threads, as the cgroup v2 guest runs them) raised "dictionary changed size during iteration" when the second
     read it half filled. Importing the judge fills it (``sysconfig._CONFIG_VARS``, the standard library's private
     cache, read here only), in a fresh interpreter."""
-    done = subprocess.run([sys.executable, "-c", "import sysconfig, judging.executors\n"
-                           "print(sysconfig._CONFIG_VARS is not None)"], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parents[2])
+    done = subprocess.run(
+        [sys.executable, "-c", "import sysconfig, judging.executors\nprint(sysconfig._CONFIG_VARS is not None)"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert done.stdout.strip() == "True", done.stdout + done.stderr

@@ -24,8 +24,10 @@ import pytest
 from bwrap_paths import sandbox  # noqa: F401 (fixture)
 from judging import Judge, Test
 
-pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="the bwrap sandbox with its namespaces needs root here"),
-              pytest.mark.skipif(os.uname().machine != "x86_64", reason="the call numbers below are x86-64's")]
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="the bwrap sandbox with its namespaces needs root here"),
+    pytest.mark.skipif(os.uname().machine != "x86_64", reason="the call numbers below are x86-64's"),
+]
 
 # What a test reads of the pools: the two counters under /proc, the free AIO events (the largest io_setup that
 # works, found by halving), and what opening a pty gives. Every `interval` seconds for `seconds`; prints each
@@ -110,9 +112,13 @@ def reader(seconds, interval=0.05):
 
 
 def holder(events, ptys, seconds, processes=1, take_all=False):
-    return (POOL_HOLDER.replace("{events}", str(events)).replace("{ptys}", str(ptys))
-            .replace("{seconds}", str(seconds)).replace("{processes}", str(processes))
-            .replace("{take_all}", str(take_all)))
+    return (
+        POOL_HOLDER.replace("{events}", str(events))
+        .replace("{ptys}", str(ptys))
+        .replace("{seconds}", str(seconds))
+        .replace("{processes}", str(processes))
+        .replace("{take_all}", str(take_all))
+    )
 
 
 def readings(judgement) -> list:
@@ -135,8 +141,9 @@ def test_no_pool_carries_a_concurrent_tests_message(judge):
     /proc/sys/kernel/pty/nr, and its AIO events as the free events fell."""
     alone = readings(judge.run("", [Test(reader(0.3), "")], "python"))
     message = secrets.randbelow(40) + 10
-    heard, said = judge.run_many([("", [Test(reader(2.0), "")], "python"),
-                                  ("", [Test(holder(message * 64, message, 2.5), "")], "python")])
+    heard, said = judge.run_many(
+        [("", [Test(reader(2.0), "")], "python"), ("", [Test(holder(message * 64, message, 2.5), "")], "python")]
+    )
     assert said.tests[0].stderr == "", said.tests[0].stderr
     assert len(alone) == 1 and readings(heard) == alone, (alone, readings(heard), said.tests[0].stdout)
     assert alone[0][:2] == ["ENOENT", "ENOENT"], f"kernel-wide pool counters readable from inside: {alone}"
@@ -166,9 +173,13 @@ def test_a_test_holding_the_pools_starves_no_one(judge):
     watcher = threading.Thread(target=host)
     watcher.start()
     try:
-        first, second, third = judge.run_many([("", [Test(hog, "")], "python"), ("", [Test(hog, "")], "python"),
-                                               ("", [Test("import time\ntime.sleep(1.5)\n" + reader(1.0), "")],
-                                                "python")])
+        first, second, third = judge.run_many(
+            [
+                ("", [Test(hog, "")], "python"),
+                ("", [Test(hog, "")], "python"),
+                ("", [Test("import time\ntime.sleep(1.5)\n" + reader(1.0), "")], "python"),
+            ]
+        )
     finally:
         done.set()
         watcher.join()
@@ -259,6 +270,7 @@ def test_nothing_charged_to_the_slot_uid_reaches_the_next_test(one_slot):
     it may lock and queue: the same after any sender as after a quiet test (0 bits). Checked failing before the
     allow-list on the warm path: the next test read the sender's page count exactly (11 bits) and its queue bytes;
     cold, nothing."""
+
     def after(code):
         said = one_slot.run("", [Test(code, "")], "python").tests[0]
         assert said.stderr == "", said.stderr

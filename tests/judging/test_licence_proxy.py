@@ -55,7 +55,7 @@ def kc_lic(qhome, licence_server):
 
 def record(result, key):
     prefix = f"FAKEQ-{key} "
-    return [line[len(prefix):] for line in result.stderr.splitlines() if line.startswith(prefix)]
+    return [line[len(prefix) :] for line in result.stderr.splitlines() if line.startswith(prefix)]
 
 
 def test_licence_hosts_values():
@@ -99,7 +99,9 @@ def test_none_makes_licence_failures_sandbox_errors(kc_lic, licence_server):
         assert judgement.status == "sandbox_error"
         assert record(judgement.tests[0], "LICENCE") == [f"{licence_server.address} direct no answer"]
         assert judge.counters()["judge/licence_retries"] == 3
-        with pytest.raises(JudgeUnavailable, match=r"licence.*no network \(--q_licence_hosts none\).*auto or HOST:PORT"):
+        with pytest.raises(
+            JudgeUnavailable, match=r"licence.*no network \(--q_licence_hosts none\).*auto or HOST:PORT"
+        ):
             judge.preflight("q")
     assert licence_server.connections == 0
 
@@ -139,7 +141,9 @@ def test_without_nsenter_auto_gives_no_network_and_an_explicit_list_is_refused(k
     which = shutil.which
     for hosts in ("auto", licence_server.address):
         with Judge(timeout=5.0, workers=1, q_binary=LICENSED_Q, q_licence_hosts=hosts) as judge:
-            monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "nsenter" else which(name, *a, **k))
+            monkeypatch.setattr(
+                shutil, "which", lambda name, *a, **k: None if name == "nsenter" else which(name, *a, **k)
+            )
             if hosts == "auto":
                 assert judge.run("solve:{6}", SIX, "q").status == "sandbox_error"
                 assert "no network (--q_licence_hosts auto: licence egress needs nsenter" in judge.isolation
@@ -185,11 +189,18 @@ print("connect licence", proxied(f"CONNECT 127.0.0.1:{licence} HTTP/1.1\\r\\n\\r
 def test_judged_code_reaches_only_the_licence_host_through_the_proxy(kc_lic, licence_server, other_service, qhome):
     (qhome / "probe.py").write_text(PROBE)
     code = f'system "/usr/bin/python3 -I -S $QHOME/probe.py {licence_server.port} {other_service.port}";'
-    expected = "\n".join([
-        "direct licence blocked", "direct other blocked", "direct outside blocked",
-        "connect other HTTP/1.1 403 Forbidden", "http other HTTP/1.1 403 Forbidden",
-        "connect outside HTTP/1.1 403 Forbidden", "connect licence by another name HTTP/1.1 403 Forbidden",
-        "connect licence HTTP/1.1 200 Connection established"])
+    expected = "\n".join(
+        [
+            "direct licence blocked",
+            "direct other blocked",
+            "direct outside blocked",
+            "connect other HTTP/1.1 403 Forbidden",
+            "http other HTTP/1.1 403 Forbidden",
+            "connect outside HTTP/1.1 403 Forbidden",
+            "connect licence by another name HTTP/1.1 403 Forbidden",
+            "connect licence HTTP/1.1 200 Connection established",
+        ]
+    )
     with Judge(timeout=10.0, workers=1, q_binary=LICENSED_Q) as judge:
         judgement = judge.run("solve:{6}", [Test(code, expected)], "q")
         assert judgement.status == "passed", (judgement.tests[0].stdout, judgement.tests[0].stderr)
@@ -206,7 +217,8 @@ def test_plain_http_reaches_an_allowed_host_in_origin_form(kc_lic, licence_serve
         "with socket.create_connection(('127.0.0.1', 3128), timeout=5) as proxy:\n"
         "    proxy.sendall(f'GET http://127.0.0.1:{sys.argv[1]}/licence?x=1 HTTP/1.1\\r\\nHost: h\\r\\n'\n"
         "                  f'Proxy-Authorization: secret\\r\\n\\r\\n'.encode())\n"
-        "    print(proxy.makefile('rb').readline().decode().strip())\n")
+        "    print(proxy.makefile('rb').readline().decode().strip())\n"
+    )
     code = f'system "/usr/bin/python3 -I -S $QHOME/get.py {licence_server.port}";'
     with Judge(timeout=10.0, workers=1, q_binary=LICENSED_Q, q_licence_hosts=licence_server.address) as judge:
         judgement = judge.run("solve:{6}", [Test(code, "GRANTED")], "q")
@@ -321,9 +333,11 @@ def test_close_stops_the_proxy_and_frees_the_namespaces(kc_lic):
 # only this flag lets a command load.
 STAND_IN_TESTS = "--allow_in_sandbox_comparisons"
 
+
 def command(*args, env=None):
-    return subprocess.run([sys.executable, *map(str, args)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env
+    )
 
 
 def need_flag(*prefix):
@@ -341,8 +355,10 @@ def q_env(kc_lic, qhome):
 @pytest.fixture()
 def score_files(tmp_path):
     problems = tmp_path / "p.jsonl"
-    problems.write_text(json.dumps({"id": "six", "language": "q", "description": "Print 6.",
-                                    "tests": [test.record() for test in SIX]}) + "\n")
+    problems.write_text(
+        json.dumps({"id": "six", "language": "q", "description": "Print 6.", "tests": [test.record() for test in SIX]})
+        + "\n"
+    )
     completions = tmp_path / "c.jsonl"
     completions.write_text(json.dumps({"id": "six", "completion": "```q\nsolve:{6}\n```"}) + "\n")
     return ["--problems", problems, "--completions", completions, "--out", tmp_path / "s.jsonl"]
@@ -368,10 +384,15 @@ def test_rewards_score(setting, score_files, q_env, licence_server):
 def verify_file(tmp_path):
     # The stand-in evaluates nothing: the solution leaves files that the tests print, so a no-op fails. Three tests
     # with three answers: printing one answer whatever the input passes a third of them, no more.
-    problem = {"id": "six", "description": "Leave 6, 7 and 8 in files.",
-               "solution": 'system "echo 6 > a; echo 7 > b; echo 8 > c";',
-               "tests": [{"test_code": f'system "cat {name}";', "expected_output": answer}
-                         for name, answer in (("a", "6"), ("b", "7"), ("c", "8"))]}
+    problem = {
+        "id": "six",
+        "description": "Leave 6, 7 and 8 in files.",
+        "solution": 'system "echo 6 > a; echo 7 > b; echo 8 > c";',
+        "tests": [
+            {"test_code": f'system "cat {name}";', "expected_output": answer}
+            for name, answer in (("a", "6"), ("b", "7"), ("c", "8"))
+        ],
+    }
     path = tmp_path / "q.jsonl"
     path.write_text(json.dumps(problem) + "\n")
     return path
@@ -384,15 +405,28 @@ def test_data_verify(setting, verify_file, q_env, licence_server):
     if setting != "auto (default)":
         need_flag("-m", "data", "verify")
         flag = ["--q_licence_hosts", licence_server.address if setting == "HOST:PORT" else "none"]
-    result = command("-m", "data", "verify", verify_file, "--language", "q", "--q_binary", LICENSED_Q, STAND_IN_TESTS,
-                     *flag, env=q_env)
+    result = command(
+        "-m",
+        "data",
+        "verify",
+        verify_file,
+        "--language",
+        "q",
+        "--q_binary",
+        LICENSED_Q,
+        STAND_IN_TESTS,
+        *flag,
+        env=q_env,
+    )
     if setting == "none":
         assert result.returncode == 2 and "--q_licence_hosts none" in result.stderr, result.stderr
         return
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[-1] == ("verified 1 problems: 0 broken, 0 guessable (trivial share above 0.34), "
-                                              "0 weak (a wrong program passes the judged tests), 0 unverifiable (no "
-                                              "solution), 1 clean")
+    assert result.stdout.splitlines()[-1] == (
+        "verified 1 problems: 0 broken, 0 guessable (trivial share above 0.34), "
+        "0 weak (a wrong program passes the judged tests), 0 unverifiable (no "
+        "solution), 1 clean"
+    )
 
 
 @pytest.mark.slow
@@ -402,12 +436,28 @@ def test_trainer_reward_check(setting, tiny_model, tmp_path, q_env, licence_serv
     if setting != "auto (default)":
         need_flag(ROOT / "rl_trainer.py")
         flag = ["--q_licence_hosts", licence_server.address if setting == "HOST:PORT" else "none"]
-    problem = {"id": "six", "description": "Print 6.", "solution": "solve:{6}", "split": "train",
-               "tests": [test.record() for test in SIX]}
+    problem = {
+        "id": "six",
+        "description": "Print 6.",
+        "solution": "solve:{6}",
+        "split": "train",
+        "tests": [test.record() for test in SIX],
+    }
     data = tmp_path / "q.jsonl"
     data.write_text(json.dumps(problem) + "\n" + json.dumps({**problem, "id": "seven", "split": "test"}) + "\n")
-    result = command(ROOT / "rl_trainer.py", "--model", tiny_model, "--data", data, "--q_binary", LICENSED_Q,
-                     "--test_reward_function", STAND_IN_TESTS, *flag, env=q_env)
+    result = command(
+        ROOT / "rl_trainer.py",
+        "--model",
+        tiny_model,
+        "--data",
+        data,
+        "--q_binary",
+        LICENSED_Q,
+        "--test_reward_function",
+        STAND_IN_TESTS,
+        *flag,
+        env=q_env,
+    )
     if setting == "none":
         assert result.returncode == 2 and "--q_licence_hosts none" in result.stderr, result.stderr[-3000:]
         return

@@ -98,8 +98,7 @@ def judge(request):
 
 
 def test_nothing_under_proc_carries_a_concurrent_tests_activity(judge):
-    receiver, sender = judge.run_many([("", [Test(RECEIVER, "")], "python"),
-                                       ("", [Test(SENDER, "")], "python")])
+    receiver, sender = judge.run_many([("", [Test(RECEIVER, "")], "python"), ("", [Test(SENDER, "")], "python")])
     for judgement in (receiver, sender):
         assert judgement.tests[0].status == "failed", judgement.tests[0]  # ran to the end; printed a report
     heard, said = json.loads(receiver.tests[0].stdout), json.loads(sender.tests[0].stdout)

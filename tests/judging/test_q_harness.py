@@ -30,7 +30,7 @@ def continuing_q(tmp_path):
     does not echo the script to stderr as tests/helpers/fake_q/q does. It is one self-contained script: the sandbox shows
     judged q only its binary and QHOME."""
     stand_in = (FAKE_Q / "q").read_text()
-    joining = '''# continuing_q: a line starting with white space continues the line before, as in q. Counts runs in KX_ACCT.
+    joining = """# continuing_q: a line starting with white space continues the line before, as in q. Counts runs in KX_ACCT.
 echo run >> "$KX_ACCT"
 joined="$(dirname "$1")/joined.q"
 previous=""
@@ -43,8 +43,8 @@ while IFS= read -r line || [ -n "$line" ]; do
 done < "$1"
 printf '%s\\n' "$previous" >> "$joined"
 script="$joined"
-'''
-    echo = "trap 'sed \"s/^/FAKEQ-SCRIPT /\" \"$script\" >&2' EXIT\n"  # q never shows its script (nor the marker)
+"""
+    echo = 'trap \'sed "s/^/FAKEQ-SCRIPT /" "$script" >&2\' EXIT\n'  # q never shows its script (nor the marker)
     assert 'script="$1"\n' in stand_in and echo in stand_in
     script = tmp_path / "continuing_q"
     script.write_text(stand_in.replace('script="$1"\n', joining).replace(echo, ""))
@@ -53,7 +53,7 @@ script="$joined"
     return str(script)
 
 
-@pytest.mark.parametrize("solution", ["  solve:{x}\n'k4.lic", "\tsolve:{x}\n'k4.lic\n-1 \"6\";", " /\n'k4.lic"])
+@pytest.mark.parametrize("solution", ["  solve:{x}\n'k4.lic", '\tsolve:{x}\n\'k4.lic\n-1 "6";', " /\n'k4.lic"])
 def test_an_indented_first_line_cannot_swallow_the_marker(qhome, continuing_q, solution, tmp_path, monkeypatch):
     """The marker prints whatever the solution's first line is, so its licence text is judged as its output: one
     run, no licence retry, no check of q itself."""
@@ -67,21 +67,28 @@ def test_an_indented_first_line_cannot_swallow_the_marker(qhome, continuing_q, s
         assert runs.read_text().count("run") == 1, "the solution's text was taken for a licence failure"
 
 
-@pytest.mark.parametrize("q_starts, outcomes, status, runs, retries", [
-    (True, ["licence", "licence"], "runtime_error", 2, 0),  # q starts now: the licence text is the program's
-    (True, ["licence", "ran"], "ran", 2, 0),  # a licence server's hiccup that ended: judged on its second run
-    (False, ["licence"] * 4, "sandbox_error", 4, 3),  # q itself fails: retried, then the judge's fault
-])
-def test_a_licence_failure_is_concluded_only_while_the_trusted_program_fails_too(q_starts, outcomes, status, runs,
-                                                                               retries, monkeypatch):
+@pytest.mark.parametrize(
+    "q_starts, outcomes, status, runs, retries",
+    [
+        (True, ["licence", "licence"], "runtime_error", 2, 0),  # q starts now: the licence text is the program's
+        (True, ["licence", "ran"], "ran", 2, 0),  # a licence server's hiccup that ended: judged on its second run
+        (False, ["licence"] * 4, "sandbox_error", 4, 3),  # q itself fails: retried, then the judge's fault
+    ],
+)
+def test_a_licence_failure_is_concluded_only_while_the_trusted_program_fails_too(
+    q_starts, outcomes, status, runs, retries, monkeypatch
+):
     monkeypatch.setattr(judging.execution, "LICENCE_RETRY_DELAYS", (0.0, 0.0, 0.0))
     marker = "m" * 32
-    said = {"licence": RunResult(1, "", "'k4.lic\n", 0.01, False, False),
-            "ran": RunResult(0, f"{marker}\n6\n", f"{marker}\n", 0.01, False, False)}
+    said = {
+        "licence": RunResult(1, "", "'k4.lic\n", 0.01, False, False),
+        "ran": RunResult(0, f"{marker}\n6\n", f"{marker}\n", 0.01, False, False),
+    }
     given = iter(outcomes)
     counter = Counter()
-    result, outcome = _retrying_licence_failures(lambda: said[next(given)], lambda: q_starts,
-                                                 QExecutor(str(FAKE_Q / "q")), marker, counter)
+    result, outcome = _retrying_licence_failures(
+        lambda: said[next(given)], lambda: q_starts, QExecutor(str(FAKE_Q / "q")), marker, counter
+    )
     assert outcome == (RAN if status == "ran" else status)
     assert len(outcomes) - len(list(given)) == runs and counter.value == retries
 
@@ -93,6 +100,5 @@ def test_a_q_test_does_not_wait_for_its_slots_warm_python_worker(qhome):
     with Judge(timeout=5.0, workers=1, q_binary=str(FAKE_Q / "q"), q_licence_hosts="none") as judge:
         assert judge.warm and judge.setup.slots.cgroups.version, judge.isolation
         assert judge.run("", [Test("print(1)", "1")], "python").status == "passed"
-        seconds = [test.seconds for test in judge.run('solve:{x}', [Test('-1 "6";', "6")]
-                                                      * 4, "q").tests]
+        seconds = [test.seconds for test in judge.run("solve:{x}", [Test('-1 "6";', "6")] * 4, "q").tests]
         assert max(seconds) < 1.5, f"q tests waited for the warm worker's cgroup: {seconds}"

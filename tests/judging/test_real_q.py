@@ -6,9 +6,12 @@ from judging import Judge, Test
 from judging.executors import find_q
 
 Q = find_q()
-pytestmark = [pytest.mark.real_q,
-              pytest.mark.skipif(Q is None, reason="no q binary found (q_binary, Q_INTERPRETER_PATH, "
-                                                   "Q_EXECUTABLE_PATH, $QHOME/l64/q, PATH)")]
+pytestmark = [
+    pytest.mark.real_q,
+    pytest.mark.skipif(
+        Q is None, reason="no q binary found (q_binary, Q_INTERPRETER_PATH, Q_EXECUTABLE_PATH, $QHOME/l64/q, PATH)"
+    ),
+]
 
 
 @pytest.fixture(scope="module")
@@ -19,8 +22,7 @@ def judge():
 
 
 def test_correct_wrong_and_error(judge):
-    tests = [Test("show solve 1 2 3", "6"),
-             Test("show solve 10 20", "30")]
+    tests = [Test("show solve 1 2 3", "6"), Test("show solve 10 20", "30")]
     assert judge.run("solve:{sum x}\nexit 0;", tests, "q").status == "passed"
     assert judge.run("solve:{count x}", tests, "q").status == "failed"
     assert judge.run("solve:{x+`a}", tests, "q").status == "runtime_error"

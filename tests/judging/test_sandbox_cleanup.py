@@ -50,23 +50,24 @@ def test_remove_tree_without_root_opens_up_mode_000_folders():
 def cleanup_breakers(host_folder):
     """Programs that leave a scratch tree built to break its removal on the host ."""
     return {
-        "1500_nested_folders": ("import os\n"
-                                "for _ in range(1500):\n"
-                                "    os.mkdir('d' * 40)\n"
-                                "    os.chdir('d' * 40)\n"),
-        "links_to_host_paths_and_loops": ("import os\n"
-                                          f"os.symlink({host_folder!r}, 'host')\n"
-                                          f"os.symlink({host_folder + '/keep.txt'!r}, 'host_file')\n"
-                                          "os.symlink('loop', 'loop')\n"
-                                          "os.symlink('b', 'a')\n"
-                                          "os.symlink('a', 'b')\n"
-                                          "os.mkdir('sub')\n"
-                                          "os.symlink('..', 'sub/up')\n"),
-        "unreadable_folders": ("import os\n"
-                               "os.makedirs('u/v/w')\n"
-                               "open('u/v/w/f', 'w').write('x')\n"
-                               "for path in ('u/v/w/f', 'u/v/w', 'u/v', 'u'):\n"
-                               "    os.chmod(path, 0)\n"),
+        "1500_nested_folders": ("import os\nfor _ in range(1500):\n    os.mkdir('d' * 40)\n    os.chdir('d' * 40)\n"),
+        "links_to_host_paths_and_loops": (
+            "import os\n"
+            f"os.symlink({host_folder!r}, 'host')\n"
+            f"os.symlink({host_folder + '/keep.txt'!r}, 'host_file')\n"
+            "os.symlink('loop', 'loop')\n"
+            "os.symlink('b', 'a')\n"
+            "os.symlink('a', 'b')\n"
+            "os.mkdir('sub')\n"
+            "os.symlink('..', 'sub/up')\n"
+        ),
+        "unreadable_folders": (
+            "import os\n"
+            "os.makedirs('u/v/w')\n"
+            "open('u/v/w/f', 'w').write('x')\n"
+            "for path in ('u/v/w/f', 'u/v/w', 'u/v', 'u'):\n"
+            "    os.chmod(path, 0)\n"
+        ),
     }
 
 
@@ -138,9 +139,14 @@ ONCE_SANDBOX_ERRORS = {
     "links_in_scratch": ("python", cleanup_breakers("/")["links_to_host_paths_and_loops"], "print(6)", "passed"),
     "mode_000_folders": ("python", cleanup_breakers("/")["unreadable_folders"], "print(6)", "passed"),
     "closes_stdout_and_stderr": ("python", "import os\nos.close(1)\nos.close(2)\n", "print(6)", "runtime_error"),
-    "signals_its_parent_and_all": ("python", "import os, signal\nfor pid in (os.getppid(), 1, -1):\n"
-                                             "    try:\n        os.kill(pid, signal.SIGKILL)\n"
-                                             "    except OSError:\n        pass\n", "print(6)", "passed"),
+    "signals_its_parent_and_all": (
+        "python",
+        "import os, signal\nfor pid in (os.getppid(), 1, -1):\n"
+        "    try:\n        os.kill(pid, signal.SIGKILL)\n"
+        "    except OSError:\n        pass\n",
+        "print(6)",
+        "passed",
+    ),
     "its_warm_worker_is_killed": ("python", "import time\ntime.sleep(1.0)\n", "print(6)", "passed"),
 }
 
@@ -154,8 +160,9 @@ def test_judged_behaviours_that_ended_in_sandbox_error_now_get_their_verdict(san
         killer = None
         if behaviour == "its_warm_worker_is_killed":
             run(judge, "pass")
-            killer = threading.Timer(0.5, os.killpg, (next(iter(judge.setup.warm.workers.values())).process.pid,
-                                                      signal.SIGKILL))
+            killer = threading.Timer(
+                0.5, os.killpg, (next(iter(judge.setup.warm.workers.values())).process.pid, signal.SIGKILL)
+            )
             killer.start()
         judgement = judge.run(solution, [Test(test_code, "6")], language)
         if killer:

@@ -36,13 +36,15 @@ def test_isolation_level_is_reported(judge, sandbox):
 
 
 def test_program_runs_unprivileged_with_limits(judge):
-    code = ("import os, resource\n"
-            "print(os.getuid() != 0, os.getgid() != 0, os.getgroups())\n"
-            "for name in ('RLIMIT_AS', 'RLIMIT_CPU', 'RLIMIT_NPROC', 'RLIMIT_FSIZE', 'RLIMIT_NOFILE', 'RLIMIT_CORE'):\n"
-            "    print(name, resource.getrlimit(getattr(resource, name))[0])\n"
-            "status = dict(line.split(':\\t') for line in open('/proc/self/status').read().splitlines())\n"
-            "for name in ('CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb', 'NoNewPrivs'):\n"
-            "    print(name, int(status[name], 16))\n")
+    code = (
+        "import os, resource\n"
+        "print(os.getuid() != 0, os.getgid() != 0, os.getgroups())\n"
+        "for name in ('RLIMIT_AS', 'RLIMIT_CPU', 'RLIMIT_NPROC', 'RLIMIT_FSIZE', 'RLIMIT_NOFILE', 'RLIMIT_CORE'):\n"
+        "    print(name, resource.getrlimit(getattr(resource, name))[0])\n"
+        "status = dict(line.split(':\\t') for line in open('/proc/self/status').read().splitlines())\n"
+        "for name in ('CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb', 'NoNewPrivs'):\n"
+        "    print(name, int(status[name], 16))\n"
+    )
     out = run(judge, code).tests[0].stdout.split("\n")
     assert out[0] == "True True []"
     limits = dict(line.split() for line in out[1:] if line)
@@ -58,28 +60,32 @@ def test_program_runs_unprivileged_with_limits(judge):
 def test_network_is_unreachable(judge):
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
-        code = ("import socket\n"
-                f"for host in ('127.0.0.1', '1.1.1.1'):\n"
-                "    try:\n"
-                f"        socket.create_connection((host, {port}), timeout=0.5)\n"
-                "        print('connected', host)\n"
-                "    except OSError:\n"
-                "        print('blocked', host)\n")
+        code = (
+            "import socket\n"
+            f"for host in ('127.0.0.1', '1.1.1.1'):\n"
+            "    try:\n"
+            f"        socket.create_connection((host, {port}), timeout=0.5)\n"
+            "        print('connected', host)\n"
+            "    except OSError:\n"
+            "        print('blocked', host)\n"
+        )
         assert run(judge, code).tests[0].stdout.split() == ["blocked", "127.0.0.1", "blocked", "1.1.1.1"]
 
 
 def test_writes_outside_scratch_fail_and_leave_nothing(judge, tmp_path):
     tmp_path.chmod(0o777)
     targets = [tmp_path / "escaped.txt", ROOT / "escaped.txt", Path("/usr/escaped.txt"), Path("/escaped.txt")]
-    code = ("import os\n"
-            f"for path in {[str(t) for t in targets]!r}:\n"
-            "    try:\n"
-            "        open(path, 'w').write('x')\n"
-            "        print('wrote')\n"
-            "    except OSError:\n"
-            "        print('refused')\n"
-            "open('inside.txt', 'w').write('scratch is writable')\n"
-            "print(open('inside.txt').read())\n")
+    code = (
+        "import os\n"
+        f"for path in {[str(t) for t in targets]!r}:\n"
+        "    try:\n"
+        "        open(path, 'w').write('x')\n"
+        "        print('wrote')\n"
+        "    except OSError:\n"
+        "        print('refused')\n"
+        "open('inside.txt', 'w').write('scratch is writable')\n"
+        "print(open('inside.txt').read())\n"
+    )
     out = run(judge, code).tests[0].stdout.splitlines()
     assert out[-1] == "scratch is writable"
     for target in targets:
@@ -87,11 +93,13 @@ def test_writes_outside_scratch_fail_and_leave_nothing(judge, tmp_path):
 
 
 def test_files_too_big_are_refused(judge):
-    code = ("try:\n"
-            "    open('big', 'wb').write(b'x' * (32 << 20))\n"
-            "    print('wrote')\n"
-            "except OSError as e:\n"
-            "    print('refused')\n")
+    code = (
+        "try:\n"
+        "    open('big', 'wb').write(b'x' * (32 << 20))\n"
+        "    print('wrote')\n"
+        "except OSError as e:\n"
+        "    print('refused')\n"
+    )
     assert run(judge, code).tests[0].stdout.strip() == "refused"
 
 
@@ -116,25 +124,28 @@ class DiskWatch:
         self._thread.join()
 
 
-DISK_FILL = ("import os\n"
-             "for folder in ('/scratch', '/tmp', '/dev/shm'):\n"
-             "    written = 0\n"
-             "    try:\n"
-             "        for n in range(20):\n"
-             "            with open(f'{folder}/fill{n}', 'wb', buffering=0) as file:\n"
-             "                for _ in range(10):\n"
-             "                    written += file.write(b'x' * (1 << 20))\n"
-             "    except OSError as error:\n"
-             "        size = os.statvfs(folder)\n"
-             "        print(folder, error.errno, written >> 20, size.f_blocks * size.f_frsize >> 20)\n")
+DISK_FILL = (
+    "import os\n"
+    "for folder in ('/scratch', '/tmp', '/dev/shm'):\n"
+    "    written = 0\n"
+    "    try:\n"
+    "        for n in range(20):\n"
+    "            with open(f'{folder}/fill{n}', 'wb', buffering=0) as file:\n"
+    "                for _ in range(10):\n"
+    "                    written += file.write(b'x' * (1 << 20))\n"
+    "    except OSError as error:\n"
+    "        size = os.statvfs(folder)\n"
+    "        print(folder, error.errno, written >> 20, size.f_blocks * size.f_frsize >> 20)\n"
+)
 
 
 def test_disk_is_bounded_per_test_and_nothing_reaches_the_host_disk(judge):
     """200 MB in each of /scratch, /tmp and /dev/shm: each stops at --judge_disk_mb (64) with ENOSPC."""
     with DiskWatch(judge.setup.slots.base) as disk:
         judgement = run(judge, DISK_FILL, timeout=10.0)
-        unchecked = run(judge, "for n in range(20):\n    open(f'fill{n}', 'wb').write(b'x' * (10 << 20))\n",
-                        timeout=10.0)
+        unchecked = run(
+            judge, "for n in range(20):\n    open(f'fill{n}', 'wb').write(b'x' * (10 << 20))\n", timeout=10.0
+        )
     lines = [line.split() for line in judgement.tests[0].stdout.splitlines()]
     assert [line[:2] for line in lines] == [["/scratch", "28"], ["/tmp", "28"], ["/dev/shm", "28"]], lines
     assert all(60 <= int(line[2]) <= 64 and line[3] == "64" for line in lines), lines
@@ -143,8 +154,10 @@ def test_disk_is_bounded_per_test_and_nothing_reaches_the_host_disk(judge):
 
 
 def test_judge_disk_mb_sizes_scratch_and_tmp(sandbox):
-    code = ("import os\nfor folder in ('/scratch', '/tmp', '/dev/shm'):\n"
-            "    print(os.statvfs(folder).f_blocks * os.statvfs(folder).f_frsize)")
+    code = (
+        "import os\nfor folder in ('/scratch', '/tmp', '/dev/shm'):\n"
+        "    print(os.statvfs(folder).f_blocks * os.statvfs(folder).f_frsize)"
+    )
     with Judge(workers=1, sandbox=sandbox, disk_mb=8) as judge:
         assert run(judge, code, f"{8 << 20}\n{8 << 20}\n{8 << 20}").status == "passed"
 
@@ -154,13 +167,15 @@ def test_host_files_and_problem_data_are_not_readable(judge, tmp_path):
     planted.write_text("secret")
     planted.chmod(0o644)
     data_file = next(ROOT.glob("data/*.jsonl"), ROOT / "requirements.txt")
-    code = ("import os\n"
-            f"for path in {[str(planted), str(data_file), '/etc/passwd', str(ROOT)]!r}:\n"
-            "    try:\n"
-            "        open(path).read() if not os.path.isdir(path) else os.listdir(path)\n"
-            "        print('read')\n"
-            "    except OSError:\n"
-            "        print('hidden')\n")
+    code = (
+        "import os\n"
+        f"for path in {[str(planted), str(data_file), '/etc/passwd', str(ROOT)]!r}:\n"
+        "    try:\n"
+        "        open(path).read() if not os.path.isdir(path) else os.listdir(path)\n"
+        "        print('read')\n"
+        "    except OSError:\n"
+        "        print('hidden')\n"
+    )
     assert run(judge, code).tests[0].stdout.split() == ["hidden"] * 4
 
 
@@ -175,18 +190,20 @@ def test_the_view_shows_the_standard_library_not_site_packages_nor_installed_dat
     planted.parent.mkdir(parents=True)
     try:
         planted.write_text('{"id": "x", "tests": [{"expected_output": "planted-answer"}]}\n')
-        code = ("import os\n"
-                f"for path in {shown + [str(planted.parent.parent)]!r}:\n"
-                "    try:\n"
-                "        print(len(os.listdir(path)))\n"
-                "    except OSError:\n"
-                "        print('hidden')\n"
-                "try:\n"
-                f"    print(open({str(planted)!r}).read())\n"
-                "except OSError:\n"
-                "    print('hidden')\n"
-                "import json, decimal, sqlite3, ctypes\n"
-                "print('standard-library')\n")
+        code = (
+            "import os\n"
+            f"for path in {shown + [str(planted.parent.parent)]!r}:\n"
+            "    try:\n"
+            "        print(len(os.listdir(path)))\n"
+            "    except OSError:\n"
+            "        print('hidden')\n"
+            "try:\n"
+            f"    print(open({str(planted)!r}).read())\n"
+            "except OSError:\n"
+            "    print('hidden')\n"
+            "import json, decimal, sqlite3, ctypes\n"
+            "print('standard-library')\n"
+        )
         out = run(judge, code).tests[0].stdout.split()
     finally:
         shutil.rmtree(planted.parent.parent)
@@ -194,10 +211,12 @@ def test_the_view_shows_the_standard_library_not_site_packages_nor_installed_dat
 
 
 # Each mount's root in its file system, mount point and source (/proc/self/mountinfo), then the test's cgroups.
-HOST_VIEW = ("for line in open('/proc/self/mountinfo'):\n"
-             "    fields = line.split()\n"
-             "    print(fields[3], fields[4], fields[fields.index('-') + 2])\n"
-             "print(open('/proc/self/cgroup').read())\n")
+HOST_VIEW = (
+    "for line in open('/proc/self/mountinfo'):\n"
+    "    fields = line.split()\n"
+    "    print(fields[3], fields[4], fields[fields.index('-') + 2])\n"
+    "print(open('/proc/self/cgroup').read())\n"
+)
 
 
 def test_the_view_shows_no_host_path_pid_or_user_name(judge):
@@ -216,9 +235,13 @@ def test_the_view_shows_no_host_path_pid_or_user_name(judge):
     for prefix in PythonExecutor().read_only:
         outside_interpreter = outside_interpreter.replace(prefix, "INTERPRETER")
     home, user = os.path.expanduser("~"), getpass.getuser()
-    host_facts = {"checkout": str(ROOT), "judge's folder": Path(judge.setup.slots.base).name,
-                  "the judge's temporary folders": f"{tempfile.gettempdir()}/", "home": f"{home}/",
-                  "user name": f"/{user}/"}
+    host_facts = {
+        "checkout": str(ROOT),
+        "judge's folder": Path(judge.setup.slots.base).name,
+        "the judge's temporary folders": f"{tempfile.gettempdir()}/",
+        "home": f"{home}/",
+        "user name": f"/{user}/",
+    }
     found = {what: fact for what, fact in host_facts.items() if fact in outside_interpreter}
     assert not found, f"host facts seen from inside: {found}\n{seen}"
     assert not re.search(rf"(?<![0-9]){os.getpid()}(?![0-9])", seen), f"the judge's pid {os.getpid()} seen:\n{seen}"
@@ -226,22 +249,24 @@ def test_the_view_shows_no_host_path_pid_or_user_name(judge):
 
 def test_expected_output_is_nowhere_the_program_can_look(judge):
     expected = "zebra-7f3c91-expected"
-    code = ("import os\n"
-            "found = []\n"
-            "for top in ('/scratch', '/tmp', '/proc', '/dev/shm'):\n"
-            "    for folder, dirs, files in os.walk(top):\n"
-            "        if folder.startswith('/proc/') and folder.count('/') > 2 and not folder.endswith(('environ', 'cmdline')):\n"
-            "            dirs[:] = [d for d in dirs if d.isdigit()]\n"
-            "        for name in files:\n"
-            "            path = os.path.join(folder, name)\n"
-            "            if top == '/proc' and name not in ('cmdline', 'environ'):\n"
-            "                continue\n"
-            "            try:\n"
-            "                if b'zebra-' + b'7f3c91' in open(path, 'rb').read(1 << 20):\n"
-            "                    found.append(path)\n"
-            "            except OSError:\n"
-            "                pass\n"
-            "print('found' if found else 'nothing', found)\n")
+    code = (
+        "import os\n"
+        "found = []\n"
+        "for top in ('/scratch', '/tmp', '/proc', '/dev/shm'):\n"
+        "    for folder, dirs, files in os.walk(top):\n"
+        "        if folder.startswith('/proc/') and folder.count('/') > 2 and not folder.endswith(('environ', 'cmdline')):\n"
+        "            dirs[:] = [d for d in dirs if d.isdigit()]\n"
+        "        for name in files:\n"
+        "            path = os.path.join(folder, name)\n"
+        "            if top == '/proc' and name not in ('cmdline', 'environ'):\n"
+        "                continue\n"
+        "            try:\n"
+        "                if b'zebra-' + b'7f3c91' in open(path, 'rb').read(1 << 20):\n"
+        "                    found.append(path)\n"
+        "            except OSError:\n"
+        "                pass\n"
+        "print('found' if found else 'nothing', found)\n"
+    )
     result = run(judge, code, expected).tests[0]
     assert result.stdout.startswith("nothing"), result.stdout
 
@@ -259,17 +284,35 @@ def test_environment_is_scrubbed(judge, monkeypatch):
 def test_the_kernel_keyring_is_refused(judge):
     """A uid's user keyring outlives its processes: a key left there would reach later tests of the slot uid."""
     add_key, keyctl = {"x86_64": (248, 250), "aarch64": (217, 219)}[os.uname().machine]
-    code = ("import ctypes\n"
-            "libc = ctypes.CDLL(None, use_errno=True)\n"
-            f"print(libc.syscall({add_key}, b'user', b'left-for-later', b'x', 1, ctypes.c_int(-4)), ctypes.get_errno())\n"
-            f"print(libc.syscall({keyctl}, 0, ctypes.c_int(-4), 0), ctypes.get_errno())\n")
+    code = (
+        "import ctypes\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        f"print(libc.syscall({add_key}, b'user', b'left-for-later', b'x', 1, ctypes.c_int(-4)), ctypes.get_errno())\n"
+        f"print(libc.syscall({keyctl}, 0, ctypes.c_int(-4), 0), ctypes.get_errno())\n"
+    )
     assert run(judge, code).tests[0].stdout.split() == ["-1", "1", "-1", "1"]
 
 
-SYSCALLS = {"x86_64": {"clone": 56, "unshare": 272, "setns": 308, "clone3": 435, "io_uring_setup": 425,
-                        "io_uring_enter": 426, "io_uring_register": 427},
-            "aarch64": {"clone": 220, "unshare": 97, "setns": 268, "clone3": 435, "io_uring_setup": 425,
-                        "io_uring_enter": 426, "io_uring_register": 427}}.get(os.uname().machine)
+SYSCALLS = {
+    "x86_64": {
+        "clone": 56,
+        "unshare": 272,
+        "setns": 308,
+        "clone3": 435,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+    },
+    "aarch64": {
+        "clone": 220,
+        "unshare": 97,
+        "setns": 268,
+        "clone3": 435,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+    },
+}.get(os.uname().machine)
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET, SIGCHLD = 0x00020000, 0x10000000, 0x40000000, 17
 EPERM, ENOSYS = 1, 38
 # Each line prints "result errno" for one call: a namespace, setns into one, clone3 (whose flags seccomp cannot
@@ -294,8 +337,11 @@ KERNEL_SURFACE = (
     "show('io_uring_enter', libc.syscall({io_uring_enter}, 0, 0, 0, 0, 0, 0))\n"
     "show('io_uring_register', libc.syscall({io_uring_register}, 0, 0, 0, 0))\n"
 )
-REFUSED = ([f"unshare -1 {EPERM}", f"clone -1 {EPERM}"] * 4 + [f"setns -1 {EPERM}", f"clone3 -1 {ENOSYS}"]
-           + [f"io_uring_{call} -1 {EPERM}" for call in ("setup", "enter", "register")])
+REFUSED = (
+    [f"unshare -1 {EPERM}", f"clone -1 {EPERM}"] * 4
+    + [f"setns -1 {EPERM}", f"clone3 -1 {ENOSYS}"]
+    + [f"io_uring_{call} -1 {EPERM}" for call in ("setup", "enter", "register")]
+)
 
 
 @pytest.mark.skipif(SYSCALLS is None, reason="no seccomp program for this architecture")
@@ -314,15 +360,21 @@ def test_the_seccomp_program_itself_refuses_what_root_could_do():
     plain = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=30)
     made = [line for line in plain.stdout.splitlines() if line.split()[1] != "-1"]
     assert {line.split()[0] for line in made} == {"unshare", "clone", "setns", "clone3", "io_uring_setup"}, plain.stdout
-    install = ("import ctypes, sys\n"
-               "libc = ctypes.CDLL(None, use_errno=True)\n"
-               "program = bytes.fromhex(sys.argv[1])\n"
-               "class Fprog(ctypes.Structure):\n"
-               "    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_char_p)]\n"
-               "assert libc.prctl(38, 1, 0, 0, 0) == 0 and libc.prctl(22, 2, ctypes.byref(Fprog(len(program) // 8, "
-               "program)), 0, 0) == 0\n")
-    filtered = subprocess.run([sys.executable, "-I", "-S", "-c", install + code, SECCOMP_FILTER.hex()],
-                              capture_output=True, text=True, timeout=30)
+    install = (
+        "import ctypes, sys\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "program = bytes.fromhex(sys.argv[1])\n"
+        "class Fprog(ctypes.Structure):\n"
+        "    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_char_p)]\n"
+        "assert libc.prctl(38, 1, 0, 0, 0) == 0 and libc.prctl(22, 2, ctypes.byref(Fprog(len(program) // 8, "
+        "program)), 0, 0) == 0\n"
+    )
+    filtered = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", install + code, SECCOMP_FILTER.hex()],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert filtered.stdout.splitlines() == REFUSED, filtered.stdout + filtered.stderr
 
 
@@ -369,15 +421,17 @@ def test_a_warm_and_a_cold_test_run_under_the_same_policy():
 
 
 def test_processes_threads_and_multiprocessing_still_work(judge):
-    code = ("import multiprocessing, subprocess, threading\n"
-            "print(subprocess.run(['/usr/bin/echo', 'spawned'], capture_output=True, text=True).stdout.strip())\n"
-            "done = []\n"
-            "thread = threading.Thread(target=done.append, args=('thread',))\n"
-            "thread.start()\n"
-            "thread.join()\n"
-            "print(*done)\n"
-            "with multiprocessing.get_context('fork').Pool(2) as pool:\n"
-            "    print(sum(pool.map(abs, range(-5, 5))))\n")
+    code = (
+        "import multiprocessing, subprocess, threading\n"
+        "print(subprocess.run(['/usr/bin/echo', 'spawned'], capture_output=True, text=True).stdout.strip())\n"
+        "done = []\n"
+        "thread = threading.Thread(target=done.append, args=('thread',))\n"
+        "thread.start()\n"
+        "thread.join()\n"
+        "print(*done)\n"
+        "with multiprocessing.get_context('fork').Pool(2) as pool:\n"
+        "    print(sum(pool.map(abs, range(-5, 5))))\n"
+    )
     result = run(judge, code, "spawned\nthread\n25").tests[0]
     assert result.status == "passed", result.stdout + result.stderr
 
@@ -385,11 +439,13 @@ def test_processes_threads_and_multiprocessing_still_work(judge):
 def test_sqlite_on_a_file_fails_at_once_and_in_memory_works(judge):
     """sqlite3 locks a database file, which judged Python may not (judging/seccomp.py): it fails at once with its
     own message, not after its busy timeout (5 s, past the test's); in memory, or with the unix-none VFS, it works."""
-    make = ("import sqlite3\n"
-            "db = sqlite3.connect({where!r}, uri=True)\n"
-            "db.execute('create table t (x)')\n"
-            "db.execute('insert into t values (7)')\n"
-            "print(db.execute('select x from t').fetchone()[0])\n")
+    make = (
+        "import sqlite3\n"
+        "db = sqlite3.connect({where!r}, uri=True)\n"
+        "db.execute('create table t (x)')\n"
+        "db.execute('insert into t values (7)')\n"
+        "print(db.execute('select x from t').fetchone()[0])\n"
+    )
     on_file = run(judge, make.format(where="/scratch/kept.db"), "7").tests[0]
     assert on_file.status == "runtime_error" and "access permission denied" in on_file.stderr, on_file
     for where in (":memory:", "file:/scratch/kept.db?vfs=unix-none"):
@@ -408,12 +464,7 @@ def one_slot(sandbox):
 def test_the_test_after_one_that_filled_its_process_limit_starts(one_slot):
     """A test's processes die after its sandbox does and count against its slot's process limit until reaped:
     the slot's next test must not find them there (cold, bwrap failed to start it: a runtime_error)."""
-    fill = ("import os\n"
-            "while True:\n"
-            "    try:\n"
-            "        os.fork()\n"
-            "    except OSError:\n"
-            "        pass\n")
+    fill = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
     (cgroup,) = one_slot.setup.slots.cgroups.slots.values() or [None]
     listed = [folder / "cgroup.procs" for folder in cgroup.folders] if cgroup else []
     run(one_slot, "pass")
@@ -429,19 +480,21 @@ def test_the_test_after_one_that_filled_its_process_limit_starts(one_slot):
 def test_judged_python_opens_unix_sockets_only(judge):
     """A network socket's state outlives its processes (TIME_WAIT, the stack's counters and caches), so judged Python
     may open Unix sockets only (judging/seccomp.py); multiprocessing's and asyncio's still work."""
-    code = ("import asyncio, errno, multiprocessing, socket\n"
-            "for family in (socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK, socket.AF_PACKET, 40):  # 40: VSOCK\n"
-            "    try:\n"
-            "        socket.socket(family, socket.SOCK_DGRAM).close()\n"
-            "        print('opened', family)\n"
-            "    except OSError as error:\n"
-            "        print(errno.errorcode[error.errno])\n"
-            "a, b = socket.socketpair()\n"
-            "a.send(b'unix')\n"
-            "print(b.recv(4).decode(), asyncio.run(asyncio.sleep(0, 'asyncio')))\n"
-            "reader, writer = multiprocessing.Pipe()\n"
-            "writer.send('pipe')\n"
-            "print(reader.recv())\n")
+    code = (
+        "import asyncio, errno, multiprocessing, socket\n"
+        "for family in (socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK, socket.AF_PACKET, 40):  # 40: VSOCK\n"
+        "    try:\n"
+        "        socket.socket(family, socket.SOCK_DGRAM).close()\n"
+        "        print('opened', family)\n"
+        "    except OSError as error:\n"
+        "        print(errno.errorcode[error.errno])\n"
+        "a, b = socket.socketpair()\n"
+        "a.send(b'unix')\n"
+        "print(b.recv(4).decode(), asyncio.run(asyncio.sleep(0, 'asyncio')))\n"
+        "reader, writer = multiprocessing.Pipe()\n"
+        "writer.send('pipe')\n"
+        "print(reader.recv())\n"
+    )
     result = run(judge, code).tests[0]
     assert result.stdout.split() == ["EAFNOSUPPORT"] * 5 + ["unix", "asyncio", "pipe"], result.stderr
 
@@ -456,13 +509,15 @@ LEAVE_A_SOCKET = (
     "a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
     "socket.send_fds(a, [b'x'], [a.fileno(), held.fileno()])\n"
     "socket.send_fds(b, [b'x'], [b.fileno()])\n"
-    "print(any(row.endswith('@secret-42') for row in open('/proc/net/unix').read().splitlines()))\n")
+    "print(any(row.endswith('@secret-42') for row in open('/proc/net/unix').read().splitlines()))\n"
+)
 LOOK_FOR_IT = (
     "import socket\n"
     "seen = any(row.endswith('@secret-42') for row in open('/proc/net/unix').read().splitlines())\n"
     "probe = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
     "probe.bind(b'\\0secret-42')\n"
-    "print(seen, 'bound')\n")
+    "print(seen, 'bound')\n"
+)
 
 
 def test_no_socket_reaches_the_next_test(one_slot):
@@ -471,7 +526,9 @@ def test_no_socket_reaches_the_next_test(one_slot):
     test saw the sockets and could not bind the name. (The listing is matched by name: the worker's end of a test's
     request channel, unnamed, may still be listed while the test starts.)"""
     for _ in range(3):
-        assert run(one_slot, LEAVE_A_SOCKET, "True").status == "passed", "the socket must exist, or the test means nothing"
+        assert run(one_slot, LEAVE_A_SOCKET, "True").status == "passed", (
+            "the socket must exist, or the test means nothing"
+        )
         seen = run(one_slot, LOOK_FOR_IT, "False bound").tests[0]
         assert seen.status == "passed", seen.stdout + seen.stderr
     assert not one_slot.warm or one_slot.setup.warm.failures == 0, one_slot.setup.warm.failure
@@ -479,19 +536,17 @@ def test_no_socket_reaches_the_next_test(one_slot):
 
 def test_the_pid_counter_carries_nothing_to_the_next_test(one_slot):
     """Process ids must not reveal how many processes the previous test of the slot made."""
-    look = ("import os\n"
-            "last = open('/proc/sys/kernel/ns_last_pid').read().split()\n"
-            "child = os.fork()\n"
-            "if child == 0:\n"
-            "    os._exit(0)\n"
-            "os.waitpid(child, 0)\n"
-            "print(os.getpid(), child, last, open('/proc/loadavg').read().split()[-1])\n")
+    look = (
+        "import os\n"
+        "last = open('/proc/sys/kernel/ns_last_pid').read().split()\n"
+        "child = os.fork()\n"
+        "if child == 0:\n"
+        "    os._exit(0)\n"
+        "os.waitpid(child, 0)\n"
+        "print(os.getpid(), child, last, open('/proc/loadavg').read().split()[-1])\n"
+    )
     after_quiet = run(one_slot, "pass"), run(one_slot, look).tests[0].stdout
-    busy = ("import os\n"
-            "for _ in range(20):\n"
-            "    if os.fork() == 0:\n"
-            "        os._exit(0)\n"
-            "    os.wait()\n")
+    busy = "import os\nfor _ in range(20):\n    if os.fork() == 0:\n        os._exit(0)\n    os.wait()\n"
     assert run(one_slot, busy).status == "failed", "the busy test must run to its end"
     after_busy = run(one_slot, look).tests[0].stdout
     assert after_busy == after_quiet[1] != "", (after_quiet[1], after_busy)
@@ -529,7 +584,8 @@ LOCK_SENDER = (
     "    except OSError as error:\n"
     "        said.append(f'{{name}} {{errno.errorcode[error.errno]}}')\n"
     "time.sleep({hold})\n"
-    "print(*said, sep=', ')\n")
+    "print(*said, sep=', ')\n"
+)
 LOCK_RECEIVER = (
     "import errno, fcntl, json, os, struct, time\n"
     "def lock(kind, start, length):\n"
@@ -555,7 +611,8 @@ LOCK_RECEIVER = (
     "        (seen if error.errno == errno.EWOULDBLOCK else refused).add(f'flock {{errno.errorcode[error.errno]}}')\n"
     "    seen.update(f'/proc/locks {{line}}' for line in open('/proc/locks').read().splitlines())\n"
     "    time.sleep(0.01)\n"
-    "print(json.dumps({{'seen': sorted(seen), 'refused': sorted(refused)}}))\n")
+    "print(json.dumps({{'seen': sorted(seen), 'refused': sorted(refused)}}))\n"
+)
 
 LOCK_CALLS = ("F_SETLK", "F_SETLKW", "F_OFD_SETLK", "F_OFD_SETLKW", "flock", "lockf", "F_SETLK upper bits")
 
@@ -571,16 +628,17 @@ def test_no_file_lock_reaches_a_concurrent_test(judge):
     hold = 1.5
     sender = LOCK_SENDER.format(secret=secret, hold=hold, fcntl={"x86_64": 72, "aarch64": 25}[os.uname().machine])
     receiver = LOCK_RECEIVER.format(hold=hold + 0.5)
-    heard, said = judge.run_many([("", [Test(receiver, "")], "python"),
-                                  ("", [Test(sender, "")], "python")], timeout=4.0)
+    heard, said = judge.run_many(
+        [("", [Test(receiver, "")], "python"), ("", [Test(sender, "")], "python")], timeout=4.0
+    )
     assert said.tests[0].stderr == "" and heard.tests[0].stderr == "", said.tests[0].stderr + heard.tests[0].stderr
     assert str(secret) not in heard.tests[0].stdout, heard.tests[0].stdout
     heard = json.loads(heard.tests[0].stdout)
     assert heard["seen"] == [], heard
     assert said.tests[0].stdout.strip() == ", ".join(f"{name} EPERM" for name in LOCK_CALLS), said.tests[0].stdout
-    assert heard["refused"] == sorted(f"{name} EPERM" for name in ("F_GETLK", "F_OFD_GETLK", "F_GETLK /dev/null",
-                                                                   "flock")), heard
-
+    assert heard["refused"] == sorted(
+        f"{name} EPERM" for name in ("F_GETLK", "F_OFD_GETLK", "F_GETLK /dev/null", "flock")
+    ), heard
 
 
 # A watch on a folder of the shared view (inotify is the inode's) is told the name of every file in it that any
@@ -634,7 +692,8 @@ WATCH_RECEIVER = (
     "    while time.time() < end:\n"
     "        if select.select([fd], [], [], 0.05)[0]:\n"
     "            told.update(names(os.read(fd, 65536)))\n"
-    "print(sorted(told))\n")
+    "print(sorted(told))\n"
+)
 WATCH_SENDER = (
     "import os, time\n"
     "folder = os.path.join(os.path.dirname(os.__file__), 'lib2to3', 'fixes')\n"
@@ -642,7 +701,8 @@ WATCH_SENDER = (
     "while time.time() < end:\n"
     "    for name in ('fix_apply.py', 'fix_next.py', 'fix_zip.py'):\n"
     "        open(os.path.join(folder, name)).read()\n"
-    "    time.sleep(0.05)\n")
+    "    time.sleep(0.05)\n"
+)
 
 
 @pytest.mark.slow
@@ -652,9 +712,12 @@ def test_no_file_watch_reaches_a_concurrent_test(judge):
     name an open. Checked failing without the refusal: through inotify, and through an unprivileged fanotify (on the
     block-list this list replaced), the receiver was told fix_apply.py, fix_next.py and fix_zip.py, on both paths;
     through F_NOTIFY, of an access."""
-    heard, said = judge.run_many([("", [Test(WATCH_RECEIVER.format(seconds=0.6), "")],
-                                   "python"),
-                                  ("", [Test(WATCH_SENDER.format(seconds=2.5), "")],
-                                   "python")], timeout=5.0)
+    heard, said = judge.run_many(
+        [
+            ("", [Test(WATCH_RECEIVER.format(seconds=0.6), "")], "python"),
+            ("", [Test(WATCH_SENDER.format(seconds=2.5), "")], "python"),
+        ],
+        timeout=5.0,
+    )
     assert said.tests[0].stderr == "" and heard.tests[0].stderr == "", said.tests[0].stderr + heard.tests[0].stderr
     assert heard.tests[0].stdout.strip() == "['EPERM']", heard.tests[0].stdout

@@ -24,15 +24,34 @@ from judging.slots import SLOT_LOCK_DIR, SLOT_UID_BASE, SandboxUnavailable, bloc
 HOST_VIEW = "disk unbounded but for fsize (scratch is a host folder)"
 
 
-@pytest.mark.parametrize("name, tool, warm, program, described", [
-    ("bwrap", "bwrap", True, "/scratch/p.py", "bwrap: pid+net+ipc+uts namespaces, private read-only fs, /scratch, "
-                                              "/tmp, /dev/shm tmpfs of 64 MB each (nothing reaches the host disk)"),
-    ("unshare", "unshare", False, "/host/p.py", f"unshare: pid+net+ipc+uts namespaces, host fs visible, {HOST_VIEW}"),
-    ("rlimits", "prlimit", False, "/host/p.py", f"rlimits (weak): no namespaces, network and host fs reachable, "
-                                                f"{HOST_VIEW}"),
-])
-def test_each_level_says_what_it_runs_where_the_program_lies_and_what_it_isolates(name, tool, warm, program,
-                                                                                 described):
+@pytest.mark.parametrize(
+    "name, tool, warm, program, described",
+    [
+        (
+            "bwrap",
+            "bwrap",
+            True,
+            "/scratch/p.py",
+            "bwrap: pid+net+ipc+uts namespaces, private read-only fs, /scratch, "
+            "/tmp, /dev/shm tmpfs of 64 MB each (nothing reaches the host disk)",
+        ),
+        (
+            "unshare",
+            "unshare",
+            False,
+            "/host/p.py",
+            f"unshare: pid+net+ipc+uts namespaces, host fs visible, {HOST_VIEW}",
+        ),
+        (
+            "rlimits",
+            "prlimit",
+            False,
+            "/host/p.py",
+            f"rlimits (weak): no namespaces, network and host fs reachable, {HOST_VIEW}",
+        ),
+    ],
+)
+def test_each_level_says_what_it_runs_where_the_program_lies_and_what_it_isolates(name, tool, warm, program, described):
     level = level_named(name)
     assert (level.name, level.tool, level.warm, level.program_path("p.py", "/host")) == (name, tool, warm, program)
     sandbox = Sandbox(level, Limits(disk_mb=64), [], {})
@@ -49,7 +68,11 @@ def test_each_sandbox_choice_tries_its_levels_strongest_first():
     assert tried("auto", as_root=False) == ["bwrap", "unshare", "rlimits"]
     assert tried("auto", as_root=True) == tried("strict", as_root=False) == ["bwrap", "unshare"], "no namespaces"
     assert [tried(choice, True) for choice in ("bwrap", "bwrap-cold", "unshare", "rlimits")] == [
-        ["bwrap"], ["bwrap"], ["unshare"], ["rlimits"]]
+        ["bwrap"],
+        ["bwrap"],
+        ["unshare"],
+        ["rlimits"],
+    ]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
@@ -102,8 +125,7 @@ def python_out_of_slot_reach(monkeypatch):
     cross, and made sys.executable: the condition of a Python under /root, on any machine."""
     private = Path(tempfile.mkdtemp(prefix="python-out-of-reach-"))  # mode 0700
     try:
-        subprocess.run([sys.executable, "-m", "venv", "--copies", "--without-pip", str(private / "venv")],
-                       check=True)
+        subprocess.run([sys.executable, "-m", "venv", "--copies", "--without-pip", str(private / "venv")], check=True)
         python = str(private / "venv" / "bin" / "python3")
         assert blocked_for_others(python) == f"{private} is mode 0700"
         monkeypatch.setattr(sys, "executable", python)
@@ -113,8 +135,9 @@ def python_out_of_slot_reach(monkeypatch):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="slot uids need root")
-def test_explicit_rlimits_with_python_out_of_slot_reach_runs_as_root_and_says_so(path_without_namespace_tools,
-                                                                                python_out_of_slot_reach):
+def test_explicit_rlimits_with_python_out_of_slot_reach_runs_as_root_and_says_so(
+    path_without_namespace_tools, python_out_of_slot_reach
+):
     with Judge(sandbox="rlimits", workers=1) as judge:
         assert "judged code runs as root" in judge.isolation
         assert run(judge, "import os\nprint(os.getuid())", "0").status == "passed"
@@ -124,6 +147,7 @@ def test_explicit_rlimits_with_python_out_of_slot_reach_runs_as_root_and_says_so
 def test_unshare_with_python_out_of_slot_reach_names_the_cause(python_out_of_slot_reach):
     with pytest.raises(JudgeUnavailable, match=re.escape(blocked_for_others(python_out_of_slot_reach))):
         Judge(sandbox="unshare", workers=1)
+
 
 def unshare_works():
     command = ["unshare", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc", "true"]
@@ -174,11 +198,13 @@ def test_warm_workers_started_beside_a_failing_bwrap_probe_are_closed(tmp_path, 
     none of them is left running. The stand-in bwrap refuses cold runs (``--as-pid-1``) and starts the rest."""
     started = tmp_path / "started"
     stand_in = tmp_path / "bwrap"
-    stand_in.write_text("#!/bin/sh\n"
-                        'for arg; do [ "$arg" = --as-pid-1 ] && { echo "stand-in bwrap: cold runs refused" >&2; '
-                        "exit 1; }; done\n"
-                        f'echo warm >> "{started}"\n'
-                        f'exec {shutil.which("bwrap")} "$@"\n')
+    stand_in.write_text(
+        "#!/bin/sh\n"
+        'for arg; do [ "$arg" = --as-pid-1 ] && { echo "stand-in bwrap: cold runs refused" >&2; '
+        "exit 1; }; done\n"
+        f'echo warm >> "{started}"\n'
+        f'exec {shutil.which("bwrap")} "$@"\n'
+    )
     stand_in.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr(sys, "executable", "/usr/bin/python3")  # the system Python, which unshare's slot uid can run

@@ -9,48 +9,47 @@ import time
 
 import pytest
 
-from bwrap_paths import (command_lines, judge, run, sandbox, wait_until_gone,  # noqa: F401 (fixtures)
-                         warm_workers_handle_it_themselves)
+from bwrap_paths import command_lines, wait_until_gone
+from bwrap_paths import judge, run, sandbox, warm_workers_handle_it_themselves  # noqa: F401 (fixtures)
 from judging import Judge, Test
 from judging.cgroups import Cgroups
 from judging.env_vars import CGROUP_V2_ROOT
 
 
 def test_fork_bomb_is_contained_and_cleaned_up(judge):
-    code = ("import os\n"
-            "while True:\n"
-            "    try:\n"
-            "        os.fork()\n"
-            "    except OSError:\n"
-            "        pass\n")
+    code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
     assert run(judge, code).status == "timeout"
     assert wait_until_gone(judge) == []
 
 
 def test_double_forked_daemon_dies_with_the_test(judge):
-    code = ("import os, time\n"
-            "if os.fork() == 0:\n"
-            "    os.setsid()\n"
-            "    if os.fork() == 0:\n"
-            "        os.execv('/usr/bin/sleep', ['sleep', '313.37'])\n"
-            "    os._exit(0)\n"
-            "time.sleep(0.2)\n"
-            "print('parent done')\n")
+    code = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        os.execv('/usr/bin/sleep', ['sleep', '313.37'])\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.2)\n"
+        "print('parent done')\n"
+    )
     assert run(judge, code).tests[0].stdout.strip() == "parent done"
     assert wait_until_gone(judge) == []
     assert not any(b"313.37" in command for command in command_lines())
 
 
 def test_sigterm_ignoring_children_die_on_timeout(judge):
-    code = ("import os, signal, time\n"
-            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-            "for _ in range(3):\n"
-            "    if os.fork() == 0:\n"
-            "        signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-            "        while True:\n"
-            "            time.sleep(0.01)\n"
-            "while True:\n"
-            "    time.sleep(0.01)\n")
+    code = (
+        "import os, signal, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "for _ in range(3):\n"
+        "    if os.fork() == 0:\n"
+        "        signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "        while True:\n"
+        "            time.sleep(0.01)\n"
+        "while True:\n"
+        "    time.sleep(0.01)\n"
+    )
     assert run(judge, code).status == "timeout"
     assert wait_until_gone(judge) == []
 
@@ -70,19 +69,21 @@ def test_memory_hog_reports_memory(judge):
 def memory_spread(children_mb, memfd_mb):
     """8 processes holding ``children_mb`` each (written, so charged) and a memfd of ``memfd_mb`` written with
     write(): under a 64 MB address-space limit per process, 8 x 16 + 24 MB holds 152 MB in all."""
-    return ("import os, time\n"
-            "fds = [os.memfd_create('outside-every-address-space') for _ in range(2)]  # each under fsize\n"
-            f"for n in range({memfd_mb}):\n"
-            "    os.write(fds[n % 2], b'x' * (1 << 20))\n"
-            "children = []\n"
-            "for _ in range(8):\n"
-            "    pid = os.fork()\n"
-            "    if pid == 0:\n"
-            f"        held = b'x' * ({children_mb} << 20)\n"
-            "        time.sleep(0.5)\n"
-            "        os._exit(0)\n"
-            "    children.append(pid)\n"
-            "print(sorted(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children))\n")
+    return (
+        "import os, time\n"
+        "fds = [os.memfd_create('outside-every-address-space') for _ in range(2)]  # each under fsize\n"
+        f"for n in range({memfd_mb}):\n"
+        "    os.write(fds[n % 2], b'x' * (1 << 20))\n"
+        "children = []\n"
+        "for _ in range(8):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        f"        held = b'x' * ({children_mb} << 20)\n"
+        "        time.sleep(0.5)\n"
+        "        os._exit(0)\n"
+        "    children.append(pid)\n"
+        "print(sorted(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children))\n"
+    )
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
@@ -106,8 +107,9 @@ def test_the_slot_cgroup_counts_the_tests_processes_not_bwraps(sandbox):
     with Judge(timeout=5.0, workers=1, sandbox=sandbox) as judge:
         statuses = [run(judge, "pass", "").status for _ in range(50)]
         [slot] = judge.setup.slots.cgroups.slots.values()
-        tasks = [int((folder / "pids.current").read_text()) for folder in slot.folders if
-                 (folder / "pids.current").exists()]
+        tasks = [
+            int((folder / "pids.current").read_text()) for folder in slot.folders if (folder / "pids.current").exists()
+        ]
     assert statuses == ["passed"] * 50
     assert tasks and tasks[0] <= 1, "only the warm worker may stay in the slot between tests"
 
@@ -173,7 +175,8 @@ def test_a_controller_not_delegated_is_named(tmp_path, monkeypatch):
     assert cgroups.unavailable == (
         f"cgroup v2: {tmp_path} is not given the memory controller (its cgroup.controllers: cpu pids): the cgroup "
         f"above it must delegate it (+memory in {tmp_path.parent}/cgroup.subtree_control, as Slurm's cgroup plugin "
-        f"and systemd's Delegate=yes do)")
+        f"and systemd's Delegate=yes do)"
+    )
     assert (tmp_path / "cgroup.subtree_control").read_text() == ""
     assert [path for path in tmp_path.iterdir() if path.is_dir()] == []
 
@@ -182,8 +185,9 @@ def test_a_controller_not_delegated_is_named(tmp_path, monkeypatch):
 def test_without_a_writable_cgroup_the_isolation_line_says_what_still_bounds_memory(monkeypatch, sandbox):
     monkeypatch.setenv(CGROUP_V2_ROOT, "/proc/self")  # no cgroup can be made there, even as root
     with Judge(workers=1, sandbox=sandbox, memory_mb=256) as judge:
-        assert ("memory: NOT bounded per test (cgroup v2: /proc/self/cgroup.subtree_control: No such file or "
-                "directory)") in judge.isolation
+        assert (
+            "memory: NOT bounded per test (cgroup v2: /proc/self/cgroup.subtree_control: No such file or directory)"
+        ) in judge.isolation
         assert "address space 256 MB each, at most 32 processes per slot uid" in judge.isolation
         assert "cpu: NOT bounded per slot (no cgroup per slot, as for memory)" in judge.isolation
         assert run(judge, "print(6)", "6").status == "passed"
@@ -210,17 +214,19 @@ def test_completion_budget_cuts_the_first_test_short(sandbox):
 
 def test_trainer_survives_the_program_attacking_it(judge):
     me = os.getpid()
-    code = ("import os, signal\n"
-            f"for pid in (os.getppid(), 1, {me}, -1):\n"
-            "    try:\n"
-            "        os.kill(pid, signal.SIGKILL)\n"
-            "    except OSError:\n"
-            "        pass\n"
-            "try:\n"
-            "    os.killpg(0, signal.SIGKILL)\n"
-            "except OSError:\n"
-            "    pass\n"
-            "print('still here')\n")
+    code = (
+        "import os, signal\n"
+        f"for pid in (os.getppid(), 1, {me}, -1):\n"
+        "    try:\n"
+        "        os.kill(pid, signal.SIGKILL)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "try:\n"
+        "    os.killpg(0, signal.SIGKILL)\n"
+        "except OSError:\n"
+        "    pass\n"
+        "print('still here')\n"
+    )
     run(judge, code)
     assert run(judge, "print(6)", "6").status == "passed"
 
@@ -235,29 +241,27 @@ def test_killed_programs_leave_no_zombie_of_the_slot_uid(judge):
     assert wait_until_gone(judge, seconds=1.0) == []
 
 
-SOLVE = ("def solve(n):\n"
-         "    total = 0\n"
-         "    for i in range(n):\n"
-         "        total += i * i % 7\n"
-         "    return total\n")
+SOLVE = "def solve(n):\n    total = 0\n    for i in range(n):\n        total += i * i % 7\n    return total\n"
 
 
 def saboteur(sessions: int, seconds: float) -> str:
     """A correct ``solve`` whose program first forks ``sessions`` processes, each in a session of its own, spinning
     for ``seconds``, and waits for them."""
-    return ("import os, time\n"
-            "children = []\n"
-            f"for _ in range({sessions}):\n"
-            "    pid = os.fork()\n"
-            "    if pid == 0:\n"
-            "        os.setsid()\n"
-            f"        end = time.monotonic() + {seconds}\n"
-            "        while time.monotonic() < end:\n"
-            "            pass\n"
-            "        os._exit(0)\n"
-            "    children.append(pid)\n"
-            "for pid in children:\n"
-            "    os.waitpid(pid, 0)\n" + SOLVE)
+    return (
+        "import os, time\n"
+        "children = []\n"
+        f"for _ in range({sessions}):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        os.setsid()\n"
+        f"        end = time.monotonic() + {seconds}\n"
+        "        while time.monotonic() < end:\n"
+        "            pass\n"
+        "        os._exit(0)\n"
+        "    children.append(pid)\n"
+        "for pid in children:\n"
+        "    os.waitpid(pid, 0)\n" + SOLVE
+    )
 
 
 def loop_for(cpu_seconds: float) -> int:

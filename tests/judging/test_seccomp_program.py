@@ -12,29 +12,102 @@ import pytest
 from judging.seccomp import SECCOMP_FILTER, SECCOMP_FILTER_PYTHON, allowed_calls
 
 pyseccomp = pytest.importorskip("pyseccomp")
-pytestmark = pytest.mark.skipif(os.uname().machine != "x86_64" or SECCOMP_FILTER is None,
-                                reason="the table below is x86-64's")
+pytestmark = pytest.mark.skipif(
+    os.uname().machine != "x86_64" or SECCOMP_FILTER is None, reason="the table below is x86-64's"
+)
 
 # This test's own table of the rules (not judging/seccomp.py's): x86-64 numbers, the architecture CI runs on.
 X86_64, I386, AARCH64 = 0xC000003E, 0x40000003, 0xC00000B7
 X32_BIT = 0x40000000
 CLONE, CLONE3, SOCKET, SOCKETPAIR, FCNTL, IOCTL, PRCTL, PERSONALITY, MKNOD, MKNODAT, FADVISE64 = (
-    56, 435, 41, 53, 72, 16, 157, 135, 133, 259, 221)
+    56,
+    435,
+    41,
+    53,
+    72,
+    16,
+    157,
+    135,
+    133,
+    259,
+    221,
+)
 # Never allowed to either language: a machine-wide pool, a uid's charges that outlive a test, another process's
 # memory or events, the kernel's own state, namespaces, mounts, the keyring, modules, the page cache's eviction.
-NEVER = {300: "fanotify_init", 323: "userfaultfd", 298: "perf_event_open", 447: "memfd_secret", 103: "syslog",
-         206: "io_setup", 209: "io_submit", 425: "io_uring_setup", 426: "io_uring_enter", 427: "io_uring_register",
-         321: "bpf", 248: "add_key", 249: "request_key", 250: "keyctl", 246: "kexec_load", 320: "kexec_file_load",
-         165: "mount", 166: "umount2", 272: "unshare", 308: "setns", 101: "ptrace", 310: "process_vm_readv",
-         311: "process_vm_writev", 303: "name_to_handle_at", 304: "open_by_handle_at", 240: "mq_open",
-         29: "shmget", 30: "shmat", 31: "shmctl", 64: "semget", 68: "msgget", 438: "pidfd_getfd", 312: "kcmp",
-         175: "init_module", 313: "finit_module", 176: "delete_module", 167: "swapon", 169: "reboot",
-         155: "pivot_root", 161: "chroot", 430: "fsopen", 428: "open_tree", 429: "move_mount", 442: "mount_setattr",
-         451: "cachestat", 317: "seccomp", 149: "mlock", 151: "mlockall", 278: "vmsplice", 238: "set_mempolicy",
-         237: "mbind", 256: "migrate_pages", 279: "move_pages", 162: "sync", 306: "syncfs", 163: "acct",
-         164: "settimeofday", 227: "clock_settime", 159: "adjtimex", 170: "sethostname", 171: "setdomainname",
-         172: "iopl", 173: "ioperm", 154: "modify_ldt", 212: "lookup_dcookie", 179: "quotactl", 134: "uselib",
-         136: "ustat", 139: "sysfs", 153: "vhangup", 187: "readahead", 444: "landlock_create_ruleset"}
+NEVER = {
+    300: "fanotify_init",
+    323: "userfaultfd",
+    298: "perf_event_open",
+    447: "memfd_secret",
+    103: "syslog",
+    206: "io_setup",
+    209: "io_submit",
+    425: "io_uring_setup",
+    426: "io_uring_enter",
+    427: "io_uring_register",
+    321: "bpf",
+    248: "add_key",
+    249: "request_key",
+    250: "keyctl",
+    246: "kexec_load",
+    320: "kexec_file_load",
+    165: "mount",
+    166: "umount2",
+    272: "unshare",
+    308: "setns",
+    101: "ptrace",
+    310: "process_vm_readv",
+    311: "process_vm_writev",
+    303: "name_to_handle_at",
+    304: "open_by_handle_at",
+    240: "mq_open",
+    29: "shmget",
+    30: "shmat",
+    31: "shmctl",
+    64: "semget",
+    68: "msgget",
+    438: "pidfd_getfd",
+    312: "kcmp",
+    175: "init_module",
+    313: "finit_module",
+    176: "delete_module",
+    167: "swapon",
+    169: "reboot",
+    155: "pivot_root",
+    161: "chroot",
+    430: "fsopen",
+    428: "open_tree",
+    429: "move_mount",
+    442: "mount_setattr",
+    451: "cachestat",
+    317: "seccomp",
+    149: "mlock",
+    151: "mlockall",
+    278: "vmsplice",
+    238: "set_mempolicy",
+    237: "mbind",
+    256: "migrate_pages",
+    279: "move_pages",
+    162: "sync",
+    306: "syncfs",
+    163: "acct",
+    164: "settimeofday",
+    227: "clock_settime",
+    159: "adjtimex",
+    170: "sethostname",
+    171: "setdomainname",
+    172: "iopl",
+    173: "ioperm",
+    154: "modify_ldt",
+    212: "lookup_dcookie",
+    179: "quotactl",
+    134: "uselib",
+    136: "ustat",
+    139: "sysfs",
+    153: "vhangup",
+    187: "readahead",
+    444: "landlock_create_ruleset",
+}
 # Never allowed to Python, q keeps them (judging/seccomp.py says why).
 NEVER_PYTHON = {99: "sysinfo", 73: "flock", 253: "inotify_init", 294: "inotify_init1", 254: "inotify_add_watch"}
 CLONE_NEW = [0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000]
@@ -62,9 +135,17 @@ def errno_action(number: int) -> int:
 EPERM, ENOSYS, EAFNOSUPPORT = errno_action(1), errno_action(38), errno_action(97)
 
 
-ALU = {0x00: lambda a, k: a + k, 0x10: lambda a, k: a - k, 0x20: lambda a, k: a * k, 0x40: lambda a, k: a | k,
-       0x50: lambda a, k: a & k, 0x60: lambda a, k: a << (k & 31), 0x70: lambda a, k: a >> (k & 31),
-       0x80: lambda a, k: -a, 0xA0: lambda a, k: a ^ k}
+ALU = {
+    0x00: lambda a, k: a + k,
+    0x10: lambda a, k: a - k,
+    0x20: lambda a, k: a * k,
+    0x40: lambda a, k: a | k,
+    0x50: lambda a, k: a & k,
+    0x60: lambda a, k: a << (k & 31),
+    0x70: lambda a, k: a >> (k & 31),
+    0x80: lambda a, k: -a,
+    0xA0: lambda a, k: a ^ k,
+}
 
 
 def instructions(program: bytes) -> list[tuple[int, int, int, int]]:
@@ -133,21 +214,40 @@ def expected(nr: int, arch: int, args: tuple, language: str, listed: set[int]) -
         return ALLOW if family_ok else EPERM
     if nr not in listed:
         return EPERM
-    conditions = {CLONE: lambda: args[0] & sum(CLONE_NEW) == 0,
-                  FCNTL: lambda: args[1] & INT in (FCNTL_ALLOWED | (FCNTL_LOCKS if language == "q" else set())),
-                  IOCTL: lambda: args[1] & INT in IOCTL_ALLOWED,
-                  PRCTL: lambda: args[0] & INT in PRCTL_ALLOWED,
-                  PERSONALITY: lambda: args[0] & INT in (0, 0xFFFFFFFF),
-                  MKNOD: lambda: args[1] & 0o170000 == 0o010000,
-                  MKNODAT: lambda: args[2] & 0o170000 == 0o010000,
-                  FADVISE64: lambda: args[3] & INT in (0, 1, 2, 3)}
+    conditions = {
+        CLONE: lambda: args[0] & sum(CLONE_NEW) == 0,
+        FCNTL: lambda: args[1] & INT in (FCNTL_ALLOWED | (FCNTL_LOCKS if language == "q" else set())),
+        IOCTL: lambda: args[1] & INT in IOCTL_ALLOWED,
+        PRCTL: lambda: args[0] & INT in PRCTL_ALLOWED,
+        PERSONALITY: lambda: args[0] & INT in (0, 0xFFFFFFFF),
+        MKNOD: lambda: args[1] & 0o170000 == 0o010000,
+        MKNODAT: lambda: args[2] & 0o170000 == 0o010000,
+        FADVISE64: lambda: args[3] & INT in (0, 1, 2, 3),
+    }
     return ALLOW if nr not in conditions or conditions[nr]() else EPERM
 
 
-FIRST_ARGUMENTS = ([0, SIGCHLD, CLONE_THREADS | SIGCHLD, CLONE_VFORK_VM | SIGCHLD, 0x80 | SIGCHLD, AF_UNIX, AF_INET,
-                    AF_INET6, AF_NETLINK, AF_PACKET, 0xFFFFFFFF, 1 << 31, 1 << 32 | SIGCHLD, 1 << 32 | CLONE_NEW[0],
-                    1 << 32 | AF_UNIX]  # the last: upper bits no libc call sets (a family is compared whole)
-                   + CLONE_NEW + [flag | CLONE_THREADS | SIGCHLD for flag in CLONE_NEW])
+FIRST_ARGUMENTS = (
+    [
+        0,
+        SIGCHLD,
+        CLONE_THREADS | SIGCHLD,
+        CLONE_VFORK_VM | SIGCHLD,
+        0x80 | SIGCHLD,
+        AF_UNIX,
+        AF_INET,
+        AF_INET6,
+        AF_NETLINK,
+        AF_PACKET,
+        0xFFFFFFFF,
+        1 << 31,
+        1 << 32 | SIGCHLD,
+        1 << 32 | CLONE_NEW[0],
+        1 << 32 | AF_UNIX,
+    ]  # the last: upper bits no libc call sets (a family is compared whole)
+    + CLONE_NEW
+    + [flag | CLONE_THREADS | SIGCHLD for flag in CLONE_NEW]
+)
 
 
 def calls():
@@ -203,6 +303,12 @@ def test_the_list_is_what_the_two_languages_need_and_no_more():
     """The size of the list, so that a change to it is a change a reviewer sees here too: Python's calls, and the
     ones q adds (network sockets' families aside, which are arguments)."""
     python, q = set(allowed_calls("python")), set(allowed_calls("q"))
-    assert python < q and q - python == {"sysinfo", "flock", "inotify_init", "inotify_init1", "inotify_add_watch",
-                                         "inotify_rm_watch"}
+    assert python < q and q - python == {
+        "sysinfo",
+        "flock",
+        "inotify_init",
+        "inotify_init1",
+        "inotify_add_watch",
+        "inotify_rm_watch",
+    }
     assert len(python) == 210, len(python)

@@ -14,9 +14,12 @@ from judging import Judge, Test
 from judging.executors import PythonExecutor
 from judging.seccomp import SECCOMP_FILTER_PYTHON
 
-pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="the bwrap sandbox with its namespaces needs root here"),
-              pytest.mark.skipif(SECCOMP_FILTER_PYTHON is None or os.uname().machine != "x86_64",
-                                 reason="the calls below are x86-64's")]
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="the bwrap sandbox with its namespaces needs root here"),
+    pytest.mark.skipif(
+        SECCOMP_FILTER_PYTHON is None or os.uname().machine != "x86_64", reason="the calls below are x86-64's"
+    ),
+]
 
 PARITY_PROGRAMS = sorted((ROOT / "tests" / "helpers" / "parity_programs").glob("*.py"))
 
@@ -44,7 +47,7 @@ def parity_program(path: Path) -> tuple[str, str, str]:
     _, _, rest = path.read_text().partition("# expected output: ")
     expected, _, program = rest.partition("\n")
     if program.startswith("# test\n"):
-        solution, test_code = "", program[len("# test\n"):]
+        solution, test_code = "", program[len("# test\n") :]
     else:
         solution, _, test_code = program.partition("\n# test\n")
         solution += "\n"
@@ -64,14 +67,25 @@ def test_the_bundled_solutions_and_human_eval_pass_under_it(corpus_judge):
     bundled = bundled_problems()
     human_eval = human_eval_problems()
     assert len(bundled) >= 100 and len(human_eval) == 164, "the corpus is missing"
-    items = [(problem["solution"], [Test(test["test_code"], test["expected_output"]) for test in problem["tests"]],
-              "python") for problem in bundled]
-    items += [(problem["prompt"] + problem["canonical_solution"],
-               [Test(f"{problem['test']}\ncheck({problem['entry_point']})", "")], "python") for problem in human_eval]
+    items = [
+        (problem["solution"], [Test(test["test_code"], test["expected_output"]) for test in problem["tests"]], "python")
+        for problem in bundled
+    ]
+    items += [
+        (
+            problem["prompt"] + problem["canonical_solution"],
+            [Test(f"{problem['test']}\ncheck({problem['entry_point']})", "")],
+            "python",
+        )
+        for problem in human_eval
+    ]
     names = [problem["id"] for problem in bundled] + [problem["task_id"] for problem in human_eval]
-    failed = [f"{name}: {test.status} {test.stderr[-300:]}"
-              for name, judgement in zip(names, corpus_judge.run_many(items)) for test in judgement.tests
-              if test.status != "passed"]
+    failed = [
+        f"{name}: {test.status} {test.stderr[-300:]}"
+        for name, judgement in zip(names, corpus_judge.run_many(items))
+        for test in judgement.tests
+        if test.status != "passed"
+    ]
     assert not failed, f"{len(failed)} tests failed under the allow-list:\n" + "\n".join(failed[:10])
     if corpus_judge.warm:
         assert corpus_judge.setup.warm.failures == 0, corpus_judge.setup.warm.failure
@@ -176,13 +190,57 @@ code.write(b'\xb8\x14\x00\x00\x00\xcd\x80\xc3')  # mov eax, 20 (i386's getpid); 
 result = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(code)))()
 print('i386 getpid', 'made' if result >= 0 else errno.errorcode[-result], flush=True)
 """
-REFUSED = ["fanotify_init", "userfaultfd", "perf_event_open", "memfd_secret", "syslog", "io_setup", "io_uring_setup",
-           "bpf", "keyctl", "add_key", "request_key", "kexec_load", "mount", "unshare", "setns", "ptrace",
-           "process_vm_readv", "process_vm_writev", "name_to_handle_at", "open_by_handle_at", "mq_open", "shmget",
-           "msgget", "semget", "pidfd_getfd", "kcmp", "personality", "cachestat", "landlock_create_ruleset", "seccomp",
-           "inotify_init1", "flock", "sysinfo", "mlock", "fadvise64", "fcntl F_NOTIFY", "fcntl F_SETPIPE_SZ",
-           "ioctl TIOCSTI", "vmsplice", "set_mempolicy", "mbind", "sync", "acct", "chroot", "sethostname", "mknod",
-           "modify_ldt", "x32 getpid", "i386 getpid"]
+REFUSED = [
+    "fanotify_init",
+    "userfaultfd",
+    "perf_event_open",
+    "memfd_secret",
+    "syslog",
+    "io_setup",
+    "io_uring_setup",
+    "bpf",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "kexec_load",
+    "mount",
+    "unshare",
+    "setns",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "name_to_handle_at",
+    "open_by_handle_at",
+    "mq_open",
+    "shmget",
+    "msgget",
+    "semget",
+    "pidfd_getfd",
+    "kcmp",
+    "personality",
+    "cachestat",
+    "landlock_create_ruleset",
+    "seccomp",
+    "inotify_init1",
+    "flock",
+    "sysinfo",
+    "mlock",
+    "fadvise64",
+    "fcntl F_NOTIFY",
+    "fcntl F_SETPIPE_SZ",
+    "ioctl TIOCSTI",
+    "vmsplice",
+    "set_mempolicy",
+    "mbind",
+    "sync",
+    "acct",
+    "chroot",
+    "sethostname",
+    "mknod",
+    "modify_ldt",
+    "x32 getpid",
+    "i386 getpid",
+]
 
 
 @pytest.fixture(scope="module")

@@ -76,59 +76,68 @@ def rss_kib(pid):
 def test_the_child_cannot_signal_ptrace_or_open_the_worker(judge, unharmed):
     """The child is pid 1 of a PID namespace of its own: the worker (its parent, outside) has no pid there, so the
     child can name no process but its own to signal or open; ptrace it may not call at all (judging/seccomp.py)."""
-    code = ("import ctypes, os, signal\n"
-            "libc = ctypes.CDLL(None, use_errno=True)\n"
-            "print(os.getpid(), os.getppid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n"
-            "for sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGTERM, signal.SIGSEGV):\n"
-            "    try:\n"
-            "        os.kill(-1, sig)  # every process it may signal, but itself\n"
-            "        print('sent')\n"
-            "    except ProcessLookupError:\n"
-            "        print('none')\n"
-            "reached, traced = [], set()\n"
-            "for pid in range(2, 4096):\n"
-            "    for request in (16, 0x4206):  # PTRACE_ATTACH, PTRACE_SEIZE\n"
-            "        if libc.ptrace(request, pid, 0, 0) == 0:\n"
-            "            reached.append(pid)\n"
-            "        traced.add(ctypes.get_errno())\n"
-            "    try:\n"
-            "        os.close(os.pidfd_open(pid))\n"
-            "        reached.append(pid)\n"
-            "    except ProcessLookupError:\n"
-            "        pass\n"
-            "print(reached, sorted(traced))\n")
+    code = (
+        "import ctypes, os, signal\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "print(os.getpid(), os.getppid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n"
+        "for sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGTERM, signal.SIGSEGV):\n"
+        "    try:\n"
+        "        os.kill(-1, sig)  # every process it may signal, but itself\n"
+        "        print('sent')\n"
+        "    except ProcessLookupError:\n"
+        "        print('none')\n"
+        "reached, traced = [], set()\n"
+        "for pid in range(2, 4096):\n"
+        "    for request in (16, 0x4206):  # PTRACE_ATTACH, PTRACE_SEIZE\n"
+        "        if libc.ptrace(request, pid, 0, 0) == 0:\n"
+        "            reached.append(pid)\n"
+        "        traced.add(ctypes.get_errno())\n"
+        "    try:\n"
+        "        os.close(os.pidfd_open(pid))\n"
+        "        reached.append(pid)\n"
+        "    except ProcessLookupError:\n"
+        "        pass\n"
+        "print(reached, sorted(traced))\n"
+    )
     assert out(judge, code).split("\n") == ["1 0 [1]", "none", "none", "none", "none", "[] [1]", ""]  # 1: EPERM
 
 
 def test_the_child_holds_no_descriptor_but_its_own(judge, unharmed):
-    code = ("import os, stat\n"
-            "print(sorted(os.listdir('/proc/self/fd')))\n"
-            "print(stat.S_ISFIFO(os.fstat(1).st_mode), stat.S_ISFIFO(os.fstat(2).st_mode), os.read(0, 10))\n"
-            "written = 0\n"
-            "for fd in range(3, 1024):\n"
-            "    try:\n"
-            "        os.write(fd, b'{\"folder\": \"../..\", \"timeout\": 1e9}')\n"
-            "        written += 1\n"
-            "    except OSError:\n"
-            "        pass\n"
-            "print(written)\n")
+    code = (
+        "import os, stat\n"
+        "print(sorted(os.listdir('/proc/self/fd')))\n"
+        "print(stat.S_ISFIFO(os.fstat(1).st_mode), stat.S_ISFIFO(os.fstat(2).st_mode), os.read(0, 10))\n"
+        "written = 0\n"
+        "for fd in range(3, 1024):\n"
+        "    try:\n"
+        '        os.write(fd, b\'{"folder": "../..", "timeout": 1e9}\')\n'
+        "        written += 1\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print(written)\n"
+    )
     assert out(judge, code).splitlines() == ["['0', '1', '2', '3']", "True True b''", "0"]
 
 
 def test_no_process_outlives_its_child(judge, unharmed):
     uid = judge.setup.slots.uids.uids[0]
-    code = ("import os, subprocess, time\n"
-            "if os.fork() == 0:\n"
-            "    os.setsid()\n"
-            "    if os.fork() == 0:\n"
-            "        os.execv('/usr/bin/sleep', ['sleep', '313.37'])\n"
-            "    os._exit(0)\n"
-            "subprocess.Popen(['/usr/bin/sleep', '313.38'], start_new_session=True)\n"
-            "time.sleep(0.2)\n"
-            "print('left them running')\n")
+    code = (
+        "import os, subprocess, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        os.execv('/usr/bin/sleep', ['sleep', '313.37'])\n"
+        "    os._exit(0)\n"
+        "subprocess.Popen(['/usr/bin/sleep', '313.38'], start_new_session=True)\n"
+        "time.sleep(0.2)\n"
+        "print('left them running')\n"
+    )
     assert out(judge, code) == "left them running\n"
-    others = out(judge, "import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit() "
-                        "and int(p) not in (1, os.getppid(), os.getpid())))\n")
+    others = out(
+        judge,
+        "import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit() "
+        "and int(p) not in (1, os.getppid(), os.getpid())))\n",
+    )
     assert others == "[]\n"
     for status in Path("/proc").glob("[0-9]*/status"):
         try:
@@ -139,26 +148,30 @@ def test_no_process_outlives_its_child(judge, unharmed):
 
 def test_poison_does_not_reach_the_next_child(judge, unharmed):
     # A POSIX semaphore (multiprocessing's, a file in /dev/shm); SysV IPC judged code may not make (judging/seccomp.py).
-    poison = ("import _multiprocessing, builtins, ctypes, os, sys\n"
-              "libc = ctypes.CDLL(None, use_errno=True)\n"
-              "semaphore = _multiprocessing.SemLock(1, 1, 1, '/poison', False)\n"
-              "print(os.listdir('/dev/shm') == ['sem.poison'], libc.shmget(0x5eed, 4096, 0o1666) == -1)\n"
-              "open('/tmp/poison', 'w').write('x')\n"
-              "open('/tmp/json.py', 'w').write('raise SystemExit(7)')\n"
-              "open('left.txt', 'w').write('x')\n"
-              "sys.path.insert(0, '/tmp')\n"
-              "sys.modules['json'] = None\n"
-              "os.environ['POISON'] = '1'\n"
-              "sys.stdout.flush()\n"
-              "builtins.print = lambda *args, **kwargs: None\n"
-              "builtins.len = lambda thing: 42\n"
-              "sys.modules['random'] = 'poisoned'\n")
+    poison = (
+        "import _multiprocessing, builtins, ctypes, os, sys\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "semaphore = _multiprocessing.SemLock(1, 1, 1, '/poison', False)\n"
+        "print(os.listdir('/dev/shm') == ['sem.poison'], libc.shmget(0x5eed, 4096, 0o1666) == -1)\n"
+        "open('/tmp/poison', 'w').write('x')\n"
+        "open('/tmp/json.py', 'w').write('raise SystemExit(7)')\n"
+        "open('left.txt', 'w').write('x')\n"
+        "sys.path.insert(0, '/tmp')\n"
+        "sys.modules['json'] = None\n"
+        "os.environ['POISON'] = '1'\n"
+        "sys.stdout.flush()\n"
+        "builtins.print = lambda *args, **kwargs: None\n"
+        "builtins.len = lambda thing: 42\n"
+        "sys.modules['random'] = 'poisoned'\n"
+    )
     assert out(judge, poison) == "True True\n", "the poison must be laid for the test to mean anything"
-    check = ("import ctypes, json, os, random, sys\n"
-             "libc = ctypes.CDLL(None, use_errno=True)\n"
-             "print(len([1]), json.dumps([1]), 'POISON' in os.environ, '/tmp' in sys.path)\n"
-             "print(os.listdir('/tmp'), os.listdir('.'), os.listdir('/dev/shm'))\n"
-             "print(type(random).__name__)\n")
+    check = (
+        "import ctypes, json, os, random, sys\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "print(len([1]), json.dumps([1]), 'POISON' in os.environ, '/tmp' in sys.path)\n"
+        "print(os.listdir('/tmp'), os.listdir('.'), os.listdir('/dev/shm'))\n"
+        "print(type(random).__name__)\n"
+    )
     assert out(judge, check).splitlines() == ["1 [1] False False", "[] ['main.py'] []", "module"]
 
 
@@ -170,33 +183,41 @@ def test_randomness_is_fresh_per_child(judge, unharmed):
 def test_memory_exhaustion_costs_only_its_own_execution(judge, unharmed):
     worker = the_worker(judge)
     before = rss_kib(worker_pid(judge, worker))
-    fill_tmp = ("try:\n"
-                "    for name in 'abcdefg':  # each under the 16 MB file size limit, together over the 64 MB /tmp\n"
-                "        open(f'/tmp/{name}', 'wb').write(b'x' * (10 << 20))\n"
-                "except OSError as error:\n"
-                "    print(error.errno == 28)\n")
+    fill_tmp = (
+        "try:\n"
+        "    for name in 'abcdefg':  # each under the 16 MB file size limit, together over the 64 MB /tmp\n"
+        "        open(f'/tmp/{name}', 'wb').write(b'x' * (10 << 20))\n"
+        "except OSError as error:\n"
+        "    print(error.errno == 28)\n"
+    )
     assert out(judge, fill_tmp) == "True\n", "the 64 MB /tmp (--judge_disk_mb) must fill up"
-    hog = ("import mmap\n"
-           "maps = []\n"
-           "try:\n"
-           "    while True:  # the whole address space the limit allows, then more\n"
-           "        maps.append(mmap.mmap(-1, 64 << 20))\n"
-           "except OSError:\n"
-           "    pass\n"
-           "hog = bytearray(4 << 30)\n")
+    hog = (
+        "import mmap\n"
+        "maps = []\n"
+        "try:\n"
+        "    while True:  # the whole address space the limit allows, then more\n"
+        "        maps.append(mmap.mmap(-1, 64 << 20))\n"
+        "except OSError:\n"
+        "    pass\n"
+        "hog = bytearray(4 << 30)\n"
+    )
     assert run(judge, hog).status == "memory"
     assert run(judge, "print(len(open('/proc/self/mounts').read()) > 0)", "True").status == "passed"
     assert rss_kib(worker_pid(judge, worker)) < before + 4096
 
 
 def test_the_program_runs_as_a_fresh_interpreter_would_run_it(judge, unharmed):
-    code = ("import os, sys\n"
-            "print(__name__, sys.argv, os.getcwd(), os.environ['HOME'], sys.flags.isolated, sys.flags.no_site,\n"
-            "      sys.dont_write_bytecode, sys.stdin.read() == '', os.path.exists('/slots'))\n")
+    code = (
+        "import os, sys\n"
+        "print(__name__, sys.argv, os.getcwd(), os.environ['HOME'], sys.flags.isolated, sys.flags.no_site,\n"
+        "      sys.dont_write_bytecode, sys.stdin.read() == '', os.path.exists('/slots'))\n"
+    )
     assert out(judge, code) == "__main__ ['/scratch/main.py'] /scratch /scratch 1 1 True True False\n"
-    ending = ("import atexit, threading, time\n"
-              "atexit.register(print, 'at exit')\n"
-              "threading.Thread(target=lambda: (time.sleep(0.1), print('thread done'))).start()\n")
+    ending = (
+        "import atexit, threading, time\n"
+        "atexit.register(print, 'at exit')\n"
+        "threading.Thread(target=lambda: (time.sleep(0.1), print('thread done'))).start()\n"
+    )
     assert out(judge, ending) == "thread done\nat exit\n"
     failing = run(judge, "def f():\n    raise ValueError('bad')\nf()\n").tests[0]
     assert failing.status == "runtime_error" and 'File "/scratch/main.py", line 5' in failing.stderr
@@ -298,10 +319,12 @@ def test_bwrap_cold_starts_no_worker():
 
 
 def test_the_program_sees_what_a_cold_interpreter_shows_it(judge, unharmed):
-    code = ("import os, sys\n"
-            "print(sys.path, sys.flags, sys.executable, sorted(os.environ), os.getcwd(), os.umask(0o22),\n"
-            "      sys.getrecursionlimit(), sys.stdout.encoding, sys.stdout.line_buffering, sys.stderr.errors,\n"
-            "      sys.stderr.line_buffering, os.getuid() == judge_uid)\n")
+    code = (
+        "import os, sys\n"
+        "print(sys.path, sys.flags, sys.executable, sorted(os.environ), os.getcwd(), os.umask(0o22),\n"
+        "      sys.getrecursionlimit(), sys.stdout.encoding, sys.stdout.line_buffering, sys.stderr.errors,\n"
+        "      sys.stderr.line_buffering, os.getuid() == judge_uid)\n"
+    )
     with Judge(timeout=1.0, workers=1, sandbox="bwrap-cold") as cold:
         cold_uid, warm_uid = cold.setup.slots.uids.uids[0], judge.setup.slots.uids.uids[0]
         cold_view = out(cold, f"judge_uid = {cold_uid}\n{code}")
@@ -313,10 +336,11 @@ def test_the_cold_rerun_starts_from_a_fresh_folder(judge):
     run(judge, "pass")
     worker, failures = the_worker(judge), judge.setup.warm.failures
     killer = kill_once_started(judge, worker)
-    code = ("import os\n"
-            "print(sorted(os.listdir('.')))\n"
-            "open('partial.txt', 'w').write('from the warm attempt')\n"
-            + STARTED + "time.sleep(0.6)\n")
+    code = (
+        "import os\n"
+        "print(sorted(os.listdir('.')))\n"
+        "open('partial.txt', 'w').write('from the warm attempt')\n" + STARTED + "time.sleep(0.6)\n"
+    )
     judgement = run(judge, code, "['main.py']")
     killer.join()
     assert judge.setup.warm.failures == failures + 1 and "hung up" in judge.setup.warm.failure  # the warm attempt died
@@ -364,7 +388,7 @@ def parity_program(path: Path) -> tuple[str, str, str]:
     _, _, rest = path.read_text().partition("# expected output: ")
     expected, _, program = rest.partition("\n")
     if program.startswith("# test\n"):
-        solution, test_code = "", program[len("# test\n"):]
+        solution, test_code = "", program[len("# test\n") :]
     else:
         solution, _, test_code = program.partition("\n# test\n")
         solution += "\n"
@@ -392,12 +416,14 @@ def test_signals_the_judge_ignores_stay_ignored_on_both_paths():
     SIGHUP); a warm child must inherit the same, not reset it. (The program is pid 1, which ignores a signal it sends
     itself anyway: its child sends it.)"""
     previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    code = ("import os, signal\n"
-            "child = os.fork()\n"
-            "if child == 0:\n"
-            "    os.kill(os.getpid(), signal.SIGHUP)\n"
-            "    os._exit(3)\n"
-            "print(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]))")
+    code = (
+        "import os, signal\n"
+        "child = os.fork()\n"
+        "if child == 0:\n"
+        "    os.kill(os.getpid(), signal.SIGHUP)\n"
+        "    os._exit(3)\n"
+        "print(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]))"
+    )
     try:
         for sandbox in ("bwrap", "bwrap-cold"):
             with Judge(timeout=1.0, workers=1, sandbox=sandbox) as judge:

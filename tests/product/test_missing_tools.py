@@ -17,13 +17,25 @@ from warm_model import PYTHON_PROBLEMS as WARM_PYTHON_DATA
 
 # Python with a package made uninstalled as Python itself sees a blocked import (sys.modules[name] = None:
 # importlib.util.find_spec answers None, `import` raises), then rl_trainer.py as a user runs it.
-WITHOUT_PACKAGE = ("import runpy, sys; sys.modules[sys.argv[1]] = None; sys.argv = sys.argv[2:]; "
-                   "runpy.run_path(sys.argv[0], run_name='__main__')")
+WITHOUT_PACKAGE = (
+    "import runpy, sys; sys.modules[sys.argv[1]] = None; sys.argv = sys.argv[2:]; "
+    "runpy.run_path(sys.argv[0], run_name='__main__')"
+)
 
 
 def trainer_args(model, run):
-    return ["--model", model, "--data", WARM_PYTHON_DATA, "--language", "python", "--output_dir", run,
-            "--max_steps", "1"]
+    return [
+        "--model",
+        model,
+        "--data",
+        WARM_PYTHON_DATA,
+        "--language",
+        "python",
+        "--output_dir",
+        run,
+        "--max_steps",
+        "1",
+    ]
 
 
 def assert_stopped_early(result, run, *words):
@@ -46,9 +58,22 @@ def test_qlora_without_cuda_names_lora_instead(tiny_model, tmp_path):
 def test_wandb_not_installed_names_the_install(tiny_model, tmp_path):
     run = tmp_path / "run"
     env = {**os.environ, "WANDB_MODE": "offline"}
-    result = subprocess.run([sys.executable, "-c", WITHOUT_PACKAGE, "wandb", str(ROOT / "rl_trainer.py"),
-                             *map(str, trainer_args(tiny_model, run)), "--use_wandb"],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            WITHOUT_PACKAGE,
+            "wandb",
+            str(ROOT / "rl_trainer.py"),
+            *map(str, trainer_args(tiny_model, run)),
+            "--use_wandb",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert_stopped_early(result, run, "--use_wandb needs wandb, which is not installed here", "pip install wandb")
 
 
@@ -73,6 +98,7 @@ def test_an_explicit_bwrap_without_bubblewrap_is_refused_not_weakened(level, pat
 @pytest.mark.slow
 def test_the_trainer_refuses_an_explicit_bwrap_without_bubblewrap(tiny_model, tmp_path, path_without_bwrap):
     run = tmp_path / "run"
-    result = run_trainer(*trainer_args(tiny_model, run), "--sandbox", "bwrap",
-                         env={**os.environ, "PATH": path_without_bwrap})
+    result = run_trainer(
+        *trainer_args(tiny_model, run), "--sandbox", "bwrap", env={**os.environ, "PATH": path_without_bwrap}
+    )
     assert_stopped_early(result, run, "sandbox='bwrap' does not work here", "install bubblewrap")

@@ -61,7 +61,7 @@ DATA_ROOMS = ["loading", "q", "quality", "generation"]
 def test_data_rooms_import_only_the_rooms_before_them_and_no_private_name():
     wrong = {}
     for index, room in enumerate(DATA_ROOMS):
-        allowed = set(DATA_ROOMS[:index + 1])
+        allowed = set(DATA_ROOMS[: index + 1])
         for path in sorted((ROOT / "data" / room).glob("*.py")):
             for node in ast.walk(ast.parse(path.read_text())):
                 if not (isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("data.")):
@@ -72,7 +72,9 @@ def test_data_rooms_import_only_the_rooms_before_them_and_no_private_name():
                     wrong[path.relative_to(ROOT).as_posix()] = (node.module, private)
     assert not wrong, f"data/ rooms importing a later room or another room's private name: {wrong}"
     assert not sorted((ROOT / "data").glob("*.py")) or {p.name for p in (ROOT / "data").glob("*.py")} == {
-        "__init__.py", "__main__.py"}, "data/'s modules belong in its rooms"
+        "__init__.py",
+        "__main__.py",
+    }, "data/'s modules belong in its rooms"
 
 
 WORKER = ROOT / "judging" / "worker"
@@ -93,8 +95,11 @@ def test_the_worker_imports_only_the_standard_library_and_its_own_folder():
 
 def test_the_judge_and_the_worker_import_the_same_protocol():
     """The contract is written once: judging/warm.py packs and reads what the worker's loop reads and writes."""
-    assert "judging.worker" in {node.module for node in ast.walk(ast.parse((ROOT / "judging" / "warm.py").read_text()))
-                                if isinstance(node, ast.ImportFrom) and any(a.name == "protocol" for a in node.names)}
+    assert "judging.worker" in {
+        node.module
+        for node in ast.walk(ast.parse((ROOT / "judging" / "warm.py").read_text()))
+        if isinstance(node, ast.ImportFrom) and any(a.name == "protocol" for a in node.names)
+    }
     assert "protocol" in imported(WORKER / "loop.py")
     worker_outside = {path.name for path in (ROOT / "judging").glob("*.py") if "worker" in path.stem}
     assert not worker_outside, f"worker code outside judging/worker/: {worker_outside}"
@@ -102,23 +107,33 @@ def test_the_judge_and_the_worker_import_the_same_protocol():
 
 @pytest.mark.parametrize("package", ["cli", "judging", "rewards"])
 def test_the_lower_layers_import_nothing_heavy_at_module_level(package):
-    heavy = {path.name: sorted(imported(path, top_level_only=True) & HEAVY)
-             for path in (ROOT / package).glob("*.py") if imported(path, top_level_only=True) & HEAVY}
+    heavy = {
+        path.name: sorted(imported(path, top_level_only=True) & HEAVY)
+        for path in (ROOT / package).glob("*.py")
+        if imported(path, top_level_only=True) & HEAVY
+    }
     assert not heavy
 
 
-@pytest.mark.parametrize("command", [
-    ["-c", "import rewards, judging, cli"],
-    ["-m", "rewards", "score", "--help"],
-    ["-m", "data", "check", "--help"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["-c", "import rewards, judging, cli"],
+        ["-m", "rewards", "score", "--help"],
+        ["-m", "data", "check", "--help"],
+    ],
+)
 def test_the_light_commands_start_without_torch_or_transformers(command):
-    probe = ("import runpy, sys, atexit\n"
-             "atexit.register(lambda: print('HEAVY', sorted(m for m in sys.modules if m.split('.')[0] in "
-             f"{sorted(HEAVY)!r})))\n")
+    probe = (
+        "import runpy, sys, atexit\n"
+        "atexit.register(lambda: print('HEAVY', sorted(m for m in sys.modules if m.split('.')[0] in "
+        f"{sorted(HEAVY)!r})))\n"
+    )
     if command[0] == "-c":
         code = probe + command[1]
     else:
-        code = probe + f"sys.argv = {[command[1], *command[2:]]!r}\nrunpy.run_module({command[1]!r}, run_name='__main__')"
+        code = (
+            probe + f"sys.argv = {[command[1], *command[2:]]!r}\nrunpy.run_module({command[1]!r}, run_name='__main__')"
+        )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert "HEAVY []" in result.stdout, result.stdout[-2000:] + result.stderr[-2000:]

@@ -13,8 +13,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "plot_run.py"
 RECORDED_RUN = ROOT / "tests" / "fixtures" / "recorded_run"
-PLOTS = ("rewards.png", "eval_pass_at_k.png", "pass_at_k_before_after.png", "eval_problem_pass_rates.png",
-         "status_shares.png", "completion_length.png", "kl_entropy.png", "problem_pass_rates.png")
+PLOTS = (
+    "rewards.png",
+    "eval_pass_at_k.png",
+    "pass_at_k_before_after.png",
+    "eval_problem_pass_rates.png",
+    "status_shares.png",
+    "completion_length.png",
+    "kl_entropy.png",
+    "problem_pass_rates.png",
+)
 # An empty titled axes saves to about 17 kB at this size; every real plot of the recorded run is well above.
 DRAWN_PLOT_BYTES = 25_000
 NO_HIDDEN_TESTS = "no hidden_tests/checked in {} (--hidden_tests_action off, or no test_cases reward)"
@@ -46,10 +54,12 @@ def test_writes_every_plot_next_to_the_logs(run_dir):
     # The recorded run predates the canary (training/canary.py), the hidden-test watch and feedback rounds: their
     # plots are skipped.
     evals, metrics = run_dir / "logs" / "eval_results.json", run_dir / "logs" / "metrics.jsonl"
-    assert result.stdout.splitlines() == [f"skipped canary.png: no canary in the evaluations of {evals}",
-                                          f"skipped hidden_tests.png: {NO_HIDDEN_TESTS.format(metrics)}",
-                                          f"skipped feedback.png: {NO_FEEDBACK.format(metrics)}",
-                                          *(str(plots / name) for name in PLOTS)]
+    assert result.stdout.splitlines() == [
+        f"skipped canary.png: no canary in the evaluations of {evals}",
+        f"skipped hidden_tests.png: {NO_HIDDEN_TESTS.format(metrics)}",
+        f"skipped feedback.png: {NO_FEEDBACK.format(metrics)}",
+        *(str(plots / name) for name in PLOTS),
+    ]
     for name in PLOTS:
         width, height = png_size(plots / name)
         assert width >= 800 and height >= 400, name
@@ -67,7 +77,9 @@ def test_missing_metrics_exits_2_with_one_line(tmp_path):
 def test_absent_data_is_skipped_with_a_reason(run_dir, tmp_path, capsys):
     metrics = run_dir / "logs" / "metrics.jsonl"
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
-    metrics.write_text("".join(json.dumps({k: v for k, v in r.items() if k not in ("kl", "entropy")}) + "\n" for r in rows))
+    metrics.write_text(
+        "".join(json.dumps({k: v for k, v in r.items() if k not in ("kl", "entropy")}) + "\n" for r in rows)
+    )
     (run_dir / "logs" / "eval_results.json").unlink()
     (run_dir / "logs" / "problem_stats.jsonl").unlink()
     out = tmp_path / "elsewhere"
@@ -97,8 +109,11 @@ def test_only_entropy_logged_gives_a_one_panel_plot(run_dir, tmp_path):
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
     assert not any("kl" in r for r in rows) and any("entropy" in r for r in rows)
     written, skipped = plot_run.plot_run(run_dir, tmp_path / "entropy")
-    assert [line.split(":")[0] for line in skipped] == ["skipped canary.png", "skipped hidden_tests.png",
-                                                        "skipped feedback.png"]
+    assert [line.split(":")[0] for line in skipped] == [
+        "skipped canary.png",
+        "skipped hidden_tests.png",
+        "skipped feedback.png",
+    ]
     assert len(written) == len(PLOTS)
 
     with_kl = [{**r, "kl": 0.001 * r["step"]} if "entropy" in r else r for r in rows]
@@ -136,8 +151,14 @@ def test_pass_rates_show_every_problem_and_step_and_leave_unsampled_cells_grey(r
 @pytest.mark.slow
 def test_use_wandb_logs_the_plots_and_records_offline(run_dir, tmp_path):
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path)}
-    result = subprocess.run([sys.executable, str(SCRIPT), str(run_dir), "--use_wandb"], capture_output=True,
-                            text=True, timeout=300, env=env, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), str(run_dir), "--use_wandb"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"{len(PLOTS)} plots and the per-problem records logged to run run-plots" in result.stdout
     (offline,) = (tmp_path / "wandb").glob("offline-run-*")
@@ -163,8 +184,13 @@ def test_before_after_plots_need_two_evaluations_and_per_problem_results(run_dir
 
 def with_canary(evaluations: list[dict]) -> list[dict]:
     """The recorded evaluations (steps 0 and 60) with the canary metrics a run of today logs."""
-    canary = {"canary/completions": 16, "canary/pass_rate": 0.0, "canary/status/failed": 12,
-              "canary/status/runtime_error": 4, "canary/solved_original": 3}
+    canary = {
+        "canary/completions": 16,
+        "canary/pass_rate": 0.0,
+        "canary/status/failed": 12,
+        "canary/status/runtime_error": 4,
+        "canary/solved_original": 3,
+    }
     return [{**e, "metrics": {**e["metrics"], **canary}} for e in evaluations]
 
 
@@ -175,8 +201,12 @@ def with_hidden_tests(rows: list[dict]) -> list[dict]:
     for row in rows:
         if "reward" in row:
             checked = row["step"] % 5
-            row = {**row, "hidden_tests/checked": float(checked), "hidden_tests/failed": float(checked > 3),
-                   **({"hidden_tests/failed_share": float(checked > 3) / checked} if checked else {})}
+            row = {
+                **row,
+                "hidden_tests/checked": float(checked),
+                "hidden_tests/failed": float(checked > 3),
+                **({"hidden_tests/failed_share": float(checked > 3) / checked} if checked else {}),
+            }
         out.append(row)
     return out
 
@@ -226,12 +256,24 @@ def test_every_plot_starts_its_axes_where_the_data_does(run_dir):
     rows = plot_run.read_metrics(logs / "metrics.jsonl")
     evaluations = with_canary(json.loads((logs / "eval_results.json").read_text()))
     first_step = min(r["step"] for r in rows if "reward" in r)
-    figures = {"rewards": plot_run.plot_rewards(rows), "pass@k": plot_run.plot_pass_at_k(evaluations),
-               "canary": plot_run.plot_canary(evaluations), "status": plot_run.plot_status_shares(rows),
-               "length": plot_run.plot_completion_length(rows), "entropy": plot_run.plot_kl_entropy(rows),
-               "hidden": plot_run.plot_hidden_tests(with_hidden_tests(rows), 0.2)}
-    starts = {"rewards": first_step, "pass@k": 0, "canary": 0, "status": first_step, "length": first_step,
-              "entropy": first_step, "hidden": first_step}
+    figures = {
+        "rewards": plot_run.plot_rewards(rows),
+        "pass@k": plot_run.plot_pass_at_k(evaluations),
+        "canary": plot_run.plot_canary(evaluations),
+        "status": plot_run.plot_status_shares(rows),
+        "length": plot_run.plot_completion_length(rows),
+        "entropy": plot_run.plot_kl_entropy(rows),
+        "hidden": plot_run.plot_hidden_tests(with_hidden_tests(rows), 0.2),
+    }
+    starts = {
+        "rewards": first_step,
+        "pass@k": 0,
+        "canary": 0,
+        "status": first_step,
+        "length": first_step,
+        "entropy": first_step,
+        "hidden": first_step,
+    }
     for name, fig in figures.items():
         fig.draw_without_rendering()
         for ax in fig.axes:

@@ -21,8 +21,18 @@ ROOT = Path(__file__).resolve().parents[2]
 SIZES = ["1.5b", "3b", "7b", "14b", "32b"]
 CHECKPOINTS = {f"CKPT_{size.upper().replace('.', '_')}": f"/ckpts/q sft {size}" for size in SIZES}
 # The launchers' layout settings, cleared so a caller's own do not change what the tests see.
-NO_LAYOUT_ENV = {name: "" for name in ("GPU_MEMORY_GIB", "GPUS_PER_NODE", "VLLM_GPU", "TRAIN_GPUS",
-                                       "VLLM_TENSOR_PARALLEL_SIZE", "ACCELERATE_CONFIG", "NCCL_P2P_DISABLE")}
+NO_LAYOUT_ENV = {
+    name: ""
+    for name in (
+        "GPU_MEMORY_GIB",
+        "GPUS_PER_NODE",
+        "VLLM_GPU",
+        "TRAIN_GPUS",
+        "VLLM_TENSOR_PARALLEL_SIZE",
+        "ACCELERATE_CONFIG",
+        "NCCL_P2P_DISABLE",
+    )
+}
 TRAINING_GPUS = 7
 
 
@@ -62,8 +72,7 @@ def test_every_preset_setting_is_explained(size):
 
 
 def test_flags_override_a_preset():
-    args = parse_args(["--preset", "14b", "--model", "x", "--learning_rate", "1e-6",
-                                 "--use_reasoning_format", "false"])
+    args = parse_args(["--preset", "14b", "--model", "x", "--learning_rate", "1e-6", "--use_reasoning_format", "false"])
     assert args.grpo.learning_rate == 1e-6
     assert args.data.use_reasoning_format is False
 
@@ -108,8 +117,9 @@ def test_accelerate_reads_the_config(name):
 
 
 def run_script(args, env=None, **kwargs):
-    return subprocess.run(args, cwd=ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True,
-                          timeout=120, **kwargs)
+    return subprocess.run(
+        args, cwd=ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=120, **kwargs
+    )
 
 
 # What `trl vllm-serve` would run: TRL's own parser and main(), stopped where it would exec vLLM's server.
@@ -162,26 +172,75 @@ def stand_in_vllm(folder, version):
 
 
 NO_SERVER_ENV = {"MAX_MODEL_LEN": "", "VLLM_PORT": "", "VLLM_GPU": "", "NCCL_P2P_DISABLE": ""}
-EVERY_TRL_SETTING = ["--revision", "main", "--tensor_parallel_size", "2", "--data-parallel-size", "1",
-                     "--host", "127.0.0.1", "--gpu-memory-utilization", "0.85", "--dtype", "bfloat16",
-                     "--max_model_len=4096", "--enable_prefix_caching", "true", "--enforce_eager",
-                     "--kv_cache_dtype", "fp8", "--trust-remote-code", "yes", "--log_level", "warning",
-                     "--vllm_model_impl", "transformers", "--distributed_executor_backend", "ray",
-                     "--speculative_config", '{"method": "ngram", "num_speculative_tokens": 4}']
+EVERY_TRL_SETTING = [
+    "--revision",
+    "main",
+    "--tensor_parallel_size",
+    "2",
+    "--data-parallel-size",
+    "1",
+    "--host",
+    "127.0.0.1",
+    "--gpu-memory-utilization",
+    "0.85",
+    "--dtype",
+    "bfloat16",
+    "--max_model_len=4096",
+    "--enable_prefix_caching",
+    "true",
+    "--enforce_eager",
+    "--kv_cache_dtype",
+    "fp8",
+    "--trust-remote-code",
+    "yes",
+    "--log_level",
+    "warning",
+    "--vllm_model_impl",
+    "transformers",
+    "--distributed_executor_backend",
+    "ray",
+    "--speculative_config",
+    '{"method": "ngram", "num_speculative_tokens": 4}',
+]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("ours, env, trls", [
-    (["m"], {}, ["--model", "m", "--port", "8000"]),
-    (["/ckpts/q-32b", "--preset", "32b", "--gpu_memory_utilization", "0.85"], {},
-     ["--model", "/ckpts/q-32b", "--port", "8000", "--max_model_len", "8192", "--gpu_memory_utilization", "0.85"]),
-    (["m", "--preset=32b"], {"MAX_MODEL_LEN": "4096", "VLLM_GPU": "3", "VLLM_PORT": "8011"},
-     ["--model", "m", "--port", "8011", "--max_model_len", "4096"]),
-    (["m", "--preset", "7b", "--port=8001", "--enable-prefix-caching=no", "--enforce_eager", "false"], {},
-     ["--model", "m", "--port", "8000", "--port=8001", "--enable-prefix-caching=no", "--enforce_eager", "false"]),
-    (["m", *EVERY_TRL_SETTING, "--max-num-seqs", "64", "--model", "/ckpts/other"], {"VLLM_GPU": "0,1"},
-     ["--model", "m", "--port", "8000", *EVERY_TRL_SETTING, "--max-num-seqs", "64", "--model", "/ckpts/other"]),
-], ids=["defaults", "preset-length", "environment", "flags-win", "every-setting"])
+@pytest.mark.parametrize(
+    "ours, env, trls",
+    [
+        (["m"], {}, ["--model", "m", "--port", "8000"]),
+        (
+            ["/ckpts/q-32b", "--preset", "32b", "--gpu_memory_utilization", "0.85"],
+            {},
+            [
+                "--model",
+                "/ckpts/q-32b",
+                "--port",
+                "8000",
+                "--max_model_len",
+                "8192",
+                "--gpu_memory_utilization",
+                "0.85",
+            ],
+        ),
+        (
+            ["m", "--preset=32b"],
+            {"MAX_MODEL_LEN": "4096", "VLLM_GPU": "3", "VLLM_PORT": "8011"},
+            ["--model", "m", "--port", "8011", "--max_model_len", "4096"],
+        ),
+        (
+            ["m", "--preset", "7b", "--port=8001", "--enable-prefix-caching=no", "--enforce_eager", "false"],
+            {},
+            ["--model", "m", "--port", "8000", "--port=8001", "--enable-prefix-caching=no", "--enforce_eager", "false"],
+        ),
+        (
+            ["m", *EVERY_TRL_SETTING, "--max-num-seqs", "64", "--model", "/ckpts/other"],
+            {"VLLM_GPU": "0,1"},
+            ["--model", "m", "--port", "8000", *EVERY_TRL_SETTING, "--max-num-seqs", "64", "--model", "/ckpts/other"],
+        ),
+    ],
+    ids=["defaults", "preset-length", "environment", "flags-win", "every-setting"],
+)
 def test_serve_vllm_runs_what_trl_vllm_serve_would(ours, env, trls):
     """The `vllm serve` command equals the one the installed TRL builds from the `trl vllm-serve` arguments this
     script used to pass (model, port, preset length, then the user's), so a TRL change fails here, not on a GPU."""
@@ -205,8 +264,14 @@ def test_serve_vllm_follows_trl_on_the_installed_vllm(tmp_path, version, scale_o
     words, _ = serve_vllm_dry_run(["m", "--preset", "32b"], env)
     assert words == trl_vllm_serve(["--model", "m", "--port", "8000", "--max_model_len", "8192"], env)[0]
     assert ("--enable-scale-out" in words) is scale_out
-    assert words[-6:] == ["--weight-transfer-config", '{"backend": "nccl"}', "--logprobs-mode", "processed_logprobs",
-                          "--max-logprobs", "-1"]
+    assert words[-6:] == [
+        "--weight-transfer-config",
+        '{"backend": "nccl"}',
+        "--logprobs-mode",
+        "processed_logprobs",
+        "--max-logprobs",
+        "-1",
+    ]
 
 
 def test_serve_vllm_takes_the_context_length_from_the_preset():
@@ -221,16 +286,23 @@ def test_serve_vllm_leaves_the_context_to_vllm_without_a_length():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args, env, message", [
-    ([], {}, "give the model to serve first"),
-    (["m", "--preset", "9b"], {}, "--preset 9b: no such preset; choose one of 1.5b,14b,32b,3b,7b"),
-    (["m", "--port", "80a"], {}, "--port takes a whole number, got '80a'"),
-    (["m", "--gpu_memory_utilization=most"], {}, "--gpu_memory_utilization takes a fraction such as 0.85, got 'most'"),
-    (["m", "--enforce_eager", "maybe"], {}, "--enforce_eager takes true or false, got 'maybe'"),
-    (["m", "--max_model_len"], {}, "--max_model_len needs a value"),
-    (["m"], {"VLLM_PORT": "eighty"}, "VLLM_PORT takes a whole number, got 'eighty'"),
-    (["m"], {"MAX_MODEL_LEN": "8k"}, "MAX_MODEL_LEN takes a whole number, got '8k'"),
-])
+@pytest.mark.parametrize(
+    "args, env, message",
+    [
+        ([], {}, "give the model to serve first"),
+        (["m", "--preset", "9b"], {}, "--preset 9b: no such preset; choose one of 1.5b,14b,32b,3b,7b"),
+        (["m", "--port", "80a"], {}, "--port takes a whole number, got '80a'"),
+        (
+            ["m", "--gpu_memory_utilization=most"],
+            {},
+            "--gpu_memory_utilization takes a fraction such as 0.85, got 'most'",
+        ),
+        (["m", "--enforce_eager", "maybe"], {}, "--enforce_eager takes true or false, got 'maybe'"),
+        (["m", "--max_model_len"], {}, "--max_model_len needs a value"),
+        (["m"], {"VLLM_PORT": "eighty"}, "VLLM_PORT takes a whole number, got 'eighty'"),
+        (["m"], {"MAX_MODEL_LEN": "8k"}, "MAX_MODEL_LEN takes a whole number, got '8k'"),
+    ],
+)
 def test_serve_vllm_rejects_bad_arguments(args, env, message):
     result = run_script(["scripts/serve_vllm.sh", "--dry-run", *args], env={**NO_SERVER_ENV, **env})
     assert result.returncode == 2
@@ -251,9 +323,13 @@ def dry_run_all(env=None):
 # What each size's memory plan picks on one 8-GPU node of 80 GB or 141 GB GPUs (79.6 or 140.4 GiB, nvidia-smi's
 # memory.total / 1024): server GPUs, training GPUs, accelerate config.
 PICKS = {
-    "79.6": {"1.5b": ("0", "1,2,3,4,5,6,7", "config/zero3.yaml"), "3b": ("0", "1,2,3,4,5,6,7", "config/zero3.yaml"),
-             "7b": ("0", "1,2,3,4,5,6,7", "config/zero3.yaml"), "14b": ("0", "1,2,3,4,5,6,7", "config/zero3.yaml"),
-             "32b": ("0,1", "2,3,4,5,6,7", "config/zero3_offload_optimizer.yaml")},
+    "79.6": {
+        "1.5b": ("0", "1,2,3,4,5,6,7", "config/zero3.yaml"),
+        "3b": ("0", "1,2,3,4,5,6,7", "config/zero3.yaml"),
+        "7b": ("0", "1,2,3,4,5,6,7", "config/zero3.yaml"),
+        "14b": ("0", "1,2,3,4,5,6,7", "config/zero3.yaml"),
+        "32b": ("0,1", "2,3,4,5,6,7", "config/zero3_offload_optimizer.yaml"),
+    },
     "140.4": {size: ("0", "1,2,3,4,5,6,7", "config/zero3.yaml") for size in SIZES},
 }
 
@@ -270,17 +346,25 @@ def test_exps_dry_run_prints_a_server_and_a_launch_per_size(memory):
         vllm_gpus, train_gpus, config = PICKS[memory][size]
         checkpoint = CHECKPOINTS[f"CKPT_{size.upper().replace('.', '_')}"]
         tensor_parallel_size = len(vllm_gpus.split(","))
-        expected = [checkpoint, "--preset", size] + (["--tensor_parallel_size", str(tensor_parallel_size)]
-                                                      if tensor_parallel_size > 1 else [])
+        expected = [checkpoint, "--preset", size] + (
+            ["--tensor_parallel_size", str(tensor_parallel_size)] if tensor_parallel_size > 1 else []
+        )
         assert server[server.index("scripts/serve_vllm.sh") + 1 :] == expected
         assert f"VLLM_GPU={vllm_gpus}" in server and "MAX_MODEL_LEN=8192" in server
         assert f"CUDA_VISIBLE_DEVICES={train_gpus}" in launch
         start = launch.index("accelerate")
-        assert launch[start : start + 6] == ["accelerate", "launch", "--num-processes",
-                                              str(len(train_gpus.split(","))), "--config-file", config]
+        assert launch[start : start + 6] == [
+            "accelerate",
+            "launch",
+            "--num-processes",
+            str(len(train_gpus.split(","))),
+            "--config-file",
+            config,
+        ]
         args = parse_args(launch[launch.index("rl_trainer.py") + 1 :])
-        completions = args.grpo.per_device_train_batch_size * len(train_gpus.split(",")) * (
-            args.grpo.gradient_accumulation_steps)
+        completions = (
+            args.grpo.per_device_train_batch_size * len(train_gpus.split(",")) * (args.grpo.gradient_accumulation_steps)
+        )
         assert completions % args.grpo.num_generations == 0
 
 
@@ -299,8 +383,15 @@ def test_exps_launch_arguments_parse_to_each_sizes_run():
 
 @pytest.mark.slow
 def test_exps_follows_the_environment():
-    servers, launches = dry_run_all({"TRAIN_GPUS": "4,5,6,7", "VLLM_GPU": "3", "VLLM_PORT": "8100",
-                                     "ACCELERATE_CONFIG": "config/zero3_offload.yaml", "WANDB_PROJECT": "sweeps"})
+    servers, launches = dry_run_all(
+        {
+            "TRAIN_GPUS": "4,5,6,7",
+            "VLLM_GPU": "3",
+            "VLLM_PORT": "8100",
+            "ACCELERATE_CONFIG": "config/zero3_offload.yaml",
+            "WANDB_PROJECT": "sweeps",
+        }
+    )
     assert all("VLLM_GPU=3" in server and "VLLM_PORT=8100" in server for server in servers)
     for launch in launches:
         assert "CUDA_VISIBLE_DEVICES=4,5,6,7" in launch
@@ -317,23 +408,32 @@ def without_checkpoints():
 def test_exps_run_names_a_missing_checkpoint_before_starting_anything():
     """A real run (no --dry-run) checks every size's checkpoint first: nothing printed, nothing started."""
     env = {key: value for key, value in CHECKPOINTS.items() if key != "CKPT_14B"}
-    result = subprocess.run(["./exps.sh", "all"], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                            env=without_checkpoints() | env)
+    result = subprocess.run(
+        ["./exps.sh", "all"], cwd=ROOT, capture_output=True, text=True, timeout=60, env=without_checkpoints() | env
+    )
     assert result.returncode == 2
     assert result.stdout == ""
-    assert result.stderr.strip() == ("exps.sh: set CKPT_14B to the 14b SFT checkpoint (a folder or hub name) "
-                                     "to run the 14b sweep")
+    assert result.stderr.strip() == (
+        "exps.sh: set CKPT_14B to the 14b SFT checkpoint (a folder or hub name) to run the 14b sweep"
+    )
 
 
 def test_exps_run_that_does_not_fit_stops_with_one_line_before_anything_starts():
     """32b under config/zero3.yaml on 80 GB GPUs: the plan's line names the fix; no server, no launch."""
     env = {**NO_LAYOUT_ENV, "ACCELERATE_CONFIG": "config/zero3.yaml"}
-    result = subprocess.run(["./exps.sh", "all"], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                            env=without_checkpoints() | CHECKPOINTS | env)
+    result = subprocess.run(
+        ["./exps.sh", "all"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=without_checkpoints() | CHECKPOINTS | env,
+    )
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.splitlines() == [
         "exps.sh: 32b: on 1 node of 8 x 79.6 GiB GPUs: training needs 92.6 GiB per GPU of 71.6 (0.9 x 79.6) under "
-        "config/zero3.yaml; fix: the optimizer in host RAM, ACCELERATE_CONFIG=config/zero3_offload_optimizer.yaml"]
+        "config/zero3.yaml; fix: the optimizer in host RAM, ACCELERATE_CONFIG=config/zero3_offload_optimizer.yaml"
+    ]
 
 
 @pytest.mark.slow
@@ -344,11 +444,15 @@ def test_exps_two_server_gpus_leave_both_out_of_training():
         assert "VLLM_GPU=0,1" in server and server[-2:] == ["--tensor_parallel_size", "2"]
         assert "CUDA_VISIBLE_DEVICES=2,3,4,5,6,7" in launch
         assert launch[launch.index("--num-processes") + 1] == "6"
-    result = run_script(["./exps.sh", "--dry-run", "7b"],
-                        env={**NO_LAYOUT_ENV, **CHECKPOINTS, "VLLM_GPU": "0,1", "TRAIN_GPUS": "1,2,3,4,5,6,7"})
+    result = run_script(
+        ["./exps.sh", "--dry-run", "7b"],
+        env={**NO_LAYOUT_ENV, **CHECKPOINTS, "VLLM_GPU": "0,1", "TRAIN_GPUS": "1,2,3,4,5,6,7"},
+    )
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr == ("exps.sh: 7b: on 1 node of 8 x 79.6 GiB GPUs: TRAIN_GPUS=1,2,3,4,5,6,7 includes GPU 1 of "
-                             "the vLLM server (VLLM_GPU=0,1); leave it out: TRAIN_GPUS=2,3,4,5,6,7\n")
+    assert result.stderr == (
+        "exps.sh: 7b: on 1 node of 8 x 79.6 GiB GPUs: TRAIN_GPUS=1,2,3,4,5,6,7 includes GPU 1 of "
+        "the vLLM server (VLLM_GPU=0,1); leave it out: TRAIN_GPUS=2,3,4,5,6,7\n"
+    )
 
 
 def test_the_tensor_parallel_size_has_one_name_from_the_environment_to_vllms_flag():
@@ -356,16 +460,18 @@ def test_the_tensor_parallel_size_has_one_name_from_the_environment_to_vllms_fla
     `vllm-serve` setting) -> vLLM's --tensor-parallel-size, and to a Slurm job under the same variable."""
     lines = dry_run_lines("--dry-run", "7b", env={"VLLM_TENSOR_PARALLEL_SIZE": "4"})
     assert [line for line in lines if line.startswith("#   server: ")][0].startswith(
-        "#   server: GPUs 0,1,2,3, tensor_parallel_size 4,")
+        "#   server: GPUs 0,1,2,3, tensor_parallel_size 4,"
+    )
     [server] = [shlex.split(line[2:]) for line in lines if "scripts/serve_vllm.sh" in line]
     assert server[-2:] == ["--tensor_parallel_size", "4"]
     environment = dict(word.split("=", 1) for word in server[1 : server.index("scripts/serve_vllm.sh")])
-    words, _ = serve_vllm_dry_run(server[server.index("scripts/serve_vllm.sh") + 1 :],
-                                  {**NO_SERVER_ENV, **environment})
+    words, _ = serve_vllm_dry_run(server[server.index("scripts/serve_vllm.sh") + 1 :], {**NO_SERVER_ENV, **environment})
     assert words[words.index("--tensor-parallel-size") + 1] == "4"
-    [submit] = [shlex.split(line[2:]) for line in dry_run_lines("--dry-run", "--slurm", "7b",
-                                                                 env={"VLLM_TENSOR_PARALLEL_SIZE": "4"})
-                if line.startswith("+ ")]
+    [submit] = [
+        shlex.split(line[2:])
+        for line in dry_run_lines("--dry-run", "--slurm", "7b", env={"VLLM_TENSOR_PARALLEL_SIZE": "4"})
+        if line.startswith("+ ")
+    ]
     assert "VLLM_TENSOR_PARALLEL_SIZE=4" in submit
 
 
@@ -375,24 +481,40 @@ def test_the_launchers_read_the_plan_through_one_function():
     for launcher in ("exps.sh", "scripts/slurm/train.sbatch"):
         text = (ROOT / launcher).read_text()
         assert "source scripts/memory_plan.sh" in text and "training.memory_plan" not in text, launcher
-    result = subprocess.run(["bash", "-c", 'source scripts/memory_plan.sh; file="$(mktemp)"; '
-                             'memory_plan "$file" --preset 32b --max-model-len 8192; status=$?; rm "$file"; '
-                             'echo "$status $plan_accelerate_config $plan_tensor_parallel_size $plan_vllm_gpus '
-                             '$plan_train_gpus $plan_processes $plan_max_model_len $plan_gpu_memory_gib"; '
-                             'echo "$plan_lines" | head -1'],
-                            cwd=ROOT, env={**os.environ, **NO_LAYOUT_ENV}, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            "bash",
+            "-c",
+            'source scripts/memory_plan.sh; file="$(mktemp)"; '
+            'memory_plan "$file" --preset 32b --max-model-len 8192; status=$?; rm "$file"; '
+            'echo "$status $plan_accelerate_config $plan_tensor_parallel_size $plan_vllm_gpus '
+            '$plan_train_gpus $plan_processes $plan_max_model_len $plan_gpu_memory_gib"; '
+            'echo "$plan_lines" | head -1',
+        ],
+        cwd=ROOT,
+        env={**os.environ, **NO_LAYOUT_ENV},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.stdout.splitlines() == [
         "0 config/zero3_offload_optimizer.yaml 2 0,1 2,3,4,5,6,7 6 8192 79.6",
-        "memory plan: 32.76B parameters (Qwen/Qwen2.5-Coder-32B's shape), 1 node of 8 x 79.6 GiB GPUs"]
+        "memory plan: 32.76B parameters (Qwen/Qwen2.5-Coder-32B's shape), 1 node of 8 x 79.6 GiB GPUs",
+    ]
 
 
-@pytest.mark.parametrize("name, message", [
-    ("GPU_MEMORY_GB", "GPU_MEMORY_GB is not read; set GPU_MEMORY_GIB, each GPU's memory in GiB"),
-    ("VLLM_TENSOR_PARALLEL", "VLLM_TENSOR_PARALLEL is not read; set VLLM_TENSOR_PARALLEL_SIZE"),
-])
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("GPU_MEMORY_GB", "GPU_MEMORY_GB is not read; set GPU_MEMORY_GIB, each GPU's memory in GiB"),
+        ("VLLM_TENSOR_PARALLEL", "VLLM_TENSOR_PARALLEL is not read; set VLLM_TENSOR_PARALLEL_SIZE"),
+    ],
+)
 def test_a_layout_setting_under_a_name_the_launchers_do_not_read_is_one_line(name, message):
-    for command in (["./exps.sh", "--dry-run", "7b"], ["scripts/slurm/train.sbatch", "--dry-run", "--nodes", "1",
-                                                        "--model", "m"]):
+    for command in (
+        ["./exps.sh", "--dry-run", "7b"],
+        ["scripts/slurm/train.sbatch", "--dry-run", "--nodes", "1", "--model", "m"],
+    ):
         result = run_script(command, env={**NO_LAYOUT_ENV, **CHECKPOINTS, name: "2"})
         assert result.returncode == 2 and result.stdout == ""
         [line] = result.stderr.splitlines()
@@ -423,33 +545,46 @@ def test_exps_dry_run_shows_each_sizes_memory_plan():
 @pytest.mark.slow
 def test_exps_dry_run_needs_no_size_and_no_checkpoints():
     """How a user first reads the sweeps: every size, unset checkpoints shown as the variables to set."""
-    result = subprocess.run(["./exps.sh", "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                            env=without_checkpoints() | {"CKPT_3B": "/ckpts/q-3b"})
+    result = subprocess.run(
+        ["./exps.sh", "--dry-run"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=without_checkpoints() | {"CKPT_3B": "/ckpts/q-3b"},
+    )
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     headers = [line for line in result.stdout.splitlines() if re.match(r"# \S", line)]
-    assert headers == ["# 1.5b (non_reasoning); CKPT_1_5B is not set: a run needs it", "# 3b (non_reasoning)",
-                       "# 7b (non_reasoning); CKPT_7B is not set: a run needs it",
-                       "# 14b (reasoning); CKPT_14B is not set: a run needs it",
-                       "# 32b (reasoning); CKPT_32B is not set: a run needs it"]
+    assert headers == [
+        "# 1.5b (non_reasoning); CKPT_1_5B is not set: a run needs it",
+        "# 3b (non_reasoning)",
+        "# 7b (non_reasoning); CKPT_7B is not set: a run needs it",
+        "# 14b (reasoning); CKPT_14B is not set: a run needs it",
+        "# 32b (reasoning); CKPT_32B is not set: a run needs it",
+    ]
     commands = [shlex.split(line[2:]) for line in result.stdout.splitlines() if line.startswith("+ ")]
     models = [c[c.index("--model") + 1] for c in commands if "rl_trainer.py" in c]
     served = [c[c.index("scripts/serve_vllm.sh") + 1] for c in commands if "scripts/serve_vllm.sh" in c]
     expected = ["$CKPT_1_5B", "/ckpts/q-3b", "$CKPT_7B", "$CKPT_14B", "$CKPT_32B"]
     assert models == expected and served == expected
     assert "+ env VLLM_GPU=0 VLLM_PORT=8000 MAX_MODEL_LEN=8192 scripts/serve_vllm.sh $CKPT_7B --preset 7b" in (
-        result.stdout.splitlines()), "a placeholder prints as a variable, so the line runs once it is set"
+        result.stdout.splitlines()
+    ), "a placeholder prints as a variable, so the line runs once it is set"
 
 
-@pytest.mark.parametrize("args, message", [
-    ([], "exps.sh: name a size or all; usage: ./exps.sh"),
-    (["--dry-run", "9b"], "exps.sh: unknown size '9b'; usage: ./exps.sh"),
-    (["7b", "--bogus"], "exps.sh: unknown flag '--bogus' (trainer flags go after --); usage: ./exps.sh"),
-    (["7b", "--name"], "exps.sh: --name needs a value; usage: ./exps.sh"),
-    (["7b", "--name", "my sweep"], "exps.sh: --name my sweep: use letters, digits, '.', '_', '-'"),
-    (["--nodes", "2", "7b"], "exps.sh: --nodes is for --slurm jobs"),
-    (["--slurm", "--nodes", "0", "7b"], "exps.sh: --nodes takes a whole number above 0, got '0'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "exps.sh: name a size or all; usage: ./exps.sh"),
+        (["--dry-run", "9b"], "exps.sh: unknown size '9b'; usage: ./exps.sh"),
+        (["7b", "--bogus"], "exps.sh: unknown flag '--bogus' (trainer flags go after --); usage: ./exps.sh"),
+        (["7b", "--name"], "exps.sh: --name needs a value; usage: ./exps.sh"),
+        (["7b", "--name", "my sweep"], "exps.sh: --name my sweep: use letters, digits, '.', '_', '-'"),
+        (["--nodes", "2", "7b"], "exps.sh: --nodes is for --slurm jobs"),
+        (["--slurm", "--nodes", "0", "7b"], "exps.sh: --nodes takes a whole number above 0, got '0'"),
+    ],
+)
 def test_exps_rejects_bad_arguments(args, message):
     """Only a dry run may leave the size out: a real run of every size takes days and must be asked for."""
     result = run_script(["./exps.sh", *args], env=CHECKPOINTS)
@@ -499,8 +634,9 @@ def test_exps_passes_trainer_flags_after_dashes_to_every_launch(tmp_path):
 
 
 def test_exps_sweep_name_goes_into_the_run_folder_and_the_wandb_name():
-    for launch, size in zip(launch_arguments(dry_run_lines("--dry-run", "--name", "lr-low", "7b", "14b")),
-                            ["7b", "14b"]):
+    for launch, size in zip(
+        launch_arguments(dry_run_lines("--dry-run", "--name", "lr-low", "7b", "14b")), ["7b", "14b"]
+    ):
         args = parse_args(launch)
         fmt = "reasoning" if size == "14b" else "non_reasoning"
         assert args.run_dir == f"final_outputs/lr-low/{size}/{fmt}/"
@@ -538,8 +674,14 @@ def test_exps_sizes_are_the_preset_files(tmp_path):
     """A size is added by adding its preset: exps.sh lists config/models/, smallest first."""
     checkout = launch_checkout(tmp_path)
     shutil.copy2(checkout / "config" / "models" / "1.5b.yaml", checkout / "config" / "models" / "0.5b.yaml")
-    result = subprocess.run(["./exps.sh", "--dry-run"], cwd=checkout, capture_output=True, text=True, timeout=60,
-                            env=without_checkpoints() | {"CKPT_0_5B": "/ckpts/q-0.5b"})
+    result = subprocess.run(
+        ["./exps.sh", "--dry-run"],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=without_checkpoints() | {"CKPT_0_5B": "/ckpts/q-0.5b"},
+    )
     assert result.returncode == 0, result.stderr
     headers = [line.split()[1] for line in result.stdout.splitlines() if re.match(r"# \S", line)]
     assert headers == ["0.5b", *SIZES]
@@ -555,16 +697,24 @@ def test_exps_slurm_submits_one_train_sbatch_job_per_size():
         # Three nodes: node 0 serves (32b's step of 128 sequences needs four shards to be held at once), 16
         # GPUs train, where 32b's states fit without offloading.
         vllm_gpus, config = ("0", "config/zero3.yaml") if size == "7b" else ("0,1,2,3", "config/zero3.yaml")
-        assert submit[:start] == ["env", "GPU_MEMORY_GIB=79.6", f"VLLM_GPU={vllm_gpus}",
-                                  f"VLLM_TENSOR_PARALLEL_SIZE={len(vllm_gpus.split(','))}", "VLLM_PORT=8000",
-                                  "MAX_MODEL_LEN=8192", "VLLM_WAIT=1800"]
+        assert submit[:start] == [
+            "env",
+            "GPU_MEMORY_GIB=79.6",
+            f"VLLM_GPU={vllm_gpus}",
+            f"VLLM_TENSOR_PARALLEL_SIZE={len(vllm_gpus.split(','))}",
+            "VLLM_PORT=8000",
+            "MAX_MODEL_LEN=8192",
+            "VLLM_WAIT=1800",
+        ]
         assert submit[submit.index("--accelerate-config") + 1] == config
         script = submit.index("scripts/slurm/train.sbatch")
         assert submit[start:script] == ["sbatch", "-N", "3", "--job-name", f"q-grpo-s-{size}-{fmt}"]
         checkpoint = CHECKPOINTS[f"CKPT_{size.upper()}"]
         # What that job runs: train.sbatch's own dry run of the same arguments, on three nodes.
-        result = run_script(["scripts/slurm/train.sbatch", "--dry-run", "--nodes", "3", *submit[script + 1 :]],
-                            env={key: "" for key in os.environ if key.startswith("SLURM_")})
+        result = run_script(
+            ["scripts/slurm/train.sbatch", "--dry-run", "--nodes", "3", *submit[script + 1 :]],
+            env={key: "" for key in os.environ if key.startswith("SLURM_")},
+        )
         assert result.returncode == 0, result.stderr
         launches = launch_arguments(result.stdout.splitlines())
         assert len(launches) == 2
@@ -588,8 +738,7 @@ def test_exps_runs_each_size_against_its_own_server(tmp_path):
     env = {**os.environ, **CHECKPOINTS, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VLLM_PORT": port}
 
     def sweep(*args):
-        return subprocess.run(["./exps.sh", *args], cwd=checkout, env=env, capture_output=True, text=True,
-                              timeout=120)
+        return subprocess.run(["./exps.sh", *args], cwd=checkout, env=env, capture_output=True, text=True, timeout=120)
 
     for size in ("1.5b", "3b"):
         result = sweep(size)
@@ -598,14 +747,18 @@ def test_exps_runs_each_size_against_its_own_server(tmp_path):
         assert "VLLM_SERVER_DEV_MODE=1 vllm serve" in log.read_text()
     again = sweep("1.5b")
     assert again.returncode == 2 and again.stdout == ""
-    assert again.stderr == ("exps.sh: final_outputs/1.5b/non_reasoning/ already holds a run; name this sweep with "
-                            "--name SWEEP, or add -- --resume_from_checkpoint latest\n")
+    assert again.stderr == (
+        "exps.sh: final_outputs/1.5b/non_reasoning/ already holds a run; name this sweep with "
+        "--name SWEEP, or add -- --resume_from_checkpoint latest\n"
+    )
     named = sweep("--name", "second", "1.5b")
     assert named.returncode == 0, named.stderr
     assert (checkout / "final_outputs" / "second" / "1.5b" / "non_reasoning" / "config.yaml").exists()
     model_1_5b, model_3b = CHECKPOINTS["CKPT_1_5B"], CHECKPOINTS["CKPT_3B"]
-    assert record.read_text().splitlines() == [f"{model_1_5b} served={model_1_5b} rank=- gpus=1,2,3,4,5,6,7",
-                                               f"{model_3b} served={model_3b} rank=- gpus=1,2,3,4,5,6,7",
-                                               f"{model_1_5b} served={model_1_5b} rank=- gpus=1,2,3,4,5,6,7"]
+    assert record.read_text().splitlines() == [
+        f"{model_1_5b} served={model_1_5b} rank=- gpus=1,2,3,4,5,6,7",
+        f"{model_3b} served={model_3b} rank=- gpus=1,2,3,4,5,6,7",
+        f"{model_1_5b} served={model_1_5b} rank=- gpus=1,2,3,4,5,6,7",
+    ]
     probe = subprocess.run(["curl", "-s", "-o", "/dev/null", f"http://127.0.0.1:{port}/health"], timeout=30)
     assert probe.returncode != 0, "exps.sh left its vLLM server running"

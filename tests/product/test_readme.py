@@ -25,8 +25,11 @@ def test_the_section_is_near_the_top_and_says_what_each_command_costs():
     assert headings.index("First run") <= 3
     commands = first_run_commands()
     assert [c.split()[:2] for c in commands if c.startswith("python")] == [
-        ["python", "scripts/make_tiny_model.py"], ["python", "rl_trainer.py"], ["python", "rl_trainer.py"],
-        ["python", "rl_trainer.py"]]
+        ["python", "scripts/make_tiny_model.py"],
+        ["python", "rl_trainer.py"],
+        ["python", "rl_trainer.py"],
+        ["python", "rl_trainer.py"],
+    ]
     for command in commands:
         if command.startswith("python"):
             assert re.search(r"# about \d+ s", command), command
@@ -39,14 +42,16 @@ def test_the_first_run_commands_work_as_written(tmp_path):
         (tmp_path / name).symlink_to(ROOT / name)
     outputs = []
     for command in first_run_commands():
-        result = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=900,
-                                env=os.environ)
+        result = subprocess.run(
+            ["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=900, env=os.environ
+        )
         assert result.returncode == 0, (command, result.stderr[-3000:])
         outputs.append(result.stdout)
     run = tmp_path / "runs/first"
     listing = outputs[2]
     assert {"config.yaml", "final_model", "checkpoint-2", "training_log.txt", "eval_results.json"} <= set(
-        listing.split())
+        listing.split()
+    )
     assert "step 3/3 |" in outputs[3]
     evaluations = json.loads((run / "logs/eval_results.json").read_text())
     assert [(e["step"], e["eval_only"]) for e in evaluations if e["eval_only"]] == [(2, True)]

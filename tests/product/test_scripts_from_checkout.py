@@ -17,8 +17,9 @@ import pytest
 
 from conftest import ROOT
 
-SCRIPTS = sorted(str(path.relative_to(ROOT)) for folder in ("scripts", "benchmarks")
-                 for path in (ROOT / folder).glob("*.py"))
+SCRIPTS = sorted(
+    str(path.relative_to(ROOT)) for folder in ("scripts", "benchmarks") for path in (ROOT / folder).glob("*.py")
+)
 PROJECT_IMPORT = re.compile(r"^\s*(?:from|import) (cli|commands|data|judging|rewards|training|rl_trainer)\b", re.M)
 # Runs each "SCRIPT ARG..." given as `python SCRIPT ARG...` would, without the editable install, and prints where the
 # project modules its source names were imported from. One interpreter runs them all (the third-party imports are
@@ -48,8 +49,13 @@ for command in sys.argv[2:]:
 def checkout(tmp_path_factory) -> Path:
     """A copy of this working tree's files (what git tracks or would track), as a fresh clone would hold them."""
     copy = tmp_path_factory.mktemp("checkout")
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout.splitlines()
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     for name in listed:
         source = ROOT / name
         if source.is_file():
@@ -64,11 +70,20 @@ def run_from(checkout: Path, *commands: str) -> dict[str, dict[str, str]]:
     project module it names was imported from."""
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     commands = [f"{checkout}/{command}" for command in commands]
-    result = subprocess.run([sys.executable, "-c", RUNNER, PROJECT_IMPORT.pattern, *commands], cwd=checkout.parent,
-                            env=env, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", RUNNER, PROJECT_IMPORT.pattern, *commands],
+        cwd=checkout.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
-    reports = [json.loads(line.removeprefix("imported: ")) for line in result.stdout.splitlines()
-               if line.startswith("imported: ")]
+    reports = [
+        json.loads(line.removeprefix("imported: "))
+        for line in result.stdout.splitlines()
+        if line.startswith("imported: ")
+    ]
     return {str(Path(script).relative_to(checkout)): imported for script, imported in reports}
 
 
@@ -76,8 +91,10 @@ def run_from(checkout: Path, *commands: str) -> dict[str, dict[str, str]]:
 def test_every_script_runs_from_a_checkout_that_is_not_installed(checkout):
     imported = run_from(checkout, *(f"{script} --help" for script in SCRIPTS))
     assert sorted(imported) == SCRIPTS
-    outside = {script: {name: path for name, path in modules.items() if not Path(path).is_relative_to(checkout)}
-               for script, modules in imported.items()}
+    outside = {
+        script: {name: path for name, path in modules.items() if not Path(path).is_relative_to(checkout)}
+        for script, modules in imported.items()
+    }
     assert not any(outside.values()), f"imported from outside the checkout they ran from: {outside}"
     assert set(imported["scripts/plot_run.py"]) == {"cli", "training"}
 

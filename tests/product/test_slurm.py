@@ -30,9 +30,25 @@ from warm_model import PYTHON_PROBLEMS as WARM_PYTHON_DATA
 SBATCH = ROOT / "scripts" / "slurm" / "train.sbatch"
 CLUSTER = ROOT / "scripts" / "slurm" / "local_cluster.sh"
 SLURM_COMMANDS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "scancel", "scontrol")
-SMALL = ["--max_completion_length", "16", "--num_generations", "4", "--per_device_train_batch_size", "2",
-         "--gradient_accumulation_steps", "1", "--simple_eval_problems", "3", "--repeat_eval_problems", "2",
-         "--eval_k", "1", "2", "--eval_max_tokens", "16"]
+SMALL = [
+    "--max_completion_length",
+    "16",
+    "--num_generations",
+    "4",
+    "--per_device_train_batch_size",
+    "2",
+    "--gradient_accumulation_steps",
+    "1",
+    "--simple_eval_problems",
+    "3",
+    "--repeat_eval_problems",
+    "2",
+    "--eval_k",
+    "1",
+    "2",
+    "--eval_max_tokens",
+    "16",
+]
 JOB_TIMEOUT = 900
 
 
@@ -69,16 +85,22 @@ def free_port() -> str:
 
 
 def submit(env, *args, nodes=2, output=os.devnull) -> str:
-    result = subprocess.run(["sbatch", "--parsable", f"-N{nodes}", "--output", str(output), str(SBATCH), *args],
-                            cwd=ROOT, env={**env, "MAIN_PORT": free_port()}, capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(
+        ["sbatch", "--parsable", f"-N{nodes}", "--output", str(output), str(SBATCH), *args],
+        cwd=ROOT,
+        env={**env, "MAIN_PORT": free_port()},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout.strip().split(";")[0]
 
 
 def job_field(env, job, name) -> str:
-    shown = subprocess.run(["scontrol", "show", "job", "-o", job], env=env, capture_output=True, text=True,
-                           timeout=30).stdout
+    shown = subprocess.run(
+        ["scontrol", "show", "job", "-o", job], env=env, capture_output=True, text=True, timeout=30
+    ).stdout
     found = re.search(rf"\b{name}=(\S+)", shown)
     return found.group(1) if found else ""
 
@@ -128,8 +150,24 @@ def test_two_node_cpu_job_trains_one_run_under_zero3(slurm, warm_model, tmp_path
     """Two trainer nodes, one process each, ZeRO-3 over the rendezvous, 2 steps and one evaluation. The warm model
     (tests/helpers/warm_model.py) passes about half its samples, so the group of 4 that spans both nodes carries signal."""
     run = tmp_path / "run"
-    job = submit(slurm, "--cpu", "--model", str(warm_model), "--data", str(WARM_PYTHON_DATA),
-                 "--output-dir", str(run), "--", *SMALL, "--max_steps", "2", "--eval_steps", "2", "--save_steps", "2")
+    job = submit(
+        slurm,
+        "--cpu",
+        "--model",
+        str(warm_model),
+        "--data",
+        str(WARM_PYTHON_DATA),
+        "--output-dir",
+        str(run),
+        "--",
+        *SMALL,
+        "--max_steps",
+        "2",
+        "--eval_steps",
+        "2",
+        "--save_steps",
+        "2",
+    )
     state, exit_code = wait_for_job(slurm, job)
     assert (state, exit_code) == ("COMPLETED", "0:0"), node_logs(run)
 
@@ -215,8 +253,14 @@ def test_two_judges_on_two_nodes_of_one_host_never_share_slot_uids_or_folders(sl
     """The judge runs on every training node; two nodes on one host hold their judges at the same time."""
     meeting = tmp_path / "meeting"
     meeting.mkdir()
-    result = subprocess.run(["srun", "-N2", "--ntasks-per-node=1", sys.executable, "-c", JUDGE_ON_A_NODE,
-                             str(meeting)], cwd=ROOT, env=slurm, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        ["srun", "-N2", "--ntasks-per-node=1", sys.executable, "-c", JUDGE_ON_A_NODE, str(meeting)],
+        cwd=ROOT,
+        env=slurm,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     reports = sorted((json.loads(line) for line in result.stdout.splitlines()), key=lambda r: r["node"])
     assert [r["node"] for r in reports] == ["n1", "n2"]
@@ -230,27 +274,46 @@ def test_two_judges_on_two_nodes_of_one_host_never_share_slot_uids_or_folders(sl
 def docs_block(heading: str) -> list[str]:
     """The lines of the first ```text block after a heading of docs/clusters.md."""
     text = (ROOT / "docs" / "clusters.md").read_text()
-    section = text[text.index(heading):]
-    block = section[section.index("```text\n") + len("```text\n"):]
+    section = text[text.index(heading) :]
+    block = section[section.index("```text\n") + len("```text\n") :]
     return block[: block.index("```")].splitlines()
 
 
-GPU_LAYOUT = ["--dry-run", "--nodes", "gpu0,gpu1,gpu2", "--model", "/ckpts/q-32b-sft", "--preset", "32b",
-              "--run-name", "q-grpo-32b", "--", "--use_wandb"]
+GPU_LAYOUT = [
+    "--dry-run",
+    "--nodes",
+    "gpu0,gpu1,gpu2",
+    "--model",
+    "/ckpts/q-32b-sft",
+    "--preset",
+    "32b",
+    "--run-name",
+    "q-grpo-32b",
+    "--",
+    "--use_wandb",
+]
 
 
 def test_gpu_layout_dry_run_is_what_the_docs_show():
     env = {key: value for key, value in os.environ.items() if not key.startswith("SLURM_")}
-    result = subprocess.run([str(SBATCH), *GPU_LAYOUT], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run([str(SBATCH), *GPU_LAYOUT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == docs_block("## Several nodes: Slurm")
 
     commands = [shlex.split(line[2:]) for line in result.stdout.splitlines() if line.startswith("+ ")]
     server, *trainers = commands
     # Node 0 serves 32b in four tensor-parallel shards: two hold 119 of a step's 128 sequences at once.
-    assert server == ["env", "VLLM_GPU=0,1,2,3", "VLLM_PORT=8000", "scripts/serve_vllm.sh", "/ckpts/q-32b-sft",
-                      "--preset", "32b", "--tensor_parallel_size", "4"]
+    assert server == [
+        "env",
+        "VLLM_GPU=0,1,2,3",
+        "VLLM_PORT=8000",
+        "scripts/serve_vllm.sh",
+        "/ckpts/q-32b-sft",
+        "--preset",
+        "32b",
+        "--tensor_parallel_size",
+        "4",
+    ]
     assert len(trainers) == 2
     for rank, trainer in enumerate(trainers):
         # the address TRL's vLLM client gives the server for the weight-sync rendezvous: this node's
@@ -268,15 +331,29 @@ def test_gpu_layout_dry_run_is_what_the_docs_show():
 
 
 def test_one_node_splits_its_gpus_as_the_single_node_recipe():
-    result = subprocess.run([str(SBATCH), "--dry-run", "--nodes", "1", "--model", "/ckpts/q-7b-sft", "--preset",
-                             "7b"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [str(SBATCH), "--dry-run", "--nodes", "1", "--model", "/ckpts/q-7b-sft", "--preset", "7b"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     server, trainer = [shlex.split(line[2:]) for line in result.stdout.splitlines() if line.startswith("+ ")]
     assert "VLLM_GPU=0" in server
-    assert trainer[:9] == ["env", "CUDA_VISIBLE_DEVICES=1,2,3,4,5,6,7", "VLLM_HOST_IP=node0", "accelerate", "launch",
-                           "--config-file", "config/zero3.yaml", "--num-processes", "7"]
+    assert trainer[:9] == [
+        "env",
+        "CUDA_VISIBLE_DEVICES=1,2,3,4,5,6,7",
+        "VLLM_HOST_IP=node0",
+        "accelerate",
+        "launch",
+        "--config-file",
+        "config/zero3.yaml",
+        "--num-processes",
+        "7",
+    ]
     assert "--num-machines" not in trainer
-    args = parse_args(trainer[trainer.index("rl_trainer.py") + 1:])
+    args = parse_args(trainer[trainer.index("rl_trainer.py") + 1 :])
     assert args.grpo.vllm_server_host == "localhost"
 
 
@@ -285,10 +362,25 @@ SIZES = ["1.5b", "3b", "7b", "14b", "32b"]
 
 def sbatch_dry_run(*args, env=None):
     clean = {key: value for key, value in os.environ.items() if not key.startswith("SLURM_")}
-    layout = {name: "" for name in ("GPU_MEMORY_GIB", "VLLM_GPU", "VLLM_TENSOR_PARALLEL_SIZE", "ACCELERATE_CONFIG",
-                                    "NCCL_P2P_DISABLE", "MAX_MODEL_LEN")}
-    return subprocess.run([str(SBATCH), "--dry-run", *args], cwd=ROOT, env={**clean, **layout, **(env or {})},
-                          capture_output=True, text=True, timeout=60)
+    layout = {
+        name: ""
+        for name in (
+            "GPU_MEMORY_GIB",
+            "VLLM_GPU",
+            "VLLM_TENSOR_PARALLEL_SIZE",
+            "ACCELERATE_CONFIG",
+            "NCCL_P2P_DISABLE",
+            "MAX_MODEL_LEN",
+        )
+    }
+    return subprocess.run(
+        [str(SBATCH), "--dry-run", *args],
+        cwd=ROOT,
+        env={**clean, **layout, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 @pytest.mark.parametrize("memory", ["79.6", "140.4"])  # GiB: GPUs of 80 GB and 141 GB
@@ -297,8 +389,15 @@ def sbatch_dry_run(*args, env=None):
 def test_every_size_fits_the_slurm_layouts(size, nodes, memory):
     """One node splits as exps.sh does (32b on 80 GB: a two-GPU server, six trainers with the optimizer offloaded);
     on three nodes node 0 serves with as many shards as hold a step and 16 GPUs train without offloading."""
-    result = sbatch_dry_run("--nodes", nodes, "--model", f"/ckpts/q-{size}-sft", "--preset", size,
-                            env={"GPU_MEMORY_GIB": memory, "MAX_MODEL_LEN": "8192"})
+    result = sbatch_dry_run(
+        "--nodes",
+        nodes,
+        "--model",
+        f"/ckpts/q-{size}-sft",
+        "--preset",
+        size,
+        env={"GPU_MEMORY_GIB": memory, "MAX_MODEL_LEN": "8192"},
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[1].startswith("#   memory plan: ") and not [line for line in lines if "warning" in line]
@@ -318,11 +417,14 @@ def test_every_size_fits_the_slurm_layouts(size, nodes, memory):
         offloads = size == "32b" and memory == "79.6" and nodes == "1"
         assert config == ("config/zero3_offload_optimizer.yaml" if offloads else "config/zero3.yaml")
         # a server of two or more shards exactly where one GPU's KV cache cannot hold the step's sequences at once
-        one_gpu = memory_plan.plan_launch(*memory_plan.model_shape(None, size)[:1],
-                                          memory_plan.settings_from_flags(size, [])[0],
-                                          memory_plan.Hardware(8, float(memory), int(nodes)),
-                                          memory_plan.Choice(tensor_parallel_size=1, max_model_len=8192,
-                                                             accelerate_config="config/zero3_offload.yaml"))
+        one_gpu = memory_plan.plan_launch(
+            *memory_plan.model_shape(None, size)[:1],
+            memory_plan.settings_from_flags(size, [])[0],
+            memory_plan.Hardware(8, float(memory), int(nodes)),
+            memory_plan.Choice(
+                tensor_parallel_size=1, max_model_len=8192, accelerate_config="config/zero3_offload.yaml"
+            ),
+        )
         assert (tensor_parallel_size >= 2) is (one_gpu.waves > 1)
     if size == "32b" and memory == "79.6":
         assert tensor_parallel_size >= 2
@@ -338,26 +440,32 @@ def test_nccl_p2p_disable_goes_to_the_server_and_the_trainers_or_neither(value):
 
 
 def test_a_layout_that_does_not_fit_stops_the_job_with_one_line():
-    result = sbatch_dry_run("--nodes", "1", "--model", "m", "--preset", "32b",
-                            "--accelerate-config", "config/zero3.yaml")
+    result = sbatch_dry_run(
+        "--nodes", "1", "--model", "m", "--preset", "32b", "--accelerate-config", "config/zero3.yaml"
+    )
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.splitlines() == [
         "train.sbatch: 32b: on 1 node of 8 x 79.6 GiB GPUs: training needs 92.6 GiB per GPU of 71.6 (0.9 x 79.6) "
-        "under config/zero3.yaml; fix: the optimizer in host RAM, ACCELERATE_CONFIG=config/zero3_offload_optimizer.yaml"]
+        "under config/zero3.yaml; fix: the optimizer in host RAM, ACCELERATE_CONFIG=config/zero3_offload_optimizer.yaml"
+    ]
 
 
-@pytest.mark.parametrize("args, env, message", [
-    (["--dry-run", "--nodes", "3"], {}, "name the model to train: --model"),
-    (["--dry-run", "--nodes", "3", "--model", "m", "--preset", "9b"], {}, "--preset 9b: no such preset"),
-    (["--dry-run", "--nodes", "3", "--model", "m", "--bogus"], {}, "unknown argument '--bogus'"),
-    (["--dry-run", "--cpu", "--nodes", "2"], {"VLLM_WAIT": "soon"}, "VLLM_WAIT takes a whole number"),
-    (["--cpu"], {}, "not in a Slurm job; submit it with sbatch"),
-    (["--dry-run", "--nodes", "1", "--model", "m"], {"GPUS_PER_NODE": "1"}, "leaves no GPU to train on"),
-])
+@pytest.mark.parametrize(
+    "args, env, message",
+    [
+        (["--dry-run", "--nodes", "3"], {}, "name the model to train: --model"),
+        (["--dry-run", "--nodes", "3", "--model", "m", "--preset", "9b"], {}, "--preset 9b: no such preset"),
+        (["--dry-run", "--nodes", "3", "--model", "m", "--bogus"], {}, "unknown argument '--bogus'"),
+        (["--dry-run", "--cpu", "--nodes", "2"], {"VLLM_WAIT": "soon"}, "VLLM_WAIT takes a whole number"),
+        (["--cpu"], {}, "not in a Slurm job; submit it with sbatch"),
+        (["--dry-run", "--nodes", "1", "--model", "m"], {"GPUS_PER_NODE": "1"}, "leaves no GPU to train on"),
+    ],
+)
 def test_bad_settings_stop_with_one_line(args, env, message):
     clean = {key: value for key, value in os.environ.items() if not key.startswith("SLURM_")}
-    result = subprocess.run([str(SBATCH), *args], cwd=ROOT, env={**clean, **env}, capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(
+        [str(SBATCH), *args], cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
@@ -392,10 +500,21 @@ def test_exps_slurm_runs_the_gpu_layout_with_node_0s_server(slurm, tmp_path):
     bin_dir, record = tmp_path / "bin", tmp_path / "launches.txt"
     launch_stand_ins.install(bin_dir, record)
     port = free_port()
-    env = {**slurm, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VLLM_PORT": port, "CKPT_1_5B": "/ckpts/a",
-           "CKPT_3B": "/ckpts/b"}
-    result = subprocess.run(["./exps.sh", "--slurm", "--nodes", "2", "--name", "t", "1.5b", "3b"], cwd=checkout,
-                            env=env, capture_output=True, text=True, timeout=120)
+    env = {
+        **slurm,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "VLLM_PORT": port,
+        "CKPT_1_5B": "/ckpts/a",
+        "CKPT_3B": "/ckpts/b",
+    }
+    result = subprocess.run(
+        ["./exps.sh", "--slurm", "--nodes", "2", "--name", "t", "1.5b", "3b"],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     jobs = re.findall(r"^Submitted batch job (\d+)$", result.stdout, flags=re.M)
     assert len(jobs) == 2
@@ -404,8 +523,10 @@ def test_exps_slurm_runs_the_gpu_layout_with_node_0s_server(slurm, tmp_path):
         output = (checkout / f"slurm-{job_field(slurm, job, 'JobName')}-{job}.out").read_text()
         assert (state, exit_code) == ("COMPLETED", "0:0"), output
         assert "# n1 (node 0): vLLM server; the trainers start once http://127.0.0.1:" in output
-    assert record.read_text().splitlines() == ["/ckpts/a served=/ckpts/a rank=- gpus=-",
-                                               "/ckpts/b served=/ckpts/b rank=- gpus=-"]
+    assert record.read_text().splitlines() == [
+        "/ckpts/a served=/ckpts/a rank=- gpus=-",
+        "/ckpts/b served=/ckpts/b rank=- gpus=-",
+    ]
     for size in ("1.5b", "3b"):
         logs = list((checkout / "final_outputs" / "t" / size / "non_reasoning" / "slurm").glob("*-n1-vllm.log"))
         assert len(logs) == 1 and "VLLM_SERVER_DEV_MODE=1 vllm serve" in logs[0].read_text()
@@ -413,10 +534,18 @@ def test_exps_slurm_runs_the_gpu_layout_with_node_0s_server(slurm, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("server, wait, message", [
-    ("import sys; sys.exit(1)", "1800", "the vLLM server on n1 exited before answering http://127.0.0.1:{port}/health"),
-    ("import time; time.sleep(600)", "5", "no answer from http://127.0.0.1:{port}/health after 5s"),
-], ids=["server-exits", "server-silent"])
+@pytest.mark.parametrize(
+    "server, wait, message",
+    [
+        (
+            "import sys; sys.exit(1)",
+            "1800",
+            "the vLLM server on n1 exited before answering http://127.0.0.1:{port}/health",
+        ),
+        ("import time; time.sleep(600)", "5", "no answer from http://127.0.0.1:{port}/health after 5s"),
+    ],
+    ids=["server-exits", "server-silent"],
+)
 def test_a_server_that_never_answers_stops_the_job_with_one_line(slurm, tmp_path, server, wait, message):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -462,5 +591,6 @@ def test_a_folder_holding_a_run_stops_the_job_before_any_step_starts(slurm, tmp_
     job = submit(slurm, "--cpu", "--output-dir", str(run), output=output)
     assert wait_for_job(slurm, job, timeout=120) == ("FAILED", "2:0")
     assert output.read_text().splitlines()[-1] == (
-        f"train.sbatch: {run} already holds a run; pass another --output-dir, or -- --resume_from_checkpoint latest")
+        f"train.sbatch: {run} already holds a run; pass another --output-dir, or -- --resume_from_checkpoint latest"
+    )
     assert not (run / "slurm").exists() and not (run / "tiny_model").exists()

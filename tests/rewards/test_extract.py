@@ -3,27 +3,30 @@ import pytest
 from rewards import extract_code
 
 
-@pytest.mark.parametrize("completion, language, expected", [
-    ("```q\nsolve:{sum x}\n```", "q", "solve:{sum x}"),
-    ("```python\ndef solve(x):\n    return x\n```", "python", "def solve(x):\n    return x"),
-    ("```py\nx = 1\n```", "python", "x = 1"),
-    ("Here:\n```\nsolve:{x+1}\n```\nDone.", "q", "solve:{x+1}"),
-    ("```text\nexample\n```\n```q\nsolve:{x}\n```", "q", "solve:{x}"),
-    ("```q\nfirst:1\n```\nand\n```q\nsecond:2\n```", "q", "first:1"),
-    ("```python\nprint(1)\n```", "q", "print(1)"),
-    ("solve:{sum x}", "q", "solve:{sum x}"),
-    ("  x = 1\n  y = 2\n", "python", "x = 1\ny = 2"),
-    ("", "q", None),
-    ("   \n\n", "python", None),
-    ("```q\n\n```", "q", None),
-    (None, "q", None),
-])
+@pytest.mark.parametrize(
+    "completion, language, expected",
+    [
+        ("```q\nsolve:{sum x}\n```", "q", "solve:{sum x}"),
+        ("```python\ndef solve(x):\n    return x\n```", "python", "def solve(x):\n    return x"),
+        ("```py\nx = 1\n```", "python", "x = 1"),
+        ("Here:\n```\nsolve:{x+1}\n```\nDone.", "q", "solve:{x+1}"),
+        ("```text\nexample\n```\n```q\nsolve:{x}\n```", "q", "solve:{x}"),
+        ("```q\nfirst:1\n```\nand\n```q\nsecond:2\n```", "q", "first:1"),
+        ("```python\nprint(1)\n```", "q", "print(1)"),
+        ("solve:{sum x}", "q", "solve:{sum x}"),
+        ("  x = 1\n  y = 2\n", "python", "x = 1\ny = 2"),
+        ("", "q", None),
+        ("   \n\n", "python", None),
+        ("```q\n\n```", "q", None),
+        (None, "q", None),
+    ],
+)
 def test_extraction(completion, language, expected):
     assert extract_code(completion, language) == expected
 
 
 def test_answer_block_is_used_and_reasoning_never_runs():
-    completion = ("<reasoning>\n```q\nhack:1\n```\n</reasoning>\n<answer>\n```q\nsolve:{sum x}\n```\n</answer>")
+    completion = "<reasoning>\n```q\nhack:1\n```\n</reasoning>\n<answer>\n```q\nsolve:{sum x}\n```\n</answer>"
     assert extract_code(completion, "q") == "solve:{sum x}"
 
 
@@ -52,12 +55,15 @@ def test_unknown_language_is_an_error():
 RIGHT_CODE = "```python\ndef solve(n):\n    return 2 * n\n```"
 
 
-@pytest.mark.parametrize("completion", [
-    # real code in a differently-cased answer tag inside the reasoning, junk in the visible answer
-    f"<reasoning>plan <Answer>{RIGHT_CODE}</Answer></reasoning>\n<answer>\n```python\njunk\n```\n</answer>",
-    # the lower-case tag inside the reasoning: text in <reasoning> never runs
-    f"<reasoning>plan <answer>{RIGHT_CODE}</answer></reasoning>\n<answer>\n```python\njunk\n```\n</answer>",
-])
+@pytest.mark.parametrize(
+    "completion",
+    [
+        # real code in a differently-cased answer tag inside the reasoning, junk in the visible answer
+        f"<reasoning>plan <Answer>{RIGHT_CODE}</Answer></reasoning>\n<answer>\n```python\njunk\n```\n</answer>",
+        # the lower-case tag inside the reasoning: text in <reasoning> never runs
+        f"<reasoning>plan <answer>{RIGHT_CODE}</answer></reasoning>\n<answer>\n```python\njunk\n```\n</answer>",
+    ],
+)
 def test_code_inside_reasoning_is_never_the_answer(completion):
     assert extract_code(completion, "python") == "junk"
 

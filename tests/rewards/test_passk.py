@@ -5,15 +5,18 @@ import pytest
 from rewards import mean_pass_at_k, pass_at_k
 
 
-@pytest.mark.parametrize("n, c, k, expected", [
-    (5, 2, 1, 2 / 5),
-    (5, 2, 2, 1 - 3 / 10),          # 1 - C(3,2)/C(5,2)
-    (10, 3, 5, 1 - 21 / 252),       # 1 - C(7,5)/C(10,5)
-    (4, 1, 4, 1.0),                 # n - c < k
-    (8, 0, 3, 0.0),                 # c = 0
-    (8, 8, 1, 1.0),                 # c = n
-    (1, 1, 1, 1.0),
-])
+@pytest.mark.parametrize(
+    "n, c, k, expected",
+    [
+        (5, 2, 1, 2 / 5),
+        (5, 2, 2, 1 - 3 / 10),  # 1 - C(3,2)/C(5,2)
+        (10, 3, 5, 1 - 21 / 252),  # 1 - C(7,5)/C(10,5)
+        (4, 1, 4, 1.0),  # n - c < k
+        (8, 0, 3, 0.0),  # c = 0
+        (8, 8, 1, 1.0),  # c = n
+        (1, 1, 1, 1.0),
+    ],
+)
 def test_hand_computed_values(n, c, k, expected):
     assert pass_at_k(n, c, k) == pytest.approx(expected, abs=1e-12)
 

@@ -71,10 +71,23 @@ def test_each_step_collects_then_syncs_then_submits_the_next_batch_before_traini
     server = FakeServer()
     received = train(server, 4)
     assert server.events == [
-        ("sync", 0), ("submit", 0), ("collect", 0), ("sync", 0), ("submit", 1), ("train", 0),
-        ("collect", 1), ("sync", 1), ("submit", 2), ("train", 1),
-        ("collect", 2), ("sync", 2), ("submit", 3), ("train", 2),
-        ("collect", 3), ("sync", 3), ("train", 3),  # the last step submits nothing
+        ("sync", 0),
+        ("submit", 0),
+        ("collect", 0),
+        ("sync", 0),
+        ("submit", 1),
+        ("train", 0),
+        ("collect", 1),
+        ("sync", 1),
+        ("submit", 2),
+        ("train", 1),
+        ("collect", 2),
+        ("sync", 2),
+        ("submit", 3),
+        ("train", 2),
+        ("collect", 3),
+        ("sync", 3),
+        ("train", 3),  # the last step submits nothing
     ]
     # the first batch is generated synchronously by the weights that train on it; every later one a step back
     assert [r.batch.generation for r in received] == [0, 1, 2, 3]
@@ -85,9 +98,16 @@ def test_evaluation_and_checkpoint_drain_the_request_in_flight_and_its_step_uses
     server = FakeServer()
     received = train(server, 4, evaluate_at=(2,), save_at=(2,))
     assert server.events[10:] == [
-        ("collect", 2), ("checkpoint", 2), ("sync", 2), ("evaluate", 2),  # drained once, before both
-        ("sync", 2), ("submit", 3), ("train", 2),  # step 2 trains the drained batch, asks for no other
-        ("collect", 3), ("sync", 3), ("train", 3),
+        ("collect", 2),
+        ("checkpoint", 2),
+        ("sync", 2),
+        ("evaluate", 2),  # drained once, before both
+        ("sync", 2),
+        ("submit", 3),
+        ("train", 2),  # step 2 trains the drained batch, asks for no other
+        ("collect", 3),
+        ("sync", 3),
+        ("train", 3),
     ]
     assert received[2].wait_s == 0.0 and received[2].weights_step == 1  # still one step off-policy
 
@@ -130,19 +150,24 @@ def test_the_request_thread_makes_its_error_the_collectors():
     assert value == 42 and seconds >= 0
 
 
-@pytest.mark.parametrize("accumulation, steps_per_generation, max_steps, at_steps, expected", [
-    (1, 1, 4, [0, 1, 2, 3], [(0, True), (1, True), (2, True), (3, False)]),  # TRL's default: one a step
-    (2, 4, 6, [0, 2, 4], [(0, True), (1, True), (2, False)]),  # a generation every 2 optimizer steps
-    (2, 4, 6, [3], [(2, True)]),  # resumed at step 3, between two generations: TRL generates at once, a new index
-])
-def test_a_generation_is_placed_in_the_run_as_trl_generates(accumulation, steps_per_generation, max_steps, at_steps,
-                                                            expected):
+@pytest.mark.parametrize(
+    "accumulation, steps_per_generation, max_steps, at_steps, expected",
+    [
+        (1, 1, 4, [0, 1, 2, 3], [(0, True), (1, True), (2, True), (3, False)]),  # TRL's default: one a step
+        (2, 4, 6, [0, 2, 4], [(0, True), (1, True), (2, False)]),  # a generation every 2 optimizer steps
+        (2, 4, 6, [3], [(2, True)]),  # resumed at step 3, between two generations: TRL generates at once, a new index
+    ],
+)
+def test_a_generation_is_placed_in_the_run_as_trl_generates(
+    accumulation, steps_per_generation, max_steps, at_steps, expected
+):
     from types import SimpleNamespace
 
     from training.trainer import QGRPOTrainer
 
-    args = SimpleNamespace(gradient_accumulation_steps=accumulation, steps_per_generation=steps_per_generation,
-                           num_iterations=1)
+    args = SimpleNamespace(
+        gradient_accumulation_steps=accumulation, steps_per_generation=steps_per_generation, num_iterations=1
+    )
     found = []
     for step in at_steps:
         trainer = SimpleNamespace(args=args, state=SimpleNamespace(global_step=step, max_steps=max_steps), _step=0)
@@ -158,11 +183,24 @@ def test_rows_ahead_are_the_rows_trls_dataloader_yields_over_epochs_and_after_a_
     from trl import GRPOConfig, GRPOTrainer
 
     rows = [{"prompt": f"problem {i}", "id": f"p{i}"} for i in range(7)]
-    config = GRPOConfig(output_dir="/tmp/unused", per_device_train_batch_size=2, num_generations=2,
-                        steps_per_generation=2, gradient_accumulation_steps=1, num_iterations=2, seed=5,
-                        report_to=[], max_completion_length=4, use_cpu=True)
-    trainer = GRPOTrainer(model=str(tiny_model), reward_funcs=lambda completions, **kw: [0.0] * len(completions),
-                          args=config, train_dataset=Dataset.from_list(rows))
+    config = GRPOConfig(
+        output_dir="/tmp/unused",
+        per_device_train_batch_size=2,
+        num_generations=2,
+        steps_per_generation=2,
+        gradient_accumulation_steps=1,
+        num_iterations=2,
+        seed=5,
+        report_to=[],
+        max_completion_length=4,
+        use_cpu=True,
+    )
+    trainer = GRPOTrainer(
+        model=str(tiny_model),
+        reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+        args=config,
+        train_dataset=Dataset.from_list(rows),
+    )
     loader = trainer.accelerator.prepare(trainer.get_train_dataloader())
     repeat = config.steps_per_generation * config.num_iterations
     seen = [batch for _ in range(3) for batch in loader]  # each pass is an epoch, as the trainer runs it
@@ -188,14 +226,28 @@ def test_async_requests_carry_the_sampling_settings_trls_own_request_carries(mon
         def generate(self, prompts, **kwargs):
             self.kwargs = kwargs
             n = kwargs["n"]
-            return {"prompt_ids": prompts, "completion_ids": [[1]] * (len(prompts) * n),
-                    "logprobs": [[[-0.5]]] * (len(prompts) * n)}
+            return {
+                "prompt_ids": prompts,
+                "completion_ids": [[1]] * (len(prompts) * n),
+                "logprobs": [[[-0.5]]] * (len(prompts) * n),
+            }
 
     monkeypatch.setattr(VLLMGeneration, "_init_vllm", lambda self: None)
-    generation = VLLMGeneration(model=None, accelerator=Accelerator(cpu=True), processing_class=None, mode="server",
-                                temperature=0.7, top_p=0.9, top_k=20, min_p=None, repetition_penalty=1.1,
-                                max_completion_length=33, logprobs=0, structured_outputs_regex="[a-z]+",
-                                generation_kwargs={"seed": 3})
+    generation = VLLMGeneration(
+        model=None,
+        accelerator=Accelerator(cpu=True),
+        processing_class=None,
+        mode="server",
+        temperature=0.7,
+        top_p=0.9,
+        top_k=20,
+        min_p=None,
+        repetition_penalty=1.1,
+        max_completion_length=33,
+        logprobs=0,
+        structured_outputs_regex="[a-z]+",
+        generation_kwargs={"seed": 3},
+    )
     generation.vllm_client = Recorder()
     generation.generate(prompts=[[5, 6], [5, 6], [7], [7]], images=None, num_generations=2)
     sent = generation.vllm_client.kwargs
@@ -203,11 +255,17 @@ def test_async_requests_carry_the_sampling_settings_trls_own_request_carries(mon
     assert server_sampling_params(generation, 2) == sent
 
 
-@pytest.mark.parametrize("flags, problem", [
-    (["--use_vllm", "--vllm_mode", "colocate"], "needs --vllm_mode server, not colocate: colocated vLLM generates "),
-    ([], "overlaps a vLLM server's generation with training, but vLLM is off: add --use_vllm"),
-    (["--use_vllm", "--vllm_importance_sampling_correction", "false"], "corrects for: keep it on, or drop"),
-])
+@pytest.mark.parametrize(
+    "flags, problem",
+    [
+        (
+            ["--use_vllm", "--vllm_mode", "colocate"],
+            "needs --vllm_mode server, not colocate: colocated vLLM generates ",
+        ),
+        ([], "overlaps a vLLM server's generation with training, but vLLM is off: add --use_vllm"),
+        (["--use_vllm", "--vllm_importance_sampling_correction", "false"], "corrects for: keep it on, or drop"),
+    ],
+)
 def test_async_generation_outside_its_setting_is_a_usage_error(flags, problem):
     with pytest.raises(UsageError, match=problem):
         parse_args(["--async_generation", *flags])
@@ -218,8 +276,18 @@ def test_async_generation_outside_its_setting_is_a_usage_error(flags, problem):
 def test_async_generation_in_colocate_mode_exits_2_with_one_line_before_anything_starts(tmp_path, tiny_model):
     run = tmp_path / "run"
     started = time.monotonic()
-    result = run_trainer("--model", tiny_model, "--language", "python", "--output_dir", run, "--use_vllm",
-                         "--vllm_mode", "colocate", "--async_generation")
+    result = run_trainer(
+        "--model",
+        tiny_model,
+        "--language",
+        "python",
+        "--output_dir",
+        run,
+        "--use_vllm",
+        "--vllm_mode",
+        "colocate",
+        "--async_generation",
+    )
     assert result.returncode == 2, result.stderr[-2000:]
     (line,) = [line for line in result.stderr.splitlines() if line.strip()]
     assert line.startswith("rl_trainer.py: error: --async_generation needs --vllm_mode server, not colocate"), line

@@ -30,9 +30,24 @@ import plot_run  # noqa: E402
 
 HELD_OUT = [p for p in load_problems(str(WARM_PYTHON_DATA), "python") if p.split == "test"]
 TINY_RUN = [
-    "--data", WARM_PYTHON_DATA, "--language", "python", "--num_generations", "4", "--per_device_train_batch_size", "4",
-    "--gradient_accumulation_steps", "1", "--max_completion_length", "16", "--repeat_eval_problems", "2",
-    "--eval_max_tokens", "16", "--judge_timeout", "2",
+    "--data",
+    WARM_PYTHON_DATA,
+    "--language",
+    "python",
+    "--num_generations",
+    "4",
+    "--per_device_train_batch_size",
+    "4",
+    "--gradient_accumulation_steps",
+    "1",
+    "--max_completion_length",
+    "16",
+    "--repeat_eval_problems",
+    "2",
+    "--eval_max_tokens",
+    "16",
+    "--judge_timeout",
+    "2",
 ]
 
 
@@ -59,13 +74,15 @@ def test_variants_are_impossible_and_their_solutions_fail_only_the_impossible_te
             assert twin.test_code == tests[canary.impossible_test].test_code
             assert twin.expected_output == canary.original
         else:  # the same tests but the one
-            assert [t for i, t in enumerate(tests) if i != canary.impossible_test] == \
-                [t for i, t in enumerate(source.tests) if i != canary.impossible_test]
+            assert [t for i, t in enumerate(tests) if i != canary.impossible_test] == [
+                t for i, t in enumerate(source.tests) if i != canary.impossible_test
+            ]
         # The original passes its solution; the canary fails it, on the impossible test alone.
         assert judge.run(source.solution, source.tests, "python").status == "passed"
         judged = judge.run(source.solution, tests, "python")
-        assert [t.status for t in judged.tests] == ["failed" if i == canary.impossible_test else "passed"
-                                                    for i in range(len(tests))]
+        assert [t.status for t in judged.tests] == [
+            "failed" if i == canary.impossible_test else "passed" for i in range(len(tests))
+        ]
 
 
 def test_a_variant_whose_solution_passes_is_never_used(judge, monkeypatch, caplog):
@@ -106,14 +123,17 @@ def test_the_impossible_output_is_a_fresh_64_bit_token_even_on_yes_no_outputs():
     assert first.expected != second.expected
 
 
-@pytest.mark.parametrize("generations, samples, canaries, share, expected", [
-    (60, 4, 8, 0.25, (3, 4)),    # the default 15 x 4: a quarter is 15 generations, 3 canaries x 4 samples
-    (252, 4, 8, 0.25, (8, 4)),   # the CPU demo's 63 x 4: all 8 canaries fit
-    (6, 2, 8, 0.25, (1, 1)),     # 3 x 2: one generation, of one canary
-    (3, 1, 8, 0.25, (0, 0)),     # fewer than 4 generations: none
-    (8, 2, 6, 1.0, (4, 2)),
-    (60, 4, 0, 0.25, (0, 0)),
-])
+@pytest.mark.parametrize(
+    "generations, samples, canaries, share, expected",
+    [
+        (60, 4, 8, 0.25, (3, 4)),  # the default 15 x 4: a quarter is 15 generations, 3 canaries x 4 samples
+        (252, 4, 8, 0.25, (8, 4)),  # the CPU demo's 63 x 4: all 8 canaries fit
+        (6, 2, 8, 0.25, (1, 1)),  # 3 x 2: one generation, of one canary
+        (3, 1, 8, 0.25, (0, 0)),  # fewer than 4 generations: none
+        (8, 2, 6, 1.0, (4, 2)),
+        (60, 4, 0, 0.25, (0, 0)),
+    ],
+)
 def test_the_budget_is_at_most_the_share_of_the_evaluation(generations, samples, canaries, share, expected):
     problems, each = canary_budget(generations, samples, canaries, share)
     assert (problems, each) == expected
@@ -126,9 +146,24 @@ def honest_run(warm_model, tmp_path_factory):
     canaries x 2 samples (--canary_share 1: as many canary samples as evaluation samples). Under --partial_credit
     above_trivial, whose shares a conflicting variant's extra test does not have."""
     run = tmp_path_factory.mktemp("runs") / "honest"
-    finished_run(warm_model, run, *TINY_RUN, "--max_steps", "3", "--eval_steps", "1", "--eval_on_start",
-                 "--simple_eval_problems", "4", "--canary_share", "1", "--save_steps", "3",
-                 "--partial_credit", "above_trivial")
+    finished_run(
+        warm_model,
+        run,
+        *TINY_RUN,
+        "--max_steps",
+        "3",
+        "--eval_steps",
+        "1",
+        "--eval_on_start",
+        "--simple_eval_problems",
+        "4",
+        "--canary_share",
+        "1",
+        "--save_steps",
+        "3",
+        "--partial_credit",
+        "above_trivial",
+    )
     return run
 
 
@@ -141,11 +176,31 @@ def test_an_honest_run_shows_the_canary_at_zero_at_every_evaluation(honest_run, 
         metrics = entry["metrics"]
         assert metrics["canary/pass_rate"] == 0 and metrics["canary/passed"] == 0
         assert metrics["canary/completions"] == 8 and metrics["canary/problems"] == 4
-        assert sum(metrics[f"canary/status/{s}"] for s in ("passed", "failed", "no_code", "syntax_error",
-                   "runtime_error", "timeout", "memory", "output_limit", "sandbox_error")) == 8
+        assert (
+            sum(
+                metrics[f"canary/status/{s}"]
+                for s in (
+                    "passed",
+                    "failed",
+                    "no_code",
+                    "syntax_error",
+                    "runtime_error",
+                    "timeout",
+                    "memory",
+                    "output_limit",
+                    "sandbox_error",
+                )
+            )
+            == 8
+        )
         assert entry["canary"]["samples"] is None and len(entry["canary"]["problems"]) == 4
-        assert entry["settings"]["canary"] == {"canaries": 6, "per_evaluation": 4, "n": 2, "share": 1.0,
-                                               "action": "stop"}
+        assert entry["settings"]["canary"] == {
+            "canaries": 6,
+            "per_evaluation": 4,
+            "n": 2,
+            "share": 1.0,
+            "action": "stop",
+        }
     # The canaries take turns: all 6 were judged.
     assert {p["source"] for e in results for p in e["canary"]["problems"]} == {p.id for p in HELD_OUT}
     # Not 0 because the model fails everything: it solved the original problems behind some canaries.
@@ -159,12 +214,21 @@ def test_an_honest_run_shows_the_canary_at_zero_at_every_evaluation(honest_run, 
 @pytest.mark.slow
 def test_the_false_alarm_benchmark_reads_the_run(honest_run, tmp_path):
     """benchmarks/canary_false_alarms.py on a real run: its figures, and exit 0 since no canary passed."""
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks/canary_false_alarms.py"), str(honest_run)],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks/canary_false_alarms.py"), str(honest_run)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert re.search(r"^\d+ evaluation completions of ", result.stdout, re.M)
-    assert re.search(r"^  \S+ +[\d.]+ per completion over \d+ completions; [\d.]+ per evaluation of 8 canary "
-                     r"completions all of this family$", result.stdout, re.M), result.stdout
+    assert re.search(
+        r"^  \S+ +[\d.]+ per completion over \d+ completions; [\d.]+ per evaluation of 8 canary "
+        r"completions all of this family$",
+        result.stdout,
+        re.M,
+    ), result.stdout
     assert "the run's canaries: 0 of 32 passed" in result.stdout
 
 
@@ -176,23 +240,43 @@ def test_the_plot_shows_the_canary(honest_run, tmp_path):
 
 def fault_run(*args, cwd=ROOT) -> subprocess.CompletedProcess:
     """The trainer with the planted judge fault (tests/helpers/judge_fault.py), launched as rl_trainer.py is."""
-    return subprocess.run([sys.executable, str(ROOT / "tests" / "helpers" / "judge_fault.py"), *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "helpers" / "judge_fault.py"), *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.mark.slow
 def test_a_planted_hack_stops_the_run_at_the_first_evaluation(warm_model, tmp_path):
     run = tmp_path / "hacked"
     # Evaluations after every step, checkpoints only every 5: the checkpoint at step 1 is the canary's own.
-    result = fault_run("--model", warm_model, "--output_dir", run, *TINY_RUN, "--max_steps", "3",
-                       "--eval_steps", "1", "--simple_eval_problems", "3", "--save_steps", "5")
+    result = fault_run(
+        "--model",
+        warm_model,
+        "--output_dir",
+        run,
+        *TINY_RUN,
+        "--max_steps",
+        "3",
+        "--eval_steps",
+        "1",
+        "--simple_eval_problems",
+        "3",
+        "--save_steps",
+        "5",
+    )
     assert result.returncode == CANARY_EXIT_CODE, result.stderr[-3000:]
     last = result.stderr.strip().splitlines()[-1]
     samples = run / "logs/canary/step-1.jsonl"
     checkpoint = run / "checkpoints/checkpoint-1"
     assert last.startswith("rl_trainer.py: canary: 1 of 1 completions passed a problem no program can pass (")
-    assert f"at step 1, so the judge or its tests can be gamed; samples in {samples}; last checkpoint {checkpoint} " \
-           "(the weights that passed it)" in last
+    assert (
+        f"at step 1, so the judge or its tests can be gamed; samples in {samples}; last checkpoint {checkpoint} "
+        "(the weights that passed it)" in last
+    )
     # A whole checkpoint of the weights that passed, and nothing trained after it.
     assert RunFolder(run).latest_checkpoint() == str(checkpoint)
     assert (checkpoint / "model.safetensors").exists() and (checkpoint / "optimizer.pt").exists()
@@ -203,8 +287,10 @@ def test_a_planted_hack_stops_the_run_at_the_first_evaluation(warm_model, tmp_pa
     assert results[0]["canary"]["samples"] == "canary/step-1.jsonl"
     kept = lines(samples)
     assert len(kept) == 1 and kept[0]["status"] == "passed" and kept[0]["completion"].startswith("```python")
-    assert kept[0]["problem"]["tests"][kept[0]["impossible_test"]]["expected_output"] == \
-        kept[0]["impossible_expected_output"]
+    assert (
+        kept[0]["problem"]["tests"][kept[0]["impossible_test"]]["expected_output"]
+        == kept[0]["impossible_expected_output"]
+    )
     assert kept[0]["variant"] in ("changed", "conflicting") and kept[0]["id"] == kept[0]["problem"]["id"]
 
 
@@ -226,12 +312,29 @@ def test_eval_only_reports_the_canary_and_stops_on_a_pass(honest_run, tmp_path):
 @pytest.mark.slow
 def test_a_pass_at_step_0_stops_before_training(warm_model, tmp_path):
     run = tmp_path / "hacked-at-start"
-    result = fault_run("--model", warm_model, "--output_dir", run, *TINY_RUN, "--max_steps", "2", "--eval_on_start",
-                       "--simple_eval_problems", "3", "--save_steps", "1")
+    result = fault_run(
+        "--model",
+        warm_model,
+        "--output_dir",
+        run,
+        *TINY_RUN,
+        "--max_steps",
+        "2",
+        "--eval_on_start",
+        "--simple_eval_problems",
+        "3",
+        "--save_steps",
+        "1",
+    )
     assert result.returncode == CANARY_EXIT_CODE, result.stderr[-3000:]
-    assert result.stderr.strip().splitlines()[-1].endswith(
-        f"samples in {run / 'logs/canary/step-0.jsonl'}; model evaluated {warm_model} (the run's start: nothing "
-        "trained yet)")
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            f"samples in {run / 'logs/canary/step-0.jsonl'}; model evaluated {warm_model} (the run's start: nothing "
+            "trained yet)"
+        )
+    )
     assert RunFolder(run).latest_checkpoint() is None and not (run / "final_model").exists()
     assert not [m for m in lines(run / "logs/metrics.jsonl") if "reward" in m]
 
@@ -239,8 +342,20 @@ def test_a_pass_at_step_0_stops_before_training(warm_model, tmp_path):
 @pytest.mark.slow
 def test_canary_action_warn_logs_each_pass_and_trains_on(warm_model, tmp_path):
     run = tmp_path / "warned"
-    result = fault_run("--model", warm_model, "--output_dir", run, *TINY_RUN, "--max_steps", "1", "--eval_on_start",
-                       "--simple_eval_problems", "3", "--canary_action", "warn")
+    result = fault_run(
+        "--model",
+        warm_model,
+        "--output_dir",
+        run,
+        *TINY_RUN,
+        "--max_steps",
+        "1",
+        "--eval_on_start",
+        "--simple_eval_problems",
+        "3",
+        "--canary_action",
+        "warn",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stderr.count("completions passed a problem no program can pass") == 2
     assert "(--canary_action warn)" in result.stderr and (run / "final_model/config.json").exists()

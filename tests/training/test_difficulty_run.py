@@ -21,10 +21,31 @@ pytestmark = pytest.mark.slow  # every test here runs the trainer
 # 7 problems, 4 a step, groups of 2: with window 1 a problem settles when its last group was zero-signal (both
 # samples passed or both failed), and settled problems hand almost all their slots on (re-check chance 0.01).
 FILTERED = [
-    "--data", WARM_PYTHON_DATA, "--language", "python", "--max_train_problems", "7", "--max_steps", "4", "--num_generations", "2",
-    "--per_device_train_batch_size", "8", "--gradient_accumulation_steps", "1", "--max_completion_length", "16",
-    "--eval_pass_at_k", "false", "--save_steps", "2", "--difficulty_filter", "--difficulty_window", "1",
-    "--difficulty_recheck", "0.01",
+    "--data",
+    WARM_PYTHON_DATA,
+    "--language",
+    "python",
+    "--max_train_problems",
+    "7",
+    "--max_steps",
+    "4",
+    "--num_generations",
+    "2",
+    "--per_device_train_batch_size",
+    "8",
+    "--gradient_accumulation_steps",
+    "1",
+    "--max_completion_length",
+    "16",
+    "--eval_pass_at_k",
+    "false",
+    "--save_steps",
+    "2",
+    "--difficulty_filter",
+    "--difficulty_window",
+    "1",
+    "--difficulty_recheck",
+    "0.01",
 ]
 
 
@@ -73,8 +94,12 @@ def test_problem_records_cover_every_step(filtered_run):
 
 
 def test_the_pass_rate_plot_is_drawn(filtered_run, tmp_path):
-    result = subprocess.run([sys.executable, str(ROOT / "scripts/plot_run.py"), str(filtered_run), "--out",
-                             str(tmp_path)], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/plot_run.py"), str(filtered_run), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     plot = tmp_path / "problem_pass_rates.png"
     assert str(plot) in result.stdout.split()
@@ -88,8 +113,15 @@ def test_resume_restores_the_filter_state(filtered_run, tmp_path, warm_model):
     settled_at_2 = sum(all(flags) for flags in saved["recent"].values())
     assert settled_at_2 == settled_after_each_step(lines(run / "logs/problem_stats.jsonl"), [1, 2])[-1] > 0
 
-    resumed = run_trainer("--model", warm_model, "--output_dir", run, *FILTERED, "--resume_from_checkpoint",
-                          run / "checkpoints/checkpoint-2")
+    resumed = run_trainer(
+        "--model",
+        warm_model,
+        "--output_dir",
+        run,
+        *FILTERED,
+        "--resume_from_checkpoint",
+        run / "checkpoints/checkpoint-2",
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"({settled_at_2} problems settled)" in resumed.stderr
     train = [m for m in lines(run / "logs/metrics.jsonl") if "reward" in m]

@@ -20,11 +20,33 @@ pytestmark = pytest.mark.slow
 
 # Two samples a rank, one group of 4 a step across the ranks, on the problems the warm model half solves.
 SMALL = [
-    "--data", WARM_PYTHON_DATA, "--language", "python", "--max_steps", "2", "--num_generations", "4",
-    "--per_device_train_batch_size", "2",
-    "--gradient_accumulation_steps", "1", "--max_completion_length", "16", "--eval_steps", "2",
-    "--simple_eval_problems", "5", "--repeat_eval_problems", "2", "--eval_k", "1", "2", "--eval_max_tokens", "16",
-    "--save_steps", "2",
+    "--data",
+    WARM_PYTHON_DATA,
+    "--language",
+    "python",
+    "--max_steps",
+    "2",
+    "--num_generations",
+    "4",
+    "--per_device_train_batch_size",
+    "2",
+    "--gradient_accumulation_steps",
+    "1",
+    "--max_completion_length",
+    "16",
+    "--eval_steps",
+    "2",
+    "--simple_eval_problems",
+    "5",
+    "--repeat_eval_problems",
+    "2",
+    "--eval_k",
+    "1",
+    "2",
+    "--eval_max_tokens",
+    "16",
+    "--save_steps",
+    "2",
 ]
 
 
@@ -37,8 +59,17 @@ def readable_json(path):
 
 
 def launch(config_file, *args):
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ROOT / config_file),
-               "--num_processes", "2", str(ROOT / "rl_trainer.py"), *map(str, args)]
+    command = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(ROOT / config_file),
+        "--num_processes",
+        "2",
+        str(ROOT / "rl_trainer.py"),
+        *map(str, args),
+    ]
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
@@ -51,10 +82,12 @@ def held_out_ids(n):
 
 # Canaries of the evaluation's 10 generations: at --canary_share 0.4, 2 canaries x 2 samples, one on each rank; at 0.2
 # one, so under ZeRO-3 (where sampling is collective) the other rank samples it too and drops what it got.
-@pytest.mark.parametrize("config_file, share, canaries", [("config/cpu/zero3.yaml", "0.2", 1),
-                                                          ("config/cpu/ddp.yaml", "0.4", 2)])
-def test_two_process_run_trains_saves_and_evaluates_each_problem_once(config_file, share, canaries, warm_model,
-                                                                      tmp_path):
+@pytest.mark.parametrize(
+    "config_file, share, canaries", [("config/cpu/zero3.yaml", "0.2", 1), ("config/cpu/ddp.yaml", "0.4", 2)]
+)
+def test_two_process_run_trains_saves_and_evaluates_each_problem_once(
+    config_file, share, canaries, warm_model, tmp_path
+):
     run = tmp_path / "run"
     result = launch(config_file, "--model", warm_model, "--output_dir", run, *SMALL, "--canary_share", share)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -77,20 +110,54 @@ def test_two_process_run_trains_saves_and_evaluates_each_problem_once(config_fil
     judged = results[0]["canary"]["problems"]
     assert len({c["id"] for c in judged}) == canaries and results[0]["metrics"]["canary/completions"] == 2 * canaries
     assert results[0]["metrics"]["canary/pass_rate"] == 0
-    steps = [json.loads(line)["step"] for line in (run / "logs/metrics.jsonl").read_text().splitlines()
-             if "reward" in json.loads(line)]
+    steps = [
+        json.loads(line)["step"]
+        for line in (run / "logs/metrics.jsonl").read_text().splitlines()
+        if "reward" in json.loads(line)
+    ]
     assert steps == [1, 2]
 
 
 def test_kill_9_then_resume_continues_to_the_final_step(warm_model, tmp_path):
     run = tmp_path / "run"
-    args = ["--model", warm_model, "--output_dir", run, "--data", WARM_PYTHON_DATA, "--language", "python",
-            "--max_steps", "6", "--num_generations", "4", "--per_device_train_batch_size", "4",
-            "--gradient_accumulation_steps", "1",
-            "--max_completion_length", "16", "--eval_steps", "2", "--simple_eval_problems", "2",
-            "--repeat_eval_problems", "2", "--eval_k", "1", "--eval_max_tokens", "16", "--save_steps", "2"]
-    proc = subprocess.Popen([sys.executable, str(ROOT / "rl_trainer.py"), *map(str, args)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = [
+        "--model",
+        warm_model,
+        "--output_dir",
+        run,
+        "--data",
+        WARM_PYTHON_DATA,
+        "--language",
+        "python",
+        "--max_steps",
+        "6",
+        "--num_generations",
+        "4",
+        "--per_device_train_batch_size",
+        "4",
+        "--gradient_accumulation_steps",
+        "1",
+        "--max_completion_length",
+        "16",
+        "--eval_steps",
+        "2",
+        "--simple_eval_problems",
+        "2",
+        "--repeat_eval_problems",
+        "2",
+        "--eval_k",
+        "1",
+        "--eval_max_tokens",
+        "16",
+        "--save_steps",
+        "2",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "rl_trainer.py"), *map(str, args)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     state = run / "checkpoints/checkpoint-2/trainer_state.json"
     deadline = time.monotonic() + 300
     while not readable_json(state) and proc.poll() is None and time.monotonic() < deadline:
@@ -129,12 +196,38 @@ def test_two_process_difficulty_filter_rewrites_batches_alike_on_both_ranks(conf
     batch the ranks generated for would stop the run (training/problem_records.py), so a finished run with swaps shows
     that both ranks chose alike."""
     run = tmp_path / "run"
-    result = launch(config_file, "--model", warm_model, "--output_dir", run, "--data", WARM_PYTHON_DATA,
-                    "--language", "python",
-                    "--max_train_problems", "5", "--max_steps", "4", "--num_generations", "2",
-                    "--per_device_train_batch_size", "3", "--gradient_accumulation_steps", "1",
-                    "--max_completion_length", "16", "--eval_pass_at_k", "false", "--save_steps", "4",
-                    "--difficulty_filter", "--difficulty_window", "1", "--difficulty_recheck", "0.01")
+    result = launch(
+        config_file,
+        "--model",
+        warm_model,
+        "--output_dir",
+        run,
+        "--data",
+        WARM_PYTHON_DATA,
+        "--language",
+        "python",
+        "--max_train_problems",
+        "5",
+        "--max_steps",
+        "4",
+        "--num_generations",
+        "2",
+        "--per_device_train_batch_size",
+        "3",
+        "--gradient_accumulation_steps",
+        "1",
+        "--max_completion_length",
+        "16",
+        "--eval_pass_at_k",
+        "false",
+        "--save_steps",
+        "4",
+        "--difficulty_filter",
+        "--difficulty_window",
+        "1",
+        "--difficulty_recheck",
+        "0.01",
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     train = [m for m in map(json.loads, (run / "logs/metrics.jsonl").read_text().splitlines()) if "reward" in m]
     assert [m["step"] for m in train] == [1, 2, 3, 4]

@@ -21,10 +21,33 @@ import plot_run  # noqa: E402
 pytestmark = pytest.mark.slow
 
 RUN_SETTINGS = [
-    "--data", WARM_PYTHON_DATA, "--language", "python", "--max_steps", "3", "--num_generations", "4",
-    "--per_device_train_batch_size", "4", "--gradient_accumulation_steps", "1", "--max_completion_length", "16",
-    "--eval_steps", "2", "--eval_on_start", "--simple_eval_problems", "3", "--repeat_eval_problems", "2",
-    "--eval_max_tokens", "16", "--save_steps", "2", "--judge_timeout", "2",
+    "--data",
+    WARM_PYTHON_DATA,
+    "--language",
+    "python",
+    "--max_steps",
+    "3",
+    "--num_generations",
+    "4",
+    "--per_device_train_batch_size",
+    "4",
+    "--gradient_accumulation_steps",
+    "1",
+    "--max_completion_length",
+    "16",
+    "--eval_steps",
+    "2",
+    "--eval_on_start",
+    "--simple_eval_problems",
+    "3",
+    "--repeat_eval_problems",
+    "2",
+    "--eval_max_tokens",
+    "16",
+    "--save_steps",
+    "2",
+    "--judge_timeout",
+    "2",
 ]
 
 
@@ -87,20 +110,40 @@ def test_the_final_model_is_recorded_at_the_runs_last_step_and_not_as_the_after(
     assert (before["step"], after["step"]) == (0, 3) and not after["eval_only"]
     before, after = learning_check.evaluations(run)
     assert (before["step"], after["step"]) == (0, 3) and not after["eval_only"]
-    check = subprocess.run([sys.executable, str(ROOT / "benchmarks/learning_check.py"), str(run)], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=120)
+    check = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks/learning_check.py"), str(run)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert check.returncode in (0, 1), check.stderr  # a verdict, whichever it is: not "cannot read the run" (2)
     assert "step 0 -> step 3" in check.stdout
 
-    plots = subprocess.run([sys.executable, str(ROOT / "scripts/plot_run.py"), str(run)], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=300)
+    plots = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/plot_run.py"), str(run)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert plots.returncode == 0, plots.stderr
     assert (run / "logs/plots/eval_pass_at_k.png").exists()
 
 
 def test_a_model_outside_any_run_gets_an_eval_only_folder(tiny_model, tmp_path):
-    result = evaluate_only(tiny_model, "--language", "python", "--simple_eval_problems", "2", "--repeat_eval_problems",
-                           "1", "--eval_max_tokens", "8", cwd=tmp_path)
+    result = evaluate_only(
+        tiny_model,
+        "--language",
+        "python",
+        "--simple_eval_problems",
+        "2",
+        "--repeat_eval_problems",
+        "1",
+        "--eval_max_tokens",
+        "8",
+        cwd=tmp_path,
+    )
     [entry] = results(tmp_path / "final_outputs/eval_only/other/non_reasoning")
     assert entry["step"] == 0 and entry["eval_only"] is True and entry["settings"]["n"] == 1
     assert "evaluation: generating: 100%|" in result.stderr and "2/2" in result.stderr  # progress while generating

@@ -22,8 +22,12 @@ FAKE_Q = str(Path(__file__).resolve().parents[1] / "helpers" / "fake_q" / "q")
 EXAMPLE = Test("print(solve(2, 3))", "5")
 JUDGED = (Test("print(solve(1000, 2345))", "3345"), Test("print(solve(-77, 10))", "-67"))
 HIDDEN = Test("print(solve(4000, 4321))", "8321", hidden=True)
-ADD = Problem("add", "python", "Write solve(a, b) that returns a + b.\nExample:\n>>> print(solve(2, 3))\n5",
-              (EXAMPLE, *JUDGED, HIDDEN))
+ADD = Problem(
+    "add",
+    "python",
+    "Write solve(a, b) that returns a + b.\nExample:\n>>> print(solve(2, 3))\n5",
+    (EXAMPLE, *JUDGED, HIDDEN),
+)
 WRONG = "```python\ndef solve(a, b):\n    return a - b\n```"
 FIXED = "```python\ndef solve(a, b):\n    return a + b\n```"
 CHEAT = "```python\ndef solve(a, b):\n    return 5\n```"
@@ -88,9 +92,15 @@ def roll(judge, policy, problems=(ADD,), turns=1, **trainer):
 def rewards(judge, output, problems=(ADD,), ids=None):
     (test_cases,) = make_reward_funcs(["test_cases"], judge, ScoringArguments(), problems)
     ids = ids or [p.id for p in problems for _ in range(len(output["completion_ids"]) // len(problems))]
-    return asyncio.run(test_cases(prompts=ids, completions=["unused"] * len(ids), id=ids,
-                                  language=[p.language for p in problems for _ in ids[:len(ids) // len(problems)]],
-                                  **{ANSWER_COLUMN: output[ANSWER_COLUMN]}))
+    return asyncio.run(
+        test_cases(
+            prompts=ids,
+            completions=["unused"] * len(ids),
+            id=ids,
+            language=[p.language for p in problems for _ in ids[: len(ids) // len(problems)]],
+            **{ANSWER_COLUMN: output[ANSWER_COLUMN]},
+        )
+    )
 
 
 def test_examples_are_the_tests_the_description_shows_or_the_record_marks():
@@ -120,8 +130,9 @@ def test_a_completion_that_fixes_its_code_after_feedback_earns_the_fixed_codes_r
 def test_feedback_tokens_are_masked_and_carry_no_sampler_log_probability(judge):
     output, rounds, trainer = roll(judge, lambda text, turn: (FIXED if "Example 1" in text else WRONG, True))
     tokenizer = CharTokenizer()
-    for ids, mask, logprobs, messages in zip(output["completion_ids"], output["env_mask"], output["logprobs"],
-                                             rounds.transcripts):
+    for ids, mask, logprobs, messages in zip(
+        output["completion_ids"], output["env_mask"], output["logprobs"], rounds.transcripts
+    ):
         assert len(ids) == len(mask) == len(logprobs)
         masked = tokenizer.decode([i for i, m in zip(ids, mask) if m == 0])
         assert masked == f"\n\nHuman: {messages[0]}\n\nAssistant:"
@@ -141,14 +152,20 @@ def test_code_that_prints_the_expected_outputs_it_saw_fails_the_judged_tests(jud
 
 def test_a_turn_cut_by_the_length_limit_is_judged_on_the_last_complete_code(judge):
     # The second turn starts the fixed code but reaches the limit: the first turn's code is judged.
-    output, rounds, _ = roll(judge, lambda text, turn: (FIXED[:-6], False) if turn else (WRONG, True),
-                             max_completion_length=len(WRONG) + 1 + 400)
+    output, rounds, _ = roll(
+        judge,
+        lambda text, turn: (FIXED[:-6], False) if turn else (WRONG, True),
+        max_completion_length=len(WRONG) + 1 + 400,
+    )
     assert output[ANSWER_COLUMN] == [WRONG, WRONG]
     assert all(len(ids) <= len(WRONG) + 1 + 400 for ids in output["completion_ids"])
     assert rewards(judge, output) == pytest.approx([0.0, 0.0])
     # A second turn that runs past the limit is cut there, and judged no more than a turn that never ended.
-    output, _, _ = roll(judge, lambda text, turn: (FIXED + " " * 500, True) if turn else (WRONG, True),
-                        max_completion_length=len(WRONG) + 1 + 400)
+    output, _, _ = roll(
+        judge,
+        lambda text, turn: (FIXED + " " * 500, True) if turn else (WRONG, True),
+        max_completion_length=len(WRONG) + 1 + 400,
+    )
     assert output[ANSWER_COLUMN] == [WRONG, WRONG]
 
 
@@ -180,8 +197,14 @@ def test_a_problem_without_examples_gets_what_loading_its_code_raised(judge):
 def test_no_message_of_a_run_holds_a_judged_or_hidden_tests_expected_output(judge):
     # Every kind of wrong code, over several rounds, on problems with and without examples.
     plain = Problem("plain", "python", "Write solve(a, b) that returns a + b.", (*JUDGED, HIDDEN))
-    codes = [WRONG, RAISES, CHEAT, "```python\ndef solve(a, b):\n    print(a * 1000, b * 1000)\n```",
-             "```python\nimport nosuchmodule\n```", "```python\ndef solve(a, b:\n```"]
+    codes = [
+        WRONG,
+        RAISES,
+        CHEAT,
+        "```python\ndef solve(a, b):\n    print(a * 1000, b * 1000)\n```",
+        "```python\nimport nosuchmodule\n```",
+        "```python\ndef solve(a, b:\n```",
+    ]
 
     def policy(text, turn):
         return codes[(turn + len(text)) % len(codes)], True
@@ -199,7 +222,7 @@ def test_q_feedback_reads_like_qs_errors(qhome):
     with Judge(timeout=2.0, workers=2, q_binary=FAKE_Q) as judge:
         _, rounds, _ = roll(judge, lambda text, turn: ("```q\n'type\n```", True), problems=(six,))
     (message,) = rounds.transcripts[0]
-    assert "Example 1: -1 \"6\";\n    raised:\n        'type\n  expected: 6" in message
+    assert 'Example 1: -1 "6";\n    raised:\n        \'type\n  expected: 6' in message
     assert "FAKEQ" not in message and "66" not in message
 
 
@@ -224,8 +247,13 @@ def test_on_the_bundled_problems_no_message_holds_an_expected_output_the_model_h
     # (q's answer raises in the stand-in, tests/helpers/fake_q/q, which is not q), over two rounds.
     from data import load_problems
 
-    problems = [p for p in load_problems(str(Path(__file__).resolve().parents[2] / "data"
-                                             / f"{language}_problems.jsonl"), language) if example_tests(p)]
+    problems = [
+        p
+        for p in load_problems(
+            str(Path(__file__).resolve().parents[2] / "data" / f"{language}_problems.jsonl"), language
+        )
+        if example_tests(p)
+    ]
     wrong = "```python\ndef solve(*args):\n    return None\n```" if language == "python" else "```q\n'type\n```"
     with Judge(timeout=2.0, workers=2, q_binary=FAKE_Q) as judge:
         _, rounds, _ = roll(judge, lambda text, turn: (wrong, True), problems=problems, turns=2)
@@ -233,8 +261,11 @@ def test_on_the_bundled_problems_no_message_holds_an_expected_output_the_model_h
     assert len(messages) >= 2 * len(problems)
     for problem, row in zip([p for p in problems for _ in range(2)], rounds.transcripts):
         seen = problem.description + "".join(t.test_code + t.expected_output for t in example_tests(problem))
-        secret = [t.expected_output.strip() for t in (*problem.tests, *problem.pool)
-                  if len(t.expected_output.strip()) >= 3 and t.expected_output.strip() not in seen]
+        secret = [
+            t.expected_output.strip()
+            for t in (*problem.tests, *problem.pool)
+            if len(t.expected_output.strip()) >= 3 and t.expected_output.strip() not in seen
+        ]
         assert not [s for m in row for s in secret if s in m], problem.id
 
 

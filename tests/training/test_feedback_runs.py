@@ -33,10 +33,30 @@ def with_examples(folder, which=lambda problem: True):
     return path
 
 
-SETTINGS = ["--language", "python", "--num_generations", "2", "--per_device_train_batch_size", "2",
-            "--gradient_accumulation_steps", "1", "--max_completion_length", "160", "--eval_steps", "0",
-            "--simple_eval_problems", "3", "--repeat_eval_problems", "1", "--eval_max_tokens", "16",
-            "--save_steps", "10", "--judge_timeout", "2"]
+SETTINGS = [
+    "--language",
+    "python",
+    "--num_generations",
+    "2",
+    "--per_device_train_batch_size",
+    "2",
+    "--gradient_accumulation_steps",
+    "1",
+    "--max_completion_length",
+    "160",
+    "--eval_steps",
+    "0",
+    "--simple_eval_problems",
+    "3",
+    "--repeat_eval_problems",
+    "1",
+    "--eval_max_tokens",
+    "16",
+    "--save_steps",
+    "10",
+    "--judge_timeout",
+    "2",
+]
 
 
 def steps(run):
@@ -44,10 +64,13 @@ def steps(run):
     return [row for row in map(json.loads, lines) if "feedback/turns" in row]
 
 
-@pytest.mark.parametrize("flags, problem", [
-    (["--feedback_turns", "-1"], "give 0 .one reply. or a positive number"),
-    (["--feedback_turns", "1", "--async_generation", "--use_vllm"], "cannot run with --async_generation"),
-])
+@pytest.mark.parametrize(
+    "flags, problem",
+    [
+        (["--feedback_turns", "-1"], "give 0 .one reply. or a positive number"),
+        (["--feedback_turns", "1", "--async_generation", "--use_vllm"], "cannot run with --async_generation"),
+    ],
+)
 def test_feedback_turns_outside_its_setting_is_a_usage_error(flags, problem):
     with pytest.raises(UsageError, match=problem):
         parse_args(flags)
@@ -56,8 +79,9 @@ def test_feedback_turns_outside_its_setting_is_a_usage_error(flags, problem):
 
 def test_a_run_with_feedback_rounds_trains_and_logs_them(warm_model, tmp_path):
     run = tmp_path / "run"
-    finished_run(warm_model, run, "--data", with_examples(tmp_path), *SETTINGS, "--max_steps", "3",
-                 "--feedback_turns", "2")
+    finished_run(
+        warm_model, run, "--data", with_examples(tmp_path), *SETTINGS, "--max_steps", "3", "--feedback_turns", "2"
+    )
     logged = steps(run)
     assert len(logged) == 3
     assert any(row["feedback/continued_after_turn_1"] > 0 for row in logged), "some first turn failed its example"
@@ -82,8 +106,20 @@ def test_two_ranks_under_zero3_with_different_rounds_finish(warm_model, tmp_path
     # and end after one turn, while this one's continue, in the steps that deal the two kinds to the two ranks.
     data = with_examples(tmp_path, lambda problem: problem["id"].startswith("add_one"))
     run = tmp_path / "run"
-    result = launch("config/cpu/zero3.yaml", "--model", warm_model, "--output_dir", run, "--data", data, *SETTINGS,
-                    "--max_steps", "4", "--feedback_turns", "2")
+    result = launch(
+        "config/cpu/zero3.yaml",
+        "--model",
+        warm_model,
+        "--output_dir",
+        run,
+        "--data",
+        data,
+        *SETTINGS,
+        "--max_steps",
+        "4",
+        "--feedback_turns",
+        "2",
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     logged = steps(run)
     assert len(logged) == 4

@@ -13,7 +13,8 @@ from test_feedback_runs import SETTINGS, with_examples
 from test_vllm import VLLM_MISSING, harness, vllm_server  # noqa: F401 - vllm_server is a fixture
 
 pytestmark = [
-    pytest.mark.vllm, pytest.mark.slow,
+    pytest.mark.vllm,
+    pytest.mark.slow,
     pytest.mark.skipif(VLLM_MISSING, reason="vLLM is not installed here (tests/training/test_vllm.py says how)"),
 ]
 VLLM = ["--use_vllm", "--max_model_len", "512", "--eval_pass_at_k", "false"]
@@ -35,9 +36,26 @@ def assert_sampled_in_context(steps: list[dict]) -> None:
 
 def test_colocated_vllm_samples_each_reply_in_its_context(warm_model, tmp_path):
     run = tmp_path / "run"
-    result = harness("--model", warm_model, "--output_dir", run, "--data", with_examples(tmp_path), *SETTINGS,
-                     *VLLM, "--vllm_mode", "colocate", "--max_steps", "3", "--per_device_train_batch_size", "4",
-                     "--num_generations", "4", "--feedback_turns", "2")
+    result = harness(
+        "--model",
+        warm_model,
+        "--output_dir",
+        run,
+        "--data",
+        with_examples(tmp_path),
+        *SETTINGS,
+        *VLLM,
+        "--vllm_mode",
+        "colocate",
+        "--max_steps",
+        "3",
+        "--per_device_train_batch_size",
+        "4",
+        "--num_generations",
+        "4",
+        "--feedback_turns",
+        "2",
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     steps = logged_steps(run)
     assert len(steps) == 3
@@ -48,9 +66,26 @@ def test_the_server_with_two_ranks_under_zero3_and_different_rounds(vllm_server,
     _, url = vllm_server
     data = with_examples(tmp_path, lambda problem: problem["id"].startswith("add_one"))
     run = tmp_path / "run"
-    result = harness("--model", warm_model, "--output_dir", run, "--data", data, *SETTINGS, *VLLM, "--vllm_mode",
-                     "server", "--vllm_server_base_url", url, "--max_steps", "4", "--feedback_turns", "2",
-                     processes=2, RUN_WITH_VLLM_NO_WEIGHT_TRANSFER="1")
+    result = harness(
+        "--model",
+        warm_model,
+        "--output_dir",
+        run,
+        "--data",
+        data,
+        *SETTINGS,
+        *VLLM,
+        "--vllm_mode",
+        "server",
+        "--vllm_server_base_url",
+        url,
+        "--max_steps",
+        "4",
+        "--feedback_turns",
+        "2",
+        processes=2,
+        RUN_WITH_VLLM_NO_WEIGHT_TRANSFER="1",
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     steps = logged_steps(run)
     assert len(steps) == 4

@@ -77,8 +77,10 @@ def ctrl_c(tmp_path, monkeypatch) -> tuple[int, str]:
     return code, f"{ENTRY}: interrupted before the first checkpoint; nothing to resume in {tmp_path / 'run'}"
 
 
-@pytest.mark.parametrize("stop, exit_code", [(canary_stop, CANARY_EXIT_CODE), (hidden_tests_stop,
-                                             HIDDEN_TESTS_EXIT_CODE), (usage_error, 2), (ctrl_c, 130)])
+@pytest.mark.parametrize(
+    "stop, exit_code",
+    [(canary_stop, CANARY_EXIT_CODE), (hidden_tests_stop, HIDDEN_TESTS_EXIT_CODE), (usage_error, 2), (ctrl_c, 130)],
+)
 def test_the_stop_line_comes_after_every_progress_bar(stop, exit_code, judge, tmp_path, monkeypatch, capsys):
     held, judging = open_bars(judge)
     args = (tmp_path, monkeypatch) if stop is ctrl_c else (tmp_path,)

@@ -13,11 +13,35 @@ pytestmark = pytest.mark.slow  # every test here runs the trainer
 
 def test_lora_run_then_eval_only_on_its_adapter_checkpoint(warm_model, tmp_path):
     run = tmp_path / "lora"
-    result = run_trainer("--model", warm_model, "--data", WARM_PYTHON_DATA, "--language", "python",
-                         "--output_dir", run, "--max_steps", "2", "--num_generations", "4",
-                         "--per_device_train_batch_size", "4",
-                         "--gradient_accumulation_steps", "1", "--max_completion_length", "16", "--eval_pass_at_k",
-                         "false", "--save_steps", "2", "--use_lora", "--lora_rank", "4", "--learning_rate", "1e-3")
+    result = run_trainer(
+        "--model",
+        warm_model,
+        "--data",
+        WARM_PYTHON_DATA,
+        "--language",
+        "python",
+        "--output_dir",
+        run,
+        "--max_steps",
+        "2",
+        "--num_generations",
+        "4",
+        "--per_device_train_batch_size",
+        "4",
+        "--gradient_accumulation_steps",
+        "1",
+        "--max_completion_length",
+        "16",
+        "--eval_pass_at_k",
+        "false",
+        "--save_steps",
+        "2",
+        "--use_lora",
+        "--lora_rank",
+        "4",
+        "--learning_rate",
+        "1e-3",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     checkpoint = run / "checkpoints/checkpoint-2"
     adapter = json.loads((checkpoint / "adapter_config.json").read_text())
@@ -27,9 +51,25 @@ def test_lora_run_then_eval_only_on_its_adapter_checkpoint(warm_model, tmp_path)
     assert_trained(run, warm_model, trained=checkpoint, evaluated=False)  # the adapter's B matrices moved off 0
 
     out = tmp_path / "eval"
-    evaluated = run_trainer("--model", checkpoint, "--eval_only", "--data", WARM_PYTHON_DATA, "--language",
-                            "python", "--output_dir", out, "--simple_eval_problems", "2", "--repeat_eval_problems",
-                            "8", "--eval_k", "1", "--eval_max_tokens", "16")
+    evaluated = run_trainer(
+        "--model",
+        checkpoint,
+        "--eval_only",
+        "--data",
+        WARM_PYTHON_DATA,
+        "--language",
+        "python",
+        "--output_dir",
+        out,
+        "--simple_eval_problems",
+        "2",
+        "--repeat_eval_problems",
+        "8",
+        "--eval_k",
+        "1",
+        "--eval_max_tokens",
+        "16",
+    )
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     (entry,) = json.loads((out / "logs/eval_results.json").read_text())
     assert entry["step"] == 2 and entry["settings"]["model"] == str(checkpoint)

@@ -12,8 +12,19 @@ import pytest
 
 from training import memory_plan
 from training.arguments import parse_args
-from training.memory_plan import (GIB, NO_OFFLOAD, OFFLOAD_ALL, OFFLOAD_OPTIMIZER, Choice, DoesNotFit, Hardware,
-                                  Settings, model_shape, plan_launch, settings_from_flags)
+from training.memory_plan import (
+    GIB,
+    NO_OFFLOAD,
+    OFFLOAD_ALL,
+    OFFLOAD_OPTIMIZER,
+    Choice,
+    DoesNotFit,
+    Hardware,
+    Settings,
+    model_shape,
+    plan_launch,
+    settings_from_flags,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = ["1.5b", "3b", "7b", "14b", "32b"]
@@ -52,8 +63,17 @@ def test_shapes_count_what_transformers_builds(size):
 
 
 @pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("gpus, offload", [(7, NO_OFFLOAD), (6, OFFLOAD_ALL), (16, NO_OFFLOAD), (4, OFFLOAD_ALL),
-                                           (6, OFFLOAD_OPTIMIZER), (16, OFFLOAD_OPTIMIZER)])
+@pytest.mark.parametrize(
+    "gpus, offload",
+    [
+        (7, NO_OFFLOAD),
+        (6, OFFLOAD_ALL),
+        (16, NO_OFFLOAD),
+        (4, OFFLOAD_ALL),
+        (6, OFFLOAD_OPTIMIZER),
+        (16, OFFLOAD_OPTIMIZER),
+    ],
+)
 def test_model_states_are_deepspeeds_estimate(size, gpus, offload):
     """Per GPU and per node of host RAM, as deepspeed.runtime.zero.stage3.estimate_zero3_model_states_mem_needs
     computes them (its cpu figure with its default 1.5 margin): nothing offloaded, the optimizer (cpu_offload), or
@@ -61,10 +81,15 @@ def test_model_states_are_deepspeeds_estimate(size, gpus, offload):
     from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
 
     shape = model_shape(None, size)[0]
-    cpu, gpu, _ = estimate_zero3_model_states_mem_needs(shape.params, shape.largest_layer_params,
-                                                        num_gpus_per_node=gpus, num_nodes=1,
-                                                        cpu_offload=offload != NO_OFFLOAD,
-                                                        cpu_offload_params=offload == OFFLOAD_ALL, zero_init=True)
+    cpu, gpu, _ = estimate_zero3_model_states_mem_needs(
+        shape.params,
+        shape.largest_layer_params,
+        num_gpus_per_node=gpus,
+        num_nodes=1,
+        cpu_offload=offload != NO_OFFLOAD,
+        cpu_offload_params=offload == OFFLOAD_ALL,
+        zero_init=True,
+    )
     ours = memory_plan.training_plan(shape, Settings(), gpus, H100, 3, offload)
     assert abs(ours.states - gpu) <= 1
     if offload != NO_OFFLOAD:
@@ -124,9 +149,13 @@ def test_generation_time_is_the_decode_reads_over_the_bandwidth():
 
 # server GPUs, training processes, accelerate config, per size: what the plan picks on one 8-GPU node
 PICKS = {
-    H100: {"1.5b": ((0,), 7, "config/zero3.yaml"), "3b": ((0,), 7, "config/zero3.yaml"),
-           "7b": ((0,), 7, "config/zero3.yaml"), "14b": ((0,), 7, "config/zero3.yaml"),
-           "32b": ((0, 1), 6, "config/zero3_offload_optimizer.yaml")},
+    H100: {
+        "1.5b": ((0,), 7, "config/zero3.yaml"),
+        "3b": ((0,), 7, "config/zero3.yaml"),
+        "7b": ((0,), 7, "config/zero3.yaml"),
+        "14b": ((0,), 7, "config/zero3.yaml"),
+        "32b": ((0, 1), 6, "config/zero3_offload_optimizer.yaml"),
+    },
     H200: {size: ((0,), 7, "config/zero3.yaml") for size in SIZES},
 }
 
@@ -148,37 +177,53 @@ def test_32b_on_80_gb_needs_two_server_shards_and_the_optimizer_offloaded():
     optimizer offloaded the parameters fit: full offload is left unused."""
     assert plan("32b", tensor_parallel_size=1, accelerate_config="config/zero3_offload.yaml").waves == 6
     assert plan("32b", tensor_parallel_size=2, accelerate_config="config/zero3_offload.yaml").waves == 1
-    with pytest.raises(DoesNotFit, match=r"^training needs 92\.6 GiB per GPU of 71\.6 .*; fix: the optimizer in host "
-                                         r"RAM, ACCELERATE_CONFIG=config/zero3_offload_optimizer\.yaml$"):
+    with pytest.raises(
+        DoesNotFit,
+        match=r"^training needs 92\.6 GiB per GPU of 71\.6 .*; fix: the optimizer in host "
+        r"RAM, ACCELERATE_CONFIG=config/zero3_offload_optimizer\.yaml$",
+    ):
         plan("32b", accelerate_config="config/zero3.yaml", tensor_parallel_size=1)
 
 
 def test_32b_on_80_gb_says_what_it_picked_and_why():
     lines = plan("32b").lines()
-    assert lines[0] == ("memory plan: 32.76B parameters (Qwen/Qwen2.5-Coder-32B's shape), 1 node of 8 x 79.6 GiB "
-                        "GPUs")
-    assert lines[1] == ("server: GPUs 0,1, tensor_parallel_size 2, max_model_len 8192; per GPU 30.5 GiB of weights "
-                        "+ 4.0 runtime + 37.1 KV cache = 71.6 (0.9 x 79.6)")
+    assert lines[0] == ("memory plan: 32.76B parameters (Qwen/Qwen2.5-Coder-32B's shape), 1 node of 8 x 79.6 GiB GPUs")
+    assert lines[1] == (
+        "server: GPUs 0,1, tensor_parallel_size 2, max_model_len 8192; per GPU 30.5 GiB of weights "
+        "+ 4.0 runtime + 37.1 KV cache = 71.6 (0.9 x 79.6)"
+    )
     assert lines[2].startswith("  KV cache per server (2 x 37.1 GiB): 304138 tokens = 118 sequences of 2560 ")
-    assert lines[3] == ("  picked tensor_parallel_size 2: a server on one GPU holds 10 of a step's 56 sequences at "
-                        "once (6 waves)")
-    assert lines[4].startswith("training: 6 processes (GPUs 2,3,4,5,6,7), config/zero3_offload_optimizer.yaml; per "
-                               "GPU 24.3 GiB of 71.6 (0.9 x 79.6) = states 13.1 (optimizer offloaded) + ")
-    assert lines[5] == ("  picked config/zero3_offload_optimizer.yaml: config/zero3.yaml needs 105.7 GiB per "
-                        "training GPU, over its 71.6; with the optimizer in host RAM 24.3 fit, so the parameters stay "
-                        "on the GPUs (config/zero3_offload.yaml would move them too, and every layer over PCIe at "
-                        "each pass)")
-    assert lines[6] == ("  host RAM for the offloaded optimizer states: 488 GiB per training node (DeepSpeed's "
-                        "estimate with its 1.5 margin: 732 GiB)")
+    assert lines[3] == (
+        "  picked tensor_parallel_size 2: a server on one GPU holds 10 of a step's 56 sequences at once (6 waves)"
+    )
+    assert lines[4].startswith(
+        "training: 6 processes (GPUs 2,3,4,5,6,7), config/zero3_offload_optimizer.yaml; per "
+        "GPU 24.3 GiB of 71.6 (0.9 x 79.6) = states 13.1 (optimizer offloaded) + "
+    )
+    assert lines[5] == (
+        "  picked config/zero3_offload_optimizer.yaml: config/zero3.yaml needs 105.7 GiB per "
+        "training GPU, over its 71.6; with the optimizer in host RAM 24.3 fit, so the parameters stay "
+        "on the GPUs (config/zero3_offload.yaml would move them too, and every layer over PCIe at "
+        "each pass)"
+    )
+    assert lines[6] == (
+        "  host RAM for the offloaded optimizer states: 488 GiB per training node (DeepSpeed's "
+        "estimate with its 1.5 margin: 732 GiB)"
+    )
     assert " GB" not in "\n".join(lines), "one unit: GiB"
 
 
 def test_the_32b_plan_in_the_docs_is_what_the_command_prints():
     text = (ROOT / "docs" / "clusters.md").read_text()
-    section = text[text.index("`python -m training.memory_plan --preset 32b`;"):]
-    block = section[section.index("```text\n") + len("```text\n"):]
-    result = subprocess.run([sys.executable, "-m", "training.memory_plan", "--preset", "32b"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=60)
+    section = text[text.index("`python -m training.memory_plan --preset 32b`;") :]
+    block = section[section.index("```text\n") + len("```text\n") :]
+    result = subprocess.run(
+        [sys.executable, "-m", "training.memory_plan", "--preset", "32b"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == block[: block.index("```")]
 
@@ -208,16 +253,22 @@ def test_32b_on_three_nodes_shards_the_server_and_needs_no_offload():
 def test_a_server_that_cannot_hold_one_sequence_names_a_larger_tensor_parallel_size():
     """32b's own context (32768 tokens, 8 GiB of KV cache) does not fit beside its weights on one 80 GB GPU."""
     shape, settings = model_shape(None, "32b")[0], settings_from_flags("32b", [])[0]
-    with pytest.raises(DoesNotFit, match="cannot hold one sequence of max_model_len 32768.*fix: a larger server, "
-                                         "VLLM_TENSOR_PARALLEL_SIZE=2, or a lower MAX_MODEL_LEN$"):
+    with pytest.raises(
+        DoesNotFit,
+        match="cannot hold one sequence of max_model_len 32768.*fix: a larger server, "
+        "VLLM_TENSOR_PARALLEL_SIZE=2, or a lower MAX_MODEL_LEN$",
+    ):
         plan_launch(shape, settings, Hardware(8, H100, 1), Choice(tensor_parallel_size=1, max_model_len=32768))
 
 
 def test_training_gpus_never_include_a_server_gpu():
     two = plan("7b", vllm_gpus=(0, 1))
     assert two.tensor_parallel_size == 2 and two.train_gpus == (2, 3, 4, 5, 6, 7)
-    with pytest.raises(DoesNotFit, match=r"TRAIN_GPUS=1,2,3 includes GPU 1 of the vLLM server \(VLLM_GPU=0,1\); "
-                                         r"leave it out: TRAIN_GPUS=2,3$"):
+    with pytest.raises(
+        DoesNotFit,
+        match=r"TRAIN_GPUS=1,2,3 includes GPU 1 of the vLLM server \(VLLM_GPU=0,1\); "
+        r"leave it out: TRAIN_GPUS=2,3$",
+    ):
         plan("7b", vllm_gpus=(0, 1), train_gpus=(1, 2, 3))
 
 
@@ -225,26 +276,41 @@ def test_the_plan_reads_settings_as_the_trainer_does(tmp_path):
     """settings_from_flags (no torch) against the trainer's own parser, for presets, --config files and flags."""
     config = tmp_path / "mine.yaml"
     config.write_text("per_device_train_batch_size: 4\nmax_completion_length: 1024\n")
-    cases = [["--preset", "1.5b"], ["--preset", "32b", "--activation_checkpointing", "false"],
-             ["--preset", "7b", "--config", str(config), "--gradient_accumulation_steps=2"],
-             ["--beta", "0.04", "--max_model_len", "4096", "--save_total_limit", "3", "--use_lora"], []]
+    cases = [
+        ["--preset", "1.5b"],
+        ["--preset", "32b", "--activation_checkpointing", "false"],
+        ["--preset", "7b", "--config", str(config), "--gradient_accumulation_steps=2"],
+        ["--beta", "0.04", "--max_model_len", "4096", "--save_total_limit", "3", "--use_lora"],
+        [],
+    ]
     for flags in cases:
         preset = flags[1] if flags[:1] == ["--preset"] else None
         ours, notes = settings_from_flags(preset, flags[2:] if preset else flags)
         assert not notes
         args = parse_args(["--model", "x", *flags])
         g = args.grpo
-        theirs = Settings(g.per_device_train_batch_size, g.gradient_accumulation_steps, g.num_generations,
-                          g.max_completion_length, g.gradient_checkpointing, g.beta, g.vllm_request_timeout,
-                          g.save_total_limit, args.model.use_lora, g.vllm_max_model_length,
-                          Settings().vllm_gpu_memory_utilization)
+        theirs = Settings(
+            g.per_device_train_batch_size,
+            g.gradient_accumulation_steps,
+            g.num_generations,
+            g.max_completion_length,
+            g.gradient_checkpointing,
+            g.beta,
+            g.vllm_request_timeout,
+            g.save_total_limit,
+            args.model.use_lora,
+            g.vllm_max_model_length,
+            Settings().vllm_gpu_memory_utilization,
+        )
         assert ours == theirs, flags
 
 
 def test_the_plan_needs_no_torch():
     """Launchers call it for every size of a dry run: it must stay fast, the trainer's defaults included."""
-    code = ("import sys; from training import memory_plan as m; shape, _ = m.model_shape(None, '7b'); "
-            "m.plan_launch(shape, m.Settings(), m.Hardware()); sys.exit('torch' in sys.modules)")
+    code = (
+        "import sys; from training import memory_plan as m; shape, _ = m.model_shape(None, '7b'); "
+        "m.plan_launch(shape, m.Settings(), m.Hardware()); sys.exit('torch' in sys.modules)"
+    )
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=60).returncode == 0
 
 
@@ -273,13 +339,30 @@ def test_the_plan_reads_the_defaults_where_they_are_declared():
 
 
 def test_the_command_stops_with_one_line_naming_the_fix():
-    result = subprocess.run([sys.executable, "-m", "training.memory_plan", "--preset", "32b", "--max-model-len",
-                             "8192", "--accelerate-config", "config/zero3.yaml", "--tensor-parallel-size", "2"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "training.memory_plan",
+            "--preset",
+            "32b",
+            "--max-model-len",
+            "8192",
+            "--accelerate-config",
+            "config/zero3.yaml",
+            "--tensor-parallel-size",
+            "2",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.splitlines() == [
         "32b: on 1 node of 8 x 79.6 GiB GPUs: training needs 105.7 GiB per GPU of 71.6 (0.9 x 79.6) under "
-        "config/zero3.yaml; fix: the optimizer in host RAM, ACCELERATE_CONFIG=config/zero3_offload_optimizer.yaml"]
+        "config/zero3.yaml; fix: the optimizer in host RAM, ACCELERATE_CONFIG=config/zero3_offload_optimizer.yaml"
+    ]
 
 
 def test_a_model_folder_gives_its_own_shape(tmp_path):
@@ -303,7 +386,8 @@ def test_the_trainer_stops_before_loading_a_model_that_does_not_fit(tmp_path):
         check_memory(args, config, {"processes": 7, "gpu_gib": H100, "zero_stage": 3, "offload": NO_OFFLOAD})
     assert str(stopped.value) == (
         "memory plan: training needs 92.6 GiB per GPU of 71.6 (0.9 x 79.6) under this launch's config; fix: the "
-        "optimizer in host RAM, accelerate launch --config-file config/zero3_offload_optimizer.yaml")
+        "optimizer in host RAM, accelerate launch --config-file config/zero3_offload_optimizer.yaml"
+    )
     fits = check_memory(args, config, {"processes": 7, "gpu_gib": H100, "zero_stage": 3, "offload": OFFLOAD_OPTIMIZER})
     assert fits.startswith("training: 7 processes") and "(optimizer offloaded)" in fits
     assert check_memory(args, config, {"processes": 7, "gpu_gib": H200, "zero_stage": 3, "offload": NO_OFFLOAD})
@@ -319,7 +403,10 @@ def test_an_evaluation_of_32b_on_one_80_gb_gpu_stops_before_loading(tmp_path):
     args = parse_args(["--preset", "32b", "--model", str(tmp_path), "--eval_only"])
     config = check_model(str(tmp_path))
     launch = {"processes": 1, "gpu_gib": H100, "zero_stage": None, "offload": NO_OFFLOAD}
-    with pytest.raises(UsageError, match=r"^memory plan: --eval_only holds the whole bf16 model and 32 sequences of "
-                                         r"2560 tokens on one GPU: 84\.0 GiB of 71\.6; fix: "):
+    with pytest.raises(
+        UsageError,
+        match=r"^memory plan: --eval_only holds the whole bf16 model and 32 sequences of "
+        r"2560 tokens on one GPU: 84\.0 GiB of 71\.6; fix: ",
+    ):
         check_memory(args, config, launch)
     assert check_memory(args, config, {**launch, "gpu_gib": H200}) is None

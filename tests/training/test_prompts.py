@@ -20,8 +20,9 @@ def test_reasoning_format_asks_for_reasoning_then_answer():
 def test_chat_prompt_goes_through_the_model_template(tiny_model):
     messages = make_prompt("Sum a list.", "q", use_reasoning_format=False, style="chat")
     assert [m["role"] for m in messages] == ["system", "user"] and "Q (kdb+/q)" in messages[0]["content"]
-    text = AutoTokenizer.from_pretrained(tiny_model).apply_chat_template(messages, add_generation_prompt=True,
-                                                                        tokenize=False)
+    text = AutoTokenizer.from_pretrained(tiny_model).apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=False
+    )
     assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")
     assert "Problem:\nSum a list." in text
 
@@ -30,13 +31,21 @@ def test_training_rows_carry_the_id_and_the_records_other_fields_not_its_tests(t
     """A row's id names its problem (the test-case reward looks it up); a record's extra fields are columns for the
     reward functions; its tests and solution stay with the problem."""
     data = tmp_path / "p.jsonl"
-    data.write_text('{"id": "sum", "language": "python", "description": "Sum a list.", "solution": "solve = sum", '
-                    '"tests": [{"test_code": "print(solve([1, 2]))", "expected_output": "3"}], "difficulty": "easy", '
-                    '"tags": ["lists"]}\n')
+    data.write_text(
+        '{"id": "sum", "language": "python", "description": "Sum a list.", "solution": "solve = sum", '
+        '"tests": [{"test_code": "print(solve([1, 2]))", "expected_output": "3"}], "difficulty": "easy", '
+        '"tags": ["lists"]}\n'
+    )
     (problem,) = load_problems(str(data), "python")
     (row,) = prompt_rows([problem], use_reasoning_format=False, style="plain")
-    assert row == {"id": "sum", "language": "python", "description": "Sum a list.", "difficulty": "easy",
-                   "tags": ["lists"], "prompt": make_prompt("Sum a list.", "python", False, "plain")}
+    assert row == {
+        "id": "sum",
+        "language": "python",
+        "description": "Sum a list.",
+        "difficulty": "easy",
+        "tags": ["lists"],
+        "prompt": make_prompt("Sum a list.", "python", False, "plain"),
+    }
 
 
 def test_the_prompt_names_the_problems_function_or_asks_for_a_program_reading_standard_input():

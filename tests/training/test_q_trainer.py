@@ -17,9 +17,28 @@ from trainer_runs import run_trainer
 from warm_model import Q_STAND_IN_PROBLEMS as WARM_Q_STAND_IN_DATA
 
 FAKE_Q = ROOT / "tests" / "helpers" / "fake_q" / "q"
-RUN = ["--max_steps", "2", "--num_generations", "4", "--per_device_train_batch_size", "4",
-       "--gradient_accumulation_steps", "1", "--max_completion_length", "16", "--eval_steps", "2",
-       "--simple_eval_problems", "1", "--repeat_eval_problems", "4", "--eval_k", "1", "--eval_max_tokens", "16"]
+RUN = [
+    "--max_steps",
+    "2",
+    "--num_generations",
+    "4",
+    "--per_device_train_batch_size",
+    "4",
+    "--gradient_accumulation_steps",
+    "1",
+    "--max_completion_length",
+    "16",
+    "--eval_steps",
+    "2",
+    "--simple_eval_problems",
+    "1",
+    "--repeat_eval_problems",
+    "4",
+    "--eval_k",
+    "1",
+    "--eval_max_tokens",
+    "16",
+]
 
 
 @pytest.mark.slow
@@ -40,8 +59,15 @@ def test_q_through_the_stand_in_executor(warm_model, tmp_path):
     shutil.copy(FAKE_Q, q_binary)
     env = {**os.environ, "QHOME": str(qhome)}
     # the stand-in problems' tests print by themselves, not q's show solve[...]: only the flag loads them
-    common = ["--model", warm_model, "--data", WARM_Q_STAND_IN_DATA, "--q_binary", q_binary,
-              "--allow_in_sandbox_comparisons"]
+    common = [
+        "--model",
+        warm_model,
+        "--data",
+        WARM_Q_STAND_IN_DATA,
+        "--q_binary",
+        q_binary,
+        "--allow_in_sandbox_comparisons",
+    ]
 
     checked = run_trainer(*common, "--test_reward_function", env=env)
     assert checked.returncode == 0, checked.stderr[-3000:]
@@ -49,8 +75,9 @@ def test_q_through_the_stand_in_executor(warm_model, tmp_path):
 
     run = tmp_path / "run"
     # Eight samples a step: the warm model writes `'type` about 4 times in 10 on these prompts, so four could all pass.
-    trained = run_trainer(*common, "--output_dir", run, *RUN, "--num_generations", "8",
-                          "--per_device_train_batch_size", "8", env=env)
+    trained = run_trainer(
+        *common, "--output_dir", run, *RUN, "--num_generations", "8", "--per_device_train_batch_size", "8", env=env
+    )
     assert trained.returncode == 0, trained.stderr[-3000:]
     steps = train_steps(run)
     assert [step["step"] for step in steps] == [1, 2]

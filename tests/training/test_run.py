@@ -16,16 +16,27 @@ from training.run import TrainingRun, check_judge, interrupted, load_data, measu
 from training.run_folder import RunFolder
 from training.stops import RunStopped, finish, stopped_by
 
-DOUBLE = Problem("double", "python", "Write solve(n) that returns 2 * n.",
-                 tuple(Test(f"print(solve({n}))", str(2 * n)) for n in (0, 3, 5, -2, 11)),
-                 "def solve(n):\n    return 2 * n\n", "train")
+DOUBLE = Problem(
+    "double",
+    "python",
+    "Write solve(n) that returns 2 * n.",
+    tuple(Test(f"print(solve({n}))", str(2 * n)) for n in (0, 3, 5, -2, 11)),
+    "def solve(n):\n    return 2 * n\n",
+    "train",
+)
 # Its tests expect 2 * n + 1 where n is 3: the solution fails one.
-BROKEN = replace(DOUBLE, id="broken", tests=DOUBLE.tests[:1] + (Test("print(solve(3))", "7"),) + DOUBLE.tests[2:],
-                 split="test")
+BROKEN = replace(
+    DOUBLE, id="broken", tests=DOUBLE.tests[:1] + (Test("print(solve(3))", "7"),) + DOUBLE.tests[2:], split="test"
+)
 # Every test expects True: a constant passes them all.
-GUESSABLE = Problem("all-true", "python", "Write solve(n): whether n is even.",
-                    tuple(Test(f"print(solve({n}))", "True") for n in (2, 4, 6)),
-                    "def solve(n):\n    return n % 2 == 0\n", "test")
+GUESSABLE = Problem(
+    "all-true",
+    "python",
+    "Write solve(n): whether n is even.",
+    tuple(Test(f"print(solve({n}))", "True") for n in (2, 4, 6)),
+    "def solve(n):\n    return n % 2 == 0\n",
+    "test",
+)
 
 
 def write_jsonl(path, problems):
@@ -45,8 +56,9 @@ def judge():
 
 def training_run(tmp_path, judge, train, evaluated, *flags):
     args = arguments(tmp_path, *flags)
-    return TrainingRun(args, PartialState(), "problems.jsonl", train, evaluated, RunFolder(args.run_dir), None, None,
-                       judge)
+    return TrainingRun(
+        args, PartialState(), "problems.jsonl", train, evaluated, RunFolder(args.run_dir), None, None, judge
+    )
 
 
 def test_load_data_splits_by_the_records_and_names_an_empty_side(tmp_path):
@@ -85,16 +97,21 @@ def test_verify_data_names_the_command_that_lists_each_problem(tmp_path, judge):
         verify_data(training_run(tmp_path, judge, [DOUBLE], [BROKEN, GUESSABLE]))
     # broken's tests are guessable too: `2 * x`, a cheap program, passes four of its five.
     assert str(raised.value).startswith("--verify_data: verified 3 problems: 1 broken, 2 guessable")
-    assert str(raised.value).endswith("`python -m data verify problems.jsonl --language python --max_trivial_share "
-                                      "0.34 --max_tests_per_problem 5` lists each problem")
+    assert str(raised.value).endswith(
+        "`python -m data verify problems.jsonl --language python --max_trivial_share "
+        "0.34 --max_tests_per_problem 5` lists each problem"
+    )
 
 
 def test_test_reward_function_prints_each_solutions_reward(tmp_path, judge, capsys):
     assert training_run(tmp_path, judge, [DOUBLE], []).test_reward_function() == 0
     assert training_run(tmp_path, judge, [DOUBLE, BROKEN], []).test_reward_function() == 1
     lines = capsys.readouterr().out.splitlines()
-    assert lines[-3:] == ["double: reward 2.000 (5/5 tests, passed)", "broken: reward 0.800 (4/5 tests, failed)",
-                          "1/2 canonical solutions earn the full reward 2"]
+    assert lines[-3:] == [
+        "double: reward 2.000 (5/5 tests, passed)",
+        "broken: reward 0.800 (4/5 tests, failed)",
+        "1/2 canonical solutions earn the full reward 2",
+    ]
     # Under above_trivial, the shares are measured first: the constant True passes all of all-true's tests.
     above_trivial = training_run(tmp_path, judge, [GUESSABLE], [], "--partial_credit", "above_trivial")
     assert above_trivial.test_reward_function() == 0
@@ -131,5 +148,6 @@ def test_interrupted_and_summary_say_where_things_are(tmp_path):
     assert interrupted(args).line == f"interrupted before the first checkpoint; nothing to resume in {run.root}"
     assert interrupted(arguments(tmp_path, "--eval_only")).line == "interrupted; the evaluation was not recorded"
     assert interrupted(args).code == 130
-    assert summary(run, 3) == (f"finished 3 steps. Outputs in {run.root}/ (final model: {run.final_model}, "
-                               f"logs: {run.logs})")
+    assert summary(run, 3) == (
+        f"finished 3 steps. Outputs in {run.root}/ (final model: {run.final_model}, logs: {run.logs})"
+    )

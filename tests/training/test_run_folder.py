@@ -41,20 +41,28 @@ def test_latest_is_the_newest_whole_checkpoint_and_the_log_says_which_were_skipp
     with caplog.at_level(logging.INFO, logger="training.run_folder"):
         resume = run.resume(grpo(run, "--resume_from_checkpoint", "latest", "--max_steps", "4"))
     newest = str(run.checkpoints / "checkpoint-2")
-    assert resume == Resume(newest, 2, f"--resume_from_checkpoint latest: the newest whole checkpoint in "
-                                       f"{run.checkpoints} (checkpoint-3, checkpoint-4 skipped: cut off while being "
-                                       f"saved)")
+    assert resume == Resume(
+        newest,
+        2,
+        f"--resume_from_checkpoint latest: the newest whole checkpoint in "
+        f"{run.checkpoints} (checkpoint-3, checkpoint-4 skipped: cut off while being "
+        f"saved)",
+    )
     (line,) = [record.getMessage() for record in caplog.records]
-    assert line == (f"resuming from {newest} at step 2 ({resume.why}); what was logged after step 2 is dropped, and "
-                    "--eval_on_start is not repeated")
+    assert line == (
+        f"resuming from {newest} at step 2 ({resume.why}); what was logged after step 2 is dropped, and "
+        "--eval_on_start is not repeated"
+    )
 
 
 def test_a_named_checkpoint_is_checked_against_the_schedule_before_anything_loads(tmp_path):
     run = RunFolder(tmp_path)
     checkpoints(run, {2: whole(2, max_steps=3)})
     named = run.checkpoints / "checkpoint-2"
-    assert run.resume(grpo(run, "--resume_from_checkpoint", str(named), "--max_steps", "3")).why == \
-        "named by --resume_from_checkpoint"
+    assert (
+        run.resume(grpo(run, "--resume_from_checkpoint", str(named), "--max_steps", "3")).why
+        == "named by --resume_from_checkpoint"
+    )
     with pytest.raises(UsageError, match=r"--max_steps 5: .* is from a run of 3 steps"):
         run.resume(grpo(run, "--resume_from_checkpoint", str(named), "--max_steps", "5"))
     with pytest.raises(UsageError, match="no checkpoint in"):

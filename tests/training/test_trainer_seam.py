@@ -17,10 +17,21 @@ def build(tiny_model, tmp_path):
     async def reward(prompts, completions, **kwargs):
         return [0.0 for _ in completions]
 
-    args = GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=2, num_generations=2,
-                      max_completion_length=4, report_to=[], use_cpu=True)
-    return QGRPOTrainer(model=str(tiny_model), reward_funcs=[reward], args=args,
-                        train_dataset=Dataset.from_list([{"prompt": "p", "id": "a"}] * 2))
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        max_steps=1,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=4,
+        report_to=[],
+        use_cpu=True,
+    )
+    return QGRPOTrainer(
+        model=str(tiny_model),
+        reward_funcs=[reward],
+        args=args,
+        train_dataset=Dataset.from_list([{"prompt": "p", "id": "a"}] * 2),
+    )
 
 
 def test_the_installed_trl_is_the_pinned_one_and_has_every_name_relied_on(tiny_model, tmp_path):

@@ -13,11 +13,33 @@ pytestmark = pytest.mark.slow  # every test here runs the trainer
 
 # One group of 4 samples a step: with the warm model passing about half its samples, a step's rewards differ.
 FAST = [
-    "--data", WARM_PYTHON_DATA, "--language", "python", "--max_steps", "3", "--num_generations", "4",
-    "--per_device_train_batch_size", "4",
-    "--gradient_accumulation_steps", "1", "--max_completion_length", "16", "--eval_steps", "2", "--eval_on_start",
-    "--simple_eval_problems", "3", "--repeat_eval_problems", "2", "--eval_max_tokens", "16",
-    "--save_steps", "2", "--judge_timeout", "2",
+    "--data",
+    WARM_PYTHON_DATA,
+    "--language",
+    "python",
+    "--max_steps",
+    "3",
+    "--num_generations",
+    "4",
+    "--per_device_train_batch_size",
+    "4",
+    "--gradient_accumulation_steps",
+    "1",
+    "--max_completion_length",
+    "16",
+    "--eval_steps",
+    "2",
+    "--eval_on_start",
+    "--simple_eval_problems",
+    "3",
+    "--repeat_eval_problems",
+    "2",
+    "--eval_max_tokens",
+    "16",
+    "--save_steps",
+    "2",
+    "--judge_timeout",
+    "2",
 ]
 
 
@@ -34,9 +56,16 @@ def test_the_run_learned_from_a_signal(trained_run, warm_model):
 
 def test_run_writes_the_whole_layout(trained_run):
     run, result = trained_run
-    for path in ("config.yaml", "logs/training_log.txt", "logs/metrics.jsonl", "logs/eval_results.json",
-                 "checkpoints/checkpoint-2/trainer_state.json", "checkpoints/checkpoint-3/optimizer.pt",
-                 "final_model/config.json", "final_model/tokenizer.json"):
+    for path in (
+        "config.yaml",
+        "logs/training_log.txt",
+        "logs/metrics.jsonl",
+        "logs/eval_results.json",
+        "checkpoints/checkpoint-2/trainer_state.json",
+        "checkpoints/checkpoint-3/optimizer.pt",
+        "final_model/config.json",
+        "final_model/tokenizer.json",
+    ):
         assert (run / path).exists(), path
     assert f"Outputs in {run}/" in result.stdout
 
@@ -47,8 +76,15 @@ def test_metrics_cover_every_step_with_rewards_and_statuses(trained_run):
     train_steps = [line["step"] for line in lines if "reward" in line]
     assert train_steps == [1, 2, 3]
     first = next(line for line in lines if "reward" in line)
-    assert {"rewards/test_cases/mean", "rewards/format/mean", "status/passed", "status/syntax_error",
-            "completions/mean_length", "learning_rate", "step_time"} <= set(first)
+    assert {
+        "rewards/test_cases/mean",
+        "rewards/format/mean",
+        "status/passed",
+        "status/syntax_error",
+        "completions/mean_length",
+        "learning_rate",
+        "step_time",
+    } <= set(first)
     statuses = sum(v for k, v in first.items() if k.startswith("status/"))
     assert statuses == pytest.approx(1.0)
     assert (run / "logs/training_log.txt").read_text().count("\nstep ") + 1 >= 3
@@ -81,8 +117,9 @@ def test_config_yaml_repeats_the_run_settings(trained_run, tmp_path):
     repeated = run_trainer("--config", run / "config.yaml", "--output_dir", repeat)
     assert repeated.returncode == 0, repeated.stderr[-3000:]
     repeated_settings = yaml.safe_load((repeat / "config.yaml").read_text())
-    assert {key for key in settings.keys() | repeated_settings.keys()
-            if settings.get(key) != repeated_settings.get(key)} == {"output_dir"}
+    assert {
+        key for key in settings.keys() | repeated_settings.keys() if settings.get(key) != repeated_settings.get(key)
+    } == {"output_dir"}
     # Same settings, same seed: the repeat samples, judges and trains as the first run did.
     steps = [[m[key] for key in ("step", "reward", "status/passed")] for m in train_steps(run)]
     assert [[m[key] for key in ("step", "reward", "status/passed")] for m in train_steps(repeat)] == steps
@@ -91,9 +128,24 @@ def test_config_yaml_repeats_the_run_settings(trained_run, tmp_path):
 def test_eval_only_on_a_checkpoint_writes_its_own_results(trained_run, tmp_path):
     run, _ = trained_run
     out = tmp_path / "eval"
-    result = run_trainer("--model", run / "checkpoints/checkpoint-2", "--eval_only", "--output_dir", out,
-                         "--language", "python", "--simple_eval_problems", "3", "--repeat_eval_problems", "2",
-                         "--eval_k", "1", "2", "--eval_max_tokens", "16")
+    result = run_trainer(
+        "--model",
+        run / "checkpoints/checkpoint-2",
+        "--eval_only",
+        "--output_dir",
+        out,
+        "--language",
+        "python",
+        "--simple_eval_problems",
+        "3",
+        "--repeat_eval_problems",
+        "2",
+        "--eval_k",
+        "1",
+        "2",
+        "--eval_max_tokens",
+        "16",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     results = json.loads((out / "logs/eval_results.json").read_text())
     assert len(results) == 1 and results[0]["step"] == 2

