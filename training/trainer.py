@@ -3,18 +3,18 @@ generation overlapped with training (`--async_generation`, training/async_genera
 
 This is the one file that touches TRL's private internals at run time (training/memory_plan.py reads where TRL
 declares its settings, `trl/trainer/base_config.py` and `trl/scripts/vllm_serve.py`, as source files by path, and
-tests/test_memory_plan.py checks they are there). Written against trl==1.16.0 (requirements.txt). Every
+tests/training/test_memory_plan.py checks they are there). Written against trl==1.16.0 (requirements.txt). Every
 name of TRL's (and of transformers' `Trainer`, reached past TRL's overrides) that this project relies on and TRL
 does not promise to keep is listed once, in `TRL_INTERNALS` below, with what relies on it: this file, and the two
 that patch TRL outside it (benchmarks/step_overhead.py times TRL's profiling spans; tests/run_with_vllm.py reads a
 colocated engine's weights back, leaves out the NCCL weight transfer to a server, which needs CUDA, and delays and
 traces the requests to a server).
 `missing_trl_internals()` checks every name listed, the trainer checks them when it is built, and
-tests/test_trainer_seam.py fails naming any an upgrade removed.
+tests/training/test_trainer_seam.py fails naming any an upgrade removed.
 
 With vLLM's CPU engine in colocate mode, the weight sync also reaches into vLLM (not TRL): the engine's model runner
 at `.llm.llm_engine.model_executor.driver_worker.model_runner` (TRL's own path to it) and its `reload_weights`
-(`sync_weights_into_cpu_engine`); tests/test_vllm.py runs it against the real engine.
+(`sync_weights_into_cpu_engine`); tests/training/test_vllm.py runs it against the real engine.
 """
 
 import functools
@@ -314,7 +314,7 @@ def sync_weights_into_cpu_engine(generation) -> None:
 
 def server_sampling_params(generation, n: int) -> dict:
     """The sampling settings TRL's `VLLMGeneration.generate` sends with a server request for ``n`` completions per
-    prompt (tests/test_async_generation.py checks them against TRL's own request)."""
+    prompt (tests/training/test_async_generation.py checks them against TRL's own request)."""
     return {
         "n": n,
         "repetition_penalty": generation.repetition_penalty,
