@@ -316,7 +316,7 @@ CHECKS: list[tuple[str, Callable[[str, Context], None]]] = [
     (r"python rl_trainer\.py --(eval_only|config) ", first_run),
     (r"VLLM_CPU_KVCACHE_SPACE=\d+ python rl_trainer\.py ", trainer_on_vllm_cpu),
     (r"bash scripts/(install|run_tests|cpu_demo)\.sh", script_parses),
-    (r"ruff check \.$", run_as_written),
+    (r"ruff check \.( && ruff format --check \.)?$", run_as_written),
     (r"bash scripts/gpu_(wheels|check)\.sh", gpu_check),
     (r"pip install ", requirements),
     (r"python -m data check (data|docs)/", run_as_written),
