@@ -23,6 +23,7 @@ from rewards import ScoringArguments, score
 ROOT = Path(__file__).resolve().parents[2]
 BATTERY = ROOT / "tests" / "fixtures" / "natural_wrong_programs.jsonl"
 HUMAN_EVAL_FILE = "HumanEval.jsonl.gz"
+pytestmark = pytest.mark.slow  # builds HumanEval's pools and judges 157 programs on them
 # Measured 2026-11-29: 77 of 157 paid in full on the given tests, 14 with the pools (0 of 95 bundled, 14 of 62 on
 # HumanEval, whose pools keep to the classes its tests show, having no domain). The goal is 1 in 100; this bound
 # keeps what was reached.

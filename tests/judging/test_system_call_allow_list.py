@@ -61,6 +61,7 @@ def corpus_judge(sandbox):
         yield judge
 
 
+@pytest.mark.slow  # a corpus of hundreds of programs on both paths: the full suite's, not the quick tier's
 def test_the_bundled_solutions_and_human_eval_pass_under_it(corpus_judge):
     """Every bundled problem's solution passes its tests, and every HumanEval canonical solution its checks, as
     without the program: a call a correct program needs and the list misses would fail them."""
@@ -91,6 +92,7 @@ def test_the_bundled_solutions_and_human_eval_pass_under_it(corpus_judge):
         assert corpus_judge.setup.warm.failures == 0, corpus_judge.setup.warm.failure
 
 
+@pytest.mark.slow  # every parity program twice on both paths: the full suite's, not the quick tier's
 def test_the_parity_programs_are_judged_as_without_it(corpus_judge, monkeypatch):
     """The programs of tests/helpers/parity_programs (exits, signals, threads, atexit, excepthooks, teardown...) get the
     verdict, output and errors they get with no seccomp program at all (cold)."""

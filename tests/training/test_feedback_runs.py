@@ -77,6 +77,7 @@ def test_feedback_turns_outside_its_setting_is_a_usage_error(flags, problem):
     assert parse_args([]).grpo.feedback_turns == 0
 
 
+@pytest.mark.slow  # a training run
 def test_a_run_with_feedback_rounds_trains_and_logs_them(warm_model, tmp_path):
     run = tmp_path / "run"
     finished_run(
