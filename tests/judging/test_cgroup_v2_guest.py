@@ -108,5 +108,7 @@ def test_a_slot_gets_at_most_one_cpus_time(guest, layout, path):
     assert line(result, "cpu").startswith(CPU_BOUNDED)
     assert "each slot kept on a CPU of its own (cpuset)" in line(result, "cpu")
     assert result["cpu_max"] == ["100000 100000"]
-    assert result["cpuset"] == ["0", "1"], "the two slots on the guest's two CPUs"
+    # Each slot on one of the guest's CPUs. Which one is its uid's number round the CPUs: the guest's judges run side
+    # by side (more slots than CPUs between them), so two slots of one judge may share a CPU, by the claim order.
+    assert result["cpuset"] and set(result["cpuset"]) <= {"0", "1"}, "each slot on one of the guest's two CPUs"
     assert result["spin"] == "passed", "the test's processes got more than one CPU's time"
