@@ -7,6 +7,8 @@
     python -m data strengthen IN OUT [--language q|python] [--allow_in_sandbox_comparisons] [--max_trivial_share X]
                           [--max_tests_per_problem N] [--python_twins FILE ...] [--wrong_programs COMPLETIONS]
                           [every judge setting]
+    python -m data pool IN OUT [--language q|python] [--pool_size N] [--domains tests|suggested]
+                          [--python_twins FILE ...] [every judge setting]
 
 SOURCE is anything ``load_problems`` accepts; without it, the bundled set for ``--language``.
 ``check`` validates and counts. ``verify`` also runs each problem's solution, a no-op, the trivial programs
@@ -17,7 +19,10 @@ first ``--max_tests_per_problem``, or a program of ``--wrong_programs`` is wrong
 programs (data/generation/strengthen.py) and prints the mutation scores before and after. For q problems with a Python twin
 (``--python_twins``, or a published row's own ``python_solution``), ``verify`` also cross-checks every q test against
 the twin, and where no q runs checks what it can without q; ``strengthen`` makes their tests from the twin
-(data/quality/q_twins.py, data/generation/q_strengthen.py). Bad input (data or a missing interpreter) exits 2.
+(data/quality/q_twins.py, data/generation/q_strengthen.py). ``pool`` writes IN's problems to OUT with a pool of tests
+generated from each solution (data/generation/pool.py); a problem without a ``domain`` keeps to the classes its tests
+show, or, with ``--domains suggested``, gets the domain read off its tests written in and its pool built within it.
+Bad input (data or a missing interpreter) exits 2.
 """
 
 import argparse
@@ -27,6 +32,7 @@ import os
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 from data.quality.given_programs import check_given_programs, read_given_programs
@@ -86,6 +92,15 @@ def _parser():
     pool.add_argument("out", help="the JSONL file to write (never the source)")
     pool.add_argument(
         "--pool_size", type=int, default=POOL_SIZE, metavar="N", help="inputs a pool aims at (default %(default)s)"
+    )
+    pool.add_argument(
+        "--domains",
+        choices=("tests", "suggested"),
+        default="tests",
+        help="for a Python problem without a domain: 'tests' keeps its pool to the types and classes its tests show; "
+        "'suggested' writes the domain read off its tests (printed, for you to check) into its record and builds "
+        "its pool within it, which reaches the classes its tests leave out (zero, negatives, duplicates, letters "
+        "of other cases and scripts) (default %(default)s)",
     )
     pool.add_argument("--python_twins", nargs="+", default=[], metavar="FILE", help=TWINS_HELP)
     pool.set_defaults(judge_timeout=DEFAULT_EVAL_TIMEOUT)
@@ -198,6 +213,13 @@ def _pool(problems, judge, args, twins):
     pools = []
     from tqdm import tqdm
 
+    suggested = {}
+    if args.domains == "suggested":
+        for index, problem in enumerate(problems):
+            domain = None if problem.domain or problem.language != "python" else suggested_domain(problem)
+            if domain:
+                suggested[problem.id] = domain
+                problems[index] = replace(problem, domain=domain)
     for problem in tqdm(problems, desc="pools", unit="problem"):
         if problem.language == "q":
             pools.append(build_q_pool(problem, twins.get(problem.id), judge, args.pool_size))
@@ -217,6 +239,8 @@ def _pool(problems, judge, args, twins):
             print(f"DISAGREES {pool.problem.id}: {line}")
         if pool.skipped:
             print(f"no pool for {pool.problem.id}: {pool.skipped}")
+        elif pool.problem.id in suggested:
+            print(f"{pool.problem.id}: domain suggested and written, check it: {suggested[pool.problem.id]}")
         elif not pool.problem.domain:
             print(
                 f"{pool.problem.id}: no domain: its pool keeps to the types and classes its tests show; "

@@ -22,7 +22,9 @@ print the same: a solution that prints otherwise on any input is reported and ge
 from __future__ import annotations
 
 import ast
+import math
 import random
+import re
 from dataclasses import dataclass, field, replace
 
 from data.quality.solve_view import as_solve
@@ -41,11 +43,15 @@ MAX_CANDIDATES = 700  # the inputs tried for one problem
 # calls in one test's time limit, so a run of them takes the solution a quarter of it at most.
 PER_CALL_SECONDS = 0.25 * DEFAULT_TIMEOUT / MAX_CALLS
 LONGEST_OUTPUT = 1000  # characters a pool test may expect
+FEW_CHARACTERS = 6  # a string argument whose tests use at most this many characters between them keeps to them
 NON_ASCII = "éßÄñØ"
 # Lower-case letters whose case maps are not one letter to one letter: upper ß is SS, title ǆ is ǅ (upper Ǆ),
 # case-folded ß is ss and ﬁ is fi; where str.capitalize, str.title, casefold and lower part ways.
 SPECIAL_CASE = "ßǆﬁ"
 PUNCTUATION = ",.!?-'"
+# Halves, and the floats just below them, where rounding half one way or another and int(x + 0.5) part ways.
+HALVES = (0.49999999999999994, 1.4999999999999998, 2.4999999999999996, -0.49999999999999994, 1.5, -1.5)
+NUMBERS_IN_TEXT = (0, 1, 2, 3, 7, 10, 49, 99, 1000)  # what a number written in a string becomes (`_renumbered`)
 # Run before the calls: each call's own time limit, so one input that loops costs its own call, not the run.
 PRELUDE = """
 import signal as _signal, sys as _sys, time as _time
@@ -256,11 +262,13 @@ def _largest(value) -> float:
 
 def suggested_domain(problem: Problem) -> str | None:
     """A ``domain`` read off the problem's own tests, for a person to check: each argument's type, not negative
-    where no test gives a negative number, not empty where no test gives an empty value."""
-    view = as_solve(problem)
+    where no test gives a negative number, not empty where no test gives an empty value, and a string kept to its
+    characters where the tests' strings there use at most `FEW_CHARACTERS` between them, one letter at most (brackets,
+    bits, notes: what such a problem parses, its solution answering anything else by accident; words are not
+    kept to their letters)."""
     calls = own_calls(problem)
     try:
-        names = _parameter_names(view.solution or "")
+        names = _parameter_names(problem.solution or "", problem.entry_point)
     except SyntaxError:
         return None
     if not calls or names is None or len(names) != len(calls[0]):
@@ -280,12 +288,15 @@ def suggested_domain(problem: Problem) -> str | None:
             parts.append(f"{name} >= 0")
         if kind in (str, list, tuple, dict, set) and all(len(value) > 0 for value in values):
             parts.append(f"len({name}) > 0")
+        characters = "".join(sorted(set().union(*values))) if kind is str else ""
+        if characters and len(characters) <= FEW_CHARACTERS and sum(map(str.isalpha, characters)) <= 1:
+            parts.append(f"set({name}) <= set({characters!r})")
     return " and ".join(parts) or None
 
 
-def _parameter_names(solution: str) -> list[str] | None:
+def _parameter_names(solution: str, name: str) -> list[str] | None:
     for node in ast.parse(solution).body:
-        if isinstance(node, ast.FunctionDef) and node.name == "solve":
+        if isinstance(node, ast.FunctionDef) and node.name == name:
             return [argument.arg for argument in node.args.args]
     return None
 
@@ -336,11 +347,14 @@ def class_edges(value, rng: random.Random) -> list:
             10**9 - 1,
         ]
     if isinstance(value, float):
-        return [0.0, -0.0, 0.5, -0.5, 1.0, -1.0, -value, value + 0.5, value * 2, 1e-9, 1e9, 2.5, 3.5, 0.1]
+        return [0.0, -0.0, 0.5, -0.5, 1.0, -1.0, -value, value + 0.5, value * 2, 1e-9, 1e9, 2.5, 3.5, 0.1, *HALVES]
     if isinstance(value, str):
         first = value[:1] or "a"
         middle = len(value) // 2
-        return [
+        numeric = (
+            [repr(each) for each in HALVES] + ["-0.5", "2.5", "-2.5", "15.5", "-15.5"] if _is_number(value) else []
+        )
+        return numeric + [
             "",
             first,
             first * 5,
@@ -432,6 +446,14 @@ def class_edges(value, rng: random.Random) -> list:
     return []
 
 
+def _is_number(text: str) -> bool:
+    """Whether ``text`` is a finite number as ``float`` reads it (a problem that takes numbers written out)."""
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
 def _try(function):
     try:
         return function()
@@ -520,8 +542,9 @@ def mutated(value, rng: random.Random):
 
 def _meetings(arguments: tuple) -> list[tuple]:
     """The arguments made to meet: a zero where a number is (a divisor), two of one type equal or swapped, two
-    strings equal but for case, a key absent from its container and one present."""
-    found = []
+    strings equal but for case, a key absent from its container and one present, and a number written in the
+    strings changed everywhere it is written (`_renumbered`)."""
+    found = _renumbered(arguments)
     for position, value in enumerate(arguments):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             found.append(arguments[:position] + (type(value)(0),) + arguments[position + 1 :])
@@ -547,6 +570,24 @@ def _meetings(arguments: tuple) -> list[tuple]:
                     present = next(iter(value)) if not isinstance(value, str) else value[0]
                     if type(present) is type(key):
                         found.append(arguments[:other] + (present,) + arguments[other + 1 :])
+    return found
+
+
+def _renumbered(arguments: tuple) -> list[tuple]:
+    """``arguments`` with a number written in its strings replaced, in every string at once, by each of
+    `NUMBERS_IN_TEXT`: what ties the strings together stays ("1/5" and "5/1" stay each other's inverse as "1/49" and
+    "49/1"), and the numbers reach those a float cannot hold exactly (1/3, 1/7, 1/49) and zero."""
+    written = sorted({number for value in arguments if isinstance(value, str) for number in re.findall(r"\d+", value)})
+    found = []
+    for number in written[:4]:
+        for other in NUMBERS_IN_TEXT:
+            if str(other) != number:
+                found.append(
+                    tuple(
+                        re.sub(rf"(?<!\d){number}(?!\d)", str(other), value) if isinstance(value, str) else value
+                        for value in arguments
+                    )
+                )
     return found
 
 
@@ -659,6 +700,11 @@ def build_pool(problem: Problem, judge, size: int = POOL_SIZE) -> Pool:
     }
     pairs = answered_calls(pool, view, own_calls(problem), judged, judge, size, form)
     groups = _cheap_share_kept(view, test_groups(pairs, problem.id), judge, form)
+    if 2 * sum(map(len, groups)) < len(pairs):
+        # Most answers are what one cheap program or another prints (one of two arguments, as the shorter of two
+        # lists): several calls a test, which each passes only where it answers every call.
+        grouped = _cheap_share_kept(view, test_groups(pairs, problem.id, grouped=True), judge, form)
+        groups = max(groups, grouped, key=lambda kept: sum(map(len, kept)))
     pool.classes = set().union(*(value_classes(call) for group in groups for call, _ in group))
     for code, expected in (python_test(group, form) for group in groups):
         if problem.entry_point != "solve":
@@ -774,10 +820,10 @@ def python_test(group: list[tuple], form: str) -> tuple[str, str]:
     return f"print({', '.join(calls)})", " ".join(printed for _, printed in group)
 
 
-def test_groups(pairs: list[tuple], key: str) -> list[list[tuple]]:
-    """The calls of each test: one a test, or, for a problem of at most `FEW_ANSWERS` answers, `GROUP` a test in a
-    seeded order, so that a constant passes a test only where every call in it has its answer."""
-    if len({printed for _, printed in pairs}) > FEW_ANSWERS:
+def test_groups(pairs: list[tuple], key: str, grouped: bool = False) -> list[list[tuple]]:
+    """The calls of each test: one a test, or, for a problem of at most `FEW_ANSWERS` answers (or ``grouped``),
+    `GROUP` a test in a seeded order, so that a constant passes a test only where every call in it has its answer."""
+    if not grouped and len({printed for _, printed in pairs}) > FEW_ANSWERS:
         return [[pair] for pair in pairs]
     pairs = list(pairs)
     random.Random(f"pool groups:{key}").shuffle(pairs)

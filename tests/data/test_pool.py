@@ -12,6 +12,7 @@ import pytest
 from data import load_problems
 from data.generation.pool import build_pool, build_q_pool, own_calls, suggested_domain, value_classes
 from data.quality.q_twins import twins_of
+from data.quality.wrong_programs import printed_calls
 from judging import Judge, Problem, Test
 from rewards import ScoringArguments, score
 from rewards.scoring import pool_sample
@@ -275,3 +276,136 @@ def test_suggested_domain_reads_the_tests():
     )
     assert own_calls(DIVIDE) == [(7, 2), (9, 3)]
     assert ("sign", 0, -1) in value_classes(-3)
+
+
+def _fails_the_pool(judge, problem: Problem, program: str) -> bool:
+    """Whether ``program`` fails ``problem`` judged on its tests and its whole pool (built here)."""
+    pool = build_pool(problem, judge)
+    assert pool.tests, pool.skipped
+    [scored] = score(
+        judge, [replace(problem, pool=tuple(pool.tests))], [program], ScoringArguments(), all_tests=True, extract=False
+    )
+    return scored.judgement.status == "failed"
+
+
+def test_a_problem_naming_its_function_gets_a_suggested_domain():
+    named = replace(
+        DIVIDE,
+        entry_point="divide",
+        solution="def divide(a, b):\n    return None if b == 0 else a // b\n",
+        tests=tuple(replace(t, test_code=t.test_code.replace("solve", "divide")) for t in DIVIDE.tests),
+    )
+    assert suggested_domain(named) == suggested_domain(DIVIDE) is not None
+
+
+def test_a_suggested_domain_keeps_a_string_of_few_characters_to_them_and_words_to_none():
+    brackets = Problem(
+        "balanced",
+        "python",
+        "Write `solve(s)`: whether the brackets of `s` are balanced.",
+        (Test("print(solve('(())'))", "True"), Test("print(solve('(()'))", "False"), Test("print(solve('()()'))", "True")),
+        "def solve(s):\n    depth = 0\n    for c in s:\n        depth += 1 if c == '(' else -1\n"
+        "        if depth < 0:\n            return False\n    return depth == 0\n",
+    )
+    assert suggested_domain(brackets).endswith("set(s) <= set('()')")
+    assert "set(" not in suggested_domain(UPPER)
+
+
+def test_with_suggested_domains_a_pool_reaches_the_classes_the_tests_leave_out(tmp_path):
+    """Tests showing only positive numbers and lists without duplicates: the suggested domain lets the pool reach
+    zero, negative items and duplicates, where a forgetful program fails."""
+    largest = Problem(
+        "running-largest",
+        "python",
+        "Write `solve(nums, k)`: the largest of the first `k` numbers of the list `nums`, or None if there are none.",
+        (
+            Test("print(solve([3, 1, 4], 2))", "3"),
+            Test("print(solve([5, 9, 2, 6], 4))", "9"),
+            Test("print(solve([7, 8], 1))", "7"),
+        ),
+        "def solve(nums, k):\n    return max(nums[:k], default=None)\n",
+    )
+    source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_text(json.dumps(largest.record()) + "\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "data", "pool", str(source), str(out), "--language", "python", "--domains", "suggested"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "running-largest: domain suggested and written, check it: isinstance(nums, list)" in result.stdout
+    [written] = load_problems(str(out), "python")
+    assert written.domain == suggested_domain(largest) and "k >= 0" in written.domain
+    calls = [call for test in written.pool for call in printed_calls(test.test_code)]
+    assert any(k == 0 for _, k in calls) and any(min(nums, default=0) < 0 for nums, _ in calls)
+    assert any(len(set(nums)) < len(nums) for nums, _ in calls)
+    from_zero = (
+        "def solve(nums, k):\n    best = 0\n    for x in nums[:k]:\n        best = max(best, x)\n"
+        "    return best if k else None\n"
+    )
+    with Judge(timeout=2.0, workers=2) as judge:
+        [scored] = score(judge, [written], [from_zero], ScoringArguments(), all_tests=True, extract=False)
+    assert scored.judgement.status == "failed"
+
+
+def test_a_problem_answering_one_of_its_arguments_still_gets_a_pool(judge):
+    """Every answer one argument or the other: one call a test, the echo of either would pass half the pool, and
+    thinning to a third left nothing. Three calls a test keep a pool that a program wrong on ties fails."""
+    shorter = Problem(
+        "shorter-list",
+        "python",
+        "Write `solve(a, b)`: the list of `a` and `b` with fewer items; `a` when they have as many.",
+        (
+            Test("print(solve([1, 2], [3]))", "[3]"),
+            Test("print(solve([1], [2, 3]))", "[1]"),
+            Test("print(solve([4, 5, 6], [7, 8]))", "[7, 8]"),
+        ),
+        "def solve(a, b):\n    return b if len(b) < len(a) else a\n",
+    )
+    assert _fails_the_pool(judge, shorter, "def solve(a, b):\n    return a if len(a) < len(b) else b\n")
+
+
+def test_a_number_written_in_strings_changes_everywhere_at_once(judge):
+    """Fractions written as text: "1/5" and "5/1" become "1/49" and "49/1", still each other's inverse, where a
+    program multiplying floats misses a whole product."""
+    whole = Problem(
+        "whole-product",
+        "python",
+        "Write `solve(x, n)`: whether the product of the fractions `x` and `n`, written 'a/b', is a whole number.",
+        (
+            Test("print(solve('1/5', '5/1'))", "True"),
+            Test("print(solve('1/6', '2/1'))", "False"),
+            Test("print(solve('7/10', '10/2'))", "False"),
+        ),
+        "def solve(x, n):\n    a, b = map(int, x.split('/'))\n    c, d = map(int, n.split('/'))\n"
+        "    return (a * c) % (b * d) == 0\n",
+        domain="all(int(p) > 0 for p in x.split('/') + n.split('/'))",
+    )
+    floats = (
+        "def solve(x, n):\n    a, b = map(int, x.split('/'))\n    c, d = map(int, n.split('/'))\n"
+        "    value = (a / b) * (c / d)\n    return value == int(value)\n"
+    )
+    assert _fails_the_pool(judge, whole, floats)
+
+
+def test_a_number_written_out_meets_the_float_below_a_half(judge):
+    rounding = Problem(
+        "round-half-away",
+        "python",
+        "Write `solve(value)`: the integer nearest to the number written in `value`, halves away from zero.",
+        (
+            Test("print(solve('10'))", "10"),
+            Test("print(solve('14.5'))", "15"),
+            Test("print(solve('-14.5'))", "-15"),
+            Test("print(solve('15.3'))", "15"),
+        ),
+        "from decimal import Decimal, ROUND_HALF_UP\n"
+        "def solve(value):\n    return int(Decimal(value).quantize(Decimal(1), rounding=ROUND_HALF_UP))\n",
+        domain="isinstance(value, str) and abs(float(value)) < 1000",
+    )
+    adding = (
+        "def solve(value):\n    x = float(value)\n    return int(x + 0.5) if x >= 0 else -int(-x + 0.5)\n"
+    )
+    assert _fails_the_pool(judge, rounding, adding)
