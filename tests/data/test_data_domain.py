@@ -152,7 +152,7 @@ def test_strengthen_writes_no_test_where_the_solution_raises(judge, planted):
     ],
 )
 def test_distinct_inputs_are_kept_only_where_the_description_says_them_of_the_input(description, kept):
-    """"Unique" and "distinct" mostly say what is returned: read so, a list without duplicates in every test kept
+    """ "Unique" and "distinct" mostly say what is returned: read so, a list without duplicates in every test kept
     a problem's generated inputs without duplicates, where a program dropping repeated items goes wrong."""
     distinct_lists = [[1, 2, 3], [5, 4]]
     assert bool(kept_values(distinct_lists, description)) == kept

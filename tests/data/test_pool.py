@@ -303,7 +303,11 @@ def test_a_suggested_domain_keeps_a_string_of_few_characters_to_them_and_words_t
         "balanced",
         "python",
         "Write `solve(s)`: whether the brackets of `s` are balanced.",
-        (Test("print(solve('(())'))", "True"), Test("print(solve('(()'))", "False"), Test("print(solve('()()'))", "True")),
+        (
+            Test("print(solve('(())'))", "True"),
+            Test("print(solve('(()'))", "False"),
+            Test("print(solve('()()'))", "True"),
+        ),
         "def solve(s):\n    depth = 0\n    for c in s:\n        depth += 1 if c == '(' else -1\n"
         "        if depth < 0:\n            return False\n    return depth == 0\n",
     )
@@ -405,7 +409,5 @@ def test_a_number_written_out_meets_the_float_below_a_half(judge):
         "def solve(value):\n    return int(Decimal(value).quantize(Decimal(1), rounding=ROUND_HALF_UP))\n",
         domain="isinstance(value, str) and abs(float(value)) < 1000",
     )
-    adding = (
-        "def solve(value):\n    x = float(value)\n    return int(x + 0.5) if x >= 0 else -int(-x + 0.5)\n"
-    )
+    adding = "def solve(value):\n    x = float(value)\n    return int(x + 0.5) if x >= 0 else -int(-x + 0.5)\n"
     assert _fails_the_pool(judge, rounding, adding)
