@@ -774,23 +774,26 @@ def answered_calls(
 
 def _cheap_share_kept(view: Problem, groups: list[list[tuple]], judge, form: str) -> list[list[tuple]]:
     """``groups`` (each the calls of one test) less the fewest of those a cheap program (a constant, an echo, the
-    first element, the length ...: data/quality/trivial.py) passes, so that none passes more than
-    a third of them (`CHEAP_SHARE`): a pool where most answers are the input itself would pay the echo. A cheap
-    program that passes them all answers as the solution does here, and is no cheap program of this problem."""
+    first element, the length ...: data/quality/trivial.py) passes, so that none passes more than a third
+    (`CHEAP_SHARE`) of the problem's tests and its pool together (as `data verify` counts it): a pool where most
+    answers are the input itself would pay the echo. A cheap program that passes the whole pool answers as the
+    solution does here, and is no cheap program of this problem."""
     from data.quality.trivial import cheap_programs
 
     tests = [Test(*python_test(group, form)) for group in groups]
     if not tests:
         return groups
+    given = [test for test in view.tests if test.input is None]  # each its own run, as `data verify` counts them
     cheap = cheap_programs(replace(view, tests=view.tests + tuple(tests[:32])))
-    judgements = judge.run_many([(probe.program, list(in_runs(tests)), "python") for probe in cheap])
-    passes = [
-        row
-        for row in ([result.status == "passed" for result in judgement.tests] for judgement in judgements)
-        if not all(row)
-    ]
-    expected = [test.expected_output.strip() for test in tests]  # a program printing one answer whatever it is given
-    passes += [[text == wanted for text in expected] for wanted in dict.fromkeys(expected)]
+    judgements = judge.run_many([(probe.program, [*given, *in_runs(tests)], "python") for probe in cheap])
+    rows = [[result.status == "passed" for result in judgement.tests] for judgement in judgements]
+    passes = [(sum(row[: len(given)]), row[len(given) :]) for row in rows if not all(row[len(given) :])]
+    # A program printing one answer whatever it is given.
+    expected = [test.expected_output.strip() for test in tests]
+    for wanted in dict.fromkeys(expected):
+        passes.append(
+            (sum(test.expected_output.strip() == wanted for test in given), [text == wanted for text in expected])
+        )
     # The first test of each input class is kept where it can be: an edge (0, the empty list) is where a
     # forgetful program fails, and where a cheap one often passes.
     covered, first_of_class = set(), set()
@@ -801,12 +804,13 @@ def _cheap_share_kept(view: Problem, groups: list[list[tuple]], judge, form: str
             covered |= new
     kept = list(range(len(groups)))
     while kept and passes:
-        counts = [sum(row[i] for i in kept) for row in passes]
-        over = [k for k, count in enumerate(counts) if count * CHEAP_SHARE[1] > CHEAP_SHARE[0] * len(kept)]
+        counts = [given_passed + sum(row[i] for i in kept) for given_passed, row in passes]
+        judged = len(given) + len(kept)
+        over = [k for k, count in enumerate(counts) if count * CHEAP_SHARE[1] > CHEAP_SHARE[0] * judged]
         if not over:
             break
         # Drop the test the most over-share cheap programs pass, a class's first test last, the last one first.
-        kept.remove(max(reversed(kept), key=lambda i: (i not in first_of_class, sum(passes[k][i] for k in over))))
+        kept.remove(max(reversed(kept), key=lambda i: (i not in first_of_class, sum(passes[k][1][i] for k in over))))
     return [groups[i] for i in kept]
 
 
@@ -822,8 +826,10 @@ def python_test(group: list[tuple], form: str) -> tuple[str, str]:
 
 def test_groups(pairs: list[tuple], key: str, grouped: bool = False) -> list[list[tuple]]:
     """The calls of each test: one a test, or, for a problem of at most `FEW_ANSWERS` answers (or ``grouped``),
-    `GROUP` a test in a seeded order, so that a constant passes a test only where every call in it has its answer."""
-    if not grouped and len({printed for _, printed in pairs}) > FEW_ANSWERS:
+    `GROUP` a test in a seeded order, so that a constant passes a test only where every call in it has its answer.
+    A handful of calls (a domain of ten inputs, most of them the problem's own tests) stays one a test."""
+    few = len({printed for _, printed in pairs}) <= FEW_ANSWERS and len(pairs) > 2 * FEW_ANSWERS
+    if not grouped and not few:
         return [[pair] for pair in pairs]
     pairs = list(pairs)
     random.Random(f"pool groups:{key}").shuffle(pairs)
