@@ -50,15 +50,18 @@ def slot_uid_base() -> int:
 
 
 def cpu_pins(uids: list[int]) -> dict[int, int]:
-    """The CPU each slot uid's cgroup keeps its processes on (judging/cgroups/pinning.py): the uid's number among the slot
-    uids, taken round the CPUs this process may run on. Slot uids are unique on the machine, so judges of several
-    ranks pin their slots to different CPUs while they have no more slots than CPUs between them. None (no pins)
-    where this judge alone has more slots than CPUs: the scheduler then balances them."""
+    """The CPU each slot uid's cgroup keeps its processes on (judging/cgroups/pinning.py): this judge's slots on CPUs
+    next to each other, taken round the CPUs this process may run on, so no two of its own slots share one. They
+    start after the slots of the ranks before it (``LOCAL_RANK``, as accelerate sets it, times its slot count), so
+    judges of several ranks use different CPUs while they have no more slots than CPUs between them; without a
+    rank, at its first uid's number among the slot uids. None (no pins) where this judge alone has more slots than
+    CPUs: the scheduler then balances them."""
     allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     if not uids or not allowed or len(uids) > len(allowed):
         return {}
-    base = slot_uid_base()
-    return {uid: allowed[(uid - base) % len(allowed)] for uid in uids}
+    rank = os.environ.get("LOCAL_RANK", "")
+    first = int(rank) * len(uids) if rank.isdigit() else min(uids) - slot_uid_base()
+    return {uid: allowed[(first + index) % len(allowed)] for index, uid in enumerate(sorted(uids))}
 
 
 def blocked_for_others(path: str) -> str | None:

@@ -289,3 +289,22 @@ def test_a_test_forking_many_sessions_cannot_take_the_cpu_of_the_test_beside_it(
         for _ in range(3):
             _, beside = judge.run_many([evil, honest])
             assert beside.status == "passed", beside.tests[0]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to pin slots apart")
+def test_a_judge_never_pins_two_of_its_own_slots_to_one_cpu(monkeypatch):
+    """Two judges claiming uids at once take every other uid: pinned by uid number round two CPUs, one judge's two
+    slots shared a CPU while the other judge's shared the other. A judge's slots take CPUs next to each other, after
+    the ranks before it."""
+    from judging.slots import cpu_pins, slot_uid_base
+
+    cpus = sorted(os.sched_getaffinity(0))
+    base = slot_uid_base()
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    interleaved = cpu_pins([base + 1, base + 3])
+    assert len(set(interleaved.values())) == 2
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert cpu_pins([base + 4]) == {base + 4: cpus[1 % len(cpus)]}
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert cpu_pins([base + 5]) == {base + 5: cpus[0]}
+    assert cpu_pins([base + index for index in range(len(cpus) + 1)]) == {}  # more slots than CPUs: no pins
