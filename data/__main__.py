@@ -376,7 +376,10 @@ def _print_report(report, source, max_tests):
             f"pools on {len(pooled)} problems ({sizes[0]} to {sizes[-1]} tests, median {sizes[len(sizes) // 2]}): "
             f"{sum(a.killed_by_pool for a in pooled.values())} wrong programs that pass the first {max_tests} "
             f"tests fail a pool test; by problem: "
-            + ", ".join(f"{i} {a.pool} tests, {a.killed_by_pool} caught" for i, a in list(pooled.items())[:8])
+            + ", ".join(
+                f"{i} {a.pool} tests of {a.pool_classes} input classes, {a.killed_by_pool} caught"
+                for i, a in list(pooled.items())[:8]
+            )
             + (" ..." if len(pooled) > 8 else "")
         )
     skipped = Counter(a.skipped for a in report.adequacy.values() if a.skipped and a.skipped != "no solution")

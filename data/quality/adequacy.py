@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from data.quality.domain import answered, reference_program
 from data.quality.solve_view import as_solve
 from data.quality.trivial import cheap_programs
-from data.quality.wrong_programs import call_text, mutants, nearby_calls, printing_test
+from data.quality.wrong_programs import call_text, mutants, nearby_calls, printed_calls, printing_test
 from judging import JudgeUnavailable
 from judging.records import Problem, Test, in_runs
 from rewards import MAX_TESTS_PER_PROBLEM, ScoringArguments, score
@@ -57,6 +57,7 @@ class Adequacy:
     outside_domain: int = 0  # nearby inputs left out: the solution does not answer them (data/quality/domain.py)
     pool: int = 0  # the problem's pool tests, which the reward samples beside the judged tests
     killed_by_pool: int = 0  # of ``killed``: passed every judged test, failed a pool test
+    pool_classes: int = 0  # the input classes its pool's calls cover (data/generation/pool.py, `value_classes`)
 
     @property
     def wrong(self) -> int:
@@ -66,6 +67,14 @@ class Adequacy:
     def score(self) -> float:
         """The mutation score: the share of the wrong programs the judged tests reject (1 when there are none)."""
         return self.killed / self.wrong if self.wrong else 1.0
+
+
+def pool_classes(problem: Problem) -> set:
+    """The input classes (data/generation/pool.py, `value_classes`) of the calls of ``problem``'s pool."""
+    from data.generation.pool import value_classes
+
+    calls = [call for test in as_solve(problem).pool for call in printed_calls(test.test_code) or ()]
+    return set().union(set(), *map(value_classes, calls))
 
 
 def skip_reason(problem: Problem) -> str | None:
@@ -154,6 +163,7 @@ def _check_batch(batch: list[Problem], judge, max_tests: int | None) -> list[Ade
     pooled = [(index, program) for index, programs in alive.items() for program in programs if batch[index].pool]
     for index, _ in checked:
         results[index].pool = len(batch[index].pool)
+        results[index].pool_classes = len(pool_classes(batch[index]))
     judgements = judge_runs(
         judge, [(batch[index], program.program, list(in_runs(batch[index].pool))) for index, program in pooled]
     )

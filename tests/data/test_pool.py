@@ -411,3 +411,14 @@ def test_a_number_written_out_meets_the_float_below_a_half(judge):
     )
     adding = "def solve(value):\n    x = float(value)\n    return int(x + 0.5) if x >= 0 else -int(-x + 0.5)\n"
     assert _fails_the_pool(judge, rounding, adding)
+
+
+def test_verify_says_each_pool_s_size_classes_and_catches(judge):
+    from data.quality.adequacy import check_adequacy, pool_classes
+
+    pool = build_pool(DIVIDE, judge)
+    problem = replace(DIVIDE, pool=tuple(pool.tests))
+    [adequacy] = check_adequacy([problem], judge)
+    classes = pool_classes(problem)
+    assert adequacy.pool == len(pool.tests) and adequacy.pool_classes == len(classes)
+    assert {("sign", 1, -1), ("sign", 1, 0), ("sign", 1, 1)} <= classes  # negative, zero and positive arguments
