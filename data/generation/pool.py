@@ -262,7 +262,8 @@ def _largest(value) -> float:
 
 def suggested_domain(problem: Problem) -> str | None:
     """A ``domain`` read off the problem's own tests, for a person to check: each argument's type, not negative
-    where no test gives a negative number, not empty where no test gives an empty value, and a string kept to its
+    where no test gives a negative number, a number within ten times the largest the tests give (a solution looping
+    up to it answers in time), not empty where no test gives an empty value, and a string kept to its
     characters where the tests' strings there use at most `FEW_CHARACTERS` between them, one letter at most (brackets,
     bits, notes: what such a problem parses, its solution answering anything else by accident; words are not
     kept to their letters)."""
@@ -284,14 +285,17 @@ def suggested_domain(problem: Problem) -> str | None:
             f"isinstance({name}, {kind.__name__})"
             + (" and not isinstance({0}, bool)".format(name) if kind is int else "")
         )
-        if kind in (int, float) and all(value >= 0 for value in values):
-            parts.append(f"{name} >= 0")
+        if kind in (int, float):
+            bound = f"{10 * max(abs(value) for value in values) + 10:g}"
+            parts.append(
+                f"0 <= {name} <= {bound}" if all(value >= 0 for value in values) else f"abs({name}) <= {bound}"
+            )
         if kind in (str, list, tuple, dict, set) and all(len(value) > 0 for value in values):
             parts.append(f"len({name}) > 0")
         characters = "".join(sorted(set().union(*values))) if kind is str else ""
         if characters and len(characters) <= FEW_CHARACTERS and sum(map(str.isalpha, characters)) <= 1:
             parts.append(f"set({name}) <= set({characters!r})")
-    return " and ".join(parts) or None
+    return " and ".join(filter(None, parts)) or None
 
 
 def _parameter_names(solution: str, name: str) -> list[str] | None:
@@ -542,12 +546,17 @@ def mutated(value, rng: random.Random):
 
 def _meetings(arguments: tuple) -> list[tuple]:
     """The arguments made to meet: a zero where a number is (a divisor), two of one type equal or swapped, two
-    strings equal but for case, a key absent from its container and one present, and a number written in the
-    strings changed everywhere it is written (`_renumbered`)."""
+    strings equal but for case, a key absent from its container and one present, an integer a power of another
+    (and one past it), and a number written in the strings changed everywhere it is written (`_renumbered`)."""
     found = _renumbered(arguments)
     for position, value in enumerate(arguments):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             found.append(arguments[:position] + (type(value)(0),) + arguments[position + 1 :])
+        for other in range(len(arguments)):
+            base = arguments[other]
+            if other != position and type(value) is int is type(base) and 2 <= abs(base) <= 36:
+                for power in (base**3, base**5, base**5 + 1):  # a power of the other (where float logarithms miss)
+                    found.append(arguments[:position] + (power,) + arguments[position + 1 :])
         for other in range(position + 1, len(arguments)):
             if type(arguments[other]) is type(value):
                 found.append(arguments[:other] + (value,) + arguments[other + 1 :])
@@ -803,14 +812,31 @@ def _cheap_share_kept(view: Problem, groups: list[list[tuple]], judge, form: str
             first_of_class.add(index)
             covered |= new
     kept = list(range(len(groups)))
+    # A cheap program over the share on the given tests alone (a problem its own tests leave guessable) is held to
+    # the share on the pool alone: no pool could bring it under on both, and dropping every test it passes would
+    # drop the inputs where it is nearly right but not quite, those that catch the wrong programs near it.
+    passes = [
+        (0, 0, row) if passed * CHEAP_SHARE[1] > CHEAP_SHARE[0] * len(given) else (passed, len(given), row)
+        for passed, row in passes
+    ]
     while kept and passes:
-        counts = [given_passed + sum(row[i] for i in kept) for given_passed, row in passes]
-        judged = len(given) + len(kept)
-        over = [k for k, count in enumerate(counts) if count * CHEAP_SHARE[1] > CHEAP_SHARE[0] * judged]
+        over = [
+            k
+            for k, (passed, out_of, row) in enumerate(passes)
+            if (passed + sum(row[i] for i in kept)) * CHEAP_SHARE[1] > CHEAP_SHARE[0] * (out_of + len(kept))
+        ]
         if not over:
             break
-        # Drop the test the most over-share cheap programs pass, a class's first test last, the last one first.
-        kept.remove(max(reversed(kept), key=lambda i: (i not in first_of_class, sum(passes[k][1][i] for k in over))))
+        # Drop the test the most over-share cheap programs pass, a class's first test last, the last one first;
+        # none when they pass no test of the pool (their share is the given tests': dropping would only raise it).
+        dropped = max(
+            (i for i in reversed(kept) if any(passes[k][2][i] for k in over)),
+            key=lambda i: (i not in first_of_class, sum(passes[k][2][i] for k in over)),
+            default=None,
+        )
+        if dropped is None:
+            break
+        kept.remove(dropped)
     return [groups[i] for i in kept]
 
 

@@ -271,8 +271,8 @@ def test_the_pool_command_writes_pools_and_says_what_it_built(tmp_path):
 
 def test_suggested_domain_reads_the_tests():
     assert suggested_domain(DIVIDE) == (
-        "isinstance(a, int) and not isinstance(a, bool) and a >= 0 and "
-        "isinstance(b, int) and not isinstance(b, bool) and b >= 0"
+        "isinstance(a, int) and not isinstance(a, bool) and 0 <= a <= 100 and "
+        "isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 40"
     )
     assert own_calls(DIVIDE) == [(7, 2), (9, 3)]
     assert ("sign", 0, -1) in value_classes(-3)
@@ -341,7 +341,7 @@ def test_with_suggested_domains_a_pool_reaches_the_classes_the_tests_leave_out(t
     assert result.returncode == 0, result.stderr[-2000:]
     assert "running-largest: domain suggested and written, check it: isinstance(nums, list)" in result.stdout
     [written] = load_problems(str(out), "python")
-    assert written.domain == suggested_domain(largest) and "k >= 0" in written.domain
+    assert written.domain == suggested_domain(largest) and "0 <= k <= 50" in written.domain
     calls = [call for test in written.pool for call in printed_calls(test.test_code)]
     assert any(k == 0 for _, k in calls) and any(min(nums, default=0) < 0 for nums, _ in calls)
     assert any(len(set(nums)) < len(nums) for nums, _ in calls)
@@ -422,3 +422,22 @@ def test_verify_says_each_pool_s_size_classes_and_catches(judge):
     classes = pool_classes(problem)
     assert adequacy.pool == len(pool.tests) and adequacy.pool_classes == len(classes)
     assert {("sign", 1, -1), ("sign", 1, 0), ("sign", 1, 1)} <= classes  # negative, zero and positive arguments
+
+
+def test_an_integer_meets_the_powers_of_another(judge):
+    """243 and 3: where a float logarithm misses an exact power (math.log(243, 3) is 4.999...)."""
+    power = Problem(
+        "is-power-of",
+        "python",
+        "Write `solve(x, n)`: whether `x` is a whole power of `n` (n ** k == x for some k >= 0).",
+        (
+            Test("print(solve(8, 2))", "True"),
+            Test("print(solve(5, 3))", "False"),
+            Test("print(solve(16, 4))", "True"),
+            Test("print(solve(12, 6))", "False"),
+        ),
+        "def solve(x, n):\n    power = 1\n    while power < x:\n        power *= n\n    return power == x\n",
+        domain="2 <= n <= 20 and 1 <= x <= 10 ** 6",
+    )
+    logarithm = "import math\ndef solve(x, n):\n    return x == 1 or math.log(x, n) == int(math.log(x, n))\n"
+    assert _fails_the_pool(judge, power, logarithm)
