@@ -68,8 +68,11 @@ class Calls:
     """Tests judged in one run of the program: the solution, then each test's code (a printed call) after a line of
     its own that the judge prints, so that what each call printed is graded on the host against its own expected
     output (judging/execution.py). The calls share the program's state, as the calls of one test do; none sees an
-    expected output. A call that raises, runs out of time or memory, or prints past the output limit fails with that
-    status, and so does every call after it: they are not run. Each call counts as one test in the reward.
+    expected output. A call that raises fails alone, with ``runtime_error``, as a run of it alone would: the
+    executor's harness catches the error, says so on a line of its own, and the run goes on to the next call (q
+    goes on by itself, its errors read from stderr). A call that runs out of time or memory, exits or prints past
+    the output limit ends the run: it fails with that status, and so does every call after it: they are not run.
+    Each call counts as one test in the reward.
 
     A problem's generated pool (`Problem.pool`) is judged so: fifty inputs cost about what one test does."""
 
@@ -84,6 +87,29 @@ class Calls:
 def call_separator(marker: str, index: int) -> str:
     """The line the judge prints before call ``index`` of a run of calls (its marker is random per run)."""
     return f"{marker}:{index}"
+
+
+def call_raised(marker: str, index: int) -> str:
+    """The line a harness prints when call ``index`` of a run of calls raised, after what the call printed."""
+    return f"{marker}:{index}:raised"
+
+
+def call_spans(text: str | None, marker: str, calls: int) -> list[tuple[int, int]]:
+    """Where what each call reached printed starts and ends in ``text`` (what a run printed after its marker line;
+    None: the marker never came): from the end of call ``i``'s separator line to the start of the next's, the
+    last one's to the end. Each separator is looked for after the one before it."""
+    spans: list[tuple[int, int]] = []
+    position = 0
+    for index in range(calls if text is not None else 0):
+        separator = call_separator(marker, index) + "\n"
+        found = text.find(separator, position)
+        if found < 0:
+            break
+        if spans:
+            spans[-1] = (spans[-1][0], found)
+        position = found + len(separator)
+        spans.append((position, len(text)))
+    return spans
 
 
 def in_runs(tests, size: int = MAX_CALLS) -> tuple[Calls, ...]:
