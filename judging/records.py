@@ -74,14 +74,24 @@ class Calls:
     the output limit ends the run: it fails with that status, and so does every call after it: they are not run.
     Each call counts as one test in the reward.
 
-    A problem's generated pool (`Problem.pool`) is judged so: fifty inputs cost about what one test does."""
+    A problem's generated pool (`Problem.pool`) is judged so: fifty inputs cost about what one test does. The
+    reward joins a completion's given tests (those that print calls) to its pool sample (`joined_runs`): the first
+    ``given`` calls are given tests, each of which a run of its own would have judged within one timeout, so the
+    run may take ``timeouts`` of them (within the completion's budget), and a call of theirs that ends the run
+    early has the later given tests judged in a fresh run (judging/judge.py), as separate runs would."""
 
     __test__ = False
 
     tests: tuple[Test, ...]
+    given: int = 0  # how many of the first calls are given tests, each once judged in a run of its own
 
     def __len__(self) -> int:
         return len(self.tests)
+
+    @property
+    def timeouts(self) -> int:
+        """How many test timeouts the run may take: one per given test, one for the pool's calls together."""
+        return self.given + (len(self.tests) > self.given)
 
 
 def call_separator(marker: str, index: int) -> str:
@@ -116,6 +126,21 @@ def in_runs(tests, size: int = MAX_CALLS) -> tuple[Calls, ...]:
     """``tests`` (printed calls, none giving standard input) as runs of at most ``size`` calls each."""
     tests = tuple(tests)
     return tuple(Calls(tests[start : start + size]) for start in range(0, len(tests), size))
+
+
+def joined_runs(given, pool, size: int = MAX_CALLS) -> tuple[Test | Calls, ...]:
+    """A completion's ``given`` tests and its ``pool`` tests in as few runs of calls as hold them, the given tests
+    first (`Calls.given`): one run, for a reward's few given tests and pool sample, instead of one run per given
+    test and one for the pool. Where a given test gives standard input, the given tests are runs of their own,
+    as the program is then judged whole, and only the pool is joined in runs."""
+    given, pool = tuple(given), tuple(pool)
+    if any(test.input is not None for test in given):
+        return (*given, *in_runs(pool, size))
+    tests = given + pool
+    return tuple(
+        Calls(tests[start : start + size], max(0, min(size, len(given) - start)))
+        for start in range(0, len(tests), size)
+    )
 
 
 def count(tests) -> int:
