@@ -132,9 +132,10 @@ def joined_runs(given, pool, size: int = MAX_CALLS) -> tuple[Test | Calls, ...]:
     """A completion's ``given`` tests and its ``pool`` tests in as few runs of calls as hold them, the given tests
     first (`Calls.given`): one run, for a reward's few given tests and pool sample, instead of one run per given
     test and one for the pool. Where a given test gives standard input, the given tests are runs of their own,
-    as the program is then judged whole, and only the pool is joined in runs."""
+    as the program is then judged whole, and only the pool is joined in runs; so too where ``given`` holds runs
+    of calls already (a caller's own: data/quality/adequacy.py)."""
     given, pool = tuple(given), tuple(pool)
-    if any(test.input is not None for test in given):
+    if any(isinstance(test, Calls) or test.input is not None for test in given):
         return (*given, *in_runs(pool, size))
     tests = given + pool
     return tuple(

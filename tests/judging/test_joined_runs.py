@@ -93,6 +93,11 @@ def test_tests_giving_standard_input_keep_their_own_runs():
     assert _tests(ScoringArguments())(reads) == reads.tests
 
 
+def test_runs_of_calls_given_as_tests_stay_as_they_are():
+    runs = in_runs(POOL, 4)
+    assert joined_runs(runs, GIVEN) == (*runs, Calls(GIVEN))
+
+
 def test_scores_are_those_of_separate_runs(judge):
     scoring = ScoringArguments(max_tests_per_problem=3, pool_tests_per_problem=10)
     codes = list(PROGRAMS.values())
