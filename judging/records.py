@@ -128,19 +128,34 @@ def in_runs(tests, size: int = MAX_CALLS) -> tuple[Calls, ...]:
     return tuple(Calls(tests[start : start + size]) for start in range(0, len(tests), size))
 
 
-def joined_runs(given, pool, size: int = MAX_CALLS) -> tuple[Test | Calls, ...]:
-    """A completion's ``given`` tests and its ``pool`` tests in as few runs of calls as hold them, the given tests
-    first (`Calls.given`): one run, for a reward's few given tests and pool sample, instead of one run per given
-    test and one for the pool. Where a given test gives standard input, the given tests are runs of their own,
-    as the program is then judged whole, and only the pool is joined in runs; so too where ``given`` holds runs
-    of calls already (a caller's own: data/quality/adequacy.py)."""
+# How many of a completion's given tests join its pool sample's run (`joined_runs`). One, the last: a given test
+# after another in a run starts from the state the calls before it left, where a run of its own started afresh, so
+# a program answering by call order ("True, then False") would answer across the given tests; three bundled Python
+# problems (is-prime, is-palindrome, balanced-brackets) have a call-order program pass 2 of their first 5 tests so,
+# 1 of 5 apart. The given test that joins starts its run afresh, as alone; the pool's calls after it are a fresh
+# sample each step.
+JOINED_GIVEN_TESTS = 1
+
+
+def joined_runs(given, pool, size: int = MAX_CALLS, join: int | None = JOINED_GIVEN_TESTS) -> tuple[Test | Calls, ...]:
+    """A completion's ``given`` tests and its ``pool`` tests in as few runs as hold them, in their order: the given
+    tests but the last ``join`` (None: none) a run of their own each, then one run of calls of the last ``join``
+    given tests (`Calls.given`) and the pool's calls, then the rest of the pool in runs of calls: for a HumanEval
+    program's one check and its pool sample, one run instead of two. Where a given test gives standard input, the
+    given tests are runs of their own, as the program is then judged whole, and only the pool is joined in runs;
+    so too where ``given`` holds runs of calls already (a caller's own: data/quality/adequacy.py)."""
     given, pool = tuple(given), tuple(pool)
     if any(isinstance(test, Calls) or test.input is not None for test in given):
         return (*given, *in_runs(pool, size))
-    tests = given + pool
-    return tuple(
-        Calls(tests[start : start + size], max(0, min(size, len(given) - start)))
-        for start in range(0, len(tests), size)
+    alone = given[: max(0, len(given) - join)] if join is not None else ()
+    tests = given[len(alone) :] + pool
+    joined = len(tests) - len(pool)
+    return (
+        *alone,
+        *(
+            Calls(tests[start : start + size], max(0, min(size, joined - start)))
+            for start in range(0, len(tests), size)
+        ),
     )
 
 

@@ -1,8 +1,10 @@
 """A completion's given tests joined with its pool sample in one run of calls (judging/records.py, `joined_runs`)
 give the verdicts separate runs give: the same status for every test, in the same order, whatever the program does
 (right, wrong on some tests, raising in some calls or all, looping, printing too much, running out of memory,
-exiting early, not compiling), on both bwrap paths; and the reward's scoring judges them so, training's sample and
-hidden tests and evaluation's all tests alike, with no expected output in the program's view."""
+exiting early, not compiling), on both bwrap paths, whether the last given test joins the pool (the reward's way) or
+all of them do; and the reward's scoring judges them so, training's sample and hidden tests and evaluation's all
+tests alike, with no expected output in the program's view. A program answering by call order is why only the last
+given test joins."""
 
 import asyncio
 
@@ -48,29 +50,49 @@ def statuses(judgement):
     return [result.status for result in judgement.tests]
 
 
+@pytest.mark.parametrize("join", [1, None], ids=["the last given test joins", "all given tests join"])
 @pytest.mark.parametrize("name", PROGRAMS)
-def test_joined_runs_give_the_verdicts_of_separate_runs(judge, name):
+def test_joined_runs_give_the_verdicts_of_separate_runs(judge, name, join):
     code = PROGRAMS[name]
     separate = judge.run(code, [*GIVEN, *in_runs(POOL)], "python")
-    joined = judge.run(code, joined_runs(GIVEN, POOL), "python")
+    joined = judge.run(code, joined_runs(GIVEN, POOL, join=join), "python")
     assert statuses(joined) == statuses(separate), (name, joined.tests)
     assert (joined.status, joined.passed, joined.total) == (separate.status, separate.passed, separate.total)
 
 
-def test_the_given_tests_and_the_pool_share_one_run():
-    (run,) = joined_runs(GIVEN, POOL)
+CALL_ORDER = (
+    "def solve(n):\n    solve.calls = getattr(solve, 'calls', -1) + 1\n    return 2 * n if solve.calls % 3 else 0\n"
+)
+
+
+def test_a_program_answering_by_call_order_gets_the_verdicts_of_separate_runs(judge):
+    """Right but on every third call: apart, each given test's first call is wrong; joined after another given test,
+    a call-order program answers from where the last one left off, which is why only the last given test joins.
+    The pool's calls after it answer so too (a sample drawn afresh each step: no order to learn)."""
+    separate = judge.run(CALL_ORDER, [*GIVEN, *in_runs(POOL)], "python")
+    assert statuses(judge.run(CALL_ORDER, joined_runs(GIVEN, POOL), "python"))[:3] == statuses(separate)[:3]
+    assert statuses(separate)[:3] == ["failed"] * 3
+    all_joined = judge.run(CALL_ORDER, joined_runs(GIVEN, POOL, join=None), "python")
+    assert statuses(all_joined)[:3] == ["failed", "passed", "failed"]  # calls 1 and 2 are the second test's
+
+
+def test_the_last_given_test_and_the_pool_share_one_run():
+    assert joined_runs(GIVEN, POOL) == (GIVEN[0], GIVEN[1], Calls((GIVEN[2], *POOL), 1))
+    assert joined_runs(GIVEN, POOL)[-1].timeouts == 2
+    (run,) = joined_runs(GIVEN, POOL, join=None)
     assert run.tests == (*GIVEN, *POOL) and run.given == 3 and run.timeouts == 4
-    assert [len(each) for each in joined_runs(GIVEN, POOL * 7)] == [64, 9]
-    assert [each.timeouts for each in joined_runs(GIVEN, POOL * 7)] == [4, 1]
-    (alone,) = joined_runs(GIVEN, ())
+    assert [len(each) for each in joined_runs(GIVEN, POOL * 7, join=None)] == [64, 9]
+    assert [each.timeouts for each in joined_runs(GIVEN, POOL * 7, join=None)] == [4, 1]
+    (alone,) = joined_runs(GIVEN, (), join=None)
     assert alone.timeouts == 3
-    assert count(joined_runs(GIVEN, POOL)) == 13
+    assert count(joined_runs(GIVEN, POOL)) == count(joined_runs(GIVEN, POOL, join=None)) == 13
+    assert joined_runs(GIVEN, (), join=0) == GIVEN
 
 
 def test_a_run_of_given_tests_may_take_a_timeout_each(judge):
     """Each given test alone had its own timeout: three of 0.6 s pass joined as they pass apart."""
     code = "import time\ndef solve(n):\n    time.sleep(0.6)\n    return n * 2\n"
-    joined = judge.run(code, joined_runs(GIVEN[:1] * 3, ()), "python", timeout=1.0)
+    joined = judge.run(code, joined_runs(GIVEN[:1] * 3, (), join=None), "python", timeout=1.0)
     assert statuses(joined) == ["passed"] * 3
 
 
@@ -80,12 +102,11 @@ def problem(**fields):
     )
 
 
-def test_the_reward_judges_given_tests_and_pool_in_one_run():
+def test_the_reward_judges_the_last_given_test_and_the_pool_in_one_run():
     scoring = ScoringArguments(max_tests_per_problem=3, pool_tests_per_problem=10)
-    judged = _tests(scoring)(problem())
-    assert len(judged) == 1 and isinstance(judged[0], Calls) and judged[0].tests[:3] == GIVEN
-    everything = _tests(scoring, all_tests=True)(problem())
-    assert len(everything) == 1 and count(everything) == 14
+    assert _tests(scoring)(problem()) == (GIVEN[0], GIVEN[1], Calls((GIVEN[2], *POOL), 1))
+    hidden = Test("print(solve(20))", "40", hidden=True)
+    assert _tests(scoring, all_tests=True)(problem()) == (*GIVEN, Calls((hidden, *POOL), 1))
 
 
 def test_tests_giving_standard_input_keep_their_own_runs():

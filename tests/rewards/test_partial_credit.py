@@ -98,13 +98,12 @@ def test_score_through_the_judge(judge, shares, mode, rewards):
 
 
 def test_above_trivial_reads_the_share_of_the_tests_judged(judge, shares):
-    """Over the first three tests (True, False, True), judged in one run of calls, a program answering True and
-    False in turn passes all three: the share there is 1.0, not the 0.75 of all four tests (a constant's)."""
-    assert shares[PALINDROME] == [1.0, 1.0, 1.0, 0.75]
-    scoring = ScoringArguments(partial_credit="above_trivial", max_tests_per_problem=3)
+    """Over the first two tests (True, False) a constant passes one in two: the share there is 0.5, not 0.75."""
+    assert shares[PALINDROME][:2] == [1.0, 0.5]
+    scoring = ScoringArguments(partial_credit="above_trivial", max_tests_per_problem=2)
     always_false = "```python\ndef solve(s):\n    return False\n```"
     scores = score(judge, [PALINDROME] * 2, [always_false, CANONICAL], scoring, trivial_shares=shares)
-    assert [(s.judgement.total, s.reward) for s in scores] == [(3, 0.0), (3, 2.0)]
+    assert [(s.judgement.total, s.reward) for s in scores] == [(2, 0.0), (2, 2.0)]
 
 
 def test_above_trivial_without_measured_shares_is_an_error(judge, shares):
@@ -238,7 +237,7 @@ def test_training_and_evaluation_under_above_trivial(warm_model, tmp_path):
     cached = json.loads((run / "trivial_shares.json").read_text())
     assert sorted((e["id"], e["share"], e["by_tests"]) for e in cached.values()) == [
         ("double", 1 / 3, [1.0, 0.5, 1 / 3]),
-        ("is-palindrome", 0.75, [1.0, 1.0, 1.0, 0.75]),  # True and False in turn, the first three in one run
+        ("is-palindrome", 0.75, [1.0, 0.5, 2 / 3, 0.75]),
     ]
     assert yaml.safe_load((run / "config.yaml").read_text())["partial_credit"] == "above_trivial"
     metrics = [json.loads(line) for line in (run / "logs" / "metrics.jsonl").read_text().splitlines()]
