@@ -145,8 +145,8 @@ class Judge:
         """Judge ``code`` on ``tests``, each a `Test` or a run of `Calls` (each call counting as a test); ``timeout``
         (default: the judge's) bounds each test, and a run of calls ``Calls.timeouts`` times it (one for each given
         test joined into it, one for its pool calls), and ``completion_budget`` (default three times it) all of
-        them together: a program looping in the first given test of a joined run holds its slot until the budget is
-        spent, where a run of that test alone held it one timeout.
+        them together: a program looping in the given test of a joined run holds its slot up to two timeouts (up to
+        the budget, where more given tests join), where a run of that test alone held it one.
 
         A joined run that a given test ends early (it exits, runs out of memory or prints past the limit; not a
         timeout, after which nothing runs) has the given tests it never reached judged in a fresh run from the next

@@ -75,10 +75,11 @@ class Calls:
     Each call counts as one test in the reward.
 
     A problem's generated pool (`Problem.pool`) is judged so: fifty inputs cost about what one test does. The
-    reward joins a completion's given tests (those that print calls) to its pool sample (`joined_runs`): the first
-    ``given`` calls are given tests, each of which a run of its own would have judged within one timeout, so the
-    run may take ``timeouts`` of them (within the completion's budget), and a call of theirs that ends the run
-    early has the later given tests judged in a fresh run (judging/judge.py), as separate runs would."""
+    reward joins a completion's last given test (one that prints calls) to its pool sample (`joined_runs`): the
+    first ``given`` calls are given tests, each of which a run of its own would have judged within one timeout, so
+    the run may take ``timeouts`` of them (within the completion's budget), and where several given tests join, a
+    call of theirs that ends the run early has the later given tests judged in a fresh run (judging/judge.py), as
+    separate runs would."""
 
     __test__ = False
 

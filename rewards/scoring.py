@@ -107,9 +107,9 @@ def score(
 
 
 def _tests(scoring: ScoringArguments, all_tests: bool = False, draw: str = "0") -> Callable[[Problem], Sequence]:
-    """What a problem's completions are judged on: its given tests and pool calls joined in runs of calls
-    (`joined_runs`: one run, for the reward's few given tests and pool sample), each given test's verdict that of a
-    run of its own (judging/judge.py, `Judge.run`); tests giving standard input each in a run of their own."""
+    """What a problem's completions are judged on: its given tests but the last a run each, then the last and the
+    pool's calls in runs of calls (`joined_runs`: one run, for the reward's pool sample), each test's verdict that of
+    a run of its own (judging/judge.py, `Judge.run`); tests giving standard input each in a run of their own."""
     if all_tests:
         return lambda problem: joined_runs(problem.tests, problem.pool)
     return lambda problem: joined_runs(
