@@ -7,6 +7,8 @@ judge relies on; a new language is one class that has it (and one entry in judgi
 
 from __future__ import annotations
 
+import ast
+import functools
 import os
 import re
 import shutil
@@ -130,25 +132,31 @@ class PythonExecutor:
         return f"{solution}\n"
 
     def calls_code(self, marker: str, tests) -> str:
-        """Each call's test code compiled and run in the module's globals, as the code after the marker of a run of
-        its own would be, inside a ``try``: an ``Exception`` it raises (a syntax error in the test code included)
-        has its traceback written to stderr and the call's raised line (`call_raised`) printed after what it
-        printed, to stdout and then to stderr (where it ends the call's traceback); the next call runs. A
-        ``MemoryError`` is raised on, as are ``SystemExit``, ``KeyboardInterrupt`` and any other BaseException:
-        they end the run as they end a run of the call alone. The program can forge or hide a raised line (it can
-        read the marker in its own file, and replace ``print``), as it can end a run of one call normally after
-        raising (``atexit``, ``os._exit(0)``): either only fails its own calls or has them graded on what they
-        printed, which it could have printed without raising."""
-        return "\n".join(
-            f"print({call_separator(marker, index)!r}, flush=True)\n"
-            f"try:\n"
-            f"    exec(compile({test.test_code!r}, {f'<call {index}>'!r}, 'exec'), globals())\n"
-            f"except MemoryError:\n"
-            f"    raise\n"
-            f"except Exception:\n"
-            f"    __import__('sys').__excepthook__(*__import__('sys').exc_info())\n"
-            f"    print({call_raised(marker, index)!r}, flush=True)\n"
-            f"    print({call_raised(marker, index)!r}, file=__import__('sys').stderr, flush=True)"
+        """Each call's test code inside a ``try``, as the code after the marker of a run of its own would run (in
+        the module's globals): an ``Exception`` it raises has its traceback written to stderr and the call's raised
+        line (`call_raised`) printed after what it printed, to stdout and then to stderr (where it ends the call's
+        traceback), by a function the harness defines first; the next call runs. A ``MemoryError`` is raised on,
+        as are ``SystemExit``, ``KeyboardInterrupt`` and any other BaseException: they end the run as they end a
+        run of the call alone. The test code is indented into the ``try`` (parsed once, with the program: a
+        ``try`` costs nothing where nothing raises), or, where indenting could change it or it does not compile
+        alone (`_inline`), compiled from its text and run there by ``exec``, so a test code that does not compile
+        fails its call alone. The program can forge or hide a raised line (it can read the marker in its own file,
+        and replace ``print``), as it can end a run of one call normally after raising (``atexit``,
+        ``os._exit(0)``): either only fails its own calls or has them graded on what they printed, which it could
+        have printed without raising."""
+        handler = (  # defined after the solution: a name of its own it shadows only from here on
+            "def _judge_raised(index):\n"
+            "    import sys\n"
+            "    if isinstance(sys.exc_info()[1], MemoryError):\n"
+            "        raise\n"
+            "    sys.__excepthook__(*sys.exc_info())\n"
+            f"    line = {call_raised(marker, '%d')!r} % index\n"
+            "    print(line, flush=True)\n"
+            "    print(line, file=sys.stderr, flush=True)\n"
+        )
+        return handler + "\n".join(
+            f"print({call_separator(marker, index)!r}, flush=True)\ntry:\n{_body(test.test_code, index)}\n"
+            f"except Exception: _judge_raised({index})"
             for index, test in enumerate(tests)
         )
 
@@ -173,6 +181,28 @@ class PythonExecutor:
         if result.returncode in _CPU_LIMIT_EXITS:
             return "timeout"
         return "runtime_error"
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _inline(test_code: str) -> str | None:
+    """``test_code`` indented four spaces, to run inside the harness's ``try``; None where that could change what
+    it does (a string over several lines, a line continued by a backslash, a carriage return, a ``__future__``
+    import) or it does not compile alone (a ``return`` outside a function too, which would fail the whole program).
+    Compiled here, on the host, never run; the same tests come back for every completion of a problem."""
+    if any(text in test_code for text in ('"""', "'''", "\\\n", "\r", "__future__")):
+        return None
+    try:
+        tree = compile(test_code, "<call>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        compile(tree, "<call>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return None
+    return "\n".join("    " + line for line in test_code.split("\n")) if tree.body else "    pass"
+
+
+def _body(test_code: str, index: int) -> str:
+    """The body of call ``index``'s ``try``: its test code indented, or compiled from its text and run by ``exec``
+    in the module's globals."""
+    return _inline(test_code) or f"    exec(compile({test_code!r}, {f'<call {index}>'!r}, 'exec'), globals())"
 
 
 def site_packages_in_view(read_only: list[str]) -> list[str]:

@@ -10,6 +10,7 @@ import pytest
 
 from bwrap_paths import judge, sandbox, warm_workers_handle_it_themselves  # noqa: F401 (fixtures)
 from judging import Calls, Judge, Test
+from judging.executors import _inline
 from judging.grading import equal_values
 from judging.records import count, in_runs
 
@@ -76,6 +77,25 @@ def test_a_call_whose_test_code_does_not_compile_fails_alone(judge):
     calls = Calls((Test("print(solve(1))", "2"), Test("print(solve(", "4"), Test("print(solve(3))", "6")))
     judgement = judge.run(DOUBLE, [calls], "python")
     assert statuses(judgement) == ["passed", "runtime_error", "passed"]
+
+
+def test_test_code_of_every_form_runs_in_a_run_of_calls_as_alone(judge):
+    """The harness indents a call's test code into its ``try``, or runs its text by ``exec`` where indenting could
+    change it (a string over lines) or it does not compile alone (a ``return`` outside a function): every form
+    gives the verdict a run of its own gives."""
+    tests = (
+        Test('s = """a\n  b"""\nprint(s, solve(1))', "a\n  b 2"),
+        Test("return 1", "1"),
+        Test("# nothing", ""),
+        Test("x = [1,\n2]\nprint(solve(len(x)))", "4"),
+        Test("if True:\n\tprint(solve(2))", "4"),
+        Test("print(solve(1)); \\\nprint(solve(2))", "2\n4"),
+        Test("print(solve(3))", "6"),
+    )
+    assert [_inline(test.test_code) is None for test in tests] == [True, True, False, False, False, True, False]
+    alone = judge.run(DOUBLE, list(tests), "python", timeout=3.0)
+    together = judge.run(DOUBLE, [Calls(tests)], "python", timeout=3.0)
+    assert statuses(together) == statuses(alone) == ["passed", "runtime_error"] + ["passed"] * 5
 
 
 def test_an_exit_in_a_call_still_ends_the_run(judge):

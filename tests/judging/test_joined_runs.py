@@ -121,7 +121,9 @@ def test_runs_of_calls_given_as_tests_stay_as_they_are():
 
 def test_scores_are_those_of_separate_runs(judge):
     scoring = ScoringArguments(max_tests_per_problem=3, pool_tests_per_problem=10)
-    codes = list(PROGRAMS.values())
+    # Those that print, raise or end; the limits' own are above, one program at a time (a loaded machine's cold
+    # runs of 3 MB of output each can spend the budget of a completion judged beside others).
+    codes = [code for name, code in PROGRAMS.items() if not name.startswith(("looping", "printing too", "out of"))]
     scored = score(judge, [problem()] * len(codes), codes, scoring, extract=False)
     for code, each in zip(codes, scored):
         separate = judge.run(code, [*GIVEN, *in_runs(POOL)], "python")
