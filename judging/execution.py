@@ -86,8 +86,10 @@ def execute(
     finally:
         free.put(uid)
     if isinstance(test, Calls):
-        failed_call = runner.executor.failed_call(result, marker) if outcome != RAN else None
-        return grade_calls(result, outcome, out_of_memory, marker, tests, failed_call)
+        raised = runner.executor.raised_calls(result, marker, len(tests))
+        if raised and outcome == "runtime_error" and result.returncode == 0:
+            outcome = RAN  # the errors were the calls' own and the run went on to its end (q)
+        return grade_calls(result, outcome, out_of_memory, marker, tests, raised)
     return [grade(result, outcome, out_of_memory, marker, test.expected_output, test.tolerance, test.compare)]
 
 

@@ -7,6 +7,8 @@ judge relies on; a new language is one class that has it (and one entry in judgi
 
 from __future__ import annotations
 
+import ast
+import functools
 import os
 import re
 import shutil
@@ -20,7 +22,7 @@ import warnings
 from pathlib import Path
 from typing import Protocol
 
-from judging.records import call_separator
+from judging.records import call_raised, call_separator, call_spans
 from judging.running import RunResult
 from judging.seccomp import SECCOMP_FILTER, SECCOMP_FILTER_PYTHON
 
@@ -75,10 +77,13 @@ class Executor(Protocol):
 
     def calls_code(self, marker: str, tests) -> str:
         """The test code of a run of calls (judging/records.py, `Calls`): before each test's code, a line printing
-        its separator (judging/grading.py, `call_separator`), flushed, so what each call printed is told apart."""
+        its separator (judging/records.py, `call_separator`), flushed, so what each call printed is told apart; a
+        call that raises an error fails alone and the run goes on to the next one."""
 
-    def failed_call(self, result: RunResult, marker: str) -> int | None:
-        """The call a failed run of calls failed in, where this language goes on after an error (q), else None."""
+    def raised_calls(self, result: RunResult, marker: str, calls: int) -> frozenset[int]:
+        """The calls of a run of ``calls`` calls that raised an error the run went on after: each fails alone
+        (judging/grading.py, `grade_calls`). A run whose only fault is theirs (its outcome a ``runtime_error``,
+        its exit status 0) went on to its end."""
 
     def outcome(self, result: RunResult, marker: str) -> str:
         """``RAN`` (compare the stdout after the marker) or a failure status, ``LICENCE_FAILURE`` included."""
@@ -127,13 +132,46 @@ class PythonExecutor:
         return f"{solution}\n"
 
     def calls_code(self, marker: str, tests) -> str:
-        return "\n".join(
-            f"print({call_separator(marker, index)!r}, flush=True)\n{test.test_code}"
+        """Each call's test code inside a ``try``, as the code after the marker of a run of its own would run (in
+        the module's globals): an ``Exception`` it raises has its traceback written to stderr and the call's raised
+        line (`call_raised`) printed after what it printed, to stdout and then to stderr (where it ends the call's
+        traceback), by a function the harness defines first; the next call runs. A ``MemoryError`` is raised on,
+        as are ``SystemExit``, ``KeyboardInterrupt`` and any other BaseException: they end the run as they end a
+        run of the call alone. The test code is indented into the ``try`` (parsed once, with the program: a
+        ``try`` costs nothing where nothing raises), or, where indenting could change it or it does not compile
+        alone (`_inline`), compiled from its text and run there by ``exec``, so a test code that does not compile
+        fails its call alone. The program can forge or hide a raised line (it can read the marker in its own file,
+        and replace ``print``), as it can end a run of one call normally after raising (``atexit``,
+        ``os._exit(0)``): either only fails its own calls or has them graded on what they printed, which it could
+        have printed without raising."""
+        handler = (  # defined after the solution: a name of its own it shadows only from here on
+            "def _judge_raised(index):\n"
+            "    import sys\n"
+            "    if isinstance(sys.exc_info()[1], MemoryError):\n"
+            "        raise\n"
+            "    sys.__excepthook__(*sys.exc_info())\n"
+            f"    line = {call_raised(marker, '%d')!r} % index\n"
+            "    print(line, flush=True)\n"
+            "    print(line, file=sys.stderr, flush=True)\n"
+        )
+        return handler + "\n".join(
+            f"print({call_separator(marker, index)!r}, flush=True)\ntry:\n{_body(test.test_code, index)}\n"
+            f"except Exception: _judge_raised({index})"
             for index, test in enumerate(tests)
         )
 
-    def failed_call(self, result: RunResult, marker: str) -> int | None:
-        return None  # a Python program stops at its first uncaught error: the last call it reached
+    def raised_calls(self, result: RunResult, marker: str, calls: int) -> frozenset[int]:
+        """The calls whose output (what they printed after their separator, before the next) holds their own
+        raised line, printed by the harness of `calls_code`."""
+        start = result.stdout.find(marker)
+        if start < 0:
+            return frozenset()
+        text = result.stdout[start + len(marker) :]
+        return frozenset(
+            index
+            for index, (begin, end) in enumerate(call_spans(text, marker, calls))
+            if text.find(call_raised(marker, index) + "\n", begin, end) >= 0
+        )
 
     def outcome(self, result: RunResult, marker: str) -> str:
         if result.returncode == 0:
@@ -143,6 +181,28 @@ class PythonExecutor:
         if result.returncode in _CPU_LIMIT_EXITS:
             return "timeout"
         return "runtime_error"
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _inline(test_code: str) -> str | None:
+    """``test_code`` indented four spaces, to run inside the harness's ``try``; None where that could change what
+    it does (a string over several lines, a line continued by a backslash, a carriage return, a ``__future__``
+    import) or it does not compile alone (a ``return`` outside a function too, which would fail the whole program).
+    Compiled here, on the host, never run; the same tests come back for every completion of a problem."""
+    if any(text in test_code for text in ('"""', "'''", "\\\n", "\r", "__future__")):
+        return None
+    try:
+        tree = compile(test_code, "<call>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        compile(tree, "<call>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return None
+    return "\n".join("    " + line for line in test_code.split("\n")) if tree.body else "    pass"
+
+
+def _body(test_code: str, index: int) -> str:
+    """The body of call ``index``'s ``try``: its test code indented, or compiled from its text and run by ``exec``
+    in the module's globals."""
+    return _inline(test_code) or f"    exec(compile({test_code!r}, {f'<call {index}>'!r}, 'exec'), globals())"
 
 
 def site_packages_in_view(read_only: list[str]) -> list[str]:
@@ -234,23 +294,26 @@ class QExecutor:
         return f'-2 "{marker}";\n::\n{solution}\n-1 "{marker}";\n{test_code}\nexit 0;\n'
 
     def calls_code(self, marker: str, tests) -> str:
-        # The separator goes to stderr too: q goes on after an error, so the call whose stderr shows one is found.
+        # The separator goes to stderr too: q goes on after an error, so the calls whose stderr shows one are found.
         return "\n".join(
             f'-1 "{call_separator(marker, index)}";\n-2 "{call_separator(marker, index)}";\n{test.test_code}'
             for index, test in enumerate(tests)
         )
 
-    def failed_call(self, result: RunResult, marker: str) -> int | None:
-        """The first call after whose separator q wrote an error (``'type``, ``'wsfull`` ...) to stderr."""
-        index, position = 0, 0
-        while True:
-            separator = call_separator(marker, index) + "\n"
-            found = result.stderr.find(separator, position)
-            if index and _Q_ERROR.search(result.stderr, position, len(result.stderr) if found < 0 else found):
-                return index - 1
-            if found < 0:
-                return None
-            index, position = index + 1, found + len(separator)
+    def raised_calls(self, result: RunResult, marker: str, calls: int) -> frozenset[int]:
+        """The calls after whose separator q wrote an error (``'type``, ``'length`` ...) to stderr before the next
+        one's; every call when the error came before the first call (in the solution: every run of a test alone
+        shows it)."""
+        start = result.stderr.find(marker)  # the script's first line writes it: nothing before it is the program's
+        if start < 0:
+            return frozenset()
+        text = result.stderr[start + len(marker) :]
+        spans = call_spans(text, marker, calls)
+        if not spans:
+            return frozenset()
+        if _Q_ERROR.search(text, 0, spans[0][0]):
+            return frozenset(range(calls))
+        return frozenset(index for index, (begin, end) in enumerate(spans) if _Q_ERROR.search(text, begin, end))
 
     def outcome(self, result: RunResult, marker: str) -> str:
         """A licence failure is q's licence text on stderr before q ever ran the script's first line (which

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from judging.executors import RAN
-from judging.records import call_separator
+from judging.records import call_raised, call_spans
 from judging.tolerance import within_tolerance
 
 if TYPE_CHECKING:
@@ -54,6 +54,8 @@ class TestResult:
     seconds: float
     stdout: str
     stderr: str
+    # False for a call of a run of calls that the run never got to: it ended or failed in an earlier call.
+    reached: bool = True
 
 
 @dataclass
@@ -110,35 +112,28 @@ def grade(
 
 
 def grade_calls(
-    result: RunResult, outcome: str, out_of_memory: bool, marker: str, tests, failed_call: int | None = None
+    result: RunResult, outcome: str, out_of_memory: bool, marker: str, tests, raised: frozenset[int] = frozenset()
 ) -> list[TestResult]:
     """The verdicts of a run of calls, one per test of ``tests``: what was printed between call ``i``'s separator
-    line and the next is call ``i``'s output, graded as one test's. A run that ended normally grades every call it
-    reached (one it never reached, the program having ended first, fails). A run that failed (raised, ran out of
-    time or memory, printed past the limit) fails with its status the call it failed in and every later one:
-    ``failed_call`` when the executor can tell which (q goes on after an error), else the last call reached. The
-    calls before it are graded on what they printed."""
+    line and the next is call ``i``'s output, graded as one test's. The calls in ``raised`` (the executor read
+    that they raised and the run went on: `Executor.raised_calls`) fail alone with ``runtime_error``, whatever
+    they printed, as a run of each alone would. A run that ended normally grades every other call it reached (one
+    it never reached, the program having ended first, fails, and is marked not ``reached``). A run that failed
+    (exited with an error, ran out of time or memory, printed past the limit) fails with its status the last call
+    it reached and every later one (not ``reached``); the calls before it are graded on what they printed."""
     status = run_status(result, outcome, out_of_memory)
     text = after(result.stdout, marker)
-    spans: list[tuple[int, int]] = []  # where each reached call's output starts and ends in ``text``
-    position = 0
-    for index in range(len(tests)):
-        separator = call_separator(marker, index) + "\n"
-        found = -1 if text is None else text.find(separator, position)
-        if found < 0:
-            break
-        if spans:
-            spans[-1] = (spans[-1][0], found)
-        position = found + len(separator)
-        spans.append((position, len(text)))
-    first_failed = len(spans)
-    if status is not None:
-        first_failed = max(len(spans) - 1, 0) if failed_call is None else min(failed_call, max(len(spans) - 1, 0))
+    spans = call_spans(text, marker, len(tests))
+    first_failed = len(spans) if status is None else max(len(spans) - 1, 0)
     seconds = round(result.seconds / max(len(tests), 1), 4)
     results = []
     for index, test in enumerate(tests):
-        if index < first_failed:
-            printed = text[spans[index][0] : spans[index][1]]
+        printed = text[spans[index][0] : spans[index][1]] if index < len(spans) else ""
+        if index < first_failed and index in raised:
+            results.append(
+                TestResult("runtime_error", seconds, printed[:KEEP_CHARS], _raised_stderr(result, marker, index))
+            )
+        elif index < first_failed:
             verdict = (
                 "passed"
                 if output_matches(printed, str(test.expected_output), test.tolerance, test.compare)
@@ -146,16 +141,26 @@ def grade_calls(
             )
             results.append(TestResult(verdict, seconds, printed[:KEEP_CHARS], ""))
         elif status is None:
-            results.append(TestResult("failed", seconds, "", "not reached: the program ended before this call"))
-        else:
-            printed = text[spans[index][0] : spans[index][1]] if index < len(spans) else ""
-            why = (
-                result.stderr[-KEEP_CHARS:]
-                if index == first_failed
-                else f"not run: call {first_failed} ended the run ({status})"
+            results.append(
+                TestResult("failed", seconds, "", "not reached: the program ended before this call", reached=False)
             )
-            results.append(TestResult(status, seconds, printed[:KEEP_CHARS], why))
+        elif index == first_failed:
+            results.append(TestResult(status, seconds, printed[:KEEP_CHARS], result.stderr[-KEEP_CHARS:]))
+        else:
+            why = f"not run: call {first_failed} ended the run ({status})"
+            results.append(TestResult(status, seconds, "", why, reached=False))
     return results
+
+
+def _raised_stderr(result: RunResult, marker: str, index: int) -> str:
+    """What call ``index``, which raised, wrote to stderr: its traceback, from after the last raised line the
+    harness wrote there before it (the program's own, before the first call's, included) to its own; the end of
+    stderr when the harness wrote none (q)."""
+    end = result.stderr.find(call_raised(marker, index) + "\n")
+    if end < 0:
+        return result.stderr[-KEEP_CHARS:]
+    start = result.stderr.rfind(":raised\n", 0, end)
+    return result.stderr[0 if start < 0 else start + len(":raised\n") : end][-KEEP_CHARS:]
 
 
 def output_matches(printed: str, expected: str, tolerance: float | None = None, compare: str = "text") -> bool:

@@ -143,8 +143,14 @@ class Judge:
         self, code: str | None, tests: Sequence[Test | Calls], language: str, timeout: float | None = None
     ) -> Judgement:
         """Judge ``code`` on ``tests``, each a `Test` or a run of `Calls` (each call counting as a test); ``timeout``
-        (default: the judge's) bounds each test or run, and ``completion_budget`` (default three times it) all of
-        them together."""
+        (default: the judge's) bounds each test, and a run of calls ``Calls.timeouts`` times it (one for each given
+        test joined into it, one for its pool calls), and ``completion_budget`` (default three times it) all of
+        them together: a program looping in the given test of a joined run holds its slot up to two timeouts (up to
+        the budget, where more given tests join), where a run of that test alone held it one.
+
+        A joined run that a given test ends early (it exits, runs out of memory or prints past the limit; not a
+        timeout, after which nothing runs) has the given tests it never reached judged in a fresh run from the next
+        one on, with the pool calls after them, as each given test had a run of its own."""
         if not tests:
             raise ValueError("a problem needs at least one test")
         runner = self.setup.get(language)
@@ -166,7 +172,9 @@ class Judge:
         results: list[TestResult] = []
         timeout = self.timeout if timeout is None else timeout
         budget_end = time.monotonic() + (self.completion_budget or COMPLETION_BUDGET_TIMEOUTS * timeout)
-        for test in tests:
+        pending = list(reversed(tests))  # next to judge last: a joined run's given tests left unreached go back
+        while pending:
+            test = pending.pop()
             left = budget_end - time.monotonic()
             if left <= 0 or (results and results[-1].status == "timeout"):
                 results.extend(
@@ -179,7 +187,13 @@ class Judge:
                     for _ in range(count([test]))
                 )
             elif isinstance(test, Calls):
-                results.extend(self.setup.execute_calls(runner, code, test, min(timeout, left)))
+                judged = self.setup.execute_calls(runner, code, test, min(timeout * test.timeouts, left))
+                unreached = next((index for index, result in enumerate(judged) if not result.reached), len(judged))
+                if 0 < unreached < test.given:
+                    results.extend(judged[:unreached])
+                    pending.append(Calls(test.tests[unreached:], test.given - unreached))
+                else:
+                    results.extend(judged)
             else:
                 results.append(self.setup.execute(runner, code, test, min(timeout, left)))
         passed = sum(result.status == "passed" for result in results)

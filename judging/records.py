@@ -68,17 +68,31 @@ class Calls:
     """Tests judged in one run of the program: the solution, then each test's code (a printed call) after a line of
     its own that the judge prints, so that what each call printed is graded on the host against its own expected
     output (judging/execution.py). The calls share the program's state, as the calls of one test do; none sees an
-    expected output. A call that raises, runs out of time or memory, or prints past the output limit fails with that
-    status, and so does every call after it: they are not run. Each call counts as one test in the reward.
+    expected output. A call that raises fails alone, with ``runtime_error``, as a run of it alone would: the
+    executor's harness catches the error, says so on a line of its own, and the run goes on to the next call (q
+    goes on by itself, its errors read from stderr). A call that runs out of time or memory, exits or prints past
+    the output limit ends the run: it fails with that status, and so does every call after it: they are not run.
+    Each call counts as one test in the reward.
 
-    A problem's generated pool (`Problem.pool`) is judged so: fifty inputs cost about what one test does."""
+    A problem's generated pool (`Problem.pool`) is judged so: fifty inputs cost about what one test does. The
+    reward joins a completion's last given test (one that prints calls) to its pool sample (`joined_runs`): the
+    first ``given`` calls are given tests, each of which a run of its own would have judged within one timeout, so
+    the run may take ``timeouts`` of them (within the completion's budget), and where several given tests join, a
+    call of theirs that ends the run early has the later given tests judged in a fresh run (judging/judge.py), as
+    separate runs would."""
 
     __test__ = False
 
     tests: tuple[Test, ...]
+    given: int = 0  # how many of the first calls are given tests, each once judged in a run of its own
 
     def __len__(self) -> int:
         return len(self.tests)
+
+    @property
+    def timeouts(self) -> int:
+        """How many test timeouts the run may take: one per given test, one for the pool's calls together."""
+        return self.given + (len(self.tests) > self.given)
 
 
 def call_separator(marker: str, index: int) -> str:
@@ -86,10 +100,64 @@ def call_separator(marker: str, index: int) -> str:
     return f"{marker}:{index}"
 
 
+def call_raised(marker: str, index: int) -> str:
+    """The line a harness prints when call ``index`` of a run of calls raised, after what the call printed."""
+    return f"{marker}:{index}:raised"
+
+
+def call_spans(text: str | None, marker: str, calls: int) -> list[tuple[int, int]]:
+    """Where what each call reached printed starts and ends in ``text`` (what a run printed after its marker line;
+    None: the marker never came): from the end of call ``i``'s separator line to the start of the next's, the
+    last one's to the end. Each separator is looked for after the one before it."""
+    spans: list[tuple[int, int]] = []
+    position = 0
+    for index in range(calls if text is not None else 0):
+        separator = call_separator(marker, index) + "\n"
+        found = text.find(separator, position)
+        if found < 0:
+            break
+        if spans:
+            spans[-1] = (spans[-1][0], found)
+        position = found + len(separator)
+        spans.append((position, len(text)))
+    return spans
+
+
 def in_runs(tests, size: int = MAX_CALLS) -> tuple[Calls, ...]:
     """``tests`` (printed calls, none giving standard input) as runs of at most ``size`` calls each."""
     tests = tuple(tests)
     return tuple(Calls(tests[start : start + size]) for start in range(0, len(tests), size))
+
+
+# How many of a completion's given tests join its pool sample's run (`joined_runs`). One, the last: a given test
+# after another in a run starts from the state the calls before it left, where a run of its own started afresh, so
+# a program answering by call order ("True, then False") would answer across the given tests; three bundled Python
+# problems (is-prime, is-palindrome, balanced-brackets) have a call-order program pass 2 of their first 5 tests so,
+# 1 of 5 apart. The given test that joins starts its run afresh, as alone; the pool's calls after it are a fresh
+# sample each step.
+JOINED_GIVEN_TESTS = 1
+
+
+def joined_runs(given, pool, size: int = MAX_CALLS, join: int | None = JOINED_GIVEN_TESTS) -> tuple[Test | Calls, ...]:
+    """A completion's ``given`` tests and its ``pool`` tests in as few runs as hold them, in their order: the given
+    tests but the last ``join`` (None: none) a run of their own each, then one run of calls of the last ``join``
+    given tests (`Calls.given`) and the pool's calls, then the rest of the pool in runs of calls: for a HumanEval
+    program's one check and its pool sample, one run instead of two. Where a given test gives standard input, the
+    given tests are runs of their own, as the program is then judged whole, and only the pool is joined in runs;
+    so too where ``given`` holds runs of calls already (a caller's own: data/quality/adequacy.py)."""
+    given, pool = tuple(given), tuple(pool)
+    if any(isinstance(test, Calls) or test.input is not None for test in given):
+        return (*given, *in_runs(pool, size))
+    alone = given[: max(0, len(given) - join)] if join is not None else ()
+    tests = given[len(alone) :] + pool
+    joined = len(tests) - len(pool)
+    return (
+        *alone,
+        *(
+            Calls(tests[start : start + size], max(0, min(size, joined - start)))
+            for start in range(0, len(tests), size)
+        ),
+    )
 
 
 def count(tests) -> int:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from rewards.arguments import ScoringArguments
 from rewards.extract import extract_code
 from judging.judge import Judge, Judgement
-from judging.records import Problem, Test, in_runs
+from judging.records import Problem, Test, joined_runs
 
 # Each problem's trivial shares: [n - 1] is the share of its first n tests that a trivial program passes.
 TrivialShares = Mapping[Problem, Sequence[float]]
@@ -107,11 +107,14 @@ def score(
 
 
 def _tests(scoring: ScoringArguments, all_tests: bool = False, draw: str = "0") -> Callable[[Problem], Sequence]:
+    """What a problem's completions are judged on: its given tests but the last a run each, then the last and the
+    pool's calls in runs of calls (`joined_runs`: one run, for the reward's pool sample), each test's verdict that of
+    a run of its own (judging/judge.py, `Judge.run`); tests giving standard input each in a run of their own."""
     if all_tests:
-        return lambda problem: (*problem.tests, *in_runs(problem.pool))
-    return lambda problem: (
-        *problem.judged_tests(scoring.max_tests_per_problem),
-        *in_runs(pool_sample(problem, scoring.pool_sample_size, draw)[0]),
+        return lambda problem: joined_runs(problem.tests, problem.pool)
+    return lambda problem: joined_runs(
+        problem.judged_tests(scoring.max_tests_per_problem),
+        pool_sample(problem, scoring.pool_sample_size, draw)[0],
     )
 
 
@@ -149,9 +152,9 @@ async def ascore(
 
     async def judged(item: tuple, problem: Problem) -> tuple[Judgement, Judgement | None]:
         judgement = (await judge.arun_many([item], timeout=timeout))[0]
-        hidden = (
-            *problem.hidden_tests(scoring.max_tests_per_problem),
-            *in_runs(pool_sample(problem, scoring.pool_sample_size, draw)[1]),
+        hidden = joined_runs(
+            problem.hidden_tests(scoring.max_tests_per_problem),
+            pool_sample(problem, scoring.pool_sample_size, draw)[1],
         )
         if judgement.status != "passed" or not hidden:
             return judgement, None

@@ -1,6 +1,7 @@
 """Runs of calls (judging/records.py, `Calls`): many printed calls judged in one program, each graded on the host
-against its own expected output. A call that raises, loops or prints too much fails with that status, and so does
-every later call; the calls before it keep their verdicts; no expected output reaches the sandbox. Both bwrap paths
+against its own expected output. A call that raises fails alone (the harness catches it and the run goes on); one
+that loops, runs out of memory, exits or prints too much ends the run: it fails with that status, and so does every
+later call; the calls before it keep their verdicts; no expected output reaches the sandbox. Both bwrap paths
 (warm workers and a fresh interpreter per test), and q through its stand-in."""
 
 from pathlib import Path
@@ -9,6 +10,7 @@ import pytest
 
 from bwrap_paths import judge, sandbox, warm_workers_handle_it_themselves  # noqa: F401 (fixtures)
 from judging import Calls, Judge, Test
+from judging.executors import _inline
 from judging.grading import equal_values
 from judging.records import count, in_runs
 
@@ -34,7 +36,8 @@ def test_a_wrong_call_fails_alone(judge):
 @pytest.mark.parametrize(
     "failure, status",
     [
-        ("raise ValueError('no')", "runtime_error"),
+        ("raise SystemExit(3)", "runtime_error"),
+        ("raise KeyboardInterrupt", "runtime_error"),
         ("while True: pass", "timeout"),
         ("print('x' * 3_000_000)", "output_limit"),
         ("bytearray(3 << 30)", "memory"),
@@ -45,6 +48,60 @@ def test_a_call_that_fails_ends_the_run_with_its_status(judge, failure, status):
     judgement = judge.run(code, [CALLS], "python", timeout=1.0)
     assert statuses(judgement) == ["passed"] * 7 + [status] * 13, [r.stderr[-200:] for r in judgement.tests[6:8]]
     assert judgement.status == status
+
+
+@pytest.mark.parametrize(
+    "failure", ["raise ValueError('no')", "print(14)\n        raise ValueError('no')", "return solve(n)", "1 / 0"]
+)
+def test_a_call_that_raises_fails_alone_and_the_calls_after_it_are_graded(judge, failure):
+    """Whatever the call printed before it raised (its right answer here), it fails as a separate run of it would;
+    the next calls run on, each graded on its own output (call 9 is wrong)."""
+    code = f"def solve(n):\n    if n == 7:\n        {failure}\n    return 0 if n == 9 else n * 2\n"
+    judgement = judge.run(code, [CALLS], "python", timeout=1.0)
+    assert statuses(judgement) == ["passed"] * 7 + ["runtime_error", "passed", "failed"] + ["passed"] * 10
+    assert judgement.status == "runtime_error"
+    raised = judgement.tests[7]
+    assert "Error" in raised.stderr and "Traceback" in raised.stderr, raised
+    assert "Traceback" not in judgement.tests[8].stderr
+
+
+def test_calls_that_raise_each_fail_alone_with_their_own_traceback(judge):
+    code = "def solve(n):\n    if n % 2:\n        raise ValueError(f'odd {n}')\n    return n * 2\n"
+    judgement = judge.run(code, [CALLS], "python")
+    assert statuses(judgement) == ["passed", "runtime_error"] * 10
+    assert all(f"odd {i}" in judgement.tests[i].stderr for i in range(1, 20, 2))
+    assert "odd 3" not in judgement.tests[5].stderr
+
+
+def test_a_call_whose_test_code_does_not_compile_fails_alone(judge):
+    calls = Calls((Test("print(solve(1))", "2"), Test("print(solve(", "4"), Test("print(solve(3))", "6")))
+    judgement = judge.run(DOUBLE, [calls], "python")
+    assert statuses(judgement) == ["passed", "runtime_error", "passed"]
+
+
+def test_test_code_of_every_form_runs_in_a_run_of_calls_as_alone(judge):
+    """The harness indents a call's test code into its ``try``, or runs its text by ``exec`` where indenting could
+    change it (a string over lines) or it does not compile alone (a ``return`` outside a function): every form
+    gives the verdict a run of its own gives."""
+    tests = (
+        Test('s = """a\n  b"""\nprint(s, solve(1))', "a\n  b 2"),
+        Test("return 1", "1"),
+        Test("# nothing", ""),
+        Test("x = [1,\n2]\nprint(solve(len(x)))", "4"),
+        Test("if True:\n\tprint(solve(2))", "4"),
+        Test("print(solve(1)); \\\nprint(solve(2))", "2\n4"),
+        Test("print(solve(3))", "6"),
+    )
+    assert [_inline(test.test_code) is None for test in tests] == [True, True, False, False, False, True, False]
+    alone = judge.run(DOUBLE, list(tests), "python", timeout=3.0)
+    together = judge.run(DOUBLE, [Calls(tests)], "python", timeout=3.0)
+    assert statuses(together) == statuses(alone) == ["passed", "runtime_error"] + ["passed"] * 5
+
+
+def test_an_exit_in_a_call_still_ends_the_run(judge):
+    code = "import sys\ndef solve(n):\n    if n == 4:\n        sys.exit(0)\n    return n * 2\n"
+    judgement = judge.run(code, [CALLS], "python")
+    assert statuses(judgement) == ["passed"] * 4 + ["failed"] * 16
 
 
 def test_a_program_that_ends_early_fails_the_calls_it_never_reached(judge):
@@ -70,6 +127,44 @@ def test_a_program_that_forges_the_separators_gains_nothing(judge):
     )
     judgement = judge.run(code, [CALLS], "python")
     assert judgement.passed == 0
+
+
+def test_a_program_that_forges_raised_lines_only_fails_its_own_calls(judge):
+    """A program that reads the marker from its file can print the line the harness prints when a call raises:
+    for its own call, that call fails; for another call, the line is only what this call printed (a wrong answer),
+    never a verdict on the other call."""
+    code = (
+        "import sys, re\n"
+        "source = open(sys.argv[0]).read()\n"
+        "marker = re.search(r\"print\\('([0-9a-f]{32}):0'\", source).group(1)\n"
+        "def solve(n):\n"
+        "    if n == 3:\n"
+        "        print(f'{marker}:3:raised')\n"
+        "    if n == 5:\n"
+        "        print(f'{marker}:6:raised')\n"
+        "    if n == 8:\n"
+        "        print(f'{marker}:8:raised', file=sys.stderr)\n"
+        "    return n * 2\n"
+    )
+    judgement = judge.run(code, [CALLS], "python")
+    assert statuses(judgement) == ["passed"] * 3 + ["runtime_error", "passed", "failed"] + ["passed"] * 14
+
+
+def test_a_program_that_hides_its_raise_gains_nothing_over_not_raising(judge):
+    """A program can swallow its own errors (as it can end a separate run normally after one, through ``atexit``
+    and ``os._exit(0)``): what each call printed is then graded, and it never saw an expected output."""
+    code = (
+        "import builtins\n"
+        "real_print = builtins.print\n"
+        "builtins.print = lambda *a, **k: None if ':raised' in str(a) else real_print(*a, **k)\n"
+        "def solve(n):\n"
+        "    if n == 7:\n"
+        "        raise ValueError('no')\n"
+        "    return n * 2\n"
+    )
+    judgement = judge.run(code, [CALLS], "python")
+    assert judgement.tests[7].status in ("runtime_error", "failed")
+    assert judgement.passed == 19
 
 
 def test_no_expected_output_reaches_the_sandbox(judge):
@@ -133,10 +228,19 @@ def qhome(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_q_runs_of_calls_find_the_call_that_wrote_an_error(qhome):
+def test_q_runs_of_calls_fail_only_the_calls_that_wrote_an_error(qhome):
     """The stand-in (NOT q) prints `-1 "text";` lines and writes `'word` lines to stderr, as q does on an error;
-    like q it goes on after one: the call whose stderr shows it fails with runtime_error, and every later one."""
-    calls = Calls((Test('-1 "a";', "a"), Test("'type", "b"), Test('-1 "c";', "c")))
+    like q it goes on after one: the call whose stderr shows it fails with runtime_error, the others are graded."""
+    calls = Calls((Test('-1 "a";', "a"), Test("'type", "b"), Test('-1 "c";', "c"), Test('-1 "x";', "d")))
     with Judge(timeout=2.0, workers=1, q_binary=FAKE_Q) as q_judge:
         judgement = q_judge.run("", [calls], "q")
-    assert statuses(judgement) == ["passed", "runtime_error", "runtime_error"]
+    assert statuses(judgement) == ["passed", "runtime_error", "passed", "failed"]
+
+
+def test_a_q_error_before_the_first_call_fails_every_call(qhome):
+    """An error in the solution itself is in every separate run of a test: every call of the run fails so."""
+    calls = Calls((Test('-1 "a";', "a"), Test('-1 "c";', "c")))
+    with Judge(timeout=2.0, workers=1, q_binary=FAKE_Q) as q_judge:
+        judgement = q_judge.run("'length", [calls], "q")
+        alone = q_judge.run("'length", list(calls.tests), "q")
+    assert statuses(judgement) == statuses(alone) == ["runtime_error", "runtime_error"]
