@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from data.quality.domain import answered, reference_program
+from data.quality.input_classes import value_classes
 from data.quality.solve_view import as_solve
 from data.quality.trivial import cheap_programs
 from data.quality.wrong_programs import call_text, mutants, nearby_calls, printed_calls, printing_test
@@ -57,7 +58,7 @@ class Adequacy:
     outside_domain: int = 0  # nearby inputs left out: the solution does not answer them (data/quality/domain.py)
     pool: int = 0  # the problem's pool tests, which the reward samples beside the judged tests
     killed_by_pool: int = 0  # of ``killed``: passed every judged test, failed a pool test
-    pool_classes: int = 0  # the input classes its pool's calls cover (data/generation/pool.py, `value_classes`)
+    pool_classes: int = 0  # the input classes its pool's calls cover (data/quality/input_classes.py, `value_classes`)
 
     @property
     def wrong(self) -> int:
@@ -70,9 +71,7 @@ class Adequacy:
 
 
 def pool_classes(problem: Problem) -> set:
-    """The input classes (data/generation/pool.py, `value_classes`) of the calls of ``problem``'s pool."""
-    from data.generation.pool import value_classes
-
+    """The input classes (`value_classes`) of the calls of ``problem``'s pool."""
     calls = [call for test in as_solve(problem).pool for call in printed_calls(test.test_code) or ()]
     return set().union(set(), *map(value_classes, calls))
 

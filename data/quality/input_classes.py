@@ -117,3 +117,63 @@ def _touching(intervals: list) -> list[list]:
         found.append([moved if item is second else item for item in intervals])
     found.append([*intervals, kind([ordered[-1][1], ordered[-1][1] + 1])])
     return found
+
+
+# The classes a value is in, as generated pools count them (data/generation/pool.py).
+
+
+def value_classes(value, depth: int = 0) -> set:
+    """The features of a value the shape rule compares: its type, character classes, signs, short lengths, by
+    depth."""
+    if isinstance(value, bool):
+        return {("bool", depth)}
+    if isinstance(value, int):
+        return {("int", depth), ("sign", depth, (value > 0) - (value < 0))}
+    if isinstance(value, float):
+        return {("float", depth), ("sign", depth, (value > 0) - (value < 0))}
+    if isinstance(value, str):
+        found = {("str", depth)} | {("chars", _char_class(c)) for c in value}
+        found |= {("repeated", depth)} if len(set(value)) < len(value) else set()
+        return found | ({("length", depth, len(value))} if len(value) < 2 else set())
+    if value is None:
+        return {("none", depth)}
+    if isinstance(value, (list, tuple, set, frozenset, dict)):
+        found = {(type(value).__name__, depth)} | ({("length", depth, len(value))} if len(value) < 2 else set())
+        if isinstance(value, (list, tuple)) and len(value) > 1:
+            found |= _order_classes(list(value), depth)
+        for item in value.items() if isinstance(value, dict) else value:
+            found |= value_classes(item, depth + 1)
+        return found
+    return {(type(value).__name__, depth)}
+
+
+def _order_classes(items: list, depth: int) -> set:
+    """Duplicates, a tie for the largest, sorted and reversed order, and length: where ``sorted``, ``max`` and
+    ``index`` go wrong."""
+    found = {("long", depth)} if len(items) > 20 else set()
+    try:
+        if len({repr(item) for item in items}) < len(items):
+            found.add(("duplicates", depth))
+        if items.count(max(items)) > 1:
+            found.add(("tie", depth))
+        if items == sorted(items):
+            found.add(("sorted", depth))
+        elif items == sorted(items, reverse=True):
+            found.add(("reversed", depth))
+    except (TypeError, ValueError):
+        pass
+    return found
+
+
+def _char_class(c: str) -> str:
+    if not c.isascii():
+        return "non-ascii"
+    return (
+        "lower"
+        if c.islower()
+        else "upper"
+        if c.isupper()
+        else "digit"
+        if c.isdigit()
+        else ("space" if c.isspace() else "other")
+    )

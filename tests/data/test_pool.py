@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from data import load_problems
-from data.generation.pool import build_pool, build_q_pool, own_calls, suggested_domain, value_classes
+from data.generation.pool import build_pool, build_q_pool, own_calls, suggested_domain
+from data.quality.input_classes import value_classes
 from data.quality.q_twins import twins_of
 from data.quality.wrong_programs import printed_calls
 from judging import Judge, Problem, Test
