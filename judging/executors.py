@@ -201,7 +201,8 @@ def _inline(test_code: str) -> str | None:
 
 def _body(test_code: str, index: int) -> str:
     """The body of call ``index``'s ``try``: its test code indented, or compiled from its text and run by ``exec``
-    in the module's globals."""
+    in the module's globals. Lone surrogates read as "?", as in the rest of the program (judging/execution.py)."""
+    test_code = test_code.encode("utf-8", "replace").decode("utf-8")
     return _inline(test_code) or f"    exec(compile({test_code!r}, {f'<call {index}>'!r}, 'exec'), globals())"
 
 
