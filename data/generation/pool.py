@@ -31,7 +31,7 @@ from data.quality.input_classes import value_classes
 from data.quality.solve_view import as_solve
 from data.quality.wrong_programs import kept_values, keeps_invariants, printed_calls
 from judging import JudgeUnavailable
-from judging.records import MAX_CALLS, Calls, Problem, Test, in_runs
+from judging.records import MAX_CALLS, Calls, Problem, Test, joined_runs
 from judging.policy import DEFAULT_TIMEOUT
 from rewards import MAX_TESTS_PER_PROBLEM
 
@@ -736,9 +736,10 @@ def _cheap_share_kept(view: Problem, groups: list[list[tuple]], judge, form: str
     tests = [Test(*python_test(group, form)) for group in groups]
     if not tests:
         return groups
-    given = [test for test in view.tests if test.input is None]  # each its own run, as `data verify` counts them
+    given = [test for test in view.tests if test.input is None]
     cheap = cheap_programs(replace(view, tests=view.tests + tuple(tests[:32])))
-    judgements = judge.run_many([(probe.program, [*given, *in_runs(tests)], "python") for probe in cheap])
+    # In the runs `data verify` and the reward judge them in (a program keeping state sees the same calls).
+    judgements = judge.run_many([(probe.program, joined_runs(given, tests), "python") for probe in cheap])
     rows = [[result.status == "passed" for result in judgement.tests] for judgement in judgements]
     passes = [(sum(row[: len(given)]), row[len(given) :]) for row in rows if not all(row[len(given) :])]
     # A program printing one answer whatever it is given.
