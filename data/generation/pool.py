@@ -44,6 +44,7 @@ MAX_CANDIDATES = 700  # the inputs tried for one problem
 # calls in one test's time limit, so a run of them takes the solution a quarter of it at most.
 PER_CALL_SECONDS = 0.25 * DEFAULT_TIMEOUT / MAX_CALLS
 LONGEST_OUTPUT = 1000  # characters a pool test may expect
+BUILTIN_NAMES = frozenset(("bool", "dict", "float", "int", "len", "list", "set", "str", "tuple", "type", "abs"))
 FEW_CHARACTERS = 6  # a string argument whose tests use at most this many characters between them keeps to them
 NON_ASCII = "éßÄñØ"
 # Lower-case letters whose case maps are not one letter to one letter: upper ß is SS, title ǆ is ǅ (upper Ǆ),
@@ -225,10 +226,13 @@ def suggested_domain(problem: Problem) -> str | None:
         if len(kinds) != 1:
             continue
         kind = kinds.pop()
-        parts.append(
-            f"isinstance({name}, {kind.__name__})"
-            + (" and not isinstance({0}, bool)".format(name) if kind is int else "")
-        )
+        if name in BUILTIN_NAMES:  # a parameter named ``dict`` hides the type: isinstance(dict, dict) would raise
+            parts.append(f"type({name}).__name__ == {kind.__name__!r}")
+        else:
+            parts.append(
+                f"isinstance({name}, {kind.__name__})"
+                + (" and not isinstance({0}, bool)".format(name) if kind is int else "")
+            )
         if kind in (int, float):
             bound = f"{10 * max(abs(value) for value in values) + 10:g}"
             parts.append(

@@ -442,3 +442,23 @@ def test_an_integer_meets_the_powers_of_another(judge):
     )
     logarithm = "import math\ndef solve(x, n):\n    return x == 1 or math.log(x, n) == int(math.log(x, n))\n"
     assert _fails_the_pool(judge, power, logarithm)
+
+
+def test_a_suggested_domain_holds_where_a_parameter_hides_a_type(judge):
+    """HumanEval's check_dict_case takes a parameter named ``dict``: ``isinstance(dict, dict)`` raised on every
+    input, so every candidate was outside the domain and the pool came out empty."""
+    keys_of_one_case = Problem(
+        "keys-of-one-case",
+        "python",
+        "Write `solve(dict)`: whether every key of `dict` is a lower-case string.",
+        (
+            Test("print(solve({'a': 1, 'b': 2}))", "True"),
+            Test("print(solve({'a': 1, 'B': 2}))", "False"),
+            Test("print(solve({'x': 1, 5: 2}))", "False"),
+            Test("print(solve({'ab': 3}))", "True"),
+        ),
+        "def solve(dict):\n    return all(isinstance(k, str) and k.islower() for k in dict)\n",
+    )
+    domain = suggested_domain(keys_of_one_case)
+    assert domain.startswith("type(dict).__name__ == 'dict'")
+    assert build_pool(replace(keys_of_one_case, domain=domain), judge).tests
