@@ -18,15 +18,26 @@ from training.evaluation import PassAtKEvaluator  # noqa: E402
 
 armed = False
 grade = judging.execution.grade
+grade_calls = judging.execution.grade_calls
 evaluate = PassAtKEvaluator.evaluate
 
 
 def wrong_answers_pass(*args, **kwargs):
-    """The judge's grading (judging/grading.py), with every wrong output taken for right once armed."""
+    """The judge's grading of a test run alone (judging/grading.py), with every wrong output taken for right once
+    armed."""
     result = grade(*args, **kwargs)
     if armed and result.status == "failed":
         result.status = "passed"
     return result
+
+
+def wrong_calls_pass(*args, **kwargs):
+    """The same for a run of calls (a completion's last given test is judged in one with its pool sample)."""
+    results = grade_calls(*args, **kwargs)
+    for result in results:
+        if armed and result.status == "failed":
+            result.status = "passed"
+    return results
 
 
 def armed_evaluate(self, *args, **kwargs):
@@ -36,6 +47,7 @@ def armed_evaluate(self, *args, **kwargs):
 
 
 judging.execution.grade = wrong_answers_pass
+judging.execution.grade_calls = wrong_calls_pass
 PassAtKEvaluator.evaluate = armed_evaluate
 
 if __name__ == "__main__":
