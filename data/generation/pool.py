@@ -22,6 +22,7 @@ print the same: a solution that prints otherwise on any input is reported and ge
 from __future__ import annotations
 
 import ast
+import builtins
 import math
 import random
 import re
@@ -44,7 +45,6 @@ MAX_CANDIDATES = 700  # the inputs tried for one problem
 # calls in one test's time limit, so a run of them takes the solution a quarter of it at most.
 PER_CALL_SECONDS = 0.25 * DEFAULT_TIMEOUT / MAX_CALLS
 LONGEST_OUTPUT = 1000  # characters a pool test may expect
-BUILTIN_NAMES = frozenset(("bool", "dict", "float", "int", "len", "list", "set", "str", "tuple", "type", "abs"))
 FEW_CHARACTERS = 6  # a string argument whose tests use at most this many characters between them keeps to them
 NON_ASCII = "éßÄñØ"
 # Lower-case letters whose case maps are not one letter to one letter: upper ß is SS, title ǆ is ǅ (upper Ǆ),
@@ -226,8 +226,8 @@ def suggested_domain(problem: Problem) -> str | None:
         if len(kinds) != 1:
             continue
         kind = kinds.pop()
-        if name in BUILTIN_NAMES:  # a parameter named ``dict`` hides the type: isinstance(dict, dict) would raise
-            parts.append(f"type({name}).__name__ == {kind.__name__!r}")
+        if hasattr(builtins, name):  # a parameter named ``dict`` hides the type: isinstance(dict, dict) would raise
+            parts.append(f"{name}.__class__.__name__ == {kind.__name__!r}")
         else:
             parts.append(
                 f"isinstance({name}, {kind.__name__})"

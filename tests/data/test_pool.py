@@ -460,5 +460,5 @@ def test_a_suggested_domain_holds_where_a_parameter_hides_a_type(judge):
         "def solve(dict):\n    return all(isinstance(k, str) and k.islower() for k in dict)\n",
     )
     domain = suggested_domain(keys_of_one_case)
-    assert domain.startswith("type(dict).__name__ == 'dict'")
+    assert domain.startswith("dict.__class__.__name__ == 'dict'")
     assert build_pool(replace(keys_of_one_case, domain=domain), judge).tests
