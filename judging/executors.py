@@ -7,8 +7,9 @@ judge relies on; a new language is one class that has it (and one entry in judgi
 
 from __future__ import annotations
 
-import ast
+import binascii
 import functools
+import marshal
 import os
 import re
 import shutil
@@ -132,39 +133,44 @@ class PythonExecutor:
         return f"{solution}\n"
 
     def calls_code(self, marker: str, tests) -> str:
-        """Each call's test code inside a ``try``, as the code after the marker of a run of its own would run (in
-        the module's globals): an ``Exception`` it raises has its traceback written to stderr and the call's raised
-        line (`call_raised`) printed after what it printed, to stdout and then to stderr (where it ends the call's
-        traceback), by a function the harness defines first; the next call runs. A ``MemoryError`` is raised on,
-        as are ``SystemExit``, ``KeyboardInterrupt`` and any other BaseException: they end the run as they end a
-        run of the call alone. The test code is indented into the ``try`` (parsed once, with the program: a
-        ``try`` costs nothing where nothing raises), or, where indenting could change it or it does not compile
-        alone (`_inline`), compiled from its text and run there by ``exec``, so a test code that does not compile
-        fails its call alone. The program can forge or hide a raised line (it can read the marker in its own file,
-        and replace ``print``), as it can end a run of one call normally after raising (``atexit``,
-        ``os._exit(0)``): either only fails its own calls or has them graded on what they printed, which it could
-        have printed without raising."""
-        handler = (  # defined after the solution: a name of its own it shadows only from here on
-            "def _judge_raised(index):\n"
-            "    import sys\n"
-            "    if isinstance(sys.exc_info()[1], MemoryError):\n"
-            "        raise\n"
-            "    sys.__excepthook__(*sys.exc_info())\n"
-            f"    line = {call_raised(marker, '%d')!r} % index\n"
-            "    print(line, flush=True)\n"
-            "    print(line, file=sys.stderr, flush=True)\n"
-        )
-        return handler + "\n".join(
-            f"print({call_separator(marker, index)!r}, flush=True)\ntry:\n{_body(test.test_code, index)}\n"
-            f"except Exception: _judge_raised({index})"
-            for index, test in enumerate(tests)
+        """A function that runs each call's test code in the module's globals (as the code after the marker of a
+        run of its own runs) inside a ``try``: an ``Exception`` it raises has its traceback written to stderr and
+        the call's raised line (`call_raised`) printed after what it printed, to stdout and then to stderr (where it
+        ends the call's traceback); the next call runs. A ``MemoryError`` is raised on, as are ``SystemExit``,
+        ``KeyboardInterrupt`` and any other BaseException: they end the run as they end a run of the call alone.
+
+        The calls come compiled (`_compiled_calls`: on the host, once for every completion judged on the same
+        calls), so the sandbox parses a short loop and not fifty calls; a test code that does not compile alone
+        comes as its text, whose ``exec`` raises its SyntaxError inside the ``try``: that call fails alone. The loop
+        takes the builtins it uses from ``builtins``, so a solution defining ``print`` or ``exec`` changes only
+        what its calls do, as in runs of their own. The program can forge or hide a raised line (it can read the
+        marker in its own file, and replace ``print``), as it can end a run of one call normally after raising
+        (``atexit``, ``os._exit(0)``): either only fails its own calls or has them graded on what they printed,
+        which it could have printed without raising."""
+        return (  # defined after the solution: a name of its own it shadows only from here on
+            "def _judge_calls(marker, calls):\n"
+            "    import builtins, sys\n"
+            "    scope = builtins.globals()\n"
+            "    for index, call in builtins.enumerate(calls):\n"
+            f"        builtins.print(f{call_separator('{marker}', '{index}')!r}, flush=True)\n"
+            "        try:\n"
+            "            builtins.exec(call, scope)\n"
+            "        except builtins.MemoryError:\n"
+            "            raise\n"
+            "        except builtins.Exception:\n"
+            "            sys.__excepthook__(*sys.exc_info())\n"
+            f"            line = f{call_raised('{marker}', '{index}')!r}\n"
+            "            builtins.print(line, flush=True)\n"
+            "            builtins.print(line, file=sys.stderr, flush=True)\n"
+            f"_judge_calls({marker!r}, __import__('marshal').loads(__import__('binascii').a2b_base64("
+            f"{_compiled_calls(tuple(test.test_code for test in tests))!r})))\n"
         )
 
     def raised_calls(self, result: RunResult, marker: str, calls: int) -> frozenset[int]:
         """The calls whose output (what they printed after their separator, before the next) holds their own
         raised line, printed by the harness of `calls_code`."""
         start = result.stdout.find(marker)
-        if start < 0:
+        if start < 0 or ":raised\n" not in result.stdout:  # no call raised: no span to read
             return frozenset()
         text = result.stdout[start + len(marker) :]
         return frozenset(
@@ -183,27 +189,21 @@ class PythonExecutor:
         return "runtime_error"
 
 
-@functools.lru_cache(maxsize=1 << 14)
-def _inline(test_code: str) -> str | None:
-    """``test_code`` indented four spaces, to run inside the harness's ``try``; None where that could change what
-    it does (a string over several lines, a line continued by a backslash, a carriage return, a ``__future__``
-    import) or it does not compile alone (a ``return`` outside a function too, which would fail the whole program).
-    Compiled here, on the host, never run; the same tests come back for every completion of a problem."""
-    if any(text in test_code for text in ('"""', "'''", "\\\n", "\r", "__future__")):
-        return None
-    try:
-        tree = compile(test_code, "<call>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
-        compile(tree, "<call>", "exec", dont_inherit=True)
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
-        return None
-    return "\n".join("    " + line for line in test_code.split("\n")) if tree.body else "    pass"
-
-
-def _body(test_code: str, index: int) -> str:
-    """The body of call ``index``'s ``try``: its test code indented, or compiled from its text and run by ``exec``
-    in the module's globals. Lone surrogates read as "?", as in the rest of the program (judging/execution.py)."""
-    test_code = test_code.encode("utf-8", "replace").decode("utf-8")
-    return _inline(test_code) or f"    exec(compile({test_code!r}, {f'<call {index}>'!r}, 'exec'), globals())"
+@functools.lru_cache(maxsize=1 << 10)
+def _compiled_calls(test_codes: tuple[str, ...]) -> bytes:
+    """Each test code compiled alone (as its own module, so no layout of the harness changes what it does), or its
+    text where it does not compile alone (a ``return`` outside a function), the tuple marshalled and in base64: what
+    `PythonExecutor.calls_code` hands the sandbox's loop. The sandbox runs this interpreter (`PythonExecutor`
+    starts ``sys.executable``), so it reads this marshal format. Lone surrogates read as "?", as in the rest of
+    the program (judging/execution.py). Cached: a step's completions of one problem share their calls."""
+    calls = []
+    for index, test_code in enumerate(test_codes):
+        test_code = test_code.encode("utf-8", "replace").decode("utf-8")
+        try:
+            calls.append(compile(test_code, f"<call {index}>", "exec", dont_inherit=True))
+        except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+            calls.append(test_code)
+    return binascii.b2a_base64(marshal.dumps(tuple(calls)), newline=False)
 
 
 def site_packages_in_view(read_only: list[str]) -> list[str]:
