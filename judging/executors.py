@@ -7,7 +7,6 @@ judge relies on; a new language is one class that has it (and one entry in judgi
 
 from __future__ import annotations
 
-import binascii
 import functools
 import marshal
 import os
@@ -142,16 +141,16 @@ class PythonExecutor:
         The calls come compiled (`_compiled_calls`: on the host, once for every completion judged on the same
         calls), so the sandbox parses a short loop and not fifty calls; a test code that does not compile alone
         comes as its text, whose ``exec`` raises its SyntaxError inside the ``try``: that call fails alone. The loop
-        takes the builtins it uses from ``builtins``, so a solution defining ``print`` or ``exec`` changes only
-        what its calls do, as in runs of their own. The program can forge or hide a raised line (it can read the
+        imports what it uses and takes the builtins from ``builtins``, so a solution defining ``print``, ``exec``
+        or ``__import__`` changes only what its calls do, as in runs of their own. The program can forge or hide a raised line (it can read the
         marker in its own file, and replace ``print``), as it can end a run of one call normally after raising
         (``atexit``, ``os._exit(0)``): either only fails its own calls or has them graded on what they printed,
         which it could have printed without raising."""
         return (  # defined after the solution: a name of its own it shadows only from here on
-            "def _judge_calls(marker, calls):\n"
-            "    import builtins, sys\n"
+            "def _judge_calls(marker, blob):\n"
+            "    import builtins, marshal, sys\n"
             "    scope = builtins.globals()\n"
-            "    for index, call in builtins.enumerate(calls):\n"
+            "    for index, call in builtins.enumerate(marshal.loads(builtins.bytes.fromhex(blob))):\n"
             f"        builtins.print(f{call_separator('{marker}', '{index}')!r}, flush=True)\n"
             "        try:\n"
             "            builtins.exec(call, scope)\n"
@@ -162,8 +161,7 @@ class PythonExecutor:
             f"            line = f{call_raised('{marker}', '{index}')!r}\n"
             "            builtins.print(line, flush=True)\n"
             "            builtins.print(line, file=sys.stderr, flush=True)\n"
-            f"_judge_calls({marker!r}, __import__('marshal').loads(__import__('binascii').a2b_base64("
-            f"{_compiled_calls(tuple(test.test_code for test in tests))!r})))\n"
+            f"_judge_calls({marker!r}, {_compiled_calls(tuple(test.test_code for test in tests))!r})\n"
         )
 
     def raised_calls(self, result: RunResult, marker: str, calls: int) -> frozenset[int]:
@@ -190,9 +188,9 @@ class PythonExecutor:
 
 
 @functools.lru_cache(maxsize=1 << 10)
-def _compiled_calls(test_codes: tuple[str, ...]) -> bytes:
+def _compiled_calls(test_codes: tuple[str, ...]) -> str:
     """Each test code compiled alone (as its own module, so no layout of the harness changes what it does), or its
-    text where it does not compile alone (a ``return`` outside a function), the tuple marshalled and in base64: what
+    text where it does not compile alone (a ``return`` outside a function), the tuple marshalled, in hex: what
     `PythonExecutor.calls_code` hands the sandbox's loop. The sandbox runs this interpreter (`PythonExecutor`
     starts ``sys.executable``), so it reads this marshal format. Lone surrogates read as "?", as in the rest of
     the program (judging/execution.py). Cached: a step's completions of one problem share their calls."""
@@ -203,7 +201,7 @@ def _compiled_calls(test_codes: tuple[str, ...]) -> bytes:
             calls.append(compile(test_code, f"<call {index}>", "exec", dont_inherit=True))
         except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
             calls.append(test_code)
-    return binascii.b2a_base64(marshal.dumps(tuple(calls)), newline=False)
+    return marshal.dumps(tuple(calls)).hex()
 
 
 def site_packages_in_view(read_only: list[str]) -> list[str]:

@@ -96,6 +96,28 @@ def test_test_code_of_every_form_runs_in_a_run_of_calls_as_alone(judge):
     assert statuses(together) == statuses(alone) == ["passed", "runtime_error"] + ["passed"] * 5
 
 
+@pytest.mark.parametrize(
+    "names",
+    [
+        "def print(*args, **kwargs):\n    __builtins__.print(*args, **kwargs)\n",
+        "exec = eval = compile = None\n",
+        "enumerate = globals = bytes = None\n",
+        "def __import__(*args, **kwargs):\n    raise ImportError('none')\n",
+        "import sys\nsys = None\nmarshal = 'not a module'\n",
+    ],
+)
+def test_a_solution_naming_what_the_harness_uses_is_judged_as_alone(judge, names):
+    """The harness runs after the solution, in its globals: a correct solution that defines a name the harness
+    uses (``print``, ``exec``, ``enumerate``, ``__import__``, ``marshal`` ...) is judged as in runs of its own,
+    and a wrong one gains nothing."""
+    calls = Calls((Test("print(solve(1))", "2"), Test("print(solve(2))", "4"), Test("print([0][solve(1)])", "0")))
+    for code in (names + DOUBLE, names + "def solve(n):\n    return n * 3\n"):
+        alone = judge.run(code, list(calls.tests), "python", timeout=3.0)
+        together = judge.run(code, [calls], "python", timeout=3.0)
+        assert statuses(together) == statuses(alone)
+    assert statuses(together) == ["failed", "failed", "runtime_error"]
+
+
 def test_an_exit_in_a_call_still_ends_the_run(judge):
     code = "import sys\ndef solve(n):\n    if n == 4:\n        sys.exit(0)\n    return n * 2\n"
     judgement = judge.run(code, [CALLS], "python")
