@@ -168,6 +168,7 @@ class TrainingRun:
             canary=canaries,
             trivial_shares=self.trivial_shares,
         )
+        evaluator.feedback = self.feedback()  # pass@k after the rounds too, in training and under --eval_only
         if canaries and canaries.canaries and not evaluator.canaries_per_evaluation and main_rank():
             logger.warning(
                 "canary: off, since --canary_share %g of the evaluation's %d generations is under one",
@@ -260,9 +261,7 @@ class TrainingRun:
         tracker = self.tracker()
         if self.resume:
             self.resume.continue_training(args.grpo, tracker)
-        feedback = self.feedback()
-        if evaluator is not None:
-            evaluator.feedback = feedback  # pass@k after the rounds too
+        feedback = evaluator.feedback if evaluator is not None else self.feedback()
         trainer = QGRPOTrainer(
             model=args.model.model,
             reward_funcs=make_reward_funcs(
