@@ -206,7 +206,7 @@ class TrainingRun:
         its base model), recorded at the step the model stands for (training/run_folder.py, `model_step`)."""
         import torch
         from accelerate import Accelerator
-        from transformers import AutoModelForCausalLM
+        from transformers import AutoModelForCausalLM, set_seed
 
         accelerator = Accelerator()
         path, dtype = self.args.model.model, torch.bfloat16 if bf16_supported() else torch.float32
@@ -217,6 +217,7 @@ class TrainingRun:
         else:
             model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
         step = model_step(path)
+        set_seed(self.args.grpo.seed)  # the same --seed samples the same completions, as in training
         alarm = None
         try:
             metrics = evaluator.evaluate(model.to(accelerator.device), accelerator, step)
