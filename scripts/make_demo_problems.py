@@ -16,6 +16,11 @@ sandboxed execution per completion keeps judging cheap on 2 cores), chosen so th
 passes it, a hidden test of three other calls, which the reward never judges (the trainer's hidden-test watch judges
 it for the completions that pass the first, training/hidden_tests.py), and a canonical `solution`. The tokenizer
 corpus leaves the hidden tests out, as no prompt or completion shows them.
+
+With `--examples` each description also shows one call and its result ("For example, solve(3) returns 8."), and
+that call is a test of its own marked `"example": true`: what `--feedback_turns` runs a reply's code on
+(training/feedback.py). Without a shown example the rounds only check that the code loads, and the demo's code
+always loads. The example is judged too (the prompt already holds it); the other tests stay unshown.
 """
 
 import argparse
@@ -39,6 +44,10 @@ AROUND = (-2, -1, 0, 1, 2)
 HIDDEN_AROUND = (-5, 5)
 PAIR_INPUTS = ((3, 10), (7, 2), (-4, 5))
 HIDDEN_PAIR_INPUTS = ((0, 6), (9, -3), (-8, -2))
+# The call a description shows under --examples: an input no other test uses; a comparison's at its constant, where
+# `>` and `>=` part.
+EXAMPLE_INPUT = 1
+EXAMPLE_PAIR = (5, 3)
 
 
 def record(
@@ -49,8 +58,10 @@ def record(
     expression: str,
     calls: tuple[str, ...],
     hidden_calls: tuple[str, ...],
+    example_call: str | None = None,
 ) -> dict:
-    """One problem: its canonical solution is evaluated here to give the expected output of its tests."""
+    """One problem: its canonical solution is evaluated here to give the expected output of its tests; with
+    ``example_call``, the description shows that call and its result, and it is a test marked as an example."""
     solution = f"def solve({argument_list}):\n    return {expression}\n"
     scope: dict = {}
     exec(solution, scope)  # our own generated one-liner, to compute the expected output
@@ -61,18 +72,23 @@ def record(
             "expected_output": " ".join(str(eval(call, scope)) for call in calls),
         }
 
+    tests = [test(calls), {**test(hidden_calls), "hidden": True}]
+    if example_call is not None:
+        shown = test((example_call,))
+        description += f" For example, {example_call} returns {shown['expected_output']}."
+        tests.insert(0, {**shown, "example": True})
     return {
         "id": "-".join([family, *(str(slot).replace(" ", "") for slot in slots)]),
         "language": "python",
         "description": f"Write a Python function `solve({argument_list})` {description}",
-        "tests": [test(calls), {**test(hidden_calls), "hidden": True}],
+        "tests": tests,
         "solution": solution,
         "difficulty": "easy",
         "tags": ["demo", family],
     }
 
 
-def arithmetic() -> Iterator[dict]:
+def arithmetic(examples: bool = False) -> Iterator[dict]:
     """`solve(n)` returns n plus/minus/times a constant."""
     for (word, op), constant, name in product(ARITHMETIC, CONSTANTS, NAMES):
         yield record(
@@ -83,10 +99,11 @@ def arithmetic() -> Iterator[dict]:
             f"{name} {op} {constant}",
             tuple(f"solve({i})" for i in INPUTS),
             tuple(f"solve({i})" for i in HIDDEN_INPUTS),
+            f"solve({EXAMPLE_INPUT})" if examples else None,
         )
 
 
-def comparison() -> Iterator[dict]:
+def comparison(examples: bool = False) -> Iterator[dict]:
     """`solve(n)` returns whether n is greater than / less than / equal to a constant."""
     for (word, op), constant, name in product(COMPARISONS, CONSTANTS, NAMES):
         yield record(
@@ -97,10 +114,11 @@ def comparison() -> Iterator[dict]:
             f"{name} {op} {constant}",
             tuple(f"solve({constant + d})" for d in AROUND),
             tuple(f"solve({i})" for i in (*(constant + d for d in HIDDEN_AROUND), -constant)),
+            f"solve({constant})" if examples else None,
         )
 
 
-def pair() -> Iterator[dict]:
+def pair(examples: bool = False) -> Iterator[dict]:
     """`solve(a, b)` combines its two arguments; subtraction in both orders, the commutative ones in one."""
     for (word, op), (first, second) in product(ARITHMETIC, PAIRS):
         orders = [(first, second), (second, first)] if op == "-" else [(first, second)]
@@ -113,20 +131,22 @@ def pair() -> Iterator[dict]:
                 f"{left} {op} {right}",
                 tuple(f"solve({i}, {j})" for i, j in PAIR_INPUTS),
                 tuple(f"solve({i}, {j})" for i, j in HIDDEN_PAIR_INPUTS),
+                "solve({}, {})".format(*EXAMPLE_PAIR) if examples else None,
             )
 
 
 FAMILIES = {"arith": arithmetic, "compare": comparison, "pair": pair}
 
 
-def generate(seed: int, held_out: float) -> list[dict]:
-    """Every instance of every family, each with its split; per family a seeded share is held out."""
+def generate(seed: int, held_out: float, examples: bool = False) -> list[dict]:
+    """Every instance of every family, each with its split; per family a seeded share is held out. ``examples``
+    changes the descriptions, not which instances are held out."""
     if not 0 < held_out < 1:
         raise ValueError(f"held_out must be between 0 and 1, got {held_out}")
     rng = random.Random(seed)
     problems = []
     for make in FAMILIES.values():
-        instances = list(make())
+        instances = list(make(examples))
         rng.shuffle(instances)
         cut = max(1, round(len(instances) * held_out))
         problems += [{**p, "split": "test"} for p in instances[:cut]]
@@ -151,11 +171,16 @@ def main(argv=None) -> int:
         help="also write the training split alone to DIR/train.jsonl, for make_tiny_model.py "
         "--data_dir, so the tokenizer never reads a held-out problem",
     )
+    parser.add_argument(
+        "--examples",
+        action="store_true",
+        help="each description shows one call and its result, a test marked as an example (for --feedback_turns)",
+    )
     args = parser.parse_args(argv)
     if not 0 < args.held_out < 1:
         parser.exit(2, f"make_demo_problems.py: error: --held_out {args.held_out}: give a share between 0 and 1\n")
 
-    problems = generate(args.seed, args.held_out)
+    problems = generate(args.seed, args.held_out, args.examples)
     write_jsonl(args.out, problems)
     train = [p for p in problems if p["split"] == "train"]
     if args.tokenizer_corpus:

@@ -11,9 +11,19 @@ no variance within a group and nothing for GRPO to show.
 Each example is the trainer's own prompt (`training.prompts.make_prompt`, plain style, no reasoning format) with
 the completion "```python\\n<solution>\\n```" and the end-of-sequence token; loss is on the completion only.
 Only problems of the training split are used, so held-out problems stay unseen.
+
+`--feedback_examples N` adds, for each chosen problem with examples (tests the model was shown,
+`training.feedback.example_tests`), up to N examples of a second reply: the prompt is what evaluation and training
+under `--feedback_turns` give the model after a wrong first reply (`FeedbackRounds.next_context`, plain style): the
+trainer's prompt, a fenced wrong variant of the solution (one small change: `data.quality.wrong_programs.mutants`),
+the end-of-sequence token, then the judge's message on that code's run on the examples (`rewards.feedback.verdict`
+of a real sandboxed run); the completion is the right solution. A variant is used only when that run fails, so
+every message says what a wrong reply would be told. Without them the model never sees a message in training and
+its reply after one is noise.
 """
 
 import argparse
+import random
 import sys
 from pathlib import Path
 
@@ -39,13 +49,47 @@ def select(problems: list[Problem], which: str, limit: int | None) -> list[Probl
     return chosen[:limit]
 
 
+def fenced(code: str, language: str) -> str:
+    """A reply as the prompt asks for it: the code in one fenced block."""
+    return f"```{language_named(language).fence}\n{code.strip(chr(10))}\n```"
+
+
 def example(problem: Problem) -> dict:
-    language = problem.language
-    solution = problem.solution.strip("\n")
     return {
-        "prompt": make_prompt(problem.description, language, False, "plain"),
-        "completion": f"```{language_named(language).fence}\n{solution}\n```",
+        "prompt": make_prompt(problem.description, problem.language, False, "plain"),
+        "completion": fenced(problem.solution, problem.language),
     }
+
+
+def feedback_examples(problems: list[Problem], tokenizer, judge, per_problem: int, seed: int) -> list[dict]:
+    """Up to ``per_problem`` second-reply examples for each of ``problems`` that has examples (module docstring):
+    wrong variants of its solution drawn with ``seed``, each judged on the examples exactly as the feedback rounds
+    judge a reply (its code read from the fenced reply by `make_turn`), kept only where the run fails with a
+    message."""
+    from data.quality.wrong_programs import mutants
+    from rewards.feedback import make_turn, verdict
+    from training.feedback import FeedbackRounds, example_tests
+
+    rounds = FeedbackRounds(1, judge, {}, tokenizer, chat=False)
+    rng = random.Random(seed)
+    drawn = []  # (problem, wrong reply, its code); a few more than asked for, as some variants pass the examples
+    for problem in problems:
+        if not example_tests(problem):
+            continue
+        wrong = [probe.program for probe in mutants(problem.solution)]
+        for program in rng.sample(wrong, min(len(wrong), 4 * per_problem)):
+            reply = fenced(program, problem.language)
+            drawn.append((problem, reply, make_turn(reply, True, problem.language).code))
+    judgements = judge.run_many([(code, rounds.tests(problem), problem.language) for problem, _, code in drawn])
+    kept: dict[str, list[dict]] = {}
+    for (problem, reply, _), judgement in zip(drawn, judgements):
+        said = verdict(problem, rounds.tests(problem), judgement)
+        if said.passed or said.message is None or len(kept.setdefault(problem.id, [])) >= per_problem:
+            continue
+        first = example(problem)
+        prompt = rounds.next_context(first["prompt"], [reply], [said.message], None)
+        kept[problem.id].append({"prompt": prompt, "completion": first["completion"]})
+    return [e for examples in kept.values() for e in examples]
 
 
 class StopAtSkill:
@@ -124,7 +168,16 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--check_every", type=int, default=25, help="optimizer steps between two such checks")
     parser.add_argument("--check_problems", type=int, default=64, help="training problems decoded in each check")
+    parser.add_argument(
+        "--feedback_examples",
+        type=int,
+        default=0,
+        help="per problem with examples, up to this many more examples of the right reply after a wrong one and "
+        "the judge's message on it, as --feedback_turns shows them (default 0: first replies only)",
+    )
     args = parser.parse_args(argv)
+    if args.feedback_examples < 0:
+        parser.exit(2, f"sft_warm_start.py: error: --feedback_examples {args.feedback_examples}: give 0 or more\n")
 
     try:
         problems = select(load_problems(args.data, LANGUAGE), args.problems, args.max_problems)
@@ -160,12 +213,19 @@ def main(argv=None) -> int:
     )
     examples = [example(p) for p in problems]
     stopper = None
-    if args.stop_at_exact is not None:
+    if args.stop_at_exact is not None:  # the skill checked is the first reply's
         stopper = StopAtSkill(tokenizer, examples[: args.check_problems], args.stop_at_exact, args.check_every)
+    second = []
+    if args.feedback_examples:
+        from judging import Judge
+
+        with Judge() as judge:
+            second = feedback_examples(problems, tokenizer, judge, args.feedback_examples, args.seed)
+        print(f"feedback examples: {len(second)} (a wrong reply and the judge's message, then the right one)")
     trainer = SFTTrainer(
         model=args.model,
         args=config,
-        train_dataset=Dataset.from_list(examples),
+        train_dataset=Dataset.from_list(examples + second),
         processing_class=tokenizer,
         callbacks=[stopper.callback()] if stopper else None,
     )

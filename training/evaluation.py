@@ -38,6 +38,16 @@ def judged_tests(judgement) -> list[dict]:
     return [{"status": t.status, "seconds": round(t.seconds, 4), "stdout": t.stdout} for t in judgement.tests]
 
 
+def feedback_metrics(per_problem: list[dict], ks: list[int]) -> dict:
+    """``feedback/pass@k`` from each problem's record after its rounds, and ``feedback/turns`` (replies per
+    sample)."""
+    rounds = [p["feedback"] for p in per_problem]
+    metrics = {f"feedback/{k}": v for k, v in mean_pass_at_k([(r["n"], r["c"]) for r in rounds], ks).items()}
+    turns = [t for r in rounds for t in r["turns"]]
+    metrics["feedback/turns"] = sum(turns) / max(len(turns), 1)
+    return metrics
+
+
 class PassAtKEvaluator:
     """pass@k of a model on the first `simple_eval_problems` problems, each sampled from ``prompt(problem)``
     (`training.prompts.problem_prompt`); ``describe`` is recorded with every evaluation beside its settings, and
@@ -76,7 +86,7 @@ class PassAtKEvaluator:
             **describe,
         }
         self.generation_batch = generation_batch
-        self.feedback = None  # the run's --feedback_turns rounds (training/feedback.py), set by the trainer's builder
+        self.feedback = None  # the run's --feedback_turns rounds (training/feedback.py), set by TrainingRun.evaluator
         self.canary = canary
         self.canaries_per_evaluation, self.canary_samples = canary_budget(
             len(self.problems) * args.repeat_eval_problems,
@@ -110,6 +120,9 @@ class PassAtKEvaluator:
         n = self.args.repeat_eval_problems
         completions, scores = self._sample_and_judge(model, accelerator, shard, n, generate, self.scoring)
 
+        rounds = None  # per sample: its replies, the messages between them, the score after its rounds
+        if self.feedback is not None:
+            rounds = self._after_feedback(model, accelerator, shard, n, completions, generate)
         per_problem, samples_out = [], []
         for i, problem in enumerate(shard):
             scored = scores[i * n : (i + 1) * n]
@@ -122,6 +135,14 @@ class PassAtKEvaluator:
                     "rewards": [s.reward for s in scored],
                 }
             )
+            if rounds is not None:
+                later = rounds[i * n : (i + 1) * n]
+                per_problem[-1]["feedback"] = {
+                    "n": n,
+                    "c": sum(s.status == "passed" for _, _, s in later),
+                    "statuses": [s.status for _, _, s in later],
+                    "turns": [len(replies) for replies, _, _ in later],
+                }
             for sample, (text, s) in enumerate(zip(completions[i], scored)):
                 j = s.judgement
                 samples_out.append(
@@ -136,12 +157,20 @@ class PassAtKEvaluator:
                         "tests": judged_tests(j),
                     }
                 )
+                if rounds is not None:
+                    replies, messages, after = rounds[i * n + sample]
+                    samples_out[-1]["feedback"] = {
+                        "messages": messages,
+                        "replies": replies[1:],
+                        "status": after.status,
+                        "passed": after.judgement.passed,
+                    }
         per_problem = sorted(gather_object(per_problem), key=lambda p: p["id"])
         samples_out = gather_object(samples_out)
 
         metrics = self.summarize(per_problem)
-        if self.feedback is not None:
-            metrics.update(self._after_feedback(model, accelerator, shard, n, completions, generate))
+        if rounds is not None:
+            metrics.update(feedback_metrics(per_problem, list(self.args.eval_k)))
         canary, alarm = (
             self._canaries(model, accelerator, step, generate) if self.canaries_per_evaluation else (None, None)
         )
@@ -198,8 +227,9 @@ class PassAtKEvaluator:
         return completions, scores
 
     def _after_feedback(self, model, accelerator, problems: list[Problem], n: int, completions: list, generate):
-        """pass@k once each sample has had its feedback rounds (``feedback/pass@k``; ``pass@k`` is the first
-        reply's), judged on the last reply holding code, as training's reward is."""
+        """Each sample's feedback rounds (collective: every rank calls it, with its own shard): per sample, in
+        ``completions``' order, its replies (the first is the sampled one), the messages between them, and the
+        score of the last reply holding code on all the problem's tests, as training's reward judges."""
         from rewards.feedback import judged_turn, make_turn
 
         if generate is not None:
@@ -237,17 +267,7 @@ class PassAtKEvaluator:
             if texts
             else []
         )
-        per_problem = [
-            {"n": n, "c": sum(s.status == "passed" for s in scores[i * n : (i + 1) * n])} for i in range(len(problems))
-        ]
-        per_problem = gather_object(per_problem)
-        turns = gather_object([len(r) for r in replies])
-        metrics = {
-            f"feedback/{k}": v
-            for k, v in mean_pass_at_k([(p["n"], p["c"]) for p in per_problem], list(self.args.eval_k)).items()
-        }
-        metrics["feedback/turns"] = sum(turns) / max(len(turns), 1)
-        return metrics
+        return list(zip(replies, self.feedback.transcripts, scores))
 
     def _canaries(self, model, accelerator, step: int, generate) -> tuple[dict, CanaryAlarm | None]:
         """This evaluation's turn of canary problems (training/canary.py), sampled and judged as the evaluation's

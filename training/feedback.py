@@ -80,7 +80,7 @@ class FeedbackRounds:
         self.turns, self.judge, self.problems, self.tokenizer, self.chat = turns, judge, problems, tokenizer, chat
         self.problem_ids: list[str] | None = None
         self._tests: dict[str, tuple[Test, ...]] = {}  # what each problem's code is run on, by id
-        self.transcripts: list[list[str]] = []  # every message of the last batch, each row's in order
+        self.transcripts: list[list[str]] = []  # every message of the last batch or text rounds, each row's in order
 
     def __call__(self, prompts: list, trainer) -> dict:
         if self.problem_ids is None or len(self.problem_ids) != len(prompts):
@@ -220,6 +220,7 @@ class FeedbackRounds:
             answers = generate([contexts[i] for i in continued] + [fill] * (most - len(continued)))
             for i, answer in zip(continued, answers):
                 replies[i].append(answer)
+        self.transcripts = messages
         return replies
 
     def next_context(self, context: str, replies: list[str], messages: list[str], chat_prompt: list | None) -> str:

@@ -168,6 +168,7 @@ class TrainingRun:
             canary=canaries,
             trivial_shares=self.trivial_shares,
         )
+        evaluator.feedback = self.feedback()  # pass@k after the rounds too, in training and under --eval_only
         if canaries and canaries.canaries and not evaluator.canaries_per_evaluation and main_rank():
             logger.warning(
                 "canary: off, since --canary_share %g of the evaluation's %d generations is under one",
@@ -205,7 +206,7 @@ class TrainingRun:
         its base model), recorded at the step the model stands for (training/run_folder.py, `model_step`)."""
         import torch
         from accelerate import Accelerator
-        from transformers import AutoModelForCausalLM
+        from transformers import AutoModelForCausalLM, set_seed
 
         accelerator = Accelerator()
         path, dtype = self.args.model.model, torch.bfloat16 if bf16_supported() else torch.float32
@@ -216,6 +217,7 @@ class TrainingRun:
         else:
             model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
         step = model_step(path)
+        set_seed(self.args.grpo.seed)  # the same --seed samples the same completions, as in training
         alarm = None
         try:
             metrics = evaluator.evaluate(model.to(accelerator.device), accelerator, step)
@@ -260,9 +262,7 @@ class TrainingRun:
         tracker = self.tracker()
         if self.resume:
             self.resume.continue_training(args.grpo, tracker)
-        feedback = self.feedback()
-        if evaluator is not None:
-            evaluator.feedback = feedback  # pass@k after the rounds too
+        feedback = evaluator.feedback if evaluator is not None else self.feedback()
         trainer = QGRPOTrainer(
             model=args.model.model,
             reward_funcs=make_reward_funcs(

@@ -315,7 +315,7 @@ CHECKS: list[tuple[str, Callable[[str, Context], None]]] = [
     (r"(ls|cat) runs/first", first_run),
     (r"python rl_trainer\.py --(eval_only|config) ", first_run),
     (r"VLLM_CPU_KVCACHE_SPACE=\d+ python rl_trainer\.py ", trainer_on_vllm_cpu),
-    (r"bash scripts/(install|run_tests|cpu_demo)\.sh", script_parses),
+    (r"bash scripts/(install|run_tests|cpu_demo|feedback_demo)\.sh", script_parses),
     (r"ruff check \.( && ruff format --check \.)?$", run_as_written),
     (r"bash scripts/gpu_(wheels|check)\.sh", gpu_check),
     (r"pip install ", requirements),

@@ -147,3 +147,17 @@ def test_a_model_outside_any_run_gets_an_eval_only_folder(tiny_model, tmp_path):
     [entry] = results(tmp_path / "final_outputs/eval_only/other/non_reasoning")
     assert entry["step"] == 0 and entry["eval_only"] is True and entry["settings"]["n"] == 1
     assert "evaluation: generating: 100%|" in result.stderr and "2/2" in result.stderr  # progress while generating
+
+
+def test_the_same_seed_samples_the_same_completions(tiny_model, tmp_path):
+    """--seed seeds an evaluation's sampling, so a demo's evaluation is the same draw twice."""
+    samples = {}
+    for name, seed in (("a", "3"), ("b", "3"), ("c", "4")):
+        out = tmp_path / name
+        flags = ["--language", "python", "--simple_eval_problems", "2", "--repeat_eval_problems", "3"]
+        evaluate_only(tiny_model, *flags, "--eval_max_tokens", "8", "--output_dir", out, "--seed", seed, cwd=tmp_path)
+        [entry] = results(out)
+        lines = (out / "logs" / entry["samples"]).read_text().splitlines()
+        samples[name] = [json.loads(line)["completion"] for line in lines]
+    assert samples["a"] == samples["b"]
+    assert samples["a"] != samples["c"]
