@@ -4,6 +4,7 @@ that loops, runs out of memory, exits or prints too much ends the run: it fails 
 later call; the calls before it keep their verdicts; no expected output reaches the sandbox. Both bwrap paths
 (warm workers and a fresh interpreter per test), and q through its stand-in."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -147,6 +148,7 @@ def test_a_program_that_forges_the_separators_gains_nothing(judge):
     )
     judgement = judge.run(code, [CALLS], "python")
     assert judgement.passed == 0
+    assert re.search(r"^[0-9a-f]{32}:0$", judgement.tests[0].stdout, re.M), "the attack never found the marker"
 
 
 def test_a_program_that_forges_raised_lines_only_fails_its_own_calls(judge):
