@@ -142,10 +142,10 @@ class PythonExecutor:
         calls), so the sandbox parses a short loop and not fifty calls; a test code that does not compile alone
         comes as its text, whose ``exec`` raises its SyntaxError inside the ``try``: that call fails alone. The loop
         imports what it uses and takes the builtins from ``builtins``, so a solution defining ``print``, ``exec``
-        or ``__import__`` changes only what its calls do, as in runs of their own. The program can forge or hide a raised line (it can read the
-        marker in its own file, and replace ``print``), as it can end a run of one call normally after raising
-        (``atexit``, ``os._exit(0)``): either only fails its own calls or has them graded on what they printed,
-        which it could have printed without raising."""
+        or ``__import__`` changes only what its calls do, as in runs of their own. The program can forge or hide a
+        raised line (it can read the marker in its own file, and replace ``print``), as it can end a run of one call
+        normally after raising (``atexit``, ``os._exit(0)``): either only fails its own calls or has them graded on
+        what they printed, which it could have printed without raising."""
         return (  # defined after the solution: a name of its own it shadows only from here on
             "def _judge_calls(marker, blob):\n"
             "    import builtins, marshal, sys\n"
