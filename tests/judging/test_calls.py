@@ -119,6 +119,25 @@ def test_a_solution_naming_what_the_harness_uses_is_judged_as_alone(judge, names
     assert statuses(together) == ["failed", "failed", "runtime_error"]
 
 
+@pytest.mark.parametrize(
+    "tampering",
+    [
+        "import sys, types\nsys.modules['marshal'] = types.SimpleNamespace(loads=lambda blob: ())\n",
+        "import sys, types\nsys.modules['marshal'] = types.SimpleNamespace(loads=lambda blob: 1 / 0)\n",
+        "import builtins\nbuiltins.exec = lambda *args: None\n",
+        "import builtins\nbuiltins.enumerate = lambda calls: [(0, 'print(7)')]\n",
+    ],
+)
+def test_a_program_that_tampers_with_the_harness_gains_nothing(judge, tampering):
+    """The harness runs after the solution, which can replace what it imports or takes from ``builtins``: skipping
+    calls, running other code in their place or breaking the loop only fails the program's own calls, never as the
+    judge's fault (``sandbox_error``), since it never sees an expected output."""
+    calls = Calls(tuple(Test(f"print(solve({i}))", str(2 * i)) for i in range(1, 6)))
+    judgement = judge.run(tampering + "def solve(n):\n    return n * 3\n", [calls], "python", timeout=3.0)
+    assert judgement.passed == 0
+    assert "sandbox_error" not in statuses(judgement)
+
+
 def test_an_exit_in_a_call_still_ends_the_run(judge):
     code = "import sys\ndef solve(n):\n    if n == 4:\n        sys.exit(0)\n    return n * 2\n"
     judgement = judge.run(code, [CALLS], "python")
