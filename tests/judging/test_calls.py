@@ -73,6 +73,30 @@ def test_calls_that_raise_each_fail_alone_with_their_own_traceback(judge):
     assert "odd 3" not in judgement.tests[5].stderr
 
 
+def test_a_traceback_is_written_once_per_error_and_line_and_after_that_its_last_line_alone(judge):
+    """The first call raising an error at a line writes its whole traceback (from the call's code on, as a run of
+    it alone shows it); a later call raising the same error there, the error's line alone (a traceback costs the sandbox ~45 us: a wrong program raising on all fifty
+    pool calls spent more on them than on running them); another error, or another line, its whole traceback."""
+    code = (
+        "def solve(n):\n"
+        "    if n % 5 == 4:\n"
+        "        return {}[n]\n"
+        "    if n % 2:\n"
+        "        raise ValueError(f'odd {n}')\n"
+        "    return n * 2\n"
+    )
+    tests = judge.run(code, [CALLS], "python").tests
+    ran = ["passed", "runtime_error", "passed", "runtime_error", "runtime_error", "runtime_error", "passed"]
+    assert [result.status for result in tests[:7]] == ran
+    for index, (line, last) in {1: (5, "ValueError: odd 1"), 4: (3, "KeyError: 4")}.items():
+        assert tests[index].stderr.startswith("Traceback (most recent call last)"), tests[index].stderr
+        assert f"line {line}, in solve" in tests[index].stderr, tests[index].stderr
+        assert "_judge_calls" not in tests[index].stderr, "the harness's own frame is not the call's"
+        assert tests[index].stderr.rstrip().endswith(last), tests[index].stderr
+    for index, last in {3: "ValueError: odd 3", 5: "ValueError: odd 5", 9: "KeyError: 9", 19: "KeyError: 19"}.items():
+        assert tests[index].stderr.strip() == last, tests[index].stderr
+
+
 def test_a_call_whose_test_code_does_not_compile_fails_alone(judge):
     calls = Calls((Test("print(solve(1))", "2"), Test("print(solve(", "4"), Test("print(solve(3))", "6")))
     judgement = judge.run(DOUBLE, [calls], "python")
