@@ -306,9 +306,9 @@ def compare_on_the_host(problems: list[Problem], allow_in_sandbox_comparisons=Fa
                         "in the script)",
                     )
             tests.append(test)
-        for index, test in enumerate(problem.pool):
+        for index, test in enumerate(() if allow_in_sandbox_comparisons else problem.pool):  # nothing to refuse
             found = (refusal if problem.language == "python" else q_refusal)(test.test_code, problem.entry_point)
-            if found and not allow_in_sandbox_comparisons:
+            if found:
                 raise DataError(
                     problem.location,
                     f"pool[{index}] is not a printing test ({found}); a pool holds "
