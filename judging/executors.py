@@ -205,8 +205,9 @@ def _compiled_calls(test_codes: tuple[str, ...]) -> str:
     text where it does not compile alone (a ``return`` outside a function), the tuple marshalled, compressed (to
     a tenth: the sandbox's compiler reads the hex text a character at a time, ~140 us for fifty calls otherwise)
     and in hex: what `PythonExecutor.calls_code` hands the sandbox's loop. The sandbox runs this interpreter
-    (`PythonExecutor` starts ``sys.executable``), so it reads this marshal format. Lone surrogates read as "?", as in the rest of
-    the program (judging/execution.py). Cached: a step's completions of one problem share their calls."""
+    (`PythonExecutor` starts ``sys.executable``), so it reads this marshal format. Lone surrogates read as "?", as
+    in the rest of the program (judging/execution.py). Cached: a step's completions of one problem share their
+    calls."""
     calls = []
     for index, test_code in enumerate(test_codes):
         test_code = test_code.encode("utf-8", "replace").decode("utf-8")

@@ -75,8 +75,9 @@ def test_calls_that_raise_each_fail_alone_with_their_own_traceback(judge):
 
 def test_a_traceback_is_written_once_per_error_and_line_and_after_that_its_last_line_alone(judge):
     """The first call raising an error at a line writes its whole traceback (from the call's code on, as a run of
-    it alone shows it); a later call raising the same error there, the error's line alone (a traceback costs the sandbox ~45 us: a wrong program raising on all fifty
-    pool calls spent more on them than on running them); another error, or another line, its whole traceback."""
+    it alone shows it); a later call raising the same error there, the error's line alone (a traceback costs the
+    sandbox ~45 us: a wrong program raising on all fifty pool calls spent more on them than on running them);
+    another error, or another line, its whole traceback."""
     code = (
         "def solve(n):\n"
         "    if n % 5 == 4:\n"
@@ -150,6 +151,9 @@ def test_a_solution_naming_what_the_harness_uses_is_judged_as_alone(judge, names
         "import sys, types\nsys.modules['marshal'] = types.SimpleNamespace(loads=lambda blob: 1 / 0)\n",
         "import builtins\nbuiltins.exec = lambda *args: None\n",
         "import builtins\nbuiltins.enumerate = lambda calls: [(0, 'print(7)')]\n",
+        "import sys, types\nsys.modules['zlib'] = types.SimpleNamespace(decompress=lambda blob: b'')\n",
+        "import sys, types, marshal\nsys.modules['zlib'] = types.SimpleNamespace(decompress=lambda blob: "
+        "marshal.dumps(('print(-1)',) * 5))\n",
     ],
 )
 def test_a_program_that_tampers_with_the_harness_gains_nothing(judge, tampering):
@@ -160,6 +164,25 @@ def test_a_program_that_tampers_with_the_harness_gains_nothing(judge, tampering)
     judgement = judge.run(tampering + "def solve(n):\n    return n * 3\n", [calls], "python", timeout=3.0)
     assert judgement.passed == 0
     assert "sandbox_error" not in statuses(judgement)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        "class Meta(type):\n    def __hash__(cls):\n        raise RuntimeError('no hash')\n"
+        "class Wrong(Exception, metaclass=Meta):\n    pass\n",
+        "class Wrong(Exception):\n    def __str__(self):\n        raise RuntimeError('no text')\n",
+        "class Wrong(Exception):\n    __traceback__ = None\n",
+    ],
+)
+def test_an_error_the_harness_cannot_place_or_show_only_fails_the_program_s_own_calls(judge, error):
+    """An error the harness cannot hash (its class's metaclass raising), show (``__str__`` raising) or walk (its
+    traceback hidden by the class) ends the run or is shown as the interpreter shows it: every call fails, none as
+    the judge's fault."""
+    code = error + "def solve(n):\n    raise Wrong()\n"
+    judgement = judge.run(code, [CALLS], "python", timeout=3.0)
+    assert judgement.passed == 0 and judgement.status == "runtime_error", statuses(judgement)
+    assert set(statuses(judgement)) == {"runtime_error"}, statuses(judgement)
 
 
 def test_an_exit_in_a_call_still_ends_the_run(judge):
